@@ -1,0 +1,52 @@
+"""Frameworks behind one interface; each is imported only when used (optional extras)."""
+
+from __future__ import annotations
+
+import importlib
+
+from tvmbench.backends.base import Backend, BackendConfig
+from tvmbench.errors import MissingFrameworkError, UserError
+
+# name -> "module:Class"; a module is imported only when its framework is asked for.
+REGISTRY = {
+    "pytorch": "tvmbench.backends.pytorch:PyTorchBackend",
+    "tvm": "tvmbench.backends.tvm:TVMBackend",
+}
+ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm"}
+
+__all__ = ["ALIASES", "REGISTRY", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
+
+
+def _load(name: str) -> type[Backend]:
+    """The backend class; importing its module does not import the framework."""
+    module, _, cls = REGISTRY[name].partition(":")
+    backend: type[Backend] = getattr(importlib.import_module(module), cls)
+    return backend
+
+
+def result_key(name: str) -> str:
+    return _load(name).result_key
+
+
+def backend_class(name: str) -> type[Backend]:
+    """The backend class, or MissingFrameworkError when its framework is not installed."""
+    backend = _load(name)
+    missing = backend.missing_requirement()
+    if missing:
+        raise MissingFrameworkError(name, missing, backend.extra)
+    return backend
+
+
+def parse_frameworks(spec: str) -> list[str]:
+    names = []
+    for raw in spec.split(","):
+        name = ALIASES.get(raw.strip().lower(), raw.strip().lower())
+        if not name:
+            continue
+        if name not in REGISTRY:
+            raise UserError(f"unknown framework '{raw.strip()}'; available: {', '.join(REGISTRY)}")
+        if name not in names:
+            names.append(name)
+    if not names:
+        raise UserError("--frameworks is empty; e.g. --frameworks tvm,pytorch")
+    return names

@@ -1,0 +1,76 @@
+"""The backend interface every framework implements.
+
+Small on purpose (after optimum-benchmark's backend base class): a backend turns a loaded model
+into something it can run (``prepare``: import, convert, compile; its phases are timed), runs one
+synchronous inference (``run``: waits for the device, so the timer measures the work), hands back
+the outputs as numpy arrays, and releases what it holds. Measurement, isolation and accuracy
+checks live outside, identical for every framework.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from tvmbench.models import LoadedModel
+from tvmbench.targets import ResolvedTarget
+
+
+@dataclass(frozen=True)
+class BackendConfig:
+    """What every backend needs from the run, so all frameworks get the same settings."""
+
+    target: ResolvedTarget
+    threads: int
+    db_dir: str | None = None
+    use_cache: bool = True
+    options: dict[str, Any] = field(default_factory=dict)  # framework-specific, from the CLI
+
+
+class Backend(ABC):
+    name: ClassVar[str]  # as given to --frameworks
+    result_key: ClassVar[str]  # key of this framework's entry in the result JSON
+    requires: ClassVar[tuple[str, ...]] = ()  # importable modules it needs
+    extra: ClassVar[str | None] = None  # pip extra that installs them
+
+    def __init__(self, config: BackendConfig) -> None:
+        self.config = config
+        self.phases_s: dict[str, float] = {}  # convert/import/compile/load..., seconds
+        self.info: dict[str, Any] = {}  # device, versions, settings: recorded in the result
+
+    @classmethod
+    def missing_requirement(cls) -> str | None:
+        """The first required module that is not installed, or None."""
+        for module in cls.requires:
+            if importlib.util.find_spec(module) is None:
+                return module
+        return None
+
+    @abstractmethod
+    def prepare(self, model: LoadedModel) -> None:
+        """Convert/compile the model and place inputs on the device."""
+
+    @abstractmethod
+    def run(self) -> None:
+        """One synchronous inference on the prepared inputs."""
+
+    @abstractmethod
+    def outputs(self) -> list[np.ndarray]:
+        """Outputs of the last ``run`` as numpy arrays, flattened in the model's output order."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
+        """Release what the backend holds."""
+
+
+def flatten(value: Any) -> list[Any]:
+    """Nested tuples/lists of tensors to a flat list, in order."""
+    if isinstance(value, list | tuple):
+        out: list[Any] = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]

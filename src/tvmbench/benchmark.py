@@ -1,0 +1,244 @@
+"""One benchmark run: a model, several frameworks, the same inputs, one result.
+
+The parent process never runs a framework itself: each framework is measured by
+:func:`measure_framework` in its own worker process (see ``measure/isolation.py``), PyTorch eager
+first because its outputs are the reference the others are checked against. The parent gathers the
+results, checks accuracy, computes statistics and speedups and builds the result document.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tvmbench.backends import BackendConfig, backend_class, result_key
+from tvmbench.errors import UserError
+from tvmbench.measure import accuracy, environment, isolation, stats
+from tvmbench.measure.timer import TimerConfig, measure
+from tvmbench.models import ModelOptions, count_flops, load_model
+from tvmbench.targets import ResolvedTarget
+
+REFERENCE = "pytorch"
+
+Events = Callable[[str, str], None]  # (framework, message)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str
+    target: ResolvedTarget
+    frameworks: tuple[str, ...] = ("tvm", "pytorch")
+    options: ModelOptions = field(default_factory=ModelOptions)
+    threads: int = 1
+    timer: TimerConfig = field(default_factory=TimerConfig)
+    db_dir: str | None = None
+    use_cache: bool = True
+    isolate: bool = True
+    timeout_s: float = 3600.0
+    memory_limit_bytes: int = 0  # 0: 90 % of the machine's memory
+    tolerance: dict[str, float] = field(default_factory=dict)  # overrides of the fp32 tolerance
+
+    def memory_limit(self) -> int:
+        return self.memory_limit_bytes or int(psutil.virtual_memory().total * 0.9)
+
+
+@dataclass(frozen=True)
+class FrameworkJob:
+    """Everything a worker needs, picklable: it rebuilds the model itself from the same seed."""
+
+    framework: str
+    model: str
+    options: ModelOptions
+    backend: BackendConfig
+    timer: TimerConfig
+    timed: bool = True  # False: only produce reference outputs
+    count_flops: bool = False
+
+
+def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> dict[str, Any]:
+    """Prepare, run once cold, time steady state, return outputs. Runs inside the worker."""
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    progress("building the model")
+    model = load_model(job.model, job.options)
+    phases["load_model_s"] = time.perf_counter() - t0
+    backend = backend_class(job.framework)(job.backend)
+    progress("importing and compiling" if job.framework == "tvm" else "preparing")
+    t0 = time.perf_counter()
+    backend.prepare(model)
+    phases["prepare_s"] = time.perf_counter() - t0
+    phases.update(backend.phases_s)
+    progress("first inference")
+    t0 = time.perf_counter()
+    backend.run()
+    phases["first_inference_s"] = time.perf_counter() - t0
+    outputs = backend.outputs()
+    result: dict[str, Any] = {"info": backend.info, "phases_s": phases, "outputs": outputs,
+                              "batch_size": model.batch_size, "model": model.describe()}
+    if job.timed:
+        def on_timer(stage: str, n: int) -> None:
+            progress(f"{stage} run {n}")
+
+        m = measure(backend.run, job.timer, on_timer)
+        result["measurement"] = {
+            "samples_s": m.samples_s, "warmup_s": m.warmup_s, "block_size": m.block_size,
+            "stop_reason": m.stop_reason, "total_calls": m.total_calls, "timed_calls": m.timed_calls,
+            "timed_wall_s": m.timed_wall_s, "config": m.config,
+        }
+    if job.count_flops:
+        progress("counting FLOPs")
+        result["flops"] = count_flops(model)
+    backend.close()
+    return result
+
+
+def _inline(job: FrameworkJob, on_progress: Callable[[str], None]) -> isolation.Outcome:
+    """Same contract as run_isolated, in this process (for debugging: --no-isolation)."""
+    t0 = time.monotonic()
+    try:
+        return isolation.Outcome(ok=True, value=measure_framework(job, on_progress),
+                                 wall_s=time.monotonic() - t0,
+                                 peak_rss_bytes=psutil.Process().memory_info().rss)
+    except UserError as e:
+        return isolation.Outcome(ok=False, error={"kind": "user", "type": type(e).__name__, "message": str(e)})
+    except Exception as e:
+        import traceback
+
+        return isolation.Outcome(ok=False, error={"kind": "exception", "type": type(e).__name__,
+                                                  "message": str(e).strip().splitlines()[0] if str(e).strip() else "",
+                                                  "traceback": traceback.format_exc()})
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The same thread count for every framework, set before any of them starts a pool."""
+    n = str(threads)
+    return {"TVM_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+
+
+def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> dict[str, Any]:
+    events = on_event or (lambda fw, msg: None)
+    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, db_dir=cfg.db_dir, use_cache=cfg.use_cache)
+    env = environment.collect(cfg.threads)
+    order = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
+    raw: dict[str, isolation.Outcome] = {}
+    for fw in order:
+        raw[fw] = _run_job(cfg, FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                                             count_flops=fw == REFERENCE), events)
+    if REFERENCE not in order:
+        events(REFERENCE, "computing reference outputs")
+        raw["_reference"] = _run_job(cfg, FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                                                       timed=False, count_flops=True), events)
+    ref = raw.get(REFERENCE) or raw.get("_reference")
+    ref_outputs = ref.value["outputs"] if ref is not None and ref.ok else None
+    return build_result(cfg, order, raw, ref_outputs, env)
+
+
+def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Outcome:
+    def progress(msg: str) -> None:
+        events(job.framework, msg)
+
+    try:
+        backend_class(job.framework)  # a missing framework is reported without starting a worker
+    except UserError as e:
+        return isolation.Outcome(ok=False, error={"kind": "missing", "type": type(e).__name__, "message": str(e)})
+    if not cfg.isolate:
+        return _inline(job, progress)
+    return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
+                                  memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
+                                  on_progress=progress)
+
+
+def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
+                 ref_outputs: list[Any] | None, env: dict[str, Any]) -> dict[str, Any]:
+    tolerance = accuracy.tolerance_for("float32", cfg.tolerance)
+    model_info: dict[str, Any] = {}
+    flops = None
+    for outcome in raw.values():
+        if outcome.ok:
+            model_info = model_info or outcome.value["model"]
+            flops = flops if flops is not None else outcome.value.get("flops")
+    batch = next((o.value["batch_size"] for o in raw.values() if o.ok), cfg.options.batch_size)
+    result: dict[str, Any] = {
+        "model": cfg.model,
+        "batch_size": batch,
+        "seq_length": model_info.get("seq_length"),
+        "image_size": model_info.get("image_size"),
+        "target": cfg.target.kind,
+        "target_config": cfg.target.config,
+        "target_source": cfg.target.source,
+        "tuning_enabled": cfg.db_dir is not None,
+        "tuning_database": cfg.db_dir,
+        "frameworks": order,
+    }
+    per_fw: dict[str, dict[str, Any]] = {}
+    for fw in order:
+        entry = framework_entry(raw[fw], ref_outputs, tolerance, batch, flops, fw == REFERENCE)
+        per_fw[fw] = entry
+        result[result_key(fw)] = entry
+    result["speedup"], result["speedup_basis"] = _tvm_speedup(per_fw)
+    result["model_info"] = {**model_info, "flops": flops}
+    result["measurement"] = {"method": "tvmbench.measure.timer", "timer": cfg.timer.to_json(),
+                             "isolation": "process per framework (spawn)" if cfg.isolate else "none (in-process)",
+                             "threads": cfg.threads, "io_policy": "inputs resident on the device, outputs not "
+                             "copied back inside the timed region"}
+    result["environment"] = env
+    noisy = environment.warnings_for(env)
+    noisy += [f"{fw}: high run-to-run variation (CV {e['cv']:.0%})" for fw, e in per_fw.items()
+              if e.get("cv", 0) > 0.10]
+    result["warnings"] = noisy
+    return result
+
+
+def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, tolerance: accuracy.Tolerance,
+                    batch: int, flops: int | None, is_reference: bool) -> dict[str, Any]:
+    if not outcome.ok:
+        err = outcome.error
+        return {"status": "failed", "error": err.get("message", ""), "error_type": err.get("type"),
+                "error_kind": err.get("kind"), "traceback": err.get("traceback"),
+                "peak_rss_bytes": outcome.peak_rss_bytes or None}
+    value = outcome.value
+    m = value.get("measurement", {})
+    summary = stats.summarize(m.get("samples_s", []), batch)
+    entry: dict[str, Any] = {
+        "status": "ok",
+        # The seed's field names, kept: avg = mean over the timed runs.
+        "avg_latency_ms": summary.get("mean_ms"),
+        "throughput_samples_per_sec": summary.get("throughput_samples_per_sec"),
+        "total_runs": m.get("timed_calls", 0),
+        "device": value["info"].get("device"),
+        **{k: v for k, v in summary.items() if k not in ("throughput_samples_per_sec",)},
+        "warmup_runs": len(m.get("warmup_s", [])),
+        "warmup_ms": [s * 1e3 for s in m.get("warmup_s", [])],
+        "block_size": m.get("block_size"),
+        "stop_reason": m.get("stop_reason"),
+        "first_inference_ms": value["phases_s"].get("first_inference_s", 0) * 1e3,
+        "phases_s": value["phases_s"],
+        "peak_rss_bytes": outcome.peak_rss_bytes,
+        "info": value["info"],
+        "samples_ms": [s * 1e3 for s in m.get("samples_s", [])],
+    }
+    if flops and summary.get("median_ms"):
+        entry["gflops_per_sec"] = flops / (summary["median_ms"] * 1e-3) / 1e9
+    if is_reference:
+        entry["accuracy"] = {"passed": True, "reference": True}
+    elif ref_outputs is None:
+        entry["accuracy"] = {"passed": None, "reason": "no PyTorch reference outputs"}
+    else:
+        entry["accuracy"] = accuracy.compare(value["outputs"], ref_outputs, tolerance)
+    return entry
+
+
+def _tvm_speedup(per_fw: dict[str, dict[str, Any]]) -> tuple[float | None, str]:
+    """TVM's speedup over PyTorch (median PyTorch / median TVM); none when either failed or TVM's
+    outputs did not match."""
+    tvm_e, ref_e = per_fw.get("tvm"), per_fw.get(REFERENCE)
+    basis = "median(pytorch) / median(tvm)"
+    if not tvm_e or not ref_e or tvm_e["status"] != "ok" or ref_e["status"] != "ok":
+        return None, basis
+    if tvm_e["accuracy"].get("passed") is False or not tvm_e.get("median_ms"):
+        return None, basis + "; withheld: outputs did not match the reference"
+    return stats.speedup(ref_e["median_ms"], tvm_e["median_ms"]), basis

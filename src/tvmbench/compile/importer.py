@@ -1,0 +1,119 @@
+"""Bring a model into Relax: torch.export (zoo, .pt2, nn.Module) or the ONNX frontend (.onnx).
+
+Parameters are always detached from the graph (``main(inputs..., weights...)``) so the compiled
+library does not embed weights: the cache stays small and one library serves any weights.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from tvmbench.errors import UnsupportedOperatorError, UserError
+from tvmbench.models import LoadedModel
+
+
+@dataclass
+class ImportedModel:
+    mod: Any  # tvm.IRModule with main(inputs..., params...)
+    params: list[Any]  # tvm.runtime.Tensor on the CPU, in main's parameter order
+    num_inputs: int
+    frontend: str  # "torch.export" or "onnx"
+    timings_s: dict[str, float] = field(default_factory=dict)  # export, import
+
+
+def _cumsum_bool_to_int64(node: Any, importer: Any) -> Any:
+    """torch.cumsum on a bool tensor yields int64 in PyTorch, but TVM's converter keeps bool and
+    LLVM codegen then fails (CreateAdd on i1). transformers' GPT-2 mask code does exactly this."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
+    dtype = node.kwargs.get("dtype", None)
+    dtype = importer._convert_data_type(str(dtype), importer.env) if dtype is not None else None
+    if dtype is None and x.ty.dtype == "bool":
+        x = importer.block_builder.emit(relax.op.astype(x, "int64"))
+    return importer.block_builder.emit(relax.op.cumsum(x, dim, dtype))
+
+
+# Converters for ops TVM 0.27 imports wrongly; keyed by torch.export op name.
+CUSTOM_CONVERTERS = {"cumsum.default": _cumsum_bool_to_int64}
+
+
+def _unsupported(model: str, message: str) -> UnsupportedOperatorError | None:
+    match = re.search(r"Unsupported function types? \[?([^\]]+)\]?", message) or re.search(
+        r"not supported[^:]*: ?(.+)$", message.strip().splitlines()[-1]
+    )
+    if match is None:
+        return None
+    ops = match.group(1).strip()
+    return UnsupportedOperatorError(
+        f"TVM's Relax importer cannot convert op(s) {ops} of model {model}; the other frameworks still run "
+        "(report it to apache/tvm, or export the model without that op)"
+    )
+
+
+def import_model(model: LoadedModel) -> ImportedModel:
+    from tvm import relax
+
+    timings: dict[str, float] = {}
+    if model.onnx_path is not None:
+        mod, frontend = _import_onnx(model, timings), "onnx"
+    else:
+        mod, frontend = _import_torch(model, timings), "torch.export"
+    mod, params = relax.frontend.detach_params(mod)
+    return ImportedModel(mod=mod, params=list(params.get("main", [])), num_inputs=len(model.inputs),
+                         frontend=frontend, timings_s=timings)
+
+
+def export_program(model: LoadedModel) -> Any:
+    """The model as a torch.export ExportedProgram (reused when the model came as a .pt2 file)."""
+    import torch
+
+    if model.exported is not None:
+        return model.exported
+    if model.module is None:
+        raise UserError(f"{model.name} has no PyTorch module to export")
+    try:
+        with torch.no_grad():
+            return torch.export.export(model.module, model.torch_inputs())
+    except Exception as e:
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise RuntimeError(f"torch.export failed for {model.name}: {type(e).__name__}: {first}") from e
+
+
+def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:
+    from tvm.relax.frontend.torch import from_exported_program
+
+    t0 = time.perf_counter()
+    ep = export_program(model)
+    timings["export"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    try:
+        mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=CUSTOM_CONVERTERS)
+    except (AssertionError, ValueError, NotImplementedError) as e:
+        raise (_unsupported(model.name, str(e)) or e) from e
+    timings["import"] = time.perf_counter() - t0
+    return mod
+
+
+def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> Any:
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    t0 = time.perf_counter()
+    proto = onnx.load(str(model.onnx_path))
+    timings["load"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    shapes = {n: list(a.shape) for n, a in model.inputs.items()}
+    dtypes = {n: str(a.dtype) for n, a in model.inputs.items()}
+    try:
+        mod = from_onnx(proto, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+    except Exception as e:
+        unsupported = _unsupported(model.name, str(e)) if "OpNotImplemented" in type(e).__name__ or \
+            "not supported" in str(e) else None
+        raise (unsupported or e) from e
+    timings["import"] = time.perf_counter() - t0
+    return mod

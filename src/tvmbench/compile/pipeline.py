@@ -1,0 +1,112 @@
+"""The Relax pass pipeline per target, composed like TVM's own ``relax/pipeline.py``.
+
+TVM's default CPU pipeline (``tvm.compile(mod, "llvm")``) does no operator fusion, and its GPU
+pipeline does not decompose batch-norm for inference. We use one pipeline shape for both, in four
+stages, so that the functions the tuner extracts are exactly the functions this pipeline compiles
+(tuning records match by structural hash):
+
+1. library dispatch (sampling, sort/scan) and graph simplification: DecomposeOpsForInference
+   (batch-norm to scale/shift), CanonicalizeBindings;
+2. legalize and fuse: LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR;
+3. schedules: a MetaSchedule database where given, then DLight rules for what it did not cover
+   (DLight skips functions that are already scheduled);
+4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.targets import ResolvedTarget
+
+# Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
+PIPELINE_VERSION = "1"
+
+
+def _backend(target: ResolvedTarget) -> Any:
+    from tvm import relax
+
+    return relax.backend.cuda.pipeline if target.kind == "cuda" else relax.backend.cpu_generic.pipeline
+
+
+def simplify_passes(target: ResolvedTarget) -> list[Any]:
+    from tvm import relax
+
+    return _backend(target).library_dispatch_passes(target.tvm()) + [
+        relax.transform.DecomposeOpsForInference(),
+        relax.transform.CanonicalizeBindings(),
+    ]
+
+
+def legalize_passes() -> list[Any]:
+    from tvm import relax
+
+    return [
+        relax.transform.LegalizeOps(),
+        relax.transform.AnnotateTIROpPattern(),
+        relax.transform.FoldConstant(),
+        relax.transform.FuseOps(),
+        relax.transform.FuseTIR(),
+    ]
+
+
+def dlight_rules(target: ResolvedTarget) -> list[Any]:
+    from tvm.s_tir import dlight as dl
+
+    if target.kind == "cuda":
+        return [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
+    return [dl.cpu.GEMV(), dl.cpu.Reduction()]
+
+
+def schedule_passes(target: ResolvedTarget, database: Any | None) -> list[Any]:
+    from tvm import relax
+    from tvm.s_tir import dlight as dl
+
+    passes = []
+    if database is not None:
+        passes.append(relax.transform.MetaScheduleApplyDatabase(enable_warning=False))
+    passes.append(dl.ApplyDefaultSchedule(*dlight_rules(target)))
+    return passes
+
+
+def lowering_passes(target: ResolvedTarget, cuda_graph: bool = False) -> list[Any]:
+    backend = _backend(target)
+    tvm_target = target.tvm()
+    finalize = backend.finalize_passes(tvm_target)
+    if not cuda_graph:
+        finalize = [p for p in finalize if "CUDAGraph" not in p.info.name]
+    return backend.dataflow_lower_passes(tvm_target) + finalize
+
+
+def describe(target: ResolvedTarget, database: Any | None, cuda_graph: bool = False) -> list[str]:
+    """Names of the passes in order, recorded in results so a reader knows what ran."""
+    names = [p.info.name for p in simplify_passes(target) + legalize_passes()]
+    if database is not None:
+        names.append("MetaScheduleApplyDatabase")
+    names.append("DLight(" + ",".join(type(r).__name__ for r in dlight_rules(target)) + ")")
+    names += [p.info.name for p in lowering_passes(target, cuda_graph)]
+    return names
+
+
+def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None) -> Any:
+    """Stages 1-3: the module the tuner extracts tasks from and the builder lowers."""
+    import contextlib
+
+    import tvm
+
+    with target.tvm(), (database if database is not None else contextlib.nullcontext()):
+        mod = tvm.transform.Sequential(simplify_passes(target) + legalize_passes())(mod)
+        mod = tvm.transform.Sequential(schedule_passes(target, database))(mod)
+    return mod
+
+
+def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False) -> Any:
+    """Optimise and compile to a Relax VM executable."""
+    import tvm
+    from tvm import relax
+
+    mod = optimize(mod, target, database)
+    tvm_target = target.tvm()
+    with tvm_target:
+        lower = tvm.transform.Sequential(lowering_passes(target, cuda_graph))
+        return relax.build(mod, tvm_target, relax_pipeline=lower)

@@ -1,0 +1,26 @@
+"""User-facing errors.
+
+Anything raised as a :class:`UserError` is a mistake the user can fix (unknown model, bad target,
+bad shape flag, missing optional framework). The CLI prints its message as one line on stderr and
+exits with status 2, without a traceback. Everything else is a bug or a framework failure and is
+reported as such.
+"""
+
+from __future__ import annotations
+
+
+class UserError(Exception):
+    """A problem with the user's input; the message says what was wrong and what to do."""
+
+
+class MissingFrameworkError(UserError):
+    """An optional framework is not installed."""
+
+    def __init__(self, framework: str, package: str, extra: str | None = None) -> None:
+        hint = f"pip install 'tvmbench[{extra}]'" if extra else f"pip install {package}"
+        super().__init__(f"framework '{framework}' needs the package '{package}', which is not installed: {hint}")
+        self.framework = framework
+
+
+class UnsupportedOperatorError(UserError):
+    """The Relax importer cannot convert an operator of the model."""

@@ -1,0 +1,1 @@
+"""Timing, statistics, accuracy, isolation and environment: how numbers are made."""

@@ -1,0 +1,94 @@
+"""The machine and software a result came from, recorded with every result."""
+
+from __future__ import annotations
+
+import datetime as dt
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+import tvmbench
+
+_PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "torchvision", "transformers", "onnx", "onnxruntime",
+             "openvino", "xgboost", "numpy")
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def governor() -> str | None:
+    path = Path("/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor")
+    try:
+        return path.read_text().strip()
+    except OSError:
+        return None
+
+
+def package_versions() -> dict[str, str | None]:
+    versions: dict[str, str | None] = {}
+    for name in _PACKAGES:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_commit() -> str | None:
+    """The tvmbench checkout's commit, when it runs from one."""
+    src = Path(tvmbench.__file__).resolve().parent
+    try:
+        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True,
+                             text=True, timeout=5)
+        if out.returncode != 0:
+            return None
+        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
+                               capture_output=True, text=True, timeout=5).stdout.strip()
+        return out.stdout.strip() + ("-dirty" if dirty else "")
+    except (OSError, subprocess.SubprocessError):
+        return None
+
+
+def collect(threads: int) -> dict[str, Any]:
+    load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return {
+        "cpu_model": cpu_model(),
+        "machine": platform.machine(),
+        "physical_cores": psutil.cpu_count(logical=False),
+        "logical_cores": psutil.cpu_count(logical=True),
+        "threads_used": threads,
+        "memory_total_bytes": psutil.virtual_memory().total,
+        "governor": governor(),
+        "load_avg_1min": load1,
+        "os": platform.platform(),
+        "python": platform.python_version(),
+        "packages": package_versions(),
+        "tvmbench_version": tvmbench.__version__,
+        "tvmbench_commit": git_commit(),
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
+def warnings_for(env: dict[str, Any]) -> list[str]:
+    """Reasons the numbers may be noisy, shown with the results."""
+    notes = []
+    load = env.get("load_avg_1min")
+    cores = env.get("logical_cores") or 1
+    if load is not None and load > 0.5 * cores + 0.5:
+        notes.append(f"the machine was busy before the run (1-min load average {load:.1f} on {cores} cores)")
+    gov = env.get("governor")
+    if gov and gov != "performance":
+        notes.append(f"CPU frequency governor is '{gov}', not 'performance': latencies can vary with clock speed")
+    return notes

@@ -1,0 +1,144 @@
+"""Run one framework's measurement in its own process.
+
+Each framework measures in a fresh ``spawn`` process: its thread pools, allocators and JIT caches
+cannot slow down the next framework, its thread count is set in the environment before any
+library starts its pool, and a segfault, a hang or runaway memory is recorded as that framework's
+failure while the parent keeps every other framework's result. The parent samples the worker's
+resident memory in the background (the peak is reported) and kills it past the memory limit or
+the timeout.
+"""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import os
+import signal
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tvmbench.errors import UserError
+
+Progress = Callable[[str], None]
+
+
+@dataclass
+class Outcome:
+    ok: bool
+    value: Any = None
+    error: dict[str, Any] = field(default_factory=dict)  # type, message, kind, traceback
+    peak_rss_bytes: int = 0
+    wall_s: float = 0.0
+
+
+def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str]) -> None:
+    os.environ.update(env)
+    try:
+        value = fn(arg, lambda msg: conn.send(("progress", msg)))
+        conn.send(("ok", value))
+    except UserError as e:
+        conn.send(("error", {"kind": "user", "type": type(e).__name__, "message": str(e)}))
+    except BaseException as e:  # everything else is the framework's failure, with its traceback
+        conn.send(("error", {"kind": "exception", "type": type(e).__name__,
+                             "message": str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
+                             "traceback": traceback.format_exc()}))
+    finally:
+        conn.close()
+
+
+def _tree_rss(proc: psutil.Process) -> int:
+    total = 0
+    try:
+        for p in [proc, *proc.children(recursive=True)]:
+            try:
+                total += p.memory_info().rss
+            except psutil.Error:
+                pass
+    except psutil.Error:
+        pass
+    return total
+
+
+def _signal_name(code: int) -> str:
+    try:
+        return signal.Signals(-code).name
+    except ValueError:
+        return f"signal {-code}"
+
+
+def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
+                 env: dict[str, str] | None = None, on_progress: Progress | None = None,
+                 poll_s: float = 0.05) -> Outcome:
+    """Call ``fn(arg, progress)`` in a spawned process and return what happened.
+
+    ``fn`` must be a module-level function (it is pickled by reference).
+    """
+    ctx = mp.get_context("spawn")
+    recv_conn, send_conn = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}), daemon=True)
+    start = time.monotonic()
+    proc.start()
+    send_conn.close()
+    ps = psutil.Process(proc.pid)
+    peak = 0
+    outcome: Outcome | None = None
+    try:
+        while outcome is None:
+            if recv_conn.poll(poll_s):
+                try:
+                    kind, payload = recv_conn.recv()
+                except (EOFError, OSError):
+                    break  # the worker died; its exit code says how
+                if kind == "progress":
+                    if on_progress:
+                        on_progress(payload)
+                    continue
+                outcome = Outcome(ok=kind == "ok", value=payload if kind == "ok" else None,
+                                  error=payload if kind == "error" else {})
+                break
+            peak = max(peak, _tree_rss(ps))
+            elapsed = time.monotonic() - start
+            if peak > memory_limit_bytes:
+                _kill(proc)
+                outcome = Outcome(ok=False, error={
+                    "kind": "oom", "type": "MemoryLimitExceeded",
+                    "message": f"out of memory: the worker used {peak / 2**30:.1f} GiB, over the limit of "
+                               f"{memory_limit_bytes / 2**30:.1f} GiB (raise it with --memory-limit, or use a "
+                               "smaller batch or sequence)"})
+            elif elapsed > timeout_s:
+                _kill(proc)
+                outcome = Outcome(ok=False, error={
+                    "kind": "timeout", "type": "Timeout",
+                    "message": f"timed out after {timeout_s:g} s (raise it with --timeout)"})
+            elif not proc.is_alive() and not recv_conn.poll(0):
+                break
+    except BaseException:
+        _kill(proc)  # Ctrl-C: do not leave a worker running
+        raise
+    proc.join(timeout=10)
+    if proc.is_alive():
+        _kill(proc)
+    if outcome is None:
+        code = proc.exitcode
+        how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
+        outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
+                                           "message": f"the worker process {how} (a crash inside the framework)"})
+    outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
+    outcome.wall_s = time.monotonic() - start
+    recv_conn.close()
+    return outcome
+
+
+def _kill(proc: Any) -> None:
+    try:
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            child.kill()
+    except psutil.Error:
+        pass
+    if proc.is_alive():
+        proc.kill()
+        proc.join(timeout=5)

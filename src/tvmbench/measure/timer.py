@@ -1,0 +1,135 @@
+"""The timing loop.
+
+Method, in the spirit of ``torch.utils.benchmark.Timer``:
+
+* **Warm-up** runs until both a minimum count and a minimum time are reached, so lazy
+  initialisation, JIT compilation, allocator growth and cache warm-up are over before timing. It
+  is capped by a maximum time (a model that takes 30 s per call does not warm up for minutes),
+  but at least one warm-up run always happens. Warm-up times are kept and reported separately.
+* **Timed phase** runs until both a minimum count and a minimum duration are met; then, in
+  adaptive mode, it continues until the 95 % confidence interval of the median is within the
+  asked relative width (±2 % by default) or a maximum duration is hit. Why it stopped is recorded.
+* **Blocks** for fast calls: when one call takes less than ``block_target_s`` (1 ms), calls are
+  timed in blocks of k back-to-back calls and the per-call latency is the block time / k, so the
+  clock read (~50 ns) stays under 0.1 % of what is measured.
+* The callable must be **synchronous**: backends wait for the device inside ``run()`` (device
+  events or a stream sync on GPUs), so a host clock around it measures the work, not the launch.
+
+When the user fixes ``--warmup N`` / ``--runs N``, exactly those counts run, one call per sample,
+with no time rules.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tvmbench.measure.stats import median_ci
+
+
+@dataclass(frozen=True)
+class TimerConfig:
+    min_warmup_runs: int = 10
+    min_warmup_s: float = 1.0
+    max_warmup_s: float = 30.0
+    min_runs: int = 30
+    min_time_s: float = 3.0
+    max_time_s: float = 60.0
+    target_ci_rel: float = 0.02  # stop when the 95 % CI of the median is within +-2 %
+    min_timed_runs_always: int = 3  # even a very slow model gets this many timed runs
+    block_target_s: float = 1e-3
+    # Exact counts requested by the user (``--warmup`` / ``--runs``): disable the time rules.
+    fixed_warmup_runs: int | None = None
+    fixed_runs: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class Measurement:
+    samples_s: list[float]  # per-call latency of each timed sample (block time / block size)
+    warmup_s: list[float]  # per-call latency of each warm-up sample
+    block_size: int
+    stop_reason: str
+    total_calls: int  # warm-up and timed calls
+    timed_calls: int
+    timed_wall_s: float
+    config: dict[str, Any] = field(default_factory=dict)
+
+
+def _ci_rel(samples: list[float]) -> float:
+    if len(samples) < 6:
+        return math.inf
+    lo, hi = median_ci(samples)
+    mid = sorted(samples)[len(samples) // 2]
+    return max(mid - lo, hi - mid) / mid if mid > 0 else math.inf
+
+
+def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
+            on_progress: Callable[[str, int], None] | None = None) -> Measurement:
+    """Time ``fn`` (one synchronous inference) by the method described in the module docstring."""
+    cfg = config or TimerConfig()
+    clock = time.perf_counter
+    calls = 0
+
+    def timed_block(k: int) -> float:
+        nonlocal calls
+        t0 = clock()
+        for _ in range(k):
+            fn()
+        calls += k
+        return (clock() - t0) / k
+
+    # Warm-up, one call at a time (a call's first runs are the ones that differ).
+    warmup: list[float] = []
+    start = clock()
+    while True:
+        if cfg.fixed_warmup_runs is not None:
+            if len(warmup) >= cfg.fixed_warmup_runs:
+                break
+        elif warmup and (
+            (len(warmup) >= cfg.min_warmup_runs and clock() - start >= cfg.min_warmup_s)
+            or clock() - start >= cfg.max_warmup_s
+        ):
+            break
+        warmup.append(timed_block(1))
+        if on_progress:
+            on_progress("warmup", len(warmup))
+
+    # Block size from the steadiest warm-up estimate.
+    recent = sorted(warmup[-5:]) if warmup else []
+    estimate = recent[len(recent) // 2] if recent else 0.0
+    # With a fixed run count the user asked for that many samples: one call each.
+    fast = 0 < estimate < cfg.block_target_s and cfg.fixed_runs is None
+    block = math.ceil(cfg.block_target_s / estimate) if fast else 1
+
+    samples: list[float] = []
+    timed_calls = 0
+    start = clock()
+    reason = ""
+    while True:
+        elapsed = clock() - start
+        n = len(samples)
+        if cfg.fixed_runs is not None:
+            if timed_calls >= cfg.fixed_runs:
+                reason = f"fixed count of {cfg.fixed_runs} runs"
+                break
+        elif n >= cfg.min_timed_runs_always:
+            enough = n >= cfg.min_runs and elapsed >= cfg.min_time_s
+            if enough and _ci_rel(samples) <= cfg.target_ci_rel:
+                reason = f"95% CI of the median within +-{cfg.target_ci_rel:.0%}"
+                break
+            if elapsed >= cfg.max_time_s:
+                reason = f"maximum time {cfg.max_time_s:g} s reached" + (
+                    "" if enough else f" before {cfg.min_runs} runs / {cfg.min_time_s:g} s")
+                break
+        samples.append(timed_block(block))
+        timed_calls += block
+        if on_progress:
+            on_progress("timed", timed_calls)
+    return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
+                       total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json())

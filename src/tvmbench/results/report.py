@@ -1,0 +1,62 @@
+"""Tables for people: one per model, framework by framework."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from tvmbench.backends import result_key
+
+
+def _ms(v: Any) -> str:
+    return "-" if v is None else (f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 100 else f"{v:.1f}")
+
+
+def _accuracy(acc: dict[str, Any] | None) -> str:
+    if not acc:
+        return "-"
+    if acc.get("reference"):
+        return "reference"
+    if acc.get("passed") is None:
+        return acc.get("reason", "not checked")
+    if "max_abs_err" not in acc:
+        return "FAIL: " + acc.get("reason", "")
+    verdict = "ok" if acc["passed"] else "FAIL"
+    return f"{verdict} (abs {acc['max_abs_err']:.1e}, cos {acc['cosine']:.5f})"
+
+
+def print_run(result: dict[str, Any], console: Console | None = None) -> None:
+    console = console or Console(width=None if Console().is_terminal else 140)
+    shape = [f"batch {result['batch_size']}"]
+    if result.get("seq_length"):
+        shape.append(f"seq {result['seq_length']}")
+    if result.get("image_size"):
+        shape.append(f"image {result['image_size']}")
+    title = f"{result['model']} ({', '.join(shape)}) on {result['target']} {result['target_config'].get('mcpu') or result['target_config'].get('arch', '')}"
+    table = Table(title=title)
+    for col in ("framework", "mean ms", "median ms", "max ms", "min ms", "std ms", "throughput /s", "runs",
+                "accuracy"):
+        table.add_column(col, justify="left" if col in ("framework", "accuracy") else "right")
+    failures = []
+    for fw in result["frameworks"]:
+        e = result[result_key(fw)]
+        if e["status"] != "ok":
+            table.add_row(fw, *["-"] * 7, "[red]failed[/red]")
+            failures.append((fw, e))
+            continue
+        table.add_row(fw, _ms(e["mean_ms"]), _ms(e["median_ms"]), _ms(e["max_ms"]), _ms(e["min_ms"]),
+                      _ms(e["std_ms"]), f"{e['throughput_samples_per_sec']:.2f}", str(e["total_runs"]),
+                      _accuracy(e.get("accuracy")))
+    console.print(table)
+    if result.get("speedup") is not None:
+        word = "faster" if result["speedup"] >= 1 else "slower"
+        factor = result["speedup"] if result["speedup"] >= 1 else 1 / result["speedup"]
+        console.print(f"TVM is {factor:.2f}x {word} than PyTorch eager ({result['speedup_basis']})")
+    elif "withheld" in result.get("speedup_basis", ""):
+        console.print(f"[yellow]No speedup: {result['speedup_basis'].split('; ', 1)[1]}[/yellow]")
+    for fw, e in failures:
+        console.print(f"[red]{fw} failed:[/red] {e['error']}")
+    for w in result.get("warnings", []):
+        console.print(f"[yellow]warning:[/yellow] {w}")

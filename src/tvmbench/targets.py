@@ -1,0 +1,312 @@
+"""Resolve the user's ``--target`` into a TVM 0.27 target dict.
+
+TVM 0.27 rejects the option strings found in most users' scripts (``"llvm -mcpu=skylake-avx512"``)
+and silently compiles a bare ``{"kind": "cuda"}`` for sm_50, which is the classic reason for "TVM
+is slow on my GPU". This module accepts every form users have (``auto``, ``llvm``, ``cuda``, JSON
+dicts, tags, legacy strings), converts it to a dict TVM accepts, fills in what can be detected on
+this machine (CPU name and physical cores; the GPU's arch and limits) and refuses a CUDA target it
+cannot give an arch to. The resolved dict is what every result records.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import shlex
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from tvmbench.errors import UserError
+
+# Short names users type, mapped to TVM target kinds.
+_KIND_ALIASES = {"llvm": "llvm", "cpu": "llvm", "x86": "llvm", "cuda": "cuda", "nvidia": "cuda", "gpu": "cuda"}
+
+# LLVM CPU names that only exist on aarch64: a legacy string naming one without -mtriple means a
+# cross target (on an x86 host, LLVM would otherwise ignore the CPU and emit x86 code).
+_AARCH64_CPU_PREFIXES = ("a64fx", "neoverse", "cortex-a", "cortex-x", "apple-", "thunderx", "ampere", "carmel",
+                         "tsv110", "kryo", "exynos", "falkor", "saphira", "generic-arm")
+
+
+@dataclass(frozen=True)
+class GpuInfo:
+    """What the target needs to know about one NVIDIA GPU."""
+
+    name: str
+    compute_capability: str  # "8.0"
+    max_threads_per_block: int = 1024
+    max_shared_memory_per_block: int = 49152
+    warp_size: int = 32
+    registers_per_block: int = 65536
+    total_memory_bytes: int | None = None
+
+    @property
+    def arch(self) -> str:
+        return "sm_" + self.compute_capability.replace(".", "")
+
+
+def query_gpu() -> GpuInfo | None:
+    """Device 0 as TVM's CUDA runtime sees it, or None without a usable NVIDIA GPU."""
+    try:
+        import tvm
+
+        dev = tvm.cuda(0)
+        if not dev.exist:
+            return None
+        return GpuInfo(
+            name=str(dev.device_name),
+            compute_capability=str(dev.compute_version),
+            max_threads_per_block=int(dev.max_threads_per_block),
+            max_shared_memory_per_block=int(dev.max_shared_memory_per_block),
+            warp_size=int(dev.warp_size),
+        )
+    except Exception:  # no driver, no runtime: there is no GPU to use
+        return None
+
+
+def host_cpu() -> str:
+    """The LLVM name of this machine's CPU (e.g. ``znver4``), as ``-mcpu=native`` would pick."""
+    from tvm.target import codegen
+
+    return str(codegen.llvm_get_system_cpu())
+
+
+def physical_cores() -> int:
+    """Physical cores available to this process (not SMT threads): the default thread count."""
+    import psutil
+
+    logical_available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    physical = psutil.cpu_count(logical=False) or logical_available
+    return max(1, min(physical, logical_available))
+
+
+@dataclass(frozen=True)
+class ResolvedTarget:
+    """A target TVM 0.27 accepts, plus where it came from and how it can be used here."""
+
+    config: dict[str, Any]
+    source: str
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def kind(self) -> str:
+        return str(self.config["kind"])
+
+    @property
+    def device(self) -> str:
+        """``cpu`` or ``cuda``: where tensors for this target live."""
+        return "cuda" if self.kind == "cuda" else "cpu"
+
+    @property
+    def arch(self) -> str:
+        """The machine architecture the code is for (``x86_64``, ``aarch64``, ``sm_80``)."""
+        if self.kind == "cuda":
+            return str(self.config.get("arch", ""))
+        triple = str(self.config.get("mtriple", "")) or platform.machine()
+        return triple.split("-")[0]
+
+    @property
+    def is_native(self) -> bool:
+        """Whether code for this target can run in this process (CPU of this machine's arch)."""
+        if self.kind != "llvm":
+            return False
+        return _same_arch(self.arch, platform.machine())
+
+    def tvm(self) -> Any:
+        """The ``tvm.target.Target`` object."""
+        import tvm
+
+        return tvm.target.Target(self.config)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"config": self.config, "source": self.source, "notes": list(self.notes)}
+
+
+def _same_arch(a: str, b: str) -> bool:
+    norm = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}
+    return norm.get(a, a) == norm.get(b, b)
+
+
+def _kind_options(kind: str) -> dict[str, str]:
+    import tvm
+
+    return {str(k): str(v) for k, v in tvm.target._ffi_api.ListTargetKindOptionsFromName(kind).items()}
+
+
+def _convert_value(key: str, value: str | None, type_name: str) -> Any:
+    if type_name == "bool":
+        if value is None:
+            return True
+        return value.lower() in ("1", "true", "yes", "on")
+    if value is None:
+        raise UserError(f"target option '-{key}' needs a value, e.g. -{key}=VALUE")
+    if type_name == "int":
+        try:
+            return int(value)
+        except ValueError:
+            raise UserError(f"target option '-{key}' takes an integer, got '{value}'") from None
+    if type_name.startswith("Array"):
+        return [v for v in value.split(",") if v]
+    return value
+
+
+def parse_legacy_string(spec: str) -> dict[str, Any]:
+    """Convert a pre-0.20 target string (``"llvm -mcpu=skylake-avx512 -num-cores 4"``) to a dict.
+
+    Options may be written ``-k=v``, ``-k v``, ``--k=v``, with ``-`` or ``_`` in the name; the name
+    is matched against the options TVM 0.27 lists for the kind, so a typo is reported, not ignored.
+    """
+    try:
+        tokens = shlex.split(spec)
+    except ValueError as e:
+        raise UserError(f"cannot parse target string {spec!r}: {e}") from None
+    if not tokens:
+        raise UserError("empty --target; use auto, llvm, cuda, a JSON dict or a string like 'llvm -mcpu=znver4'")
+    kind = _KIND_ALIASES.get(tokens[0].lower())
+    if kind is None:
+        raise UserError(
+            f"unknown target kind '{tokens[0]}' in {spec!r}; supported kinds are llvm (CPU) and cuda (NVIDIA GPU)"
+        )
+    options = _kind_options(kind)
+    by_norm = {k.replace("_", "-"): k for k in options}
+    config: dict[str, Any] = {"kind": kind}
+    i = 1
+    while i < len(tokens):
+        tok = tokens[i]
+        if not tok.startswith("-"):
+            raise UserError(f"unexpected '{tok}' in target {spec!r}; options look like -key=value")
+        name, eq, value = tok.lstrip("-").partition("=")
+        key = by_norm.get(name.replace("_", "-"))
+        if key is None:
+            raise UserError(
+                f"unknown option '-{name}' for target kind '{kind}' in {spec!r}; known options: "
+                + ", ".join(sorted(k for k in options if k not in ("kind", "host", "tag")))
+            )
+        if not eq:
+            nxt = tokens[i + 1] if i + 1 < len(tokens) else None
+            if options[key] != "bool" and nxt is not None and not nxt.startswith("-"):
+                value, i = nxt, i + 1
+            else:
+                value = None
+        config[key] = _convert_value(key, value, options[key])
+        i += 1
+    return config
+
+
+def _fill_cpu(config: dict[str, Any], notes: list[str]) -> None:
+    mcpu = str(config.get("mcpu", ""))
+    if mcpu == "native":
+        config["mcpu"] = host_cpu()
+        notes.append(f"mcpu=native resolved to {config['mcpu']}")
+    if "mtriple" not in config and mcpu.lower().startswith(_AARCH64_CPU_PREFIXES):
+        config["mtriple"] = "aarch64-linux-gnu"
+        notes.append(f"mcpu={mcpu} is an aarch64 CPU: added mtriple=aarch64-linux-gnu (cross target)")
+    native = "mtriple" not in config or _same_arch(str(config["mtriple"]).split("-")[0], platform.machine())
+    if native and "mcpu" not in config:
+        config["mcpu"] = host_cpu()
+        notes.append(f"mcpu detected from this machine: {config['mcpu']}")
+    if native and "num-cores" not in config:
+        config["num-cores"] = physical_cores()
+    if "mcpu" in config:
+        from tvm.target import codegen
+
+        triple = str(config.get("mtriple") or codegen.llvm_get_system_triple())
+        if not codegen.llvm_is_valid_cpu(str(config["mcpu"]), triple):
+            raise UserError(
+                f"LLVM does not know the CPU '{config['mcpu']}' for {triple}; use an LLVM CPU name such as "
+                f"{host_cpu()} (this machine), skylake-avx512, znver3, neoverse-v1"
+            )
+
+
+def _fill_cuda(config: dict[str, Any], notes: list[str], gpu: GpuInfo | None, source: str) -> None:
+    if gpu is not None:
+        if "arch" not in config:
+            config["arch"] = gpu.arch
+            notes.append(f"arch {gpu.arch} from GPU 0 ({gpu.name})")
+        elif config["arch"] != gpu.arch:
+            notes.append(f"arch {config['arch']} differs from GPU 0 ({gpu.name}, {gpu.arch})")
+        config.setdefault("max_threads_per_block", gpu.max_threads_per_block)
+        config.setdefault("max_shared_memory_per_block", gpu.max_shared_memory_per_block)
+        config.setdefault("thread_warp_size", gpu.warp_size)
+        config.setdefault("registers_per_block", gpu.registers_per_block)
+    elif "arch" not in config:
+        raise UserError(
+            f"CUDA target {source!r} has no GPU architecture and no NVIDIA GPU was found to detect it "
+            "(TVM would silently use sm_50); give one, e.g. --target 'cuda -arch=sm_80' or "
+            '\'{"kind": "cuda", "arch": "sm_80"}\''
+        )
+
+
+def resolve_target(spec: str | dict[str, Any] | None = "auto", gpu_query: Callable[[], GpuInfo | None] = query_gpu
+                   ) -> ResolvedTarget:
+    """Turn any accepted ``--target`` form into a :class:`ResolvedTarget`.
+
+    ``gpu_query`` is injectable so the arch logic can be tested without a GPU.
+    """
+    source = json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else (spec or "auto").strip()
+    notes: list[str] = []
+    gpu: GpuInfo | None = None
+    gpu_known = False
+
+    def get_gpu() -> GpuInfo | None:
+        nonlocal gpu, gpu_known
+        if not gpu_known:
+            gpu, gpu_known = gpu_query(), True
+        return gpu
+
+    if isinstance(spec, dict):
+        config = dict(spec)
+    elif source.startswith("{"):
+        try:
+            config = json.loads(source)
+        except json.JSONDecodeError as e:
+            raise UserError(f"--target looks like JSON but does not parse: {e.msg} at column {e.colno}") from None
+        if not isinstance(config, dict):
+            raise UserError("--target JSON must be an object like {\"kind\": \"llvm\", \"mcpu\": \"znver4\"}")
+    elif source.lower() == "auto":
+        config = {"kind": "cuda" if get_gpu() is not None else "llvm"}
+        notes.append("auto: " + ("NVIDIA GPU found" if config["kind"] == "cuda" else "no NVIDIA GPU, using the CPU"))
+    elif "/" in source and " " not in source:
+        config = _from_tag(source)
+    else:
+        config = parse_legacy_string(source)
+
+    kind = _KIND_ALIASES.get(str(config.get("kind", "")).lower())
+    if kind is None:
+        raise UserError(f"target {source!r} has kind {config.get('kind')!r}; supported kinds are llvm and cuda")
+    config["kind"] = kind
+    unknown = set(config) - set(_kind_options(kind))
+    if unknown:
+        raise UserError(f"unknown option(s) {sorted(unknown)} for target kind '{kind}' in {source!r}")
+    if kind == "llvm":
+        _fill_cpu(config, notes)
+    else:
+        _fill_cuda(config, notes, get_gpu(), source)
+        config.setdefault("host", {"kind": "llvm", "mcpu": host_cpu(), "num-cores": physical_cores()})
+    resolved = ResolvedTarget(config=config, source=source, notes=tuple(notes))
+    try:
+        resolved.tvm()
+    except Exception as e:  # TVM's own validation (bad value types, unknown CPU, ...)
+        raise UserError(f"TVM rejects target {source!r}: {str(e).strip().splitlines()[-1]}") from None
+    return resolved
+
+
+def _from_tag(tag: str) -> dict[str, Any]:
+    import tvm
+
+    try:
+        target = tvm.target.Target(tag)
+    except Exception:
+        raise UserError(f"unknown target tag {tag!r}; see tvm.target.tag.list_tags() for the known tags") from None
+    config = {k: _plain(v) for k, v in dict(target.export()).items() if k not in ("tag", "keys", "host")}
+    return config
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, str | int | float | bool):
+        return value
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        return str(value)
