@@ -114,16 +114,14 @@ def _version() -> str:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from rich.console import Console
-
     from tvmbench.backends import parse_frameworks
     from tvmbench.benchmark import RunConfig, run_benchmark
     from tvmbench.measure.timer import TimerConfig
     from tvmbench.models import ModelOptions, check_model_name, parse_input_shapes
-    from tvmbench.results import print_run, write_json_atomic
+    from tvmbench.results import make_console, print_run, write_json_atomic
     from tvmbench.targets import physical_cores, resolve_target
 
-    console = Console(stderr=True, quiet=args.quiet)
+    console = make_console(stderr=True, quiet=args.quiet)
     frameworks = parse_frameworks(args.frameworks)
     options = ModelOptions(batch_size=args.batch_size, seq_length=args.seq_length, image_size=args.image_size,
                            config_overrides=_config_overrides(args.hf_config),
@@ -161,13 +159,13 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_models(args: argparse.Namespace) -> int:
-    from rich.console import Console
     from rich.table import Table
 
     from tvmbench.models.catalog import zoo_stats
+    from tvmbench.results import make_console
 
-    console = Console()
-    rows = zoo_stats(with_stats=not args.no_stats, console=Console(stderr=True))
+    console = make_console()
+    rows = zoo_stats(with_stats=not args.no_stats, console=make_console(stderr=True))
     table = Table(title="tvmbench model zoo (random weights; any torchvision classifier also as torchvision:NAME)")
     for col in ("name", "family", "description", "default input", "params (M)", "GFLOPs"):
         table.add_column(col, justify="right" if col in ("params (M)", "GFLOPs") else "left")

@@ -244,7 +244,7 @@ def resolve_target(spec: str | dict[str, Any] | None = "auto", gpu_query: Callab
 
     ``gpu_query`` is injectable so the arch logic can be tested without a GPU.
     """
-    source = json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else (spec or "auto").strip()
+    source = json.dumps(spec, sort_keys=True) if isinstance(spec, dict) else ("auto" if spec is None else spec).strip()
     notes: list[str] = []
     gpu: GpuInfo | None = None
     gpu_known = False

@@ -10,6 +10,12 @@ from rich.table import Table
 from tvmbench.backends import result_key
 
 
+def make_console(stderr: bool = False, quiet: bool = False) -> Console:
+    """A console that does not squeeze tables to 80 columns when output goes to a file or pipe."""
+    probe = Console(stderr=stderr)
+    return Console(stderr=stderr, quiet=quiet, width=None if probe.is_terminal else 160)
+
+
 def _ms(v: Any) -> str:
     return "-" if v is None else (f"{v:.3f}" if v < 1 else f"{v:.2f}" if v < 100 else f"{v:.1f}")
 
@@ -27,8 +33,10 @@ def _accuracy(acc: dict[str, Any] | None) -> str:
     return f"{verdict} (abs {acc['max_abs_err']:.1e}, cos {acc['cosine']:.5f})"
 
 
-def print_run(result: dict[str, Any], console: Console | None = None) -> None:
-    console = console or Console(width=None if Console().is_terminal else 140)
+def print_run(result: dict[str, Any], console: Console | None = None, errors: Console | None = None) -> None:
+    """The table and speedup on ``console``; failures and warnings on ``errors`` (stderr)."""
+    console = console or make_console()
+    errors = errors or make_console(stderr=True)
     shape = [f"batch {result['batch_size']}"]
     if result.get("seq_length"):
         shape.append(f"seq {result['seq_length']}")
@@ -57,6 +65,6 @@ def print_run(result: dict[str, Any], console: Console | None = None) -> None:
     elif "withheld" in result.get("speedup_basis", ""):
         console.print(f"[yellow]No speedup: {result['speedup_basis'].split('; ', 1)[1]}[/yellow]")
     for fw, e in failures:
-        console.print(f"[red]{fw} failed:[/red] {e['error']}")
+        errors.print(f"tvmbench: error: {fw}: {e['error']}", markup=False, highlight=False, soft_wrap=True)
     for w in result.get("warnings", []):
-        console.print(f"[yellow]warning:[/yellow] {w}")
+        errors.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)

@@ -1,0 +1,30 @@
+# Two entry points that work on a fresh machine: `make bench` and `make test`.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+export TVMBENCH_CACHE ?= $(CURDIR)/.cache
+
+.PHONY: bench test lint setup clean
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	touch $(STAMP)
+
+# The default benchmark: resnet18, batch 1, on this machine's CPU, TVM against PyTorch eager.
+bench: $(STAMP)
+	$(BIN)/tvmbench run --model resnet18 --batch-size 1 --target llvm --frameworks tvm,pytorch \
+		--output results/resnet18.json
+
+test: $(STAMP)
+	$(BIN)/python -m pytest -q
+
+lint: $(STAMP)
+	$(BIN)/ruff check src tests benchmarks
+
+clean:
+	rm -rf $(VENV) .cache .pytest_cache

@@ -1,0 +1,155 @@
+"""End-to-end: the CLI as a user runs it, real TVM and real PyTorch in worker processes."""
+
+import json
+
+import pytest
+
+from tvmbench.cli import main
+
+
+def run_cli(args, capsys):
+    code = main(args)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@pytest.fixture(scope="module")
+def resnet_result(tmp_path_factory):
+    path = tmp_path_factory.mktemp("out") / "r.json"
+    code = main(["run", "--model", "resnet18", "--image-size", "64", "--target", "llvm", "--warmup", "2",
+                 "--runs", "5", "--output", str(path), "--quiet"])
+    return code, json.loads(path.read_text())
+
+
+def test_resnet18_run_matches_pytorch_and_keeps_the_json_shape(resnet_result):
+    code, r = resnet_result
+    assert code == 0
+    # the shape users' scripts read (fields may be added, never renamed)
+    assert r["model"] == "resnet18" and r["batch_size"] == 1 and r["target"] == "llvm"
+    assert r["tuning_enabled"] is False
+    for key in ("avg_latency_ms", "throughput_samples_per_sec", "total_runs"):
+        assert key in r["tvm_relax"]
+    for key in ("avg_latency_ms", "throughput_samples_per_sec", "device"):
+        assert key in r["pytorch"]
+    assert r["tvm_relax"]["total_runs"] == 5 and len(r["tvm_relax"]["samples_ms"]) == 5
+    assert r["pytorch"]["device"] == "cpu"
+    acc = r["tvm_relax"]["accuracy"]
+    assert acc["passed"] is True and acc["max_abs_err"] < 1e-4 and acc["cosine"] > 0.999
+    expected = r["pytorch"]["median_ms"] / r["tvm_relax"]["median_ms"]
+    assert r["speedup"] == pytest.approx(expected)
+    assert r["tvm_relax"]["throughput_samples_per_sec"] == pytest.approx(1e3 / r["tvm_relax"]["avg_latency_ms"])
+
+
+def test_result_records_target_threads_phases_and_environment(resnet_result):
+    _, r = resnet_result
+    assert r["target_config"]["kind"] == "llvm" and r["target_config"]["mcpu"]
+    assert r["tvm_relax"]["info"]["target"] == r["target_config"]
+    assert r["tvm_relax"]["info"]["threads"] == r["pytorch"]["info"]["threads"] == r["measurement"]["threads"]
+    phases = r["tvm_relax"]["phases_s"]
+    for key in ("export_s", "import_s", "compile_s", "first_inference_s"):
+        assert key in phases
+    assert r["environment"]["packages"]["apache-tvm"] == "0.27.0.post1"
+    assert r["model_info"]["flops"] > 1e8 and r["model_info"]["param_count"] > 1e7
+    assert r["tvm_relax"]["peak_rss_bytes"] > 1e8
+
+
+def test_second_run_reuses_the_compiled_library(resnet_result, tmp_path, capsys):
+    path = tmp_path / "again.json"
+    code, _, _ = run_cli(["run", "--model", "resnet18", "--image-size", "64", "--target", "llvm",
+                          "--frameworks", "tvm", "--warmup", "1", "--runs", "2", "--output", str(path), "-q"], capsys)
+    r = json.loads(path.read_text())
+    assert code == 0
+    assert r["tvm_relax"]["info"]["cache_hit"] is True
+    assert r["tvm_relax"]["phases_s"]["compile_s"] == 0
+    assert r["tvm_relax"]["info"]["cache_key"] == resnet_result[1]["tvm_relax"]["info"]["cache_key"]
+    # without PyTorch among the frameworks, a reference is still computed and checked
+    assert r["tvm_relax"]["accuracy"]["passed"] is True
+    assert "pytorch" not in r
+
+
+def test_tiny_bert_matches_pytorch(tmp_path, capsys):
+    path = tmp_path / "bert.json"
+    code, out, _ = run_cli(["run", "--model", "bert-base-uncased", "--seq-length", "32", "--hf-config",
+                            "num_hidden_layers=1", "--warmup", "1", "--runs", "3", "--output", str(path)], capsys)
+    r = json.loads(path.read_text())
+    assert code == 0, out
+    assert r["seq_length"] == 32
+    assert r["tvm_relax"]["accuracy"]["passed"] and len(r["tvm_relax"]["accuracy"]["outputs"]) == 2
+    assert "bert-base-uncased" in out and "tvm" in out and "pytorch" in out
+
+
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (["run", "--model", "resnet5"], "unknown model 'resnet5'"),
+        (["run", "--model", "resnet18", "--target", "llvm -mcpux=1"], "unknown option '-mcpux'"),
+        (["run", "--model", "resnet18", "--target", "cuda"], "no GPU architecture"),
+        (["run", "--model", "resnet18", "--input-shape", "x:1xZ"], "bad --input-shape"),
+        (["run", "--model", "resnet18", "--frameworks", "tvm,tensorflow"], "unknown framework 'tensorflow'"),
+        (["run", "--model", "missing.onnx"], "does not exist"),
+        (["run", "--model", "resnet18", "--db", "/nonexistent/db"], "is not a MetaSchedule database"),
+        (["run", "--model", "bert-base-uncased", "--hf-config", "layers"], "bad --hf-config"),
+    ],
+)
+def test_user_mistakes_get_one_line_and_exit_2(args, message, capsys):
+    code, out, err = run_cli(args, capsys)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in err
+
+
+def test_bad_number_flag_is_a_usage_error(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["run", "--model", "resnet18", "--batch-size", "0"])
+    assert info.value.code == 2
+    assert "positive integer" in capsys.readouterr().err
+
+
+UNSUPPORTED = """
+import torch
+class M(torch.nn.Module):
+    def forward(self, x):
+        return torch.linalg.det(x) + 1
+def build():
+    return M(), (torch.randn(2, 3, 3),)
+"""
+
+
+def test_unconvertible_op_fails_tvm_only_and_names_the_op(tmp_path, capsys):
+    model_file = tmp_path / "unsupported.py"
+    model_file.write_text(UNSUPPORTED)
+    path = tmp_path / "u.json"
+    code, out, err = run_cli(["run", "--model", f"{model_file}:build", "--warmup", "1", "--runs", "3",
+                              "--output", str(path), "-q"], capsys)
+    r = json.loads(path.read_text())
+    assert code == 2
+    assert r["pytorch"]["status"] == "ok" and r["pytorch"]["total_runs"] == 3  # the other framework survives
+    assert r["tvm_relax"]["status"] == "failed" and "linalg_det" in r["tvm_relax"]["error"]
+    assert r["speedup"] is None
+    assert "linalg_det" in err and "Traceback" not in err
+
+
+def test_missing_framework_is_reported_not_fatal(tmp_path, capsys, monkeypatch):
+    from tvmbench import backends
+
+    monkeypatch.setitem(backends.REGISTRY, "ghost", "tests.ghost_backend:GhostBackend")
+    path = tmp_path / "g.json"
+    code, _, err = run_cli(["run", "--model", "resnet18", "--image-size", "32", "--frameworks", "pytorch,ghost",
+                            "--runs", "2", "--warmup", "1", "--output", str(path), "-q", "--no-isolation"], capsys)
+    r = json.loads(path.read_text())
+    assert code == 2
+    assert r["pytorch"]["status"] == "ok"
+    assert r["ghost"]["status"] == "failed" and r["ghost"]["error_kind"] == "missing"
+    assert "pip install" in r["ghost"]["error"] and "ghost" in err
+
+
+def test_target_command_prints_the_resolved_dict(capsys):
+    code, out, _ = run_cli(["target", "llvm -mcpu=skylake-avx512"], capsys)
+    assert code == 0 and json.loads(out)["config"]["mcpu"] == "skylake-avx512"
+
+
+def test_models_command_lists_the_zoo(capsys):
+    code, out, _ = run_cli(["models", "--no-stats"], capsys)
+    assert code == 0
+    for name in ("resnet18", "densenet201", "bert-large-uncased", "google/vit-base-patch16-224"):
+        assert name in out

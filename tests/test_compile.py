@@ -1,0 +1,101 @@
+"""Import + compile + run through TVM for each model family, compared with PyTorch."""
+
+import numpy as np
+import pytest
+import torch
+
+from tvmbench.backends import BackendConfig
+from tvmbench.backends.pytorch import PyTorchBackend
+from tvmbench.backends.tvm import TVMBackend
+from tvmbench.compile import compile_model, import_model
+from tvmbench.compile.pipeline import PIPELINE_VERSION
+from tvmbench.measure import accuracy
+from tvmbench.models import ModelOptions, load_model
+from tvmbench.targets import resolve_target
+
+TARGET = resolve_target("llvm", gpu_query=lambda: None)
+CFG = BackendConfig(target=TARGET, threads=2)
+
+
+def tvm_vs_torch(model):
+    tvm_b, ref_b = TVMBackend(CFG), PyTorchBackend(CFG)
+    tvm_b.prepare(model)
+    ref_b.prepare(model)
+    tvm_b.run()
+    ref_b.run()
+    return accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32")), tvm_b
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        # GPT-2's mask code calls cumsum on a bool tensor, which TVM 0.27 imports wrongly (fixed by
+        # tvmbench's custom converter).
+        ("gpt2", ModelOptions(seq_length=16, config_overrides={"n_layer": 1})),
+        ("t5-base", ModelOptions(seq_length=8, config_overrides={"num_layers": 1, "num_decoder_layers": 1})),
+        ("google/vit-base-patch16-224", ModelOptions(image_size=32, config_overrides={"num_hidden_layers": 1})),
+        ("distilbert-base-uncased", ModelOptions(seq_length=16, config_overrides={"n_layers": 1})),
+        ("mobilenet_v2", ModelOptions(image_size=32)),
+    ],
+)
+def test_family_compiles_and_matches_pytorch(name, options):
+    result, backend = tvm_vs_torch(load_model(name, options))
+    assert result["passed"], result
+    assert backend.info["frontend"] == "torch.export"
+
+
+def test_gpt2_needs_the_cumsum_converter():
+    from tvm import relax
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from tvmbench.compile.importer import export_program
+
+    model = load_model("gpt2", ModelOptions(seq_length=8, config_overrides={"n_layer": 1}))
+    plain = from_exported_program(export_program(model), keep_params_as_input=True)
+    plain, _ = relax.frontend.detach_params(plain)
+    with pytest.raises(Exception, match="kDLFloat|CreateAdd|MatchesCode"):
+        relax.build(plain, TARGET.tvm())  # the bug still exists upstream; our converter stays needed
+
+
+def test_onnx_file_runs_through_the_onnx_frontend(tmp_path):
+    pytest.importorskip("onnx")
+
+    class Small(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = torch.nn.Conv2d(3, 4, 3)
+
+        def forward(self, x):
+            return torch.relu(self.conv(x))
+
+    module = Small().eval()
+    path = tmp_path / "small.onnx"
+    torch.onnx.export(module, (torch.randn(1, 3, 8, 8),), str(path), input_names=["x"], dynamo=False)
+    model = load_model(str(path))
+    backend = TVMBackend(CFG)
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        expected = module(torch.from_numpy(model.inputs["x"])).numpy()
+    np.testing.assert_allclose(backend.outputs()[0], expected, atol=1e-5)
+    assert backend.info["frontend"] == "onnx"
+
+
+def test_compile_cache_hits_and_keys_on_target():
+    model = load_model("resnet18", ModelOptions(image_size=32))
+    imported = import_model(model)
+    first = compile_model(imported, TARGET)
+    second = compile_model(import_model(model), TARGET)
+    assert second.cache_hit and second.cache_key == first.cache_key and second.compile_s == 0
+    other = resolve_target("llvm -mcpu=skylake-avx512 -num-cores 2", gpu_query=lambda: None)
+    third = compile_model(imported, other)
+    assert not third.cache_hit and third.cache_key != first.cache_key
+    assert PIPELINE_VERSION
+
+
+def test_cross_target_is_refused_for_running():
+    from tvmbench.errors import UserError
+
+    model = load_model("resnet18", ModelOptions(image_size=32))
+    with pytest.raises(UserError, match="cannot run on this machine"):
+        compile_model(import_model(model), resolve_target("llvm -mtriple=aarch64-linux-gnu"))

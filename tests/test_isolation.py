@@ -1,0 +1,77 @@
+"""Workers that crash, hang or eat memory are reported; the parent survives."""
+
+import ctypes
+import os
+import time
+
+import pytest
+
+from tvmbench.errors import UserError
+from tvmbench.measure.isolation import run_isolated
+
+GiB = 2**30
+
+
+def works(arg, progress):
+    progress("halfway")
+    return {"answer": arg * 2, "threads": os.environ.get("TVM_NUM_THREADS")}
+
+
+def segfaults(arg, progress):
+    ctypes.string_at(0)
+
+
+def hangs(arg, progress):
+    time.sleep(3600)
+
+
+def eats_memory(arg, progress):
+    blocks = []
+    while True:
+        blocks.append(bytearray(64 * 2**20))  # bytearray is zero-filled: the pages are touched
+        time.sleep(0.005)
+
+
+def user_mistake(arg, progress):
+    raise UserError("framework 'x' needs the package 'y'")
+
+
+def raises(arg, progress):
+    raise RuntimeError("compile failed\nsecond line")
+
+
+def test_success_returns_the_value_progress_and_environment():
+    seen = []
+    out = run_isolated(works, 21, timeout_s=60, memory_limit_bytes=8 * GiB, env={"TVM_NUM_THREADS": "3"},
+                       on_progress=seen.append)
+    assert out.ok and out.value == {"answer": 42, "threads": "3"}
+    assert seen == ["halfway"]
+    assert out.peak_rss_bytes > 1e6
+
+
+def test_segfault_is_reported_as_a_crash():
+    out = run_isolated(segfaults, None, timeout_s=60, memory_limit_bytes=8 * GiB)
+    assert not out.ok and out.error["kind"] == "crash"
+    assert "SIGSEGV" in out.error["message"]
+
+
+def test_hang_is_killed_at_the_timeout():
+    t0 = time.monotonic()
+    out = run_isolated(hangs, None, timeout_s=3, memory_limit_bytes=8 * GiB)
+    assert not out.ok and out.error["kind"] == "timeout"
+    assert time.monotonic() - t0 < 30
+
+
+def test_memory_hog_is_killed_at_the_limit():
+    out = run_isolated(eats_memory, None, timeout_s=120, memory_limit_bytes=1 * GiB)
+    assert not out.ok and out.error["kind"] == "oom"
+    assert "out of memory" in out.error["message"]
+    assert out.peak_rss_bytes > 1 * GiB
+
+
+@pytest.mark.parametrize("fn, kind, text", [(user_mistake, "user", "needs the package"),
+                                            (raises, "exception", "compile failed")])
+def test_exceptions_are_classified(fn, kind, text):
+    out = run_isolated(fn, None, timeout_s=60, memory_limit_bytes=8 * GiB)
+    assert not out.ok and out.error["kind"] == kind and text in out.error["message"]
+    assert "\n" not in out.error["message"]

@@ -1,0 +1,114 @@
+import itertools
+import time
+
+import numpy as np
+import pytest
+
+from tvmbench.measure import accuracy, stats
+from tvmbench.measure.timer import TimerConfig, measure
+
+
+def test_median_ci_covers_the_true_median_of_a_skewed_distribution():
+    rng = np.random.default_rng(1)
+    true_median = np.log(2)  # exponential(1)
+    trials = 1000
+    hits = 0
+    for _ in range(trials):
+        lo, hi = stats.median_ci(rng.exponential(size=50))
+        hits += lo <= true_median <= hi
+    assert 0.94 <= hits / trials <= 0.99
+
+
+def test_median_ci_matches_textbook_order_statistics():
+    # n = 100, 95 %: the 40th and 61st order statistics (1-based)
+    assert stats.median_ci(list(range(1, 101))) == (40.0, 61.0)
+    # too few samples for a finite interval: the range
+    assert stats.median_ci([3.0, 1.0, 2.0]) == (1.0, 3.0)
+
+
+def test_summary_of_known_samples():
+    s = stats.summarize([0.001, 0.002, 0.003, 0.004, 0.010], batch_size=4)
+    assert s["runs"] == 5
+    assert s["median_ms"] == pytest.approx(3.0)
+    assert s["mean_ms"] == pytest.approx(4.0)
+    assert s["min_ms"] == pytest.approx(1.0) and s["max_ms"] == pytest.approx(10.0)
+    assert s["std_ms"] == pytest.approx(np.std([1, 2, 3, 4, 10], ddof=1))
+    assert s["throughput_samples_per_sec"] == pytest.approx(4 / 0.004)
+    assert s["p90_ms"] == pytest.approx(np.percentile([1, 2, 3, 4, 10], 90))
+
+
+def test_speedup_and_geomean():
+    assert stats.speedup(20.0, 10.0) == 2.0
+    assert stats.geometric_mean([2.0, 8.0]) == pytest.approx(4.0)
+
+
+
+def test_fixed_counts_run_exactly():
+    calls = itertools.count()
+    m = measure(lambda: next(calls), TimerConfig(fixed_warmup_runs=3, fixed_runs=7))
+    assert len(m.warmup_s) == 3 and len(m.samples_s) == 7 and m.block_size == 1
+    assert m.total_calls == 10 == next(calls)
+    assert "fixed count" in m.stop_reason
+
+
+def test_steady_callable_stops_on_the_confidence_interval():
+    m = measure(lambda: time.sleep(0.002),
+                TimerConfig(min_warmup_runs=2, min_warmup_s=0.01, min_runs=10, min_time_s=0.05, max_time_s=5))
+    assert "CI of the median" in m.stop_reason
+    assert len(m.samples_s) >= 10 and m.timed_wall_s >= 0.05
+    assert 0.0019 < float(np.median(m.samples_s)) < 0.01
+
+
+def test_noisy_callable_stops_at_the_maximum_time():
+    rng = np.random.default_rng(0)
+    m = measure(lambda: time.sleep(float(rng.choice([0.001, 0.004]))),
+                TimerConfig(min_warmup_runs=1, min_warmup_s=0.0, min_runs=5, min_time_s=0.01, max_time_s=0.3,
+                            target_ci_rel=0.0001))
+    assert "maximum time" in m.stop_reason
+    assert 0.3 <= m.timed_wall_s < 0.6
+
+
+def test_slow_callable_still_gets_a_few_timed_runs():
+    m = measure(lambda: time.sleep(0.05),
+                TimerConfig(min_warmup_runs=10, min_warmup_s=1, max_warmup_s=0.01, min_runs=30, min_time_s=3,
+                            max_time_s=0.01))
+    assert len(m.warmup_s) == 1  # capped by max_warmup_s, but at least one
+    assert len(m.samples_s) == 3  # min_timed_runs_always
+    assert "before 30 runs" in m.stop_reason
+
+
+def test_fast_callable_is_timed_in_blocks():
+    m = measure(lambda: None, TimerConfig(min_warmup_runs=5, min_warmup_s=0.01, min_runs=10, min_time_s=0.05))
+    assert m.block_size > 100  # a no-op takes well under 10 us
+    assert m.timed_calls == m.block_size * len(m.samples_s)
+    assert max(m.samples_s) < 1e-4
+
+
+TOL = accuracy.tolerance_for("float32")
+
+
+def test_accuracy_passes_on_tiny_error_and_reports_metrics():
+    ref = np.linspace(-3, 3, 1000).astype(np.float32)
+    r = accuracy.compare([ref + 1e-6], [ref], TOL)
+    assert r["passed"] and r["max_abs_err"] == pytest.approx(1e-6, rel=0.1) and r["cosine"] > 0.999999
+
+
+def test_accuracy_fails_on_wrong_values_shape_count_and_nan():
+    ref = np.linspace(-3, 3, 1000).astype(np.float32)
+    assert not accuracy.compare([ref[::-1].copy()], [ref], TOL)["passed"]
+    assert not accuracy.compare([ref.reshape(10, 100)], [ref], TOL)["passed"]
+    assert not accuracy.compare([ref, ref], [ref], TOL)["passed"]
+    bad = ref.copy()
+    bad[3] = np.nan
+    assert "NaN" in accuracy.compare([bad], [ref], TOL)["reason"]
+
+
+def test_relative_rule_accepts_large_outputs_with_small_relative_error():
+    ref = np.linspace(-1000, 1000, 1000)
+    assert accuracy.compare([ref + 0.5], [ref], TOL)["passed"]  # abs 0.5 but rel 5e-4
+    assert not accuracy.compare([ref + 5], [ref], TOL)["passed"]  # rel 5e-3
+
+
+def test_fp16_tolerance_is_looser_and_overridable():
+    assert accuracy.tolerance_for("float16").atol == 1e-2
+    assert accuracy.tolerance_for("float32", {"atol": 0.5}).atol == 0.5

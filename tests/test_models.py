@@ -1,0 +1,147 @@
+import numpy as np
+import pytest
+import torch
+
+from tvmbench.errors import UserError
+from tvmbench.models import ZOO, ModelOptions, count_flops, load_model, parse_input_shapes
+
+SMALL = ModelOptions(batch_size=2, seq_length=16, image_size=96)
+
+
+@pytest.mark.parametrize("name", sorted(ZOO))
+def test_every_zoo_model_builds_and_runs_at_small_size(name):
+    model = load_model(name, SMALL)
+    assert model.module is not None and not model.module.training
+    assert model.param_count and model.param_count > 1_000_000
+    for arr in model.inputs.values():
+        assert arr.shape[0] == 2  # batch honoured
+    entry = ZOO[name]
+    if entry.default_seq_length:
+        assert model.inputs["input_ids"].shape == (2, 16)
+    else:
+        assert next(iter(model.inputs.values())).shape == (2, 3, 96, 96)
+    with torch.no_grad():
+        out = model.module(*model.torch_inputs())
+    outs = out if isinstance(out, tuple) else (out,)
+    assert all(o.shape[0] == 2 and torch.isfinite(o).all() for o in outs)
+
+
+def test_published_sizes_are_in_the_registry():
+    assert ZOO["bert-large-uncased"].hf_config["hidden_size"] == 1024
+    assert ZOO["bert-large-uncased"].hf_config["num_hidden_layers"] == 24
+    assert ZOO["gpt2"].hf_config["n_layer"] == 12
+    assert ZOO["t5-base"].hf_config["d_model"] == 768
+    assert ZOO["google/vit-base-patch16-224"].hf_config["patch_size"] == 16
+
+
+def test_inputs_are_seeded_and_identical_across_builds():
+    a = load_model("bert-base-uncased", ModelOptions(seq_length=8, config_overrides={"num_hidden_layers": 1}))
+    b = load_model("bert-base-uncased", ModelOptions(seq_length=8, config_overrides={"num_hidden_layers": 1}))
+    np.testing.assert_array_equal(a.inputs["input_ids"], b.inputs["input_ids"])
+    with torch.no_grad():
+        torch.testing.assert_close(a.module(*a.torch_inputs()), b.module(*b.torch_inputs()))
+
+
+def test_parameter_count_matches_published_bert_base():
+    m = load_model("bert-base-uncased", ModelOptions(seq_length=8))
+    assert 109e6 < m.param_count < 110.5e6
+
+
+def test_torchvision_prefix_reaches_any_classifier():
+    m = load_model("torchvision:resnext50_32x4d", ModelOptions(image_size=64))
+    assert m.param_count > 20e6
+
+
+def test_torchvision_vit_head_is_not_all_zero():
+    m = load_model("torchvision:vit_b_32", ModelOptions(image_size=64))
+    with torch.no_grad():
+        assert m.module(*m.torch_inputs()).abs().max() > 0
+
+
+def test_flops_include_attention():
+    m = load_model("bert-base-uncased", ModelOptions(seq_length=128, config_overrides={"num_hidden_layers": 1}))
+    flops = count_flops(m)
+    # one layer: 4 projections + FFN = 2*128*(4*768*768 + 2*768*3072) and attention 2*2*128*128*768
+    dense = 2 * 128 * (4 * 768 * 768 + 2 * 768 * 3072)
+    attention = 2 * 2 * 128 * 128 * 768
+    assert flops >= dense + attention
+    assert flops < 1.2 * (dense + attention) + 2 * 768 * 768 * 128  # plus the pooler
+
+
+@pytest.mark.parametrize(
+    "name, message",
+    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification")],
+)
+def test_unknown_model_suggests_close_names(name, message):
+    with pytest.raises(UserError, match=message):
+        load_model(name)
+
+
+def test_sequence_longer_than_the_model_allows_is_an_error():
+    with pytest.raises(UserError, match="outside 1..512"):
+        load_model("bert-base-uncased", ModelOptions(seq_length=1024))
+
+
+def test_vit_image_size_must_fit_the_patch():
+    with pytest.raises(UserError, match="multiple of the patch"):
+        load_model("google/vit-base-patch16-224", ModelOptions(image_size=100))
+
+
+@pytest.mark.parametrize("spec", [["x:1x3xa"], ["x"], ["x:0x3"], [":1x3"]])
+def test_bad_input_shape_flags(spec):
+    with pytest.raises(UserError, match="bad --input-shape"):
+        parse_input_shapes(spec)
+
+
+def test_input_shape_flag_parses():
+    assert parse_input_shapes(["x:1x3x224x224", "ids:2X8"]) == {"x": (1, 3, 224, 224), "ids": (2, 8)}
+
+
+class Tiny(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3)
+        self.fc = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.fc(self.conv(x).mean(dim=(2, 3)))
+
+
+def test_onnx_file_with_dynamic_batch(tmp_path):
+    pytest.importorskip("onnx")
+    path = tmp_path / "tiny.onnx"
+    torch.onnx.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),), str(path), input_names=["image"],
+                      dynamic_axes={"image": {0: "batch"}}, dynamo=False)
+    m = load_model(str(path), ModelOptions(batch_size=3))
+    assert m.inputs["image"].shape == (3, 3, 16, 16)
+    assert m.family == "onnx" and m.module is None
+    m = load_model(str(path), ModelOptions(input_shapes={"image": (2, 3, 20, 20)}))
+    assert m.inputs["image"].shape == (2, 3, 20, 20)
+    with pytest.raises(UserError, match="--input-shape names"):
+        load_model(str(path), ModelOptions(input_shapes={"x": (1, 3, 8, 8)}))
+
+
+def test_onnx_file_with_an_unknown_inner_dim_asks_for_its_shape(tmp_path):
+    pytest.importorskip("onnx")
+    path = tmp_path / "tiny.onnx"
+    torch.onnx.export(Tiny().eval(), (torch.randn(1, 3, 16, 16),), str(path), input_names=["image"],
+                      dynamic_axes={"image": {0: "batch", 2: "height"}}, dynamo=False)
+    with pytest.raises(UserError, match="--input-shape image:Nx3xNx16"):
+        load_model(str(path))
+
+
+def test_pt2_file_round_trip(tmp_path):
+    module = Tiny().eval()
+    x = torch.randn(2, 3, 16, 16)
+    path = tmp_path / "tiny.pt2"
+    torch.export.save(torch.export.export(module, (x,)), str(path))
+    m = load_model(str(path))
+    assert m.family == "pt2" and m.exported is not None
+    assert next(iter(m.inputs.values())).shape == (2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(m.module(*m.torch_inputs()), module(*m.torch_inputs()))
+
+
+def test_missing_model_file():
+    with pytest.raises(UserError, match="does not exist"):
+        load_model("/nonexistent/model.onnx")

@@ -1,0 +1,116 @@
+import platform
+
+import pytest
+
+from tvmbench.errors import UserError
+from tvmbench.targets import GpuInfo, parse_legacy_string, resolve_target
+
+A100 = GpuInfo(name="NVIDIA A100", compute_capability="8.0", max_threads_per_block=1024,
+               max_shared_memory_per_block=49152, warp_size=32)
+
+
+def no_gpu():
+    return None
+
+
+@pytest.mark.parametrize(
+    "spec, expected",
+    [
+        ("cuda -arch=sm_80", {"kind": "cuda", "arch": "sm_80"}),
+        ("llvm -mcpu=skylake-avx512", {"kind": "llvm", "mcpu": "skylake-avx512"}),
+        ("llvm -mtriple=aarch64-linux-gnu", {"kind": "llvm", "mtriple": "aarch64-linux-gnu"}),
+        ("cuda -max_threads_per_block 1024 -max_shared_memory_per_block 49152",
+         {"kind": "cuda", "max_threads_per_block": 1024, "max_shared_memory_per_block": 49152}),
+        ("llvm -mcpu=a64fx", {"kind": "llvm", "mcpu": "a64fx"}),
+        ("llvm -mattr=+avx2,+fma -num-cores 4", {"kind": "llvm", "mattr": ["+avx2", "+fma"], "num-cores": 4}),
+        ("llvm --num_cores=3", {"kind": "llvm", "num-cores": 3}),
+    ],
+)
+def test_legacy_strings_convert_to_dicts(spec, expected):
+    assert parse_legacy_string(spec) == expected
+
+
+def test_legacy_cuda_with_limits_but_no_arch_is_refused_without_gpu():
+    with pytest.raises(UserError, match="no GPU architecture"):
+        resolve_target("cuda -max_threads_per_block 1024 -max_shared_memory_per_block 49152", gpu_query=no_gpu)
+
+
+def test_legacy_cuda_with_limits_takes_arch_from_the_device():
+    t = resolve_target("cuda -max_threads_per_block 512", gpu_query=lambda: A100)
+    assert t.config["arch"] == "sm_80"
+    assert t.config["max_threads_per_block"] == 512  # the user's value wins over the device's
+
+
+@pytest.mark.parametrize("spec", ["cuda", '{"kind": "cuda"}', "gpu"])
+def test_cuda_without_arch_and_without_gpu_is_an_error_not_sm50(spec):
+    with pytest.raises(UserError, match="sm_50"):
+        resolve_target(spec, gpu_query=no_gpu)
+
+
+def test_cuda_arch_and_limits_come_from_device_zero():
+    t = resolve_target("cuda", gpu_query=lambda: A100)
+    assert t.config["arch"] == "sm_80"
+    assert t.config["max_shared_memory_per_block"] == 49152
+    assert t.config["thread_warp_size"] == 32
+    assert t.tvm().arch == "sm_80"
+
+
+def test_cuda_arch_given_without_gpu_is_accepted():
+    t = resolve_target("cuda -arch=sm_90", gpu_query=no_gpu)
+    assert t.tvm().arch == "sm_90"
+    assert t.device == "cuda" and not t.is_native
+
+
+def test_auto_without_gpu_is_the_host_cpu():
+    t = resolve_target("auto", gpu_query=no_gpu)
+    assert t.kind == "llvm"
+    assert t.config["mcpu"] and t.config["mcpu"] != "generic"
+    assert t.config["num-cores"] >= 1
+    assert t.is_native
+
+
+def test_auto_with_gpu_is_cuda_with_its_arch():
+    t = resolve_target("auto", gpu_query=lambda: A100)
+    assert t.kind == "cuda" and t.config["arch"] == "sm_80"
+
+
+def test_plain_llvm_gets_the_host_cpu_name():
+    from tvm.target import codegen
+
+    t = resolve_target("llvm", gpu_query=no_gpu)
+    assert t.config["mcpu"] == codegen.llvm_get_system_cpu()
+
+
+def test_json_dict_is_kept():
+    t = resolve_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}', gpu_query=no_gpu)
+    assert t.config == {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}
+
+
+def test_aarch64_cpu_name_implies_a_cross_target():
+    t = resolve_target("llvm -mcpu=a64fx", gpu_query=no_gpu)
+    assert t.config["mtriple"] == "aarch64-linux-gnu"
+    assert t.arch == "aarch64"
+    assert t.is_native == (platform.machine() == "aarch64")
+
+
+def test_tag_resolves():
+    t = resolve_target("nvidia/nvidia-a100", gpu_query=no_gpu)
+    assert t.config["arch"] == "sm_80"
+
+
+@pytest.mark.parametrize(
+    "spec, message",
+    [
+        ("llvm -mcpuu=znver4", "unknown option '-mcpuu'"),
+        ("opencl", "unknown target kind"),
+        ("llvm -num-cores=many", "takes an integer"),
+        ("llvm -mcpu=notacpu", "LLVM does not know the CPU"),
+        ('{"kind": "llvm", ', "does not parse"),
+        ('{"kind": "llvm", "bogus": 1}', "unknown option"),
+        ("", "empty --target"),
+    ],
+)
+def test_bad_targets_get_one_clear_error(spec, message):
+    with pytest.raises(UserError, match=message) as info:
+        resolve_target(spec, gpu_query=no_gpu)
+    assert "\n" not in str(info.value)
