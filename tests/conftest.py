@@ -2,6 +2,7 @@ import os
 
 import pytest
 
+
 # Tests never write into the user's ~/.cache: one cache folder per test session.
 @pytest.fixture(scope="session", autouse=True)
 def _isolated_cache(tmp_path_factory):

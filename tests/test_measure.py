@@ -112,3 +112,41 @@ def test_relative_rule_accepts_large_outputs_with_small_relative_error():
 def test_fp16_tolerance_is_looser_and_overridable():
     assert accuracy.tolerance_for("float16").atol == 1e-2
     assert accuracy.tolerance_for("float32", {"atol": 0.5}).atol == 0.5
+
+
+def test_bootstrap_median_ci_brackets_the_sample_median():
+    rng = np.random.default_rng(3)
+    x = rng.lognormal(size=200)
+    lo, hi = stats.bootstrap_median_ci(x)
+    assert lo < np.median(x) < hi
+    assert hi - lo < 0.5 * (x.max() - x.min())
+
+
+def test_speedup_ci_brackets_the_ratio_of_medians():
+    rng = np.random.default_rng(4)
+    slow, fast = 20 + rng.exponential(size=100), 10 + rng.exponential(size=100)
+    lo, hi = stats.speedup_ci(slow, fast)
+    assert lo < np.median(slow) / np.median(fast) < hi
+    assert lo > 1.5
+
+
+def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
+    assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
+    assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)
+
+
+def test_rounds_pool_samples_and_report_per_round_medians():
+    from tvmbench.benchmark import merge_rounds
+    from tvmbench.measure.isolation import Outcome
+
+    def outcome(samples):
+        return Outcome(ok=True, value={"measurement": {"samples_s": samples, "timed_calls": len(samples)},
+                                       "phases_s": {}, "info": {}}, peak_rss_bytes=10)
+
+    merged = merge_rounds([outcome([0.01, 0.01, 0.01]), Outcome(ok=False, error={"message": "crash"}),
+                           outcome([0.02, 0.02, 0.02])])
+    assert merged.ok
+    assert merged.value["measurement"]["timed_calls"] == 6
+    assert merged.value["rounds"]["medians_ms"] == pytest.approx([10.0, 20.0])
+    assert merged.value["rounds"]["failures"] == ["crash"]
+    assert not merge_rounds([Outcome(ok=False, error={"message": "x"})]).ok

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import psutil
 
 from tvmbench.backends import BackendConfig, backend_class, result_key
@@ -38,6 +39,8 @@ class RunConfig:
     db_dir: str | None = None
     use_cache: bool = True
     isolate: bool = True
+    rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
+    include_io: bool = False  # time host-to-device input copies and output copies back
     timeout_s: float = 3600.0
     memory_limit_bytes: int = 0  # 0: 90 % of the machine's memory
     tolerance: dict[str, float] = field(default_factory=dict)  # overrides of the fp32 tolerance
@@ -57,6 +60,7 @@ class FrameworkJob:
     timer: TimerConfig
     timed: bool = True  # False: only produce reference outputs
     count_flops: bool = False
+    include_io: bool = False
 
 
 def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> dict[str, Any]:
@@ -83,7 +87,7 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> dic
         def on_timer(stage: str, n: int) -> None:
             progress(f"{stage} run {n}")
 
-        m = measure(backend.run, job.timer, on_timer)
+        m = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer)
         result["measurement"] = {
             "samples_s": m.samples_s, "warmup_s": m.warmup_s, "block_size": m.block_size,
             "stop_reason": m.stop_reason, "total_calls": m.total_calls, "timed_calls": m.timed_calls,
@@ -120,21 +124,53 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> dict[str, Any]:
+    """Measure every framework, ``cfg.rounds`` times in alternating order, then build the result.
+
+    Alternating (A B, B A, ...) with a fresh worker each time spreads slow drift of the machine
+    (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
+    """
     events = on_event or (lambda fw, msg: None)
     backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, db_dir=cfg.db_dir, use_cache=cfg.use_cache)
     env = environment.collect(cfg.threads)
-    order = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
-    raw: dict[str, isolation.Outcome] = {}
-    for fw in order:
-        raw[fw] = _run_job(cfg, FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
-                                             count_flops=fw == REFERENCE), events)
-    if REFERENCE not in order:
+    base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
+    rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}
+    for r in range(cfg.rounds):
+        for fw in base if r % 2 == 0 else base[::-1]:
+            tag = f"round {r + 1}/{cfg.rounds}: " if cfg.rounds > 1 else ""
+            job = FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                               count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io)
+            rounds[fw].append(_run_job(cfg, job, lambda f, m, tag=tag: events(f, tag + m)))
+    raw = {fw: merge_rounds(outcomes) for fw, outcomes in rounds.items()}
+    if REFERENCE not in base:
         events(REFERENCE, "computing reference outputs")
         raw["_reference"] = _run_job(cfg, FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_cfg, cfg.timer,
                                                        timed=False, count_flops=True), events)
     ref = raw.get(REFERENCE) or raw.get("_reference")
     ref_outputs = ref.value["outputs"] if ref is not None and ref.ok else None
-    return build_result(cfg, order, raw, ref_outputs, env)
+    return build_result(cfg, base, raw, ref_outputs, env)
+
+
+def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
+    """Pool the timed samples of the successful rounds; phases (compile time...) come from the
+    first, where nothing was cached yet. A framework fails only if every round failed."""
+    ok = [o for o in outcomes if o.ok]
+    if not ok:
+        return outcomes[0]
+    first = ok[0]
+    if len(outcomes) == 1:
+        return first
+    value = dict(first.value)
+    measurements = [o.value["measurement"] for o in ok]
+    value["measurement"] = {**measurements[0],
+                            "samples_s": [s for m in measurements for s in m["samples_s"]],
+                            "timed_calls": sum(m["timed_calls"] for m in measurements)}
+    value["rounds"] = {
+        "count": len(outcomes),
+        "medians_ms": [float(stats.summarize(m["samples_s"], 1)["median_ms"]) for m in measurements],
+        "failures": [o.error.get("message") for o in outcomes if not o.ok],
+    }
+    return isolation.Outcome(ok=True, value=value, peak_rss_bytes=max(o.peak_rss_bytes for o in ok),
+                             wall_s=sum(o.wall_s for o in outcomes))
 
 
 def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Outcome:
@@ -179,12 +215,14 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         entry = framework_entry(raw[fw], ref_outputs, tolerance, batch, flops, fw == REFERENCE)
         per_fw[fw] = entry
         result[result_key(fw)] = entry
-    result["speedup"], result["speedup_basis"] = _tvm_speedup(per_fw)
+    result["speedup"], result["speedup_ci95"], result["speedup_basis"] = _tvm_speedup(per_fw)
     result["model_info"] = {**model_info, "flops": flops}
     result["measurement"] = {"method": "tvmbench.measure.timer", "timer": cfg.timer.to_json(),
                              "isolation": "process per framework (spawn)" if cfg.isolate else "none (in-process)",
-                             "threads": cfg.threads, "io_policy": "inputs resident on the device, outputs not "
-                             "copied back inside the timed region"}
+                             "threads": cfg.threads, "rounds": cfg.rounds,
+                             "io_policy": "host-to-device input copies and output copies back are timed"
+                             if cfg.include_io else "inputs resident on the device, outputs not copied back "
+                             "inside the timed region"}
     result["environment"] = env
     noisy = environment.warnings_for(env)
     noisy += [f"{fw}: high run-to-run variation (CV {e['cv']:.0%})" for fw, e in per_fw.items()
@@ -221,6 +259,9 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
         "info": value["info"],
         "samples_ms": [s * 1e3 for s in m.get("samples_s", [])],
     }
+    if "rounds" in value:
+        medians = value["rounds"]["medians_ms"]
+        entry["rounds"] = {**value["rounds"], "spread": (max(medians) - min(medians)) / float(np.median(medians))}
     if flops and summary.get("median_ms"):
         entry["gflops_per_sec"] = flops / (summary["median_ms"] * 1e-3) / 1e9
     if is_reference:
@@ -232,13 +273,14 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
     return entry
 
 
-def _tvm_speedup(per_fw: dict[str, dict[str, Any]]) -> tuple[float | None, str]:
-    """TVM's speedup over PyTorch (median PyTorch / median TVM); none when either failed or TVM's
-    outputs did not match."""
+def _tvm_speedup(per_fw: dict[str, dict[str, Any]]) -> tuple[float | None, list[float] | None, str]:
+    """TVM's speedup over PyTorch (median PyTorch / median TVM) with a bootstrap 95 % interval;
+    none when either failed or TVM's outputs did not match the reference."""
     tvm_e, ref_e = per_fw.get("tvm"), per_fw.get(REFERENCE)
     basis = "median(pytorch) / median(tvm)"
     if not tvm_e or not ref_e or tvm_e["status"] != "ok" or ref_e["status"] != "ok":
-        return None, basis
+        return None, None, basis
     if tvm_e["accuracy"].get("passed") is False or not tvm_e.get("median_ms"):
-        return None, basis + "; withheld: outputs did not match the reference"
-    return stats.speedup(ref_e["median_ms"], tvm_e["median_ms"]), basis
+        return None, None, basis + "; withheld: outputs did not match the reference"
+    ci = stats.speedup_ci(ref_e["samples_ms"], tvm_e["samples_ms"])
+    return stats.speedup(ref_e["median_ms"], tvm_e["median_ms"]), list(ci), basis

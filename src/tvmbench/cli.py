@@ -88,6 +88,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="exact timed runs (default: adaptive until the median's 95%% CI is within +-2%%)")
     run.add_argument("--min-time", type=_positive_float, default=3.0, help="adaptive mode: minimum timed seconds")
     run.add_argument("--max-time", type=_positive_float, default=60.0, help="adaptive mode: maximum timed seconds")
+    run.add_argument("--rounds", type=_positive_int, default=1,
+                     help="measure every framework N times in alternating order (A B, B A, ...)")
+    run.add_argument("--include-io", action="store_true",
+                     help="time the input copies to the device and the output copies back")
     run.add_argument("--db", default=None, help="MetaSchedule database directory to apply")
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
     run.add_argument("--no-cache", action="store_true", help="compile again even if a cached library exists")
@@ -133,6 +137,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     cfg = RunConfig(model=args.model, target=target, frameworks=tuple(frameworks), options=options,
                     threads=args.threads or physical_cores(), timer=timer, db_dir=args.db,
                     use_cache=not args.no_cache, isolate=not args.no_isolation, timeout_s=args.timeout,
+                    rounds=args.rounds, include_io=args.include_io,
                     memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0)
     if args.db:
         from tvmbench.compile import load_database

@@ -59,6 +59,11 @@ class Backend(ABC):
         """One synchronous inference on the prepared inputs."""
 
     @abstractmethod
+    def run_with_io(self) -> None:
+        """One inference that also copies the inputs from host memory to the device and the outputs
+        back (``--include-io``), the same way for every framework."""
+
+    @abstractmethod
     def outputs(self) -> list[np.ndarray]:
         """Outputs of the last ``run`` as numpy arrays, flattened in the model's output order."""
 

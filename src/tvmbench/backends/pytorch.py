@@ -26,7 +26,8 @@ class PyTorchBackend(Backend):
         if self.device.type == "cuda" and not torch.cuda.is_available():
             raise UserError("the target is CUDA but PyTorch sees no CUDA device")
         self.module = model.module.to(self.device).eval()
-        self.inputs = tuple(t.to(self.device) for t in model.torch_inputs())
+        self.host_inputs = model.torch_inputs()
+        self.inputs = tuple(t.to(self.device) for t in self.host_inputs)
         self._sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         self._no_grad = torch.inference_mode
         self._out: Any = None
@@ -36,6 +37,12 @@ class PyTorchBackend(Backend):
     def run(self) -> None:
         with self._no_grad():
             self._out = self.module(*self.inputs)
+        self._sync()
+
+    def run_with_io(self) -> None:
+        with self._no_grad():
+            out = self.module(*(t.to(self.device) for t in self.host_inputs))
+            self._out = [t.cpu() for t in flatten(out)]
         self._sync()
 
     def outputs(self) -> list[np.ndarray]:

@@ -61,9 +61,17 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
     if result.get("speedup") is not None:
         word = "faster" if result["speedup"] >= 1 else "slower"
         factor = result["speedup"] if result["speedup"] >= 1 else 1 / result["speedup"]
-        console.print(f"TVM is {factor:.2f}x {word} than PyTorch eager ({result['speedup_basis']})")
+        ci = result.get("speedup_ci95") or [None, None]
+        ci_text = f", 95% CI {ci[0]:.3f}-{ci[1]:.3f}" if ci[0] is not None else ""
+        console.print(f"TVM is {factor:.2f}x {word} than PyTorch eager (speedup {result['speedup']:.3f}"
+                      f"{ci_text}; {result['speedup_basis']})")
     elif "withheld" in result.get("speedup_basis", ""):
         console.print(f"[yellow]No speedup: {result['speedup_basis'].split('; ', 1)[1]}[/yellow]")
+    for fw in result["frameworks"]:
+        rounds = result[result_key(fw)].get("rounds")
+        if rounds:
+            medians = ", ".join(_ms(m) for m in rounds["medians_ms"])
+            console.print(f"{fw}: medians per round {medians} ms (spread {rounds['spread']:.1%})")
     for fw, e in failures:
         errors.print(f"tvmbench: error: {fw}: {e['error']}", markup=False, highlight=False, soft_wrap=True)
     for w in result.get("warnings", []):
