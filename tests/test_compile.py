@@ -87,7 +87,7 @@ def test_compile_cache_hits_and_keys_on_target():
     first = compile_model(imported, TARGET)
     second = compile_model(import_model(model), TARGET)
     assert second.cache_hit and second.cache_key == first.cache_key and second.compile_s == 0
-    other = resolve_target("llvm -mcpu=skylake-avx512 -num-cores 2", gpu_query=lambda: None)
+    other = resolve_target({**TARGET.config, "num-cores": 1}, gpu_query=lambda: None)
     third = compile_model(imported, other)
     assert not third.cache_hit and third.cache_key != first.cache_key
     assert PIPELINE_VERSION

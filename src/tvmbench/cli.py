@@ -68,20 +68,8 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
-    run.add_argument("--model", required=True,
-                     help="zoo name (see 'tvmbench models'), torchvision:NAME, a .onnx/.pt2 file or file.py:factory")
-    run.add_argument("--batch-size", type=_positive_int, default=1)
-    run.add_argument("--seq-length", type=_positive_int, default=None, help="tokens per sequence (text models)")
-    run.add_argument("--image-size", type=_positive_int, default=None, help="image height = width (vision models)")
-    run.add_argument("--input-shape", action="append", metavar="NAME:1x3x224x224",
-                     help="shape of a dynamic input of a user file (repeatable)")
-    run.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
-                     help="override a transformers config value, e.g. num_hidden_layers=2 (repeatable)")
-    run.add_argument("--target", default="auto",
-                     help="auto, llvm, cuda, a JSON dict or a string like 'llvm -mcpu=skylake-avx512'")
+    _add_model_args(run)
     run.add_argument("--frameworks", default="tvm,pytorch", help="comma-separated: tvm,pytorch")
-    run.add_argument("--threads", type=_positive_int, default=None,
-                     help="threads for every framework (default: physical cores)")
     run.add_argument("--warmup", type=_nonneg_int, default=None,
                      help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")
     run.add_argument("--runs", type=_positive_int, default=None,
@@ -92,7 +80,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="measure every framework N times in alternating order (A B, B A, ...)")
     run.add_argument("--include-io", action="store_true",
                      help="time the input copies to the device and the output copies back")
-    run.add_argument("--db", default=None, help="MetaSchedule database directory to apply")
+    run.add_argument("--db", default=None,
+                     help="MetaSchedule database directory to apply (with --tune: to tune into)")
+    run.add_argument("--tune", action="store_true", help="tune with MetaSchedule first, then benchmark")
+    _add_tune_args(run, trials_default=None)
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
     run.add_argument("--no-cache", action="store_true", help="compile again even if a cached library exists")
     run.add_argument("--no-isolation", action="store_true",
@@ -100,8 +91,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--timeout", type=_positive_float, default=3600.0, help="seconds per framework")
     run.add_argument("--memory-limit", type=_positive_float, default=None,
                      help="GiB per framework worker (default: 90%% of the machine)")
-    run.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, only the table")
+
+    tune = sub.add_parser("tune", help="tune a model's kernels with MetaSchedule into a persistent database")
+    _add_model_args(tune)
+    _add_tune_args(tune, trials_default=1000)
+    tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
+    tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
+    tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
     models = sub.add_parser("models", help="list the model zoo with parameters and FLOPs")
     models.add_argument("--no-stats", action="store_true", help="list names only, without building the models")
@@ -109,6 +106,125 @@ def build_parser() -> argparse.ArgumentParser:
     target = sub.add_parser("target", help="show how a --target value resolves on this machine")
     target.add_argument("spec", nargs="?", default="auto")
     return parser
+
+
+def _add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="zoo name (see 'tvmbench models'), torchvision:NAME, a .onnx/.pt2 file or file.py:factory")
+    p.add_argument("--batch-size", type=_positive_int, default=1)
+    p.add_argument("--seq-length", type=_positive_int, default=None, help="tokens per sequence (text models)")
+    p.add_argument("--image-size", type=_positive_int, default=None, help="image height = width (vision models)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:1x3x224x224",
+                   help="shape of a dynamic input of a user file (repeatable)")
+    p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
+                   help="override a transformers config value, e.g. num_hidden_layers=2 (repeatable)")
+    p.add_argument("--target", default="auto",
+                   help="auto, llvm, cuda, a JSON dict or a string like 'llvm -mcpu=skylake-avx512'")
+    p.add_argument("--threads", type=_positive_int, default=None,
+                   help="threads for every framework and for tuning (default: physical cores)")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
+
+
+def _duration(text: str) -> float:
+    """'90', '90s', '30m', '1.5h' -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1].lower() in units:
+            value = float(text[:-1]) * units[text[-1].lower()]
+        else:
+            value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 30m or 1h, got '{text}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got '{text}'")
+    return value
+
+
+def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> None:
+    from tvmbench.tune.tuner import COST_MODELS, SCHEDULERS, STRATEGIES
+
+    p.add_argument("--trials", type=_positive_int, default=trials_default,
+                   help="tuning budget: total trials for the model, counting those already in the database"
+                   + (" (implies --tune; default 1000)" if trials_default is None else ""))
+    p.add_argument("--trials-per-task", type=_positive_int, default=None,
+                   help="at most this many trials per task (default: 2 x trials / tasks, at least 64)")
+    p.add_argument("--trials-per-iter", type=_positive_int, default=32, help="candidates measured per batch")
+    p.add_argument("--time-budget", type=_duration, default=None, help="stop after this long, e.g. 30m")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary")
+    p.add_argument("--cost-model", choices=list(COST_MODELS), default="xgb")
+    p.add_argument("--task-scheduler", choices=list(SCHEDULERS), default="gradient")
+    p.add_argument("--builder-timeout", type=_positive_float, default=60.0, help="seconds per build")
+    p.add_argument("--runner-timeout", type=_positive_float, default=30.0, help="seconds per measurement")
+    p.add_argument("--runner-number", type=_positive_int, default=3)
+    p.add_argument("--runner-repeat", type=_positive_int, default=1)
+    p.add_argument("--min-repeat-ms", type=_positive_int, default=50)
+    p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
+
+
+def _model_options(args: argparse.Namespace) -> Any:
+    from tvmbench.models import ModelOptions, check_model_name, parse_input_shapes
+
+    options = ModelOptions(batch_size=args.batch_size, seq_length=args.seq_length, image_size=args.image_size,
+                           config_overrides=_config_overrides(args.hf_config),
+                           input_shapes=parse_input_shapes(args.input_shape), seed=args.seed)
+    check_model_name(args.model)  # unknown names and missing files fail here, before any work starts
+    return options
+
+
+def _tune_config(args: argparse.Namespace, threads: int) -> Any:
+    from tvmbench.tune import TuneConfig
+
+    return TuneConfig(trials=args.trials or 1000, trials_per_task=args.trials_per_task,
+                      trials_per_iter=args.trials_per_iter, time_budget_s=args.time_budget,
+                      strategy=args.strategy, cost_model=args.cost_model, task_scheduler=args.task_scheduler,
+                      threads=threads, builder_timeout_s=args.builder_timeout, runner_timeout_s=args.runner_timeout,
+                      runner_number=args.runner_number, runner_repeat=args.runner_repeat,
+                      runner_min_repeat_ms=args.min_repeat_ms, cpu_cache_flush=args.cpu_flush, seed=args.seed)
+
+
+def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: int, console: Any) -> Any:
+    """Tune into the database of --db or the target's default one; returns (report, db path)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tvmbench.models import load_model
+    from tvmbench.tune import TuningDatabase, default_database_dir, tune_model
+
+    if args.cost_model == "xgb":
+        import importlib.util
+
+        if importlib.util.find_spec("xgboost") is None:
+            from tvmbench.errors import MissingFrameworkError
+
+            raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
+    cfg = _tune_config(args, threads)
+    db = TuningDatabase.open(args.db or default_database_dir(target), target, create=True)
+    for w in db.warnings:
+        console.print(f"[yellow]warning:[/yellow] {w}")
+    model = load_model(args.model, options)
+    columns = [TextColumn("tuning {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
+               TimeElapsedColumn()]
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(model.name, total=cfg.trials)
+
+        def on_progress(done: int, total: int, _estimate: Any) -> None:
+            progress.update(bar, completed=min(done, total))
+
+        report = tune_model(model, target, db, cfg, on_progress)
+    return report, db.path
+
+
+def _print_tune_report(report: Any, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"tuning database {report.database}")
+    for col in ("task", "weight", "MFLOP", "trials", "best us", "GFLOP/s"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
+        table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
+                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-")
+    console.print(table)
+    console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
+                  f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
 
 
 def _version() -> str:
@@ -121,28 +237,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench.backends import parse_frameworks
     from tvmbench.benchmark import RunConfig, run_benchmark
     from tvmbench.measure.timer import TimerConfig
-    from tvmbench.models import ModelOptions, check_model_name, parse_input_shapes
     from tvmbench.results import make_console, print_run, write_json_atomic
     from tvmbench.targets import physical_cores, resolve_target
 
     console = make_console(stderr=True, quiet=args.quiet)
     frameworks = parse_frameworks(args.frameworks)
-    options = ModelOptions(batch_size=args.batch_size, seq_length=args.seq_length, image_size=args.image_size,
-                           config_overrides=_config_overrides(args.hf_config),
-                           input_shapes=parse_input_shapes(args.input_shape), seed=args.seed)
-    check_model_name(args.model)  # unknown names and missing files fail here, before any worker starts
+    options = _model_options(args)
     target = resolve_target(args.target)
+    threads = args.threads or physical_cores()
+    db_dir = args.db
+    if args.tune or args.trials is not None:
+        report, path = _run_tuning(args, options, target, threads, console)
+        _print_tune_report(report, console)
+        db_dir = str(path)
     timer = TimerConfig(min_time_s=args.min_time, max_time_s=max(args.max_time, args.min_time),
                         max_warmup_s=10.0, fixed_warmup_runs=args.warmup, fixed_runs=args.runs)
     cfg = RunConfig(model=args.model, target=target, frameworks=tuple(frameworks), options=options,
-                    threads=args.threads or physical_cores(), timer=timer, db_dir=args.db,
+                    threads=threads, timer=timer, db_dir=db_dir,
                     use_cache=not args.no_cache, isolate=not args.no_isolation, timeout_s=args.timeout,
                     rounds=args.rounds, include_io=args.include_io,
                     memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0)
     if args.db:
-        from tvmbench.compile import load_database
+        from tvmbench.tune.database import TuningDatabase
 
-        load_database(args.db)  # a bad --db is a usage error, reported before compiling anything
+        TuningDatabase.open(args.db)  # a bad --db is a usage error, reported before compiling anything
     for note in target.notes:
         console.print(f"[dim]target: {note}[/dim]")
     started = time.monotonic()
@@ -161,6 +279,20 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(e.get("error_kind") in ("user", "missing") for e in failed):
         return EXIT_USAGE
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    from tvmbench.results import make_console, write_json_atomic
+    from tvmbench.targets import physical_cores, resolve_target
+
+    console = make_console(stderr=True, quiet=args.quiet)
+    options = _model_options(args)
+    target = resolve_target(args.target)
+    report, _ = _run_tuning(args, options, target, args.threads or physical_cores(), console)
+    _print_tune_report(report, make_console())
+    if args.output:
+        console.print(f"report written to {write_json_atomic(args.output, report.to_json())}")
+    return EXIT_OK
 
 
 def cmd_models(args: argparse.Namespace) -> int:
@@ -193,7 +325,7 @@ def cmd_target(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "models": cmd_models, "target": cmd_target}[args.command]
+    handler = {"run": cmd_run, "tune": cmd_tune, "models": cmd_models, "target": cmd_target}[args.command]
     try:
         return handler(args)
     except UserError as e:

@@ -65,7 +65,7 @@ class TVMBackend(Backend):
             "cache_hit": compiled.cache_hit,
             "cache_key": compiled.cache_key,
             "library": str(compiled.path),
-            "database": self.config.db_dir,
+            "database": compiled.database or None,
         }
 
     def run(self) -> None:

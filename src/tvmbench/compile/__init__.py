@@ -35,32 +35,25 @@ class CompiledModel:
     compile_s: float  # 0 on a cache hit: the time to build, not to load
     load_s: float
     pipeline: list[str] = field(default_factory=list)
+    database: dict[str, Any] = field(default_factory=dict)  # what of --db was applied
 
 
-def database_digest(db_dir: Path | None) -> str:
+def load_database(db_dir: str | Path | None, target: ResolvedTarget) -> tuple[Any | None, str, dict[str, Any]]:
+    """The MetaSchedule database to apply for ``target``: only its records for this target and
+    TVM version (see tune/database.py). Returns (database or None, digest for the cache key, info)."""
     if db_dir is None:
-        return "none"
-    h = hashlib.sha256()
-    for name in sorted(p.name for p in db_dir.glob("database_*.json")):
-        h.update(name.encode())
-        h.update((db_dir / name).read_bytes())
-    return h.hexdigest()[:16]
+        return None, "none", {}
+    from tvmbench.tune.database import TuningDatabase
 
-
-def load_database(db_dir: str | Path | None) -> tuple[Any | None, Path | None]:
-    """A MetaSchedule JSON database from a directory given with ``--db`` (must exist)."""
-    if db_dir is None:
-        return None, None
-    path = Path(db_dir).expanduser()
-    if not (path / "database_workload.json").is_file():
-        raise UserError(f"--db {path} is not a MetaSchedule database (no database_workload.json); "
-                        "create one with 'tvmbench tune' or drop --db")
+    db = TuningDatabase.open(db_dir)
+    view, info = db.view_for(target)
+    info["warnings"] = db.warnings
+    if view is None:
+        return None, "none", info
     from tvm.s_tir import meta_schedule as ms
 
-    try:
-        return ms.database.JSONDatabase(work_dir=str(path)), path
-    except Exception as e:
-        raise UserError(f"cannot read tuning database {path}: {str(e).strip().splitlines()[-1]}") from None
+    view_db = TuningDatabase(view)
+    return ms.database.JSONDatabase(work_dir=str(view)), view_db.digest(), info
 
 
 def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, cuda_graph: bool) -> str:
@@ -87,8 +80,8 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, db_dir: str |
             f"target {target.source!r} builds code for {target.arch}, which cannot run on this machine; "
             "use a CPU target of this machine (--target llvm) or a machine with that device"
         )
-    database, db_path = load_database(db_dir)
-    key = cache_key(imported, target, database_digest(db_path), cuda_graph)
+    database, digest, db_info = load_database(db_dir, target)
+    key = cache_key(imported, target, digest, cuda_graph)
     folder = cache_dir("compiled") / key
     lib_path = folder / "model.so"
     names = pipeline.describe(target, database, cuda_graph)
@@ -109,9 +102,9 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, db_dir: str |
                 os.unlink(tmp)
         (folder / "meta.json").write_text(json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
-             "db": str(db_path) if db_path else None}, indent=2, default=str))
+             "database": db_info}, indent=2, default=str))
     t0 = time.perf_counter()
     library = tvm.runtime.load_module(str(lib_path))
     load_s = time.perf_counter() - t0
     return CompiledModel(library=library, cache_key=key, cache_hit=hit, path=lib_path, compile_s=compile_s,
-                         load_s=load_s, pipeline=names)
+                         load_s=load_s, pipeline=names, database=db_info)

@@ -111,16 +111,23 @@ def describe(target: ResolvedTarget, database: Any | None, cuda_graph: bool = Fa
     return names
 
 
+def legalized(mod: Any, target: ResolvedTarget) -> Any:
+    """Stages 1-2: the fused TIR functions the tuner extracts tasks from."""
+    import tvm
+
+    with target.tvm():
+        return tvm.transform.Sequential(simplify_passes(target) + legalize_passes())(mod)
+
+
 def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None) -> Any:
-    """Stages 1-3: the module the tuner extracts tasks from and the builder lowers."""
+    """Stages 1-3: scheduled functions, ready for VM lowering."""
     import contextlib
 
     import tvm
 
+    mod = legalized(mod, target)
     with target.tvm(), (database if database is not None else contextlib.nullcontext()):
-        mod = tvm.transform.Sequential(simplify_passes(target) + legalize_passes())(mod)
-        mod = tvm.transform.Sequential(schedule_passes(target, database))(mod)
-    return mod
+        return tvm.transform.Sequential(schedule_passes(target, database))(mod)
 
 
 def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False) -> Any:

@@ -1,0 +1,32 @@
+"""What MetaSchedule needs to work in TVM 0.27 on a machine like ours.
+
+``import tvm.s_tir.tensor_intrin`` takes ~40 s here (almost all of it the CUDA tensor-core
+intrinsics), and MetaSchedule's default builder imports it in every builder worker, which it
+re-creates for every batch, with a 30 s timeout: every build times out and tuning never measures
+anything. :func:`fast_build` is the default build without that import, and
+:func:`stub_cuda_tensor_intrin` keeps the main process from paying for it when the target is a CPU.
+Both live in an installed module because the builder pickles ``fast_build`` by reference.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from typing import Any
+
+
+def stub_cuda_tensor_intrin() -> None:
+    """For CPU tuning only: make the CUDA tensor intrinsics module an empty one (call before
+    importing meta_schedule's tuning context)."""
+    name = "tvm.s_tir.tensor_intrin.cuda"
+    if name not in sys.modules:
+        sys.modules[name] = types.ModuleType(name)
+
+
+def fast_build(mod: Any, target: Any, _params: Any) -> Any:
+    """MetaSchedule's default_build minus the tensor_intrin import; returns a runtime.Module."""
+    from tvm.driver import build as tvm_build
+    from tvm.s_tir.transform import RemoveWeightLayoutRewriteBlock
+
+    mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
+    return tvm_build(mod, target=target)

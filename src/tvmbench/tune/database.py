@@ -1,0 +1,182 @@
+"""Persistent MetaSchedule databases: one per target, shared by every model tuned for it.
+
+A database is MetaSchedule's own directory (``database_workload.json`` and
+``database_tuning_record.json``, one JSON document per line, appended as trials are measured) plus
+``tvmbench_db.json`` with the target and TVM version it was made for.
+
+Why tvmbench wraps it:
+
+* MetaSchedule ignores the target when it looks records up (apache/tvm#15549), so a record tuned
+  for another CPU or GPU would be applied silently. Records are filtered by target before a
+  database is applied, and a database made with another TVM minor version is not applied at all.
+* A killed tuning process can leave a truncated last line, on which MetaSchedule refuses to load
+  the file. Lines that do not parse are dropped (with a warning) and the file is rewritten
+  atomically, so nothing else is lost and the run resumes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tvmbench.errors import UserError
+from tvmbench.paths import cache_dir
+from tvmbench.targets import ResolvedTarget
+
+WORKLOADS = "database_workload.json"
+RECORDS = "database_tuning_record.json"
+META = "tvmbench_db.json"
+
+
+def target_slug(target: ResolvedTarget) -> str:
+    """A folder name that says what the target is and differs for any difference in it."""
+    import tvm
+
+    readable = target.config.get("mcpu") or target.config.get("arch") or target.kind
+    digest = hashlib.sha256(json.dumps([target.config, _tvm_minor(tvm.__version__)], sort_keys=True,
+                                       default=str).encode()).hexdigest()[:10]
+    return f"{target.kind}-{readable}-{digest}"
+
+
+def default_database_dir(target: ResolvedTarget) -> Path:
+    return cache_dir("tuning", target_slug(target))
+
+
+def _tvm_minor(version: str) -> str:
+    return ".".join(version.split(".")[:2])
+
+
+def _write_lines_atomic(path: Path, lines: list[str]) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    with os.fdopen(fd, "w") as f:
+        f.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, path)
+
+
+def _same_target(record_target: Any, target: ResolvedTarget) -> bool:
+    import tvm
+
+    try:
+        return str(tvm.target.Target(record_target)) == str(target.tvm())
+    except Exception:
+        return False
+
+
+@dataclass
+class TuningDatabase:
+    path: Path
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, path: str | Path, target: ResolvedTarget | None = None, create: bool = False) -> TuningDatabase:
+        """Open (and repair) a database directory; ``create`` makes a new one for ``target``."""
+        import tvm
+
+        p = Path(path).expanduser()
+        if not (p / WORKLOADS).is_file():
+            if not create:
+                raise UserError(f"{p} is not a MetaSchedule database (no {WORKLOADS}); create one with "
+                                "'tvmbench tune' or drop --db")
+            p.mkdir(parents=True, exist_ok=True)
+            (p / WORKLOADS).touch()
+            (p / RECORDS).touch()
+        db = cls(p)
+        meta = db.meta()
+        if not meta and target is not None:
+            db.write_meta({"target": target.config, "tvm_version": tvm.__version__, "runs": []})
+        db.repair()
+        return db
+
+    def meta(self) -> dict[str, Any]:
+        path = self.path / META
+        if not path.is_file():
+            return {}
+        try:
+            return json.loads(path.read_text())
+        except json.JSONDecodeError:
+            self.warnings.append(f"{path} is corrupt; ignoring it")
+            return {}
+
+    def write_meta(self, meta: dict[str, Any]) -> None:
+        _write_lines_atomic(self.path / META, [json.dumps(meta, indent=2, default=str)])
+
+    def repair(self) -> None:
+        """Drop lines that do not parse (a run killed mid-write) and records whose workload index
+        does not exist; rewrite the files only when something was dropped."""
+        workloads = self._lines(WORKLOADS)
+        good_wl = [line for line in workloads if _parses(line, list)]
+        records = self._lines(RECORDS)
+        good_rec = [line for line in records if _parses(line, list)
+                    and isinstance(json.loads(line)[0], int) and json.loads(line)[0] < len(good_wl)]
+        if len(good_wl) != len(workloads) and len(good_wl) < len(workloads):
+            # dropping a workload line would shift the indices records refer to: keep only a
+            # truncated *last* line's loss, which no record can refer to yet
+            if any(not _parses(line, list) for line in workloads[:-1]):
+                raise UserError(f"{self.path / WORKLOADS} is corrupt in the middle; restore it from a copy "
+                                "or start a new database")
+            _write_lines_atomic(self.path / WORKLOADS, good_wl)
+            self.warnings.append(f"{self.path / WORKLOADS}: dropped a truncated last line")
+        if len(good_rec) != len(records):
+            _write_lines_atomic(self.path / RECORDS, good_rec)
+            self.warnings.append(f"{self.path / RECORDS}: skipped {len(records) - len(good_rec)} corrupt "
+                                 "or truncated line(s)")
+
+    def _lines(self, name: str) -> list[str]:
+        path = self.path / name
+        return [line for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+    def ms_database(self) -> Any:
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.database.JSONDatabase(work_dir=str(self.path))
+
+    def digest(self) -> str:
+        h = hashlib.sha256()
+        for name in (WORKLOADS, RECORDS):
+            path = self.path / name
+            h.update(path.read_bytes() if path.is_file() else b"")
+        return h.hexdigest()[:16]
+
+    def count_records(self) -> int:
+        return len(self._lines(RECORDS))
+
+    def view_for(self, target: ResolvedTarget) -> tuple[Path | None, dict[str, Any]]:
+        """A directory holding only this database's records for ``target`` (and this TVM minor
+        version), for MetaScheduleApplyDatabase; None when nothing applies. Also says what was
+        left out, for the result."""
+        import tvm
+
+        meta = self.meta()
+        made_with = meta.get("tvm_version")
+        info: dict[str, Any] = {"path": str(self.path), "tvm_version": made_with, "records": self.count_records()}
+        if made_with and _tvm_minor(made_with) != _tvm_minor(tvm.__version__):
+            info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
+            return None, info
+        records = self._lines(RECORDS)
+        keep = [line for line in records if _same_target(json.loads(line)[1][2], target)]
+        info["applied_records"] = len(keep)
+        info["foreign_target_records"] = len(records) - len(keep)
+        if not keep:
+            return None, info
+        key = hashlib.sha256((self.digest() + json.dumps(target.config, sort_keys=True, default=str)).encode())
+        view = cache_dir("db-views", key.hexdigest()[:16])
+        if not (view / RECORDS).is_file():
+            shutil.copyfile(self.path / WORKLOADS, view / ".wl.tmp")
+            os.replace(view / ".wl.tmp", view / WORKLOADS)
+            _write_lines_atomic(view / RECORDS, keep)
+        return view, info
+
+
+def _parses(line: str, kind: type) -> bool:
+    try:
+        return isinstance(json.loads(line), kind)
+    except json.JSONDecodeError:
+        return False

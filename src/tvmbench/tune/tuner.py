@@ -1,0 +1,215 @@
+"""Tune a model's kernels with MetaSchedule into a persistent database.
+
+Tasks are extracted from exactly the module tvmbench compiles (stages 1-2 of
+``compile/pipeline.py``), so every record matches a function the benchmark runs. A run resumes:
+the trials already in the database for a task count against the budget, so running the same
+command again after an interruption continues where it stopped. The budget can be trials (global
+and per task) and wall time; the time budget is enforced after each measured batch by ending all
+tasks, so the database always holds whole batches.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tvmbench.compile import import_model, pipeline
+from tvmbench.errors import UserError
+from tvmbench.models import LoadedModel
+from tvmbench.targets import ResolvedTarget
+from tvmbench.tune.database import TuningDatabase
+
+STRATEGIES = {"evolutionary": "evolutionary", "replay-trace": "replay-trace"}
+COST_MODELS = ("xgb", "mlp", "random")
+SCHEDULERS = ("gradient", "round-robin")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    trials: int = 1000  # max_trials_global for this model, counting trials already in the database
+    trials_per_task: int | None = None  # default: 2 * trials / tasks, at least 64
+    trials_per_iter: int = 32  # candidates measured per batch
+    time_budget_s: float | None = None
+    strategy: str = "evolutionary"
+    cost_model: str = "xgb"
+    task_scheduler: str = "gradient"
+    threads: int = 1
+    builder_timeout_s: float = 60.0
+    runner_timeout_s: float = 30.0
+    runner_number: int = 3
+    runner_repeat: int = 1
+    runner_min_repeat_ms: int = 50
+    cpu_cache_flush: bool = False
+    seed: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+@dataclass
+class TaskReport:
+    name: str
+    weight: int
+    flops: float
+    trials: int
+    best_us: float | None
+
+    @property
+    def gflops(self) -> float | None:
+        return self.flops / (self.best_us * 1e-6) / 1e9 if self.best_us and self.flops else None
+
+
+@dataclass
+class TuneReport:
+    database: str
+    tasks: list[TaskReport]
+    trials_before: int
+    trials_after: int
+    wall_s: float
+    stop_reason: str
+    curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
+
+    @property
+    def estimated_ms(self) -> float | None:
+        """Sum over tasks of weight x best latency: the tuned kernels' share of one inference."""
+        if any(t.best_us is None for t in self.tasks):
+            return None
+        return sum(t.weight * (t.best_us or 0) for t in self.tasks) / 1e3
+
+    def to_json(self) -> dict[str, Any]:
+        return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
+                "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
+                "tasks": [{**asdict(t), "gflops": t.gflops} for t in self.tasks], "curve": self.curve}
+
+
+def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
+    from tvm.s_tir import meta_schedule as ms
+
+    imported = import_model(model)
+    mod = pipeline.legalized(imported.mod, target)
+    return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
+
+
+def _task_records(ms_db: Any, task: Any) -> tuple[int, float | None]:
+    """Trials in the database for a task, and its best measured latency in microseconds."""
+    mod = task.dispatched[0]
+    if not ms_db.has_workload(mod):
+        return 0, None
+    records = ms_db.get_top_k(ms_db.commit_workload(mod), 1 << 30)
+    best = None
+    for r in records:
+        if r.run_secs:
+            secs = sum(float(s) for s in r.run_secs) / len(r.run_secs)
+            best = secs if best is None else min(best, secs)
+    return len(records), (best * 1e6 if best is not None else None)
+
+
+def _flops(task: Any) -> float:
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    try:
+        return float(estimate_tir_flops(task.dispatched[0]))
+    except Exception:
+        return 0.0
+
+
+def report_tasks(tasks: list[Any], ms_db: Any) -> list[TaskReport]:
+    out = []
+    for t in tasks:
+        trials, best = _task_records(ms_db, t)
+        out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best))
+    return out
+
+
+def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,
+               on_progress: Callable[[int, int, float | None], None] | None = None) -> TuneReport:
+    """Tune ``model``'s tasks for ``target`` into ``db`` within the budgets of ``cfg``."""
+    if target.kind == "cuda":
+        from tvmbench.targets import query_gpu
+
+        if query_gpu() is None:
+            raise UserError("tuning a CUDA target measures candidates on a GPU, and this machine has none; "
+                            "tune on a machine with the GPU (remote measurement over RPC is planned)")
+    elif not target.is_native:
+        raise UserError(f"tuning {target.arch} needs that device to measure on; tune on it directly")
+    if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
+        raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
+                        f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
+    if target.kind == "llvm":
+        from tvmbench.tune.build import stub_cuda_tensor_intrin
+
+        stub_cuda_tensor_intrin()
+    os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmbench.tune.build import fast_build
+
+    start = time.monotonic()
+    tasks = extract_tasks(model, target)
+    ms_db = db.ms_database()
+    before = report_tasks(tasks, ms_db)
+    done = sum(t.trials for t in before)
+    per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
+    todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
+    remaining = cfg.trials - done
+    curve: list[dict[str, float]] = []
+    stop = ""
+    if not todo:
+        stop = f"every task already has {per_task} trials"
+    elif remaining <= 0:
+        stop = f"the database already holds {done} trials for this model (budget {cfg.trials})"
+    if stop:
+        return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
+
+    state = {"trials": done, "stopped": ""}
+
+    @derived_object
+    class Progress(ms.measure_callback.PyMeasureCallback):
+        """Counts measured trials, reports progress, and ends tuning at the time budget."""
+
+        def apply(self, task_scheduler: Any, task_id: int, candidates: Any, builds: Any, runs: Any) -> None:
+            state["trials"] += len(candidates)
+            elapsed = time.monotonic() - start
+            estimate = None
+            curve.append({"trials": state["trials"], "seconds": elapsed})
+            if on_progress:
+                on_progress(state["trials"], cfg.trials, estimate)
+            if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s and not state["stopped"]:
+                state["stopped"] = f"time budget of {cfg.time_budget_s:g} s reached"
+                for i in range(len(todo)):
+                    try:
+                        task_scheduler.terminate_task(i)
+                    except Exception:  # already finished
+                        pass
+
+    work_dir = str(db.path)
+    ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
+        [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
+        seed=cfg.seed)
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s)
+    runner = ms.runner.LocalRunner(
+        timeout_sec=cfg.runner_timeout_s,
+        evaluator_config=ms.runner.EvaluatorConfig(number=cfg.runner_number, repeat=cfg.runner_repeat,
+                                                   min_repeat_ms=cfg.runner_min_repeat_ms,
+                                                   enable_cpu_cache_flush=cfg.cpu_cache_flush))
+    cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
+        if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
+    callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
+    ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
+                       max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
+                       runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
+                       task_scheduler=cfg.task_scheduler)
+    after = report_tasks(tasks, db.ms_database())
+    stop = state["stopped"] or "trial budget reached"
+    report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,
+                        curve)
+    meta = db.meta()
+    meta.setdefault("runs", []).append({"model": model.name, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                                        "trials_before": done, "trials_after": report.trials_after,
+                                        "wall_s": report.wall_s, "config": cfg.to_json()})
+    db.write_meta(meta)
+    return report
