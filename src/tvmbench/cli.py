@@ -18,6 +18,10 @@ from tvmbench.errors import UserError
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_INTERRUPTED = 0, 1, 2, 130
 
 
+class TuningFailed(Exception):
+    """Tuning crashed inside TVM (not a user mistake): exit status 1."""
+
+
 def _positive_int(text: str) -> int:
     try:
         value = int(text)
@@ -159,6 +163,8 @@ def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> No
     p.add_argument("--runner-repeat", type=_positive_int, default=1)
     p.add_argument("--min-repeat-ms", type=_positive_int, default=50)
     p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
+    p.add_argument("--tune-timeout", type=_duration, default=86400.0,
+                   help="kill the tuning worker after this long (default 24h; --time-budget stops it cleanly)")
 
 
 def _model_options(args: argparse.Namespace) -> Any:
@@ -184,10 +190,12 @@ def _tune_config(args: argparse.Namespace, threads: int) -> Any:
 
 def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: int, console: Any) -> Any:
     """Tune into the database of --db or the target's default one; returns (report, db path)."""
+    import psutil
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from tvmbench.models import load_model
-    from tvmbench.tune import TuningDatabase, default_database_dir, tune_model
+    from tvmbench.benchmark import thread_env
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.tune import TuneJob, TuningDatabase, default_database_dir, run_tune_job
 
     if args.cost_model == "xgb":
         import importlib.util
@@ -200,17 +208,25 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
     db = TuningDatabase.open(args.db or default_database_dir(target), target, create=True)
     for w in db.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
-    model = load_model(args.model, options)
+    memory_limit = int(psutil.virtual_memory().total * 0.9)
+    job = TuneJob(model=args.model, options=options, target=target, db_path=str(db.path), config=cfg)
     columns = [TextColumn("tuning {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
                TimeElapsedColumn()]
     with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(model.name, total=cfg.trials)
+        bar = progress.add_task(args.model, total=cfg.trials)
 
-        def on_progress(done: int, total: int, _estimate: Any) -> None:
+        def on_progress(message: Any) -> None:
+            done, total = message
             progress.update(bar, completed=min(done, total))
 
-        report = tune_model(model, target, db, cfg, on_progress)
-    return report, db.path
+        outcome = run_isolated(run_tune_job, job, timeout_s=float(args.tune_timeout), memory_limit_bytes=memory_limit,
+                               env=thread_env(threads), on_progress=on_progress)
+    if not outcome.ok:
+        if outcome.error.get("kind") == "user":
+            raise UserError(outcome.error["message"])
+        raise TuningFailed(f"tuning failed: {outcome.error.get('message')} (the database keeps every batch "
+                           f"measured so far; run the command again to resume)")
+    return outcome.value, db.path
 
 
 def _print_tune_report(report: Any, console: Any) -> None:
@@ -331,8 +347,11 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
+    except TuningFailed as e:
+        print(f"tvmbench: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
-        print("tvmbench: interrupted", file=sys.stderr)
+        print("tvmbench: interrupted (a tuning database keeps every batch measured so far)", file=sys.stderr)
         return EXIT_INTERRUPTED
 
 

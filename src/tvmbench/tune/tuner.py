@@ -18,7 +18,7 @@ from typing import Any
 
 from tvmbench.compile import import_model, pipeline
 from tvmbench.errors import UserError
-from tvmbench.models import LoadedModel
+from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.targets import ResolvedTarget
 from tvmbench.tune.database import TuningDatabase
 
@@ -122,6 +122,34 @@ def report_tasks(tasks: list[Any], ms_db: Any) -> list[TaskReport]:
         trials, best = _task_records(ms_db, t)
         out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best))
     return out
+
+
+@dataclass(frozen=True)
+class TuneJob:
+    """A tuning run for a worker process (picklable)."""
+
+    model: str
+    options: ModelOptions
+    target: ResolvedTarget
+    db_path: str
+    config: TuneConfig
+
+
+def run_tune_job(job: TuneJob, progress: Callable[[Any], None]) -> TuneReport:
+    """Worker entry: tuning runs in its own process so that MetaSchedule's process-wide state
+    (logging configuration, thread pools, the stubbed CUDA intrinsics) starts fresh every time, a
+    crash inside it is reported instead of killing tvmbench, and Ctrl-C can stop it at once; the
+    database keeps every batch measured so far.
+
+    MetaSchedule prints per-task tables to stdout at every batch; the full logs also go to the
+    database's ``logs/`` folder, so stdout is pointed at /dev/null and progress comes back as
+    messages.
+    """
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    model = load_model(job.model, job.options)
+    db = TuningDatabase.open(job.db_path, job.target, create=True)
+    return tune_model(model, job.target, db, job.config, lambda done, total, est: progress((done, total)))
 
 
 def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,

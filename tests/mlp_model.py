@@ -1,0 +1,18 @@
+"""A matmul-heavy model small enough to tune in a test."""
+
+import torch
+
+
+class MLP(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(256, 512)
+        self.fc2 = torch.nn.Linear(512, 256)
+
+    def forward(self, x):
+        return self.fc2(torch.relu(self.fc1(x)))
+
+
+def build():
+    torch.manual_seed(0)
+    return MLP().eval(), (torch.randn(32, 256),)

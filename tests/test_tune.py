@@ -1,0 +1,120 @@
+"""Tuning with real MetaSchedule, a real database file and real processes."""
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tvmbench.cli import main
+from tvmbench.targets import resolve_target
+from tvmbench.tune.database import RECORDS, WORKLOADS, TuningDatabase
+
+pytest.importorskip("xgboost")
+
+MODEL = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+TARGET = resolve_target("llvm", gpu_query=lambda: None)
+
+
+@pytest.fixture(scope="module")
+def tuned(tmp_path_factory):
+    """Tune the MLP once (a few batches) and keep the database and report."""
+    db = tmp_path_factory.mktemp("db")
+    report = db / "report.json"
+    code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "48", "--trials-per-iter", "16",
+                 "--db", str(db), "--output", str(report), "--quiet"])
+    assert code == 0
+    return db, json.loads(report.read_text())
+
+
+def test_tuning_fills_the_database_and_reports_tasks(tuned):
+    db, report = tuned
+    assert report["trials_after"] >= 32
+    assert TuningDatabase.open(db).count_records() == report["trials_after"]
+    matmuls = [t for t in report["tasks"] if "matmul" in t["name"]]
+    assert matmuls and all(t["trials"] > 0 and t["best_us"] > 0 for t in matmuls)
+    meta = json.loads((db / "tvmbench_db.json").read_text())
+    assert meta["target"] == TARGET.config and meta["tvm_version"].startswith("0.27")
+    assert meta["runs"][-1]["trials_after"] == report["trials_after"]
+
+
+def test_tuned_model_is_faster_and_still_correct(tuned, tmp_path):
+    db, _ = tuned
+    results = {}
+    for label, extra in (("untuned", []), ("tuned", ["--db", str(db)])):
+        out = tmp_path / f"{label}.json"
+        assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm", "--warmup", "3",
+                     "--runs", "30", "--output", str(out), "-q", *extra]) == 0
+        results[label] = json.loads(out.read_text())["tvm_relax"]
+    assert results["tuned"]["accuracy"]["passed"]
+    assert results["tuned"]["info"]["database"]["applied_records"] > 0
+    assert results["tuned"]["median_ms"] < 0.7 * results["untuned"]["median_ms"]
+
+
+def test_rerun_with_the_same_budget_does_nothing_more(tuned, capsys):
+    db, report = tuned
+    code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", str(report["trials_after"]),
+                 "--db", str(db), "--quiet"])
+    assert code == 0
+    assert "already holds" in capsys.readouterr().out
+    assert TuningDatabase.open(db).count_records() == report["trials_after"]
+
+
+def test_records_of_another_target_are_never_applied(tuned, tmp_path):
+    db, _ = tuned
+    other = tmp_path / "other"
+    shutil.copytree(db, other)
+    lines = (other / RECORDS).read_text().splitlines()
+    foreign = []
+    for line in lines:
+        rec = json.loads(line)
+        rec[1][2] = {**rec[1][2], "mcpu": "skylake-avx512"} if isinstance(rec[1][2], dict) else rec[1][2]
+        foreign.append(json.dumps(rec))
+    (other / RECORDS).write_text("\n".join(foreign) + "\n")
+    view, info = TuningDatabase.open(other).view_for(TARGET)
+    assert view is None and info["foreign_target_records"] == len(lines) and info["applied_records"] == 0
+
+
+def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
+    db, report = tuned
+    copy = tmp_path / "copy"
+    shutil.copytree(db, copy)
+    with open(copy / RECORDS, "a") as f:
+        f.write('[0, [[["GetSBlock", [], ["matmul"')  # a run killed mid-write
+    opened = TuningDatabase.open(copy)
+    assert any("skipped 1" in w for w in opened.warnings)
+    assert opened.count_records() == report["trials_after"]
+    opened.ms_database()  # MetaSchedule loads the repaired file
+    view, info = opened.view_for(TARGET)
+    assert view is not None and info["applied_records"] == report["trials_after"]
+
+
+def test_killed_tuning_run_resumes_and_counts_trials_already_done(tmp_path):
+    db = tmp_path / "db"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    cmd = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "64",
+           "--trials-per-iter", "16", "--db", str(db), "--quiet"]
+    proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    deadline = time.monotonic() + 400
+    records = db / RECORDS
+    while time.monotonic() < deadline:
+        if records.is_file() and len(records.read_text().splitlines()) >= 16:
+            break
+        time.sleep(0.5)
+    os.killpg(proc.pid, signal.SIGKILL)  # the process and its builder/runner workers
+    proc.wait()
+    before = TuningDatabase.open(db).count_records()
+    assert 16 <= before < 64
+    report = tmp_path / "report.json"
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "64", "--trials-per-iter", "16",
+                 "--db", str(db), "--output", str(report), "--quiet"]) == 0
+    r = json.loads(report.read_text())
+    assert r["trials_before"] == before
+    assert r["trials_after"] >= 64 > before
+    assert (db / WORKLOADS).is_file()
