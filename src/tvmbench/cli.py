@@ -191,7 +191,14 @@ def _tune_config(args: argparse.Namespace, threads: int) -> Any:
 def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: int, console: Any) -> Any:
     """Tune into the database of --db or the target's default one; returns (report, db path)."""
     import psutil
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from tvmbench.benchmark import thread_env
     from tvmbench.measure.isolation import run_isolated
@@ -211,13 +218,14 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
     memory_limit = int(psutil.virtual_memory().total * 0.9)
     job = TuneJob(model=args.model, options=options, target=target, db_path=str(db.path), config=cfg)
     columns = [TextColumn("tuning {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
-               TimeElapsedColumn()]
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[best]}")]
     with Progress(*columns, console=console, transient=True) as progress:
-        bar = progress.add_task(args.model, total=cfg.trials)
+        bar = progress.add_task(args.model, total=cfg.trials, best="")
 
         def on_progress(message: Any) -> None:
-            done, total = message
-            progress.update(bar, completed=min(done, total))
+            done, total, estimate = message
+            best = f"tuned kernels ~{estimate:.2f} ms/inference" if estimate is not None else ""
+            progress.update(bar, completed=min(done, total), best=best)
 
         outcome = run_isolated(run_tune_job, job, timeout_s=float(args.tune_timeout), memory_limit_bytes=memory_limit,
                                env=thread_env(threads), on_progress=on_progress)

@@ -149,7 +149,7 @@ def run_tune_job(job: TuneJob, progress: Callable[[Any], None]) -> TuneReport:
     os.dup2(devnull, 1)
     model = load_model(job.model, job.options)
     db = TuningDatabase.open(job.db_path, job.target, create=True)
-    return tune_model(model, job.target, db, job.config, lambda done, total, est: progress((done, total)))
+    return tune_model(model, job.target, db, job.config, lambda done, total, est: progress((done, total, est)))
 
 
 def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,
@@ -193,7 +193,16 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if stop:
         return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
 
-    state = {"trials": done, "stopped": ""}
+    state: dict[str, Any] = {"trials": done, "stopped": ""}
+    # Best latency per task so far (us), to estimate the tuned kernels' time after every batch:
+    # sum of weight x best over all tasks, once every task has a measurement.
+    best = {i: r.best_us for i, r in enumerate(before)}
+    task_index = [tasks.index(t) for t, _ in todo]  # tune-context id -> index into tasks
+
+    def estimate_ms() -> float | None:
+        if any(v is None for v in best.values()):
+            return None
+        return sum(before[i].weight * (best[i] or 0.0) for i in best) / 1e3
 
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
@@ -202,8 +211,13 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
         def apply(self, task_scheduler: Any, task_id: int, candidates: Any, builds: Any, runs: Any) -> None:
             state["trials"] += len(candidates)
             elapsed = time.monotonic() - start
-            estimate = None
-            curve.append({"trials": state["trials"], "seconds": elapsed})
+            i = task_index[task_id]
+            for r in runs:
+                if r.error_msg is None and r.run_secs:
+                    us = sum(float(x) for x in r.run_secs) / len(r.run_secs) * 1e6
+                    best[i] = us if best[i] is None else min(best[i], us)
+            estimate = estimate_ms()
+            curve.append({"trials": state["trials"], "seconds": elapsed, "estimate_ms": estimate})
             if on_progress:
                 on_progress(state["trials"], cfg.trials, estimate)
             if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s and not state["stopped"]:
