@@ -153,3 +153,19 @@ def test_models_command_lists_the_zoo(capsys):
     assert code == 0
     for name in ("resnet18", "densenet201", "bert-large-uncased", "google/vit-base-patch16-224"):
         assert name in out
+
+
+def test_onnx_file_runs_with_tvm_alone_by_default(tmp_path, capsys):
+    pytest.importorskip("onnx")
+    import torch
+
+    path = tmp_path / "conv.onnx"
+    torch.onnx.export(torch.nn.Conv2d(3, 4, 3).eval(), (torch.randn(1, 3, 8, 8),), str(path), input_names=["x"],
+                      dynamic_axes={"x": {0: "batch"}}, dynamo=False)
+    out = tmp_path / "onnx.json"
+    code, _, _ = run_cli(["run", "--model", str(path), "--batch-size", "2", "--runs", "3", "--warmup", "1",
+                          "--output", str(out), "-q"], capsys)
+    r = json.loads(out.read_text())
+    assert code == 0 and r["frameworks"] == ["tvm"] and r["batch_size"] == 2
+    assert r["tvm_relax"]["info"]["frontend"] == "onnx"
+    assert r["tvm_relax"]["accuracy"]["passed"] is None  # no PyTorch reference for an ONNX file

@@ -75,3 +75,27 @@ def test_exceptions_are_classified(fn, kind, text):
     out = run_isolated(fn, None, timeout_s=60, memory_limit_bytes=8 * GiB)
     assert not out.ok and out.error["kind"] == kind and text in out.error["message"]
     assert "\n" not in out.error["message"]
+
+
+def test_terminating_tvmbench_also_ends_its_worker():
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    proc = subprocess.Popen([sys.executable, "-m", "tvmbench.cli", "run", "--model", "resnet18", "--image-size",
+                             "32", "--frameworks", "pytorch", "--runs", "100000", "-q"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    parent = psutil.Process(proc.pid)
+    workers = []
+    deadline = time.monotonic() + 120
+    while not workers and time.monotonic() < deadline:
+        workers = [c for c in parent.children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
+        time.sleep(0.2)
+    assert workers, "no worker process started"
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130 and "interrupted" in err
+    gone, alive = psutil.wait_procs(workers, timeout=10)
+    assert not alive

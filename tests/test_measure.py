@@ -150,3 +150,15 @@ def test_rounds_pool_samples_and_report_per_round_medians():
     assert merged.value["rounds"]["medians_ms"] == pytest.approx([10.0, 20.0])
     assert merged.value["rounds"]["failures"] == ["crash"]
     assert not merge_rounds([Outcome(ok=False, error={"message": "x"})]).ok
+
+
+def test_environment_warnings_for_a_noisy_machine():
+    from tvmbench.measure import environment
+
+    assert environment.warnings_for({"cpu_busy_percent_before": 5, "governor": "performance"}) == []
+    notes = environment.warnings_for({"cpu_busy_percent_before": 80, "governor": "powersave"})
+    assert any("busy" in n for n in notes) and any("powersave" in n for n in notes)
+    env = environment.collect(threads=2)
+    for key in ("cpu_model", "physical_cores", "threads_used", "os", "python", "packages", "date"):
+        assert key in env
+    assert env["packages"]["torch"].startswith("2.14")

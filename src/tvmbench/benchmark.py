@@ -107,14 +107,8 @@ def _inline(job: FrameworkJob, on_progress: Callable[[str], None]) -> isolation.
         return isolation.Outcome(ok=True, value=measure_framework(job, on_progress),
                                  wall_s=time.monotonic() - t0,
                                  peak_rss_bytes=psutil.Process().memory_info().rss)
-    except UserError as e:
-        return isolation.Outcome(ok=False, error={"kind": "user", "type": type(e).__name__, "message": str(e)})
     except Exception as e:
-        import traceback
-
-        return isolation.Outcome(ok=False, error={"kind": "exception", "type": type(e).__name__,
-                                                  "message": str(e).strip().splitlines()[0] if str(e).strip() else "",
-                                                  "traceback": traceback.format_exc()})
+        return isolation.Outcome(ok=False, error=isolation.describe_exception(e))
 
 
 def thread_env(threads: int) -> dict[str, str]:
@@ -141,7 +135,7 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> dict[str, A
                                count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io)
             rounds[fw].append(_run_job(cfg, job, lambda f, m, tag=tag: events(f, tag + m)))
     raw = {fw: merge_rounds(outcomes) for fw, outcomes in rounds.items()}
-    if REFERENCE not in base:
+    if REFERENCE not in base and not cfg.model.lower().endswith(".onnx"):  # PyTorch cannot run ONNX files
         events(REFERENCE, "computing reference outputs")
         raw["_reference"] = _run_job(cfg, FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_cfg, cfg.timer,
                                                        timed=False, count_flops=True), events)
@@ -166,7 +160,7 @@ def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
                             "timed_calls": sum(m["timed_calls"] for m in measurements)}
     value["rounds"] = {
         "count": len(outcomes),
-        "medians_ms": [float(stats.summarize(m["samples_s"], 1)["median_ms"]) for m in measurements],
+        "medians_ms": [float(np.median(m["samples_s"])) * 1e3 for m in measurements],
         "failures": [o.error.get("message") for o in outcomes if not o.ok],
     }
     return isolation.Outcome(ok=True, value=value, peak_rss_bytes=max(o.peak_rss_bytes for o in ok),

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from tvmbench.errors import UserError
@@ -22,24 +25,21 @@ class TuningFailed(Exception):
     """Tuning crashed inside TVM (not a user mistake): exit status 1."""
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got '{text}'") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {value}")
-    return value
+def _int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got '{text}'") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected an integer >= 0, got {value}")
-    return value
+_positive_int = _int_at_least(1, "a positive integer")
+_nonneg_int = _int_at_least(0, "an integer >= 0")
 
 
 def _positive_float(text: str) -> float:
@@ -73,7 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
     _add_model_args(run)
-    run.add_argument("--frameworks", default="tvm,pytorch", help="comma-separated: tvm,pytorch")
+    run.add_argument("--frameworks", default=None,
+                     help="comma-separated: tvm,pytorch (default both; tvm alone for an ONNX file)")
     run.add_argument("--warmup", type=_nonneg_int, default=None,
                      help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")
     run.add_argument("--runs", type=_positive_int, default=None,
@@ -265,7 +266,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench.targets import physical_cores, resolve_target
 
     console = make_console(stderr=True, quiet=args.quiet)
-    frameworks = parse_frameworks(args.frameworks)
+    is_onnx = args.model.lower().endswith(".onnx")
+    frameworks = parse_frameworks(args.frameworks or ("tvm" if is_onnx else "tvm,pytorch"))
     options = _model_options(args)
     target = resolve_target(args.target)
     threads = args.threads or physical_cores()
@@ -346,7 +348,15 @@ def cmd_target(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def _terminate_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
 def main(argv: list[str] | None = None) -> int:
+    # A SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so worker processes are killed too and
+    # never outlive tvmbench.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = {"run": cmd_run, "tune": cmd_tune, "models": cmd_models, "target": cmd_target}[args.command]

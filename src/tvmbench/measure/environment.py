@@ -63,6 +63,9 @@ def git_commit() -> str | None:
 
 def collect(threads: int) -> dict[str, Any]:
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    # What other processes use right now: the load average trails by a minute and also counts a
+    # run that just ended, so the warning below is based on a half-second sample instead.
+    busy = psutil.cpu_percent(interval=0.5)
     return {
         "cpu_model": cpu_model(),
         "machine": platform.machine(),
@@ -72,6 +75,7 @@ def collect(threads: int) -> dict[str, Any]:
         "memory_total_bytes": psutil.virtual_memory().total,
         "governor": governor(),
         "load_avg_1min": load1,
+        "cpu_busy_percent_before": busy,
         "os": platform.platform(),
         "python": platform.python_version(),
         "packages": package_versions(),
@@ -84,10 +88,9 @@ def collect(threads: int) -> dict[str, Any]:
 def warnings_for(env: dict[str, Any]) -> list[str]:
     """Reasons the numbers may be noisy, shown with the results."""
     notes = []
-    load = env.get("load_avg_1min")
-    cores = env.get("logical_cores") or 1
-    if load is not None and load > 0.5 * cores + 0.5:
-        notes.append(f"the machine was busy before the run (1-min load average {load:.1f} on {cores} cores)")
+    busy = env.get("cpu_busy_percent_before")
+    if busy is not None and busy > 25:
+        notes.append(f"the machine was busy when the run started ({busy:.0f}% of the CPU used by other work)")
     gov = env.get("governor")
     if gov and gov != "performance":
         notes.append(f"CPU frequency governor is '{gov}', not 'performance': latencies can vary with clock speed")

@@ -35,17 +35,23 @@ class Outcome:
     wall_s: float = 0.0
 
 
+def describe_exception(e: BaseException) -> dict[str, Any]:
+    """A failure as result data: a user mistake (message only) or the framework's failure (first
+    line of the message, and the traceback for the JSON)."""
+    if isinstance(e, UserError):
+        return {"kind": "user", "type": type(e).__name__, "message": str(e)}
+    text = str(e).strip()
+    return {"kind": "exception", "type": type(e).__name__, "message": text.splitlines()[0] if text else type(e).__name__,
+            "traceback": traceback.format_exc()}
+
+
 def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str]) -> None:
     os.environ.update(env)
     try:
         value = fn(arg, lambda msg: conn.send(("progress", msg)))
         conn.send(("ok", value))
-    except UserError as e:
-        conn.send(("error", {"kind": "user", "type": type(e).__name__, "message": str(e)}))
-    except BaseException as e:  # everything else is the framework's failure, with its traceback
-        conn.send(("error", {"kind": "exception", "type": type(e).__name__,
-                             "message": str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__,
-                             "traceback": traceback.format_exc()}))
+    except BaseException as e:
+        conn.send(("error", describe_exception(e)))
     finally:
         conn.close()
 
