@@ -118,3 +118,26 @@ def test_killed_tuning_run_resumes_and_counts_trials_already_done(tmp_path):
     assert r["trials_before"] == before
     assert r["trials_after"] >= 64 > before
     assert (db / WORKLOADS).is_file()
+
+
+def test_db_commands_show_merge_prune_export(tuned, tmp_path, capsys):
+    import tarfile
+
+    db, report = tuned
+    copy = tmp_path / "copy"
+    shutil.copytree(db, copy)
+    assert main(["db", "show", str(copy)]) == 0
+    assert f"{report['trials_after']} records" in capsys.readouterr().out
+    merged = tmp_path / "merged"
+    assert main(["db", "merge", str(copy), str(db), "--into", str(merged)]) == 0
+    # identical records are not repeated
+    assert TuningDatabase.open(merged).count_records() == report["trials_after"]
+    assert main(["db", "prune", str(copy), "--keep", "1"]) == 0
+    pruned = TuningDatabase.open(copy)
+    assert 0 < pruned.count_records() <= len(pruned._lines(WORKLOADS))
+    view, info = pruned.view_for(TARGET)  # the fastest records survive and still apply
+    assert view is not None and info["applied_records"] == pruned.count_records()
+    archive = tmp_path / "db.tar.gz"
+    assert main(["db", "export", str(copy), str(archive)]) == 0
+    with tarfile.open(archive) as tar:
+        assert {Path(n).name for n in tar.getnames()} >= {WORKLOADS, RECORDS}

@@ -105,6 +105,21 @@ def build_parser() -> argparse.ArgumentParser:
     tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
 
+    db = sub.add_parser("db", help="inspect and manage tuning databases")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    db_sub.add_parser("list", help="the databases in the cache folder")
+    show = db_sub.add_parser("show", help="per workload: records, best latency, targets")
+    show.add_argument("path")
+    merge = db_sub.add_parser("merge", help="merge databases into one (created if missing)")
+    merge.add_argument("sources", nargs="+")
+    merge.add_argument("--into", required=True)
+    prune = db_sub.add_parser("prune", help="keep only the fastest records per workload and target")
+    prune.add_argument("path")
+    prune.add_argument("--keep", type=_positive_int, default=1)
+    export = db_sub.add_parser("export", help="write a database as a .tar.gz")
+    export.add_argument("path")
+    export.add_argument("archive")
+
     models = sub.add_parser("models", help="list the model zoo with parameters and FLOPs")
     models.add_argument("--no-stats", action="store_true", help="list names only, without building the models")
 
@@ -321,6 +336,45 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_db(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from tvmbench.results import make_console
+    from tvmbench.tune import database as dbm
+
+    console = make_console()
+    if args.db_command == "list":
+        table = Table(title="tuning databases")
+        for col in ("path", "target", "TVM", "workloads", "records", "models", "last run"):
+            table.add_column(col)
+        for r in dbm.list_databases():
+            table.add_row(r["path"], json.dumps(r["target"]), str(r["tvm_version"]), str(r["workloads"]),
+                          str(r["records"]), ", ".join(r["models"]), str(r["last_run"]))
+        console.print(table)
+    elif args.db_command == "show":
+        db = dbm.TuningDatabase.open(args.path)
+        table = Table(title=f"{db.path} ({db.count_records()} records)")
+        for col in ("workload", "structural hash", "records", "best us", "targets"):
+            table.add_column(col)
+        for r in dbm.show_database(db):
+            best = f"{r['best_us']:.1f}" if r["best_us"] is not None else "-"
+            table.add_row(str(r["workload"]), str(r["shash"]), str(r["records"]), best, ", ".join(r["targets"]))
+        console.print(table)
+    elif args.db_command == "merge":
+        sources = [dbm.TuningDatabase.open(p) for p in args.sources]
+        dest = dbm.TuningDatabase.open(args.into, create=True)
+        print(f"added {dbm.merge_databases(sources, dest)} records to {dest.path}")
+    elif args.db_command == "prune":
+        db = dbm.TuningDatabase.open(args.path)
+        print(f"dropped {dbm.prune_database(db, args.keep)} records from {db.path}")
+    else:
+        path = dbm.export_database(dbm.TuningDatabase.open(args.path), Path(args.archive))
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -359,7 +413,8 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "tune": cmd_tune, "models": cmd_models, "target": cmd_target}[args.command]
+    handler = {"run": cmd_run, "tune": cmd_tune, "db": cmd_db, "models": cmd_models,
+               "target": cmd_target}[args.command]
     try:
         return handler(args)
     except UserError as e:

@@ -180,3 +180,108 @@ def _parses(line: str, kind: type) -> bool:
         return isinstance(json.loads(line), kind)
     except json.JSONDecodeError:
         return False
+
+
+# -- management (``tvmbench db``): plain line operations on MetaSchedule's files, no TVM needed --
+
+
+def _record_secs(record_line: str) -> float | None:
+    secs = json.loads(record_line)[1][1]
+    valid = [float(s) for s in secs or [] if s is not None]
+    return sum(valid) / len(valid) if valid else None
+
+
+def _target_label(target_json: Any) -> str:
+    if isinstance(target_json, dict):
+        return str(target_json.get("mcpu") or target_json.get("arch") or target_json.get("kind"))
+    return str(target_json)
+
+
+def list_databases(root: Path | None = None) -> list[dict[str, Any]]:
+    """Every database under the cache's tuning folder, with what it is for and how full it is."""
+    root = root or cache_dir("tuning")
+    rows = []
+    for path in sorted(p for p in root.iterdir() if (p / WORKLOADS).is_file()):
+        db = TuningDatabase(path)
+        meta = db.meta()
+        runs = meta.get("runs", [])
+        rows.append({"path": str(path), "target": meta.get("target"), "tvm_version": meta.get("tvm_version"),
+                     "workloads": len(db._lines(WORKLOADS)), "records": db.count_records(),
+                     "models": sorted({r.get("model") for r in runs if r.get("model")}),
+                     "last_run": runs[-1]["date"] if runs else None})
+    return rows
+
+
+def show_database(db: TuningDatabase) -> list[dict[str, Any]]:
+    """Per workload: how many records, the best latency, and the targets they were measured for."""
+    workloads = db._lines(WORKLOADS)
+    per: dict[int, dict[str, Any]] = {i: {"workload": i, "shash": json.loads(w)[0], "records": 0, "best_us": None,
+                                          "targets": set()} for i, w in enumerate(workloads)}
+    for line in db._lines(RECORDS):
+        index, record = json.loads(line)
+        row = per[index]
+        row["records"] += 1
+        row["targets"].add(_target_label(record[2]))
+        secs = _record_secs(line)
+        if secs is not None:
+            us = secs * 1e6
+            row["best_us"] = us if row["best_us"] is None else min(row["best_us"], us)
+    return [{**r, "targets": sorted(r["targets"])} for r in per.values()]
+
+
+def merge_databases(sources: list[TuningDatabase], dest: TuningDatabase) -> int:
+    """Append the sources' workloads and records to ``dest`` (identical lines are not repeated);
+    returns the number of records added. Targets stay per record, so merging databases of
+    different targets is safe: only matching records are ever applied."""
+    dest_wl = dest._lines(WORKLOADS)
+    index_of = {line: i for i, line in enumerate(dest_wl)}
+    dest_rec = dest._lines(RECORDS)
+    seen = set(dest_rec)
+    added = 0
+    for src in sources:
+        src_wl = src._lines(WORKLOADS)
+        for line in src._lines(RECORDS):
+            index, record = json.loads(line)
+            wl_line = src_wl[index]
+            if wl_line not in index_of:
+                index_of[wl_line] = len(dest_wl)
+                dest_wl.append(wl_line)
+            new = json.dumps([index_of[wl_line], record], separators=(",", ":"))
+            if new not in seen:
+                seen.add(new)
+                dest_rec.append(new)
+                added += 1
+    _write_lines_atomic(dest.path / WORKLOADS, dest_wl)
+    _write_lines_atomic(dest.path / RECORDS, dest_rec)
+    return added
+
+
+def prune_database(db: TuningDatabase, keep: int = 1) -> int:
+    """Keep the ``keep`` fastest valid records per workload and target; returns how many were
+    dropped. Note that resumed tuning counts the trials left, so it will tune those tasks again."""
+    groups: dict[tuple[int, str], list[tuple[float, str]]] = {}
+    for line in db._lines(RECORDS):
+        index, record = json.loads(line)
+        secs = _record_secs(line)
+        if secs is not None:
+            key = (index, json.dumps(record[2], sort_keys=True))
+            groups.setdefault(key, []).append((secs, line))
+    kept = [line for group in groups.values() for _, line in sorted(group)[:keep]]
+    before = db.count_records()
+    _write_lines_atomic(db.path / RECORDS, kept)
+    return before - len(kept)
+
+
+def export_database(db: TuningDatabase, archive: Path) -> Path:
+    """A .tar.gz with the two MetaSchedule files and tvmbench's meta file (no logs)."""
+    import tarfile
+
+    archive.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(suffix=".tar.gz", dir=archive.parent)
+    os.close(fd)
+    with tarfile.open(tmp, "w:gz") as tar:
+        for name in (WORKLOADS, RECORDS, META):
+            if (db.path / name).is_file():
+                tar.add(db.path / name, arcname=f"{db.path.name}/{name}")
+    os.replace(tmp, archive)
+    return archive
