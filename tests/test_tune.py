@@ -141,3 +141,68 @@ def test_db_commands_show_merge_prune_export(tuned, tmp_path, capsys):
     assert main(["db", "export", str(copy), str(archive)]) == 0
     with tarfile.open(archive) as tar:
         assert {Path(n).name for n in tar.getnames()} >= {WORKLOADS, RECORDS}
+
+
+def _free_port():
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path):
+    """A tracker and two device servers on 127.0.0.1 (TVM's own, started by tvmbench), a small
+    tuning run measured through them, then everything stopped."""
+    from tvm import rpc
+
+    port = _free_port()
+    procs = [subprocess.Popen([sys.executable, "-m", "tvmbench.cli", "rpc", "tracker", "--host", "127.0.0.1",
+                               "--port", str(port)], start_new_session=True)]
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                rpc.connect_tracker("127.0.0.1", port).summary()
+                break
+            except Exception:
+                time.sleep(0.5)
+        for _ in range(2):
+            procs.append(subprocess.Popen(
+                [sys.executable, "-m", "tvmbench.cli", "rpc", "server", "--tracker", f"127.0.0.1:{port}",
+                 "--key", "loop", "--host", "127.0.0.1", "--port", str(_free_port())], start_new_session=True))
+        while time.monotonic() < deadline:
+            queue = rpc.connect_tracker("127.0.0.1", port).summary()["queue_info"].get("loop", {})
+            if queue.get("free", 0) >= 2:
+                break
+            time.sleep(0.5)
+        else:
+            pytest.fail("the two servers did not register with the tracker")
+        db = tmp_path / "db"
+        report = tmp_path / "report.json"
+        assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
+                     "--rpc", f"127.0.0.1:{port}", "--rpc-key", "loop", "--rpc-workers", "2", "--db", str(db),
+                     "--output", str(report), "--quiet"]) == 0
+        r = json.loads(report.read_text())
+        assert r["trials_after"] >= 16
+        assert any(t["best_us"] for t in r["tasks"] if "matmul" in t["name"])
+    finally:
+        for p in procs:
+            p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait(timeout=30)
+
+
+def test_rpc_with_an_unknown_key_is_one_clear_error(capsys, tmp_path):
+    port = _free_port()
+    tracker = subprocess.Popen([sys.executable, "-m", "tvmbench.cli", "rpc", "tracker", "--host", "127.0.0.1",
+                                "--port", str(port)], start_new_session=True)
+    try:
+        time.sleep(5)
+        code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "16", "--rpc", f"127.0.0.1:{port}",
+                     "--rpc-key", "nobody", "--db", str(tmp_path / "db"), "--quiet"])
+        err = capsys.readouterr().err
+        assert code == 2 and "no device registered as 'nobody'" in err
+    finally:
+        tracker.send_signal(signal.SIGTERM)
+        tracker.wait(timeout=30)

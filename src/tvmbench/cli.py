@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -120,6 +121,17 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("path")
     export.add_argument("archive")
 
+    rpc = sub.add_parser("rpc", help="start TVM's RPC tracker or a device server (for remote tuning)")
+    rpc_sub = rpc.add_subparsers(dest="rpc_command", required=True)
+    tracker = rpc_sub.add_parser("tracker", help="a tracker devices register with")
+    tracker.add_argument("--host", default="0.0.0.0")
+    tracker.add_argument("--port", type=_positive_int, default=9190)
+    server = rpc_sub.add_parser("server", help="serve this device to a tracker under a key")
+    server.add_argument("--tracker", required=True, metavar="HOST:PORT")
+    server.add_argument("--key", required=True)
+    server.add_argument("--host", default="0.0.0.0")
+    server.add_argument("--port", type=_positive_int, default=9090)
+
     models = sub.add_parser("models", help="list the model zoo with parameters and FLOPs")
     models.add_argument("--no-stats", action="store_true", help="list names only, without building the models")
 
@@ -179,6 +191,11 @@ def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> No
     p.add_argument("--runner-repeat", type=_positive_int, default=1)
     p.add_argument("--min-repeat-ms", type=_positive_int, default=50)
     p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT",
+                   help="measure candidates on devices registered with this TVM RPC tracker")
+    p.add_argument("--rpc-key", default=None, help="the devices' key at the tracker")
+    p.add_argument("--rpc-workers", type=_positive_int, default=1,
+                   help="candidates measured in parallel over RPC (one per device)")
     p.add_argument("--tune-timeout", type=_duration, default=86400.0,
                    help="kill the tuning worker after this long (default 24h; --time-budget stops it cleanly)")
 
@@ -201,7 +218,8 @@ def _tune_config(args: argparse.Namespace, threads: int) -> Any:
                       strategy=args.strategy, cost_model=args.cost_model, task_scheduler=args.task_scheduler,
                       threads=threads, builder_timeout_s=args.builder_timeout, runner_timeout_s=args.runner_timeout,
                       runner_number=args.runner_number, runner_repeat=args.runner_repeat,
-                      runner_min_repeat_ms=args.min_repeat_ms, cpu_cache_flush=args.cpu_flush, seed=args.seed)
+                      runner_min_repeat_ms=args.min_repeat_ms, cpu_cache_flush=args.cpu_flush, seed=args.seed,
+                      rpc_tracker=args.rpc, rpc_key=args.rpc_key, rpc_workers=args.rpc_workers)
 
 
 def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: int, console: Any) -> Any:
@@ -228,6 +246,12 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
 
             raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     cfg = _tune_config(args, threads)
+    if cfg.rpc_tracker:  # an unreachable tracker or unknown key is reported before any work
+        from tvmbench.tune.tuner import check_tracker, parse_tracker
+
+        if not cfg.rpc_key:
+            raise UserError("--rpc needs --rpc-key, the key the devices registered with")
+        check_tracker(*parse_tracker(cfg.rpc_tracker), cfg.rpc_key)
     db = TuningDatabase.open(args.db or default_database_dir(target), target, create=True)
     for w in db.warnings:
         console.print(f"[yellow]warning:[/yellow] {w}")
@@ -375,6 +399,28 @@ def cmd_db(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_rpc(args: argparse.Namespace) -> int:
+    """Run TVM's own tracker or server in the foreground (Ctrl-C stops it)."""
+    import subprocess
+
+    if args.rpc_command == "tracker":
+        cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
+               "--port-end", str(args.port + 10)]
+    else:
+        from tvmbench.tune.tuner import parse_tracker
+
+        parse_tracker(args.tracker)
+        cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
+               str(args.port + 100), "--tracker", args.tracker, "--key", args.key]
+    proc = subprocess.Popen([sys.executable, "-m", *cmd], start_new_session=True)
+    try:
+        return proc.wait()
+    finally:
+        if proc.poll() is None:  # Ctrl-C or SIGTERM: stop TVM's process group (launcher and worker)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+
+
 def cmd_models(args: argparse.Namespace) -> int:
     from rich.table import Table
 
@@ -413,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "tune": cmd_tune, "db": cmd_db, "models": cmd_models,
+    handler = {"run": cmd_run, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
                "target": cmd_target}[args.command]
     try:
         return handler(args)

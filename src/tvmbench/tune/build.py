@@ -30,3 +30,19 @@ def fast_build(mod: Any, target: Any, _params: Any) -> Any:
 
     mod = RemoveWeightLayoutRewriteBlock(skip_tensor_rewrite=True)(mod)
     return tvm_build(mod, target=target)
+
+
+def cross_export(mod: Any) -> str:
+    """Export a candidate built for aarch64 with the cross compiler, for measurement on a remote
+    aarch64 device over RPC (the default export uses the host compiler)."""
+    import shutil
+    import tempfile
+
+    from tvm.support import cc
+
+    compiler = "aarch64-linux-gnu-g++"
+    if shutil.which(compiler) is None:
+        raise RuntimeError(f"{compiler} is not installed (apt-get install g++-aarch64-linux-gnu)")
+    path = tempfile.mkstemp(suffix=".so", prefix="tvmbench-candidate-")[1]
+    mod.export_library(path, fcompile=cc.cross_compiler(compiler))
+    return path

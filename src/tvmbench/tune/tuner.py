@@ -44,6 +44,9 @@ class TuneConfig:
     runner_min_repeat_ms: int = 50
     cpu_cache_flush: bool = False
     seed: int = 0
+    rpc_tracker: str | None = None  # "host:port" of a TVM RPC tracker: measure on its devices
+    rpc_key: str | None = None
+    rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -116,6 +119,47 @@ def _flops(task: Any) -> float:
         return 0.0
 
 
+def parse_tracker(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(f"--rpc takes HOST:PORT of a TVM RPC tracker, got '{address}'")
+    return host, int(port)
+
+
+def make_runner(cfg: TuneConfig) -> Any:
+    """Measure locally, or on the devices registered with an RPC tracker under ``rpc_key``."""
+    from tvm.s_tir import meta_schedule as ms
+
+    evaluator = ms.runner.EvaluatorConfig(number=cfg.runner_number, repeat=cfg.runner_repeat,
+                                          min_repeat_ms=cfg.runner_min_repeat_ms,
+                                          enable_cpu_cache_flush=cfg.cpu_cache_flush)
+    if not cfg.rpc_tracker:
+        return ms.runner.LocalRunner(timeout_sec=cfg.runner_timeout_s, evaluator_config=evaluator)
+    if not cfg.rpc_key:
+        raise UserError("--rpc needs --rpc-key, the key the devices registered with")
+    host, port = parse_tracker(cfg.rpc_tracker)
+    check_tracker(host, port, cfg.rpc_key)
+    rpc = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=cfg.rpc_key, session_priority=1,
+                              session_timeout_sec=int(cfg.runner_timeout_s))
+    return ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=cfg.rpc_workers)
+
+
+def check_tracker(host: str, port: int, key: str) -> None:
+    """Fail in one line when the tracker is unreachable or has no device under ``key``."""
+    from tvm import rpc
+
+    try:
+        summary = rpc.connect_tracker(host, port).summary()
+    except Exception as e:
+        raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
+                        "'tvmbench rpc tracker'") from None
+    queues = summary.get("queue_info", {})
+    if key not in queues:
+        raise UserError(f"the tracker at {host}:{port} has no device registered as '{key}' (it has "
+                        f"{sorted(queues) or 'none'}); start one with 'tvmbench rpc server --tracker "
+                        f"{host}:{port} --key {key}'")
+
+
 def report_tasks(tasks: list[Any], ms_db: Any) -> list[TaskReport]:
     out = []
     for t in tasks:
@@ -161,8 +205,9 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
         if query_gpu() is None:
             raise UserError("tuning a CUDA target measures candidates on a GPU, and this machine has none; "
                             "tune on a machine with the GPU (remote measurement over RPC is planned)")
-    elif not target.is_native:
-        raise UserError(f"tuning {target.arch} needs that device to measure on; tune on it directly")
+    elif not target.is_native and not cfg.rpc_tracker:
+        raise UserError(f"tuning {target.arch} needs that device to measure on: register it with a TVM RPC "
+                        "tracker ('tvmbench rpc server') and pass --rpc HOST:PORT --rpc-key KEY")
     if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
         raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
                         f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
@@ -174,7 +219,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmbench.tune.build import fast_build
+    from tvmbench.tune.build import cross_export, fast_build
 
     start = time.monotonic()
     tasks = extract_tasks(model, target)
@@ -232,12 +277,9 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
         seed=cfg.seed)
-    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s)
-    runner = ms.runner.LocalRunner(
-        timeout_sec=cfg.runner_timeout_s,
-        evaluator_config=ms.runner.EvaluatorConfig(number=cfg.runner_number, repeat=cfg.runner_repeat,
-                                                   min_repeat_ms=cfg.runner_min_repeat_ms,
-                                                   enable_cpu_cache_flush=cfg.cpu_cache_flush))
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
+                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
+    runner = make_runner(cfg)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
