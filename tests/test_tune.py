@@ -206,3 +206,15 @@ def test_rpc_with_an_unknown_key_is_one_clear_error(capsys, tmp_path):
     finally:
         tracker.send_signal(signal.SIGTERM)
         tracker.wait(timeout=30)
+
+
+def test_time_budget_stops_tuning_cleanly_after_a_batch(tmp_path):
+    report = tmp_path / "report.json"
+    t0 = time.monotonic()
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "5000", "--trials-per-iter", "16",
+                 "--time-budget", "5s", "--db", str(tmp_path / "db"), "--output", str(report), "--quiet"]) == 0
+    r = json.loads(report.read_text())
+    assert "time budget" in r["stop_reason"]
+    assert 16 <= r["trials_after"] < 5000
+    assert TuningDatabase.open(tmp_path / "db").count_records() == r["trials_after"]
+    assert time.monotonic() - t0 < 300

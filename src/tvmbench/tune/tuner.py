@@ -4,8 +4,8 @@ Tasks are extracted from exactly the module tvmbench compiles (stages 1-2 of
 ``compile/pipeline.py``), so every record matches a function the benchmark runs. A run resumes:
 the trials already in the database for a task count against the budget, so running the same
 command again after an interruption continues where it stopped. The budget can be trials (global
-and per task) and wall time; the time budget is enforced after each measured batch by ending all
-tasks, so the database always holds whole batches.
+and per task) and wall time; the time budget is enforced after each measured batch, which is already
+in the database, so the database always holds whole batches.
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ class TuneConfig:
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+class TimeBudgetReached(Exception):
+    """Raised from the measure callback to end tuning at the time budget."""
 
 
 @dataclass
@@ -265,13 +269,13 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
             curve.append({"trials": state["trials"], "seconds": elapsed, "estimate_ms": estimate})
             if on_progress:
                 on_progress(state["trials"], cfg.trials, estimate)
-            if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s and not state["stopped"]:
+            if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s:
+                # MetaSchedule cannot end tasks from a callback (terminating the task being
+                # joined fails a check in its scheduler), so the budget unwinds tuning with an
+                # exception. This callback runs after the default ones, so this batch is in the
+                # database already.
                 state["stopped"] = f"time budget of {cfg.time_budget_s:g} s reached"
-                for i in range(len(todo)):
-                    try:
-                        task_scheduler.terminate_task(i)
-                    except Exception:  # already finished
-                        pass
+                raise TimeBudgetReached(state["stopped"])
 
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
@@ -283,10 +287,14 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
-    ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
-                       max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
-                       runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
-                       task_scheduler=cfg.task_scheduler)
+    try:
+        ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
+                           max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
+                           runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
+                           task_scheduler=cfg.task_scheduler)
+    except Exception:
+        if not state["stopped"]:  # the FFI may re-wrap our exception: the flag says it was ours
+            raise
     after = report_tasks(tasks, db.ms_database())
     stop = state["stopped"] or "trial budget reached"
     report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,
