@@ -77,6 +77,20 @@ def test_exceptions_are_classified(fn, kind, text):
     assert "\n" not in out.error["message"]
 
 
+def _spawned_workers(parent) -> list:
+    """Children whose command line shows multiprocessing's spawn entry; zombies and vanished ones skipped."""
+    import psutil
+
+    found = []
+    for child in parent.children(recursive=True):
+        try:
+            if "spawn_main" in " ".join(child.cmdline()):
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
 def test_terminating_tvmbench_also_ends_its_worker():
     import signal
     import subprocess
@@ -89,13 +103,25 @@ def test_terminating_tvmbench_also_ends_its_worker():
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     parent = psutil.Process(proc.pid)
     workers = []
-    deadline = time.monotonic() + 120
-    while not workers and time.monotonic() < deadline:
-        workers = [c for c in parent.children(recursive=True) if "spawn_main" in " ".join(c.cmdline())]
-        time.sleep(0.2)
-    assert workers, "no worker process started"
-    proc.send_signal(signal.SIGTERM)
-    _, err = proc.communicate(timeout=60)
-    assert proc.returncode == 130 and "interrupted" in err
-    gone, alive = psutil.wait_procs(workers, timeout=10)
-    assert not alive
+    try:
+        deadline = time.monotonic() + 120
+        while not workers and time.monotonic() < deadline:
+            workers = _spawned_workers(parent)
+            time.sleep(0.2)
+        assert workers, "no worker process started"
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 130 and "interrupted" in err
+        gone, alive = psutil.wait_procs(workers, timeout=10)
+        assert not alive
+    finally:
+        # A failed assertion must not leave a 100000-run benchmark loading the machine for later tests.
+        leftovers = workers + (_spawned_workers(parent) if proc.poll() is None else [])
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for child in leftovers:
+            try:
+                child.kill()
+            except psutil.Error:
+                pass

@@ -7,9 +7,11 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 
 1. library dispatch (sampling, sort/scan) and graph simplification: DecomposeOpsForInference
    (batch-norm to scale/shift), CanonicalizeBindings;
+   on CPU, convolutions to NHWC/HWIO; then LiftTransformParams moves weight-only work (layout
+   transforms, transposes, batch-norm folding) into ``main_transform_params``, run once at load;
 2. legalize and fuse: LegalizeOps, AnnotateTIROpPattern, FoldConstant, FuseOps, FuseTIR;
-3. schedules: a MetaSchedule database where given, then DLight rules for what it did not cover
-   (DLight skips functions that are already scheduled);
+3. schedules: a MetaSchedule database where given, then default rules for what it did not cover
+   (tvmbench's CPU rules in ``cpu_rules``, then DLight's; functions already scheduled are skipped);
 4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
 """
 
@@ -20,7 +22,10 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "2"
+PIPELINE_VERSION = "3"
+
+
+CPU_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -32,10 +37,18 @@ def _backend(target: ResolvedTarget) -> Any:
 def simplify_passes(target: ResolvedTarget) -> list[Any]:
     from tvm import relax
 
-    return _backend(target).library_dispatch_passes(target.tvm()) + [
+    passes = _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         relax.transform.CanonicalizeBindings(),
     ]
+    if target.kind == "llvm":
+        # NHWC activations with HWIO weights put output channels innermost and contiguous in the
+        # weights, which is what the CPU contraction rule vectorises over.
+        passes += [relax.transform.ConvertLayout(CPU_LAYOUTS), relax.transform.CanonicalizeBindings()]
+    # Weight-only computations (layout transforms, transposes, batch-norm scale/shift) move to
+    # main_transform_params, which the backend runs once at load time instead of on every call.
+    passes.append(relax.transform.LiftTransformParams())
+    return passes
 
 
 def legalize_passes() -> list[Any]:
@@ -74,10 +87,12 @@ def _guarded(rule: Any) -> Any:
 def dlight_rules(target: ResolvedTarget) -> list[Any]:
     from tvm.s_tir import dlight as dl
 
+    from tvmbench.compile import cpu_rules
+
     if target.kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [dl.cpu.GEMV(), dl.cpu.Reduction()]
+        rules = [*cpu_rules.rules(), dl.cpu.GEMV(), dl.cpu.Reduction()]
     return [_guarded(r) for r in rules]
 
 

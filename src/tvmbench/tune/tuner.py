@@ -93,10 +93,12 @@ class TuneReport:
 
 
 def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
+    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     imported = import_model(model)
-    mod = pipeline.legalized(imported.mod, target)
+    # Only what runs per inference: the lifted weight transforms run once and are not worth trials.
+    mod = relax.transform.DeadCodeElimination(["main"])(pipeline.legalized(imported.mod, target))
     return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
 
 

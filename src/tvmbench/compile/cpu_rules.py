@@ -1,0 +1,290 @@
+"""Default CPU schedules, in the style of DLight rules, for functions no tuning record covers.
+
+TVM 0.27's DLight CPU rules cover GEMV and row reductions only, so an untuned conv net or
+transformer runs naive scalar loops on one core (ResNet-50: ~4 s where PyTorch takes ~80 ms).
+These rules match block *patterns*, not layer names, so they apply to any model:
+
+``Contraction``
+    A function whose one reduction block writes an output whose innermost axis is contiguous
+    in every operand that uses it: NN matmul and batch-matmul, NHWC convolution (weights in
+    HWIO, so output channels are contiguous), depthwise convolution, pooling, global means.
+    The output is computed in register tiles of ``rows x (vectors * lanes)`` accumulators,
+    with the whole reduction running inside the tile (the classic outer-product micro-kernel:
+    per reduction step, ``vectors`` contiguous loads and ``rows`` broadcasts feed
+    ``rows * vectors`` FMAs). Tiles are distributed over cores; the output-channel tile is the
+    outer index so a tile's weight panel stays in L2 while the rows stream past it. The
+    elementwise epilogue (bias, batch-norm scale/shift, residual add, ReLU) is computed from
+    the accumulators as they are written back, so it costs no extra pass over memory.
+
+``Injective``
+    Functions of elementwise, broadcast, layout and padding blocks: one fused loop per block,
+    split over cores when large enough to pay for the thread launch, vectorised inside.
+
+The compile pipeline turns convolutions to NHWC/HWIO and lifts the weight layout transforms
+out of ``main`` (run once at load time), which is what makes convolutions match
+``Contraction``. Row reductions (softmax, layer norm) keep DLight's Reduction rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+# Accumulator budget: AVX-512 and NEON have 32 vector registers; leave room for the operands.
+_MAX_ACCUMULATORS = 24
+_MAX_ROWS = 8
+# Below this many output elements, a parallel loop costs more in thread wake-up than it saves.
+_PARALLEL_MIN_ELEMENTS = 8192
+
+
+def _vector_lanes(target: Any, dtype_bits: int) -> int:
+    from tvm.target.codegen import llvm_get_vector_width
+
+    try:
+        bits = int(llvm_get_vector_width(target))
+    except Exception:
+        bits = 128
+    return max((bits if bits > 0 else 128) // dtype_bits, 1)
+
+
+def _bits(dtype: Any) -> int:
+    import tvm
+
+    return int(tvm.DataType(str(dtype)).bits)
+
+
+def _int(expr: Any) -> int | None:
+    try:
+        return int(expr)
+    except (TypeError, ValueError):
+        return None
+
+
+def _coefficient(index: Any, var: Any) -> int | None:
+    """Coefficient of ``var`` in a linear index expression (None if not linear in it)."""
+    from tvm.sym.pattern import detect_linear_equation
+
+    if not _uses(index, var):
+        return 0
+    coeffs = detect_linear_equation(index, [var])
+    if len(coeffs) != 2:
+        return None
+    return _int(coeffs[0])
+
+
+def _uses(expr: Any, var: Any) -> bool:
+    from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
+
+    return any(v.same_as(var) for v in collect_vars_used_in_prim_expr(expr))
+
+
+def _largest_divisor(n: int, limit: int) -> int:
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def _vector_width(extent: int, lanes: int) -> int:
+    """Widest power-of-two vector (at most the target's lanes) that divides the axis exactly;
+    a remainder would put a predicate inside the vector loop and defeat vectorisation."""
+    width = lanes
+    while width >= 4:
+        if extent % width == 0:
+            return width
+        width //= 2
+    return 1
+
+
+def _schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
+    extent = _int(sch.get(fused).extent)
+    if extent is None:
+        return
+    width = _vector_width(extent, lanes)
+    if width > 1:
+        fused, vec = sch.split(fused, factors=[None, width])
+        sch.vectorize(vec)
+    if extent >= _PARALLEL_MIN_ELEMENTS:
+        # Chunks of 64 vectors: few enough thread hand-offs, and the tail predicate (if any) sits
+        # on this scalar loop, not inside the vector loop.
+        outer, _ = sch.split(fused, factors=[None, 64])
+        sch.parallel(outer)
+
+
+def _rule_base() -> type:
+    from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
+
+    return CPUScheduleRule
+
+
+class _Lazy:
+    """Build the rule classes on first use, so importing tvmbench does not import TVM."""
+
+    classes: dict[str, type] = {}
+
+
+def _contraction_schedule(func: Any, target: Any) -> Any:
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if not infos:
+        return None
+    reductions = [b for b in infos if not b.is_injective()]
+    if len(reductions) != 1 or any(k not in "SR" for k in reductions[0].dom_kind()):
+        return None
+    main = reductions[0]
+    block = sch.get(main.block_rv)
+    if len(block.writes) != 1:
+        return None
+    out_buffer = block.writes[0].source
+    out_region = block.writes[0].region
+    lanes = _vector_lanes(target, _bits(out_buffer.dtype))
+
+    iter_vars = [iv.var for iv in block.iter_vars]
+    kinds = main.dom_kind()
+    extents = [_int(e) for e in main.dom()]
+    if any(e is None for e in extents):
+        return None  # dynamic shapes: leave to DLight/MetaSchedule
+
+    def spatial_index_var(dim: int) -> int | None:
+        r = out_region[dim]
+        for i, v in enumerate(iter_vars):
+            if kinds[i] == "S" and r.min.same_as(v):
+                return i
+        return None
+
+    n_axis = spatial_index_var(len(out_region) - 1)
+    if n_axis is None or extents[n_axis] < 4:
+        return None
+    n_var = iter_vars[n_axis]
+    # Every operand must either not depend on the vector axis (broadcast) or read it contiguously
+    # in its innermost dimension; anything else (a transposed operand, a row reduction) is a gather.
+    for read in block.reads:
+        region = read.region
+        for d, r in enumerate(region):
+            c = _coefficient(r.min, n_var)
+            if c is None or (d < len(region) - 1 and c != 0) or (d == len(region) - 1 and c not in (0, 1)):
+                return None
+
+    # The row axis: the output's next-to-innermost spatial axis, else the longest other one.
+    m_axis = spatial_index_var(len(out_region) - 2) if len(out_region) >= 2 else None
+    if m_axis is None or extents[m_axis] == 1:
+        others = [i for i, k in enumerate(kinds) if k == "S" and i != n_axis and extents[i] > 1]
+        m_axis = max(others, key=lambda i: extents[i]) if others else None
+
+    # Producers (padding, mostly) stay separate loop nests, run in parallel before the tiles.
+    for info in infos[: infos.index(main)]:
+        if info.is_injective():
+            _schedule_injective_block(sch, info.block_rv, lanes)
+    # Epilogue: fold the chain of elementwise consumers into one block reading the reduction.
+    consumers = infos[infos.index(main) + 1:]
+    if any(not c.is_injective() for c in consumers):
+        return None
+    for info in reversed(consumers[1:]):
+        sch.reverse_compute_inline(info.block_rv)
+    epilogue = consumers[0].block_rv if consumers else None
+
+    width = _vector_width(extents[n_axis], lanes)
+    n_vectors_total = extents[n_axis] // width
+    rows_wanted = 1 if m_axis is None else min(_MAX_ROWS, extents[m_axis])
+    vectors = 1
+    for candidate in (4, 2, 1) if rows_wanted == 1 else (2, 1):
+        if n_vectors_total % candidate == 0:
+            vectors = candidate
+            break
+    rows = 1
+    if m_axis is not None:
+        limit = max(_MAX_ACCUMULATORS // vectors, 1)
+        rows = _largest_divisor(extents[m_axis], min(_MAX_ROWS, limit))
+        if rows < 4 and extents[m_axis] > _MAX_ROWS:
+            rows = min(_MAX_ROWS, limit)  # no good divisor: a predicated tail tile instead
+
+    loops = sch.get_loops(main.block_rv)
+    n_outer, n_vec_i, n_lane = sch.split(loops[n_axis], factors=[None, vectors, width])
+    outer_spatial = [n_outer]
+    inner = []
+    if m_axis is not None:
+        m_outer, m_inner = sch.split(loops[m_axis], factors=[None, rows])
+        inner.append(m_inner)
+    for i, k in enumerate(kinds):
+        if k == "S" and i not in (n_axis, m_axis):
+            outer_spatial.append(loops[i])
+    if m_axis is not None:
+        outer_spatial.append(m_outer)
+    reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
+    sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
+    tile = sch.fuse(*outer_spatial)
+    total_tiles = _int(sch.get(tile).extent) or 0
+    if total_tiles > 1:
+        sch.parallel(tile)
+    for loop in inner + [n_vec_i]:
+        sch.unroll(loop)
+    if width > 1:
+        sch.vectorize(n_lane)
+
+    # Accumulate in a tile-sized buffer (promoted to registers by LLVM), written back once with
+    # the epilogue applied.
+    writeback = sch.cache_write(main.block_rv, 0, "global")
+    if epilogue is not None:
+        try:
+            sch.reverse_compute_inline(epilogue)
+        except Exception:
+            _schedule_injective_block(sch, epilogue, lanes)  # it then runs as its own loop nest
+    sch.reverse_compute_at(writeback, tile, preserve_unit_loops=True)
+    wb_loops = sch.get_loops(writeback)[1:]
+    if wb_loops and width > 1:
+        _, vec = sch.split(wb_loops[-1], factors=[None, width])
+        sch.vectorize(vec)
+    if reduce_loops:
+        init = sch.decompose_reduction(main.block_rv, reduce_loops[0])
+        init_loops = sch.get_loops(init)
+        if width > 1 and init_loops:
+            sch.vectorize(init_loops[-1])
+    return sch
+
+
+def _injective_schedule(func: Any, target: Any) -> Any:
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+    from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
+
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if not infos or not all(b.is_injective() for b in infos):
+        return None
+    infos = try_inline_contiguous_spatial(sch, infos)
+    for info in infos:
+        block = sch.get(info.block_rv)
+        bits = _bits(block.writes[0].source.dtype) if block.writes else 32
+        _schedule_injective_block(sch, info.block_rv, _vector_lanes(target, bits))
+    return sch
+
+
+def rules() -> list[Any]:
+    """The rule instances, in the order they are tried (first match wins)."""
+    import tvm
+
+    base = _rule_base()
+    if not _Lazy.classes:
+
+        def make(name: str, schedule: Any, doc: str) -> type:
+            def apply(self: Any, func: Any, target: Any, tunable: bool) -> Any:
+                if not isinstance(func, tvm.tirx.PrimFunc) or not self.is_target_available(target):
+                    return None
+                try:
+                    return schedule(func, target)
+                except Exception:
+                    return None  # a pattern this rule half-matches: leave it to the next rule
+
+            return type(name, (base,), {"apply": apply, "__doc__": doc})
+
+        _Lazy.classes = {
+            "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
+            "Injective": make("Injective", _injective_schedule, "Parallel, vectorised elementwise/layout loops."),
+        }
+    return [_Lazy.classes["Contraction"](), _Lazy.classes["Injective"]()]
