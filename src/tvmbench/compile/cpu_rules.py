@@ -20,6 +20,10 @@ These rules match block *patterns*, not layer names, so they apply to any model:
     Functions of elementwise, broadcast, layout and padding blocks: one fused loop per block,
     split over cores when large enough to pay for the thread launch, vectorised inside.
 
+``Fallback``
+    Tried after DLight's rules: whatever is still unscheduled gets its leading spatial loops
+    parallelised, so no function runs as one scalar loop nest on one core.
+
 The compile pipeline turns convolutions to NHWC/HWIO and lifts the weight layout transforms
 out of ``main`` (run once at load time), which is what makes convolutions match
 ``Contraction``. Row reductions (softmax, layer norm) keep DLight's Reduction rule.
@@ -28,6 +32,8 @@ out of ``main`` (run once at load time), which is what makes convolutions match
 from __future__ import annotations
 
 from typing import Any
+
+import numpy as np
 
 # Accumulator budget: AVX-512 and NEON have 32 vector registers; leave room for the operands.
 _MAX_ACCUMULATORS = 24
@@ -265,6 +271,35 @@ def _injective_schedule(func: Any, target: Any) -> Any:
     return sch
 
 
+def _fallback_schedule(func: Any, target: Any) -> Any:
+    """Anything the other rules left: at least spread each loop nest's leading spatial loops over
+    the cores and vectorise elementwise blocks, rather than run one scalar loop on one core."""
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+    from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
+
+    sch = s_tir.Schedule(func)
+    infos = try_inline_contiguous_spatial(sch, normalize_prim_func(sch))
+    if not infos:
+        return None
+    for info in infos:
+        block = sch.get(info.block_rv)
+        lanes = _vector_lanes(target, _bits(block.writes[0].source.dtype) if block.writes else 32)
+        if info.is_injective():
+            _schedule_injective_block(sch, info.block_rv, lanes)
+            continue
+        kinds = info.dom_kind()
+        lead = len(kinds) - len(kinds.lstrip("S"))
+        extents = [_int(e) for e in info.dom()]
+        if lead == 0 or any(e is None for e in extents):
+            continue
+        loops = sch.get_loops(info.block_rv)[:lead]
+        fused = sch.fuse(*loops) if lead > 1 else loops[0]
+        if int(np.prod(extents)) >= _PARALLEL_MIN_ELEMENTS:
+            sch.parallel(fused)
+    return sch
+
+
 def rules() -> list[Any]:
     """The rule instances, in the order they are tried (first match wins)."""
     import tvm
@@ -286,5 +321,12 @@ def rules() -> list[Any]:
         _Lazy.classes = {
             "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
             "Injective": make("Injective", _injective_schedule, "Parallel, vectorised elementwise/layout loops."),
+            "Fallback": make("Fallback", _fallback_schedule, "Parallel outer loops for whatever is left."),
         }
     return [_Lazy.classes["Contraction"](), _Lazy.classes["Injective"]()]
+
+
+def fallback_rule() -> Any:
+    """The last rule of the CPU list, after DLight's GEMV and Reduction rules."""
+    rules()
+    return _Lazy.classes["Fallback"]()

@@ -92,7 +92,7 @@ def dlight_rules(target: ResolvedTarget) -> list[Any]:
     if target.kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [*cpu_rules.rules(), dl.cpu.GEMV(), dl.cpu.Reduction()]
+        rules = [*cpu_rules.rules(), dl.cpu.GEMV(), dl.cpu.Reduction(), cpu_rules.fallback_rule()]
     return [_guarded(r) for r in rules]
 
 

@@ -1,0 +1,121 @@
+"""The default CPU schedules: which functions they claim, that they schedule them (no naive loop
+left on the hot path), and that the scheduled code computes the same numbers."""
+
+import numpy as np
+import pytest
+
+from tvmbench.compile import cpu_rules, import_model, pipeline
+from tvmbench.models import ModelOptions, load_model
+from tvmbench.targets import resolve_target
+
+TARGET = resolve_target("llvm", gpu_query=lambda: None)
+
+
+def _te_func(build):
+    from tvm import te
+
+    return te.create_prim_func(build(te)).with_attr("global_symbol", "main")
+
+
+def _run(func, *arrays, out_shape):
+    import tvm
+
+    with TARGET.tvm():
+        sch = cpu_rules._contraction_schedule(func, TARGET.tvm())
+    assert sch is not None, "the Contraction rule declined"
+    lib = tvm.compile(sch.mod, TARGET.tvm())
+    args = [tvm.runtime.tensor(a) for a in arrays] + [tvm.runtime.tensor(np.zeros(out_shape, "float32"))]
+    lib(*args)
+    return args[-1].numpy(), sch.mod.script()
+
+
+def _matmul_relu(m, k, n, transposed=False):
+    def build(te):
+        a = te.placeholder((m, k), name="A")
+        b = te.placeholder((n, k) if transposed else (k, n), name="B")
+        r = te.reduce_axis((0, k), name="k")
+        c = te.compute((m, n), lambda i, j: te.sum(a[i, r] * (b[j, r] if transposed else b[r, j]), axis=r), name="C")
+        d = te.compute((m, n), lambda i, j: te.max(c[i, j], 0.0), name="D")
+        return [a, b, d]
+
+    return _te_func(build)
+
+
+@pytest.mark.parametrize("m, k, n", [(64, 48, 80), (1, 512, 1000), (197, 64, 96), (13, 7, 20)])
+def test_matmul_is_tiled_vectorised_parallel_and_correct(m, k, n):
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
+    out, script = _run(_matmul_relu(m, k, n), a, b, out_shape=(m, n))
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    assert "T.vectorized" in script and "T.unroll" in script
+    if m * n >= 4096:
+        assert "T.parallel" in script
+    # The ReLU is applied on write-back from the accumulators, not in a second pass over memory.
+    assert 'T.sblock("D")' not in script
+
+
+def test_transposed_operand_is_declined():
+    # B read as B[j, k]: vectorising over j would gather, so the rule must leave it to others.
+    with TARGET.tvm():
+        assert cpu_rules._contraction_schedule(_matmul_relu(32, 32, 32, transposed=True), TARGET.tvm()) is None
+
+
+@pytest.mark.parametrize("stride, groups", [(1, 1), (2, 1), (1, 32)])
+def test_nhwc_convolution_matches_torch(stride, groups):
+    import torch
+    from tvm import topi
+
+    n, h, w, ci, co, kh = 1, 14, 14, 32, 32 if groups > 1 else 48, 3
+
+    def build(te):
+        x = te.placeholder((n, h, w, ci), name="x")
+        wt = te.placeholder((kh, kh, ci // groups, co), name="w")
+        return [x, wt, topi.nn.conv(x, wt, stride, 1, 1, groups, "NHWC", "HWIO", "float32")]
+
+    rng = np.random.default_rng(1)
+    x, wt = rng.standard_normal((n, h, w, ci), dtype="float32"), rng.standard_normal((kh, kh, ci // groups, co), dtype="float32")
+    ho = (h + 2 - kh) // stride + 1
+    out, script = _run(_te_func(build), x, wt, out_shape=(n, ho, ho, co))
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(wt).permute(3, 2, 0, 1),
+                                     stride=stride, padding=1, groups=groups).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    assert "T.vectorized" in script and "T.parallel" in script
+
+
+@pytest.mark.parametrize(
+    "name, options",
+    [
+        # 64 px: at 32 px the last stage is 1x1 and the global mean degenerates into a copy.
+        ("resnet18", ModelOptions(image_size=64)),
+        ("mobilenet_v2", ModelOptions(image_size=64)),
+        ("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1})),
+    ],
+)
+def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
+    import tvm
+
+    mod = pipeline.legalized(import_model(load_model(name, options)).mod, TARGET)
+    claimed, hot = [], []
+    for gv, func in mod.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        label = gv.name_hint
+        if any(op in label for op in ("conv2d", "matmul", "pool")):
+            hot.append(label)
+            with TARGET.tvm():
+                if cpu_rules._contraction_schedule(func, TARGET.tvm()) is not None:
+                    claimed.append(label)
+    assert hot and sorted(claimed) == sorted(hot)
+    # After the whole schedule stage nothing is left unscheduled.
+    scheduled = pipeline.optimize(import_model(load_model(name, options)).mod, TARGET)
+    left = [gv.name_hint for gv, f in scheduled.functions.items()
+            if isinstance(f, tvm.tirx.PrimFunc) and not f.attrs.get("tirx.is_scheduled", False)]
+    assert left == []
+
+
+def test_weight_transforms_are_lifted_out_of_main():
+    mod = pipeline.legalized(import_model(load_model("resnet18", ModelOptions(image_size=32))).mod, TARGET)
+    assert "main_transform_params" in [gv.name_hint for gv in mod.get_global_vars()]
+    shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
+    # main receives the stem's weights already in HWIO; the OIHW -> HWIO transpose ran at load time.
+    assert (7, 7, 3, 64) in shapes and (64, 3, 7, 7) not in shapes
