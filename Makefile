@@ -12,7 +12,7 @@ setup: $(STAMP)
 $(STAMP): pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev,tune]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,all]'
 	touch $(STAMP)
 
 # The default benchmark: resnet18, batch 1, on this machine's CPU, TVM against PyTorch eager.

@@ -135,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     models = sub.add_parser("models", help="list the model zoo with parameters and FLOPs")
     models.add_argument("--no-stats", action="store_true", help="list names only, without building the models")
 
+    sub.add_parser("frameworks", help="each framework: installed or not, version, devices it can use")
+
     target = sub.add_parser("target", help="show how a --target value resolves on this machine")
     target.add_argument("spec", nargs="?", default="auto")
     return parser
@@ -281,11 +283,13 @@ def _print_tune_report(report: Any, console: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"tuning database {report.database}")
-    for col in ("task", "weight", "MFLOP", "trials", "best us", "GFLOP/s"):
+    for col in ("task", "weight", "MFLOP", "trials", "default us", "best us", "GFLOP/s", "speedup"):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
-                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-")
+                      f"{t.default_us:.1f}" if t.default_us else "-",
+                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-",
+                      f"{t.speedup:.2f}x" if t.speedup else "-")
     console.print(table)
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
@@ -440,6 +444,26 @@ def cmd_models(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_frameworks(args: argparse.Namespace) -> int:
+    from rich.table import Table
+
+    from tvmbench.backends import REGISTRY, _load
+    from tvmbench.results import make_console
+
+    table = Table(title="frameworks")
+    for col in ("framework", "installed", "version", "devices", "to install"):
+        table.add_column(col)
+    for name in REGISTRY:
+        try:
+            a = _load(name).availability()
+        except Exception as e:  # a broken install is reported, not fatal
+            a = {"installed": False, "version": None, "devices": [], "install": f"broken: {e}"}
+        table.add_row(name, "yes" if a["installed"] else "no", a["version"] or "-", ", ".join(a["devices"]) or "-",
+                      a["install"] or "")
+    make_console().print(table)
+    return EXIT_OK
+
+
 def cmd_target(args: argparse.Namespace) -> int:
     from tvmbench.targets import resolve_target
 
@@ -460,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = {"run": cmd_run, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
-               "target": cmd_target}[args.command]
+               "frameworks": cmd_frameworks, "target": cmd_target}[args.command]
     try:
         return handler(args)
     except UserError as e:

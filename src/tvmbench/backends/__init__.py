@@ -11,8 +11,11 @@ from tvmbench.errors import MissingFrameworkError, UserError
 REGISTRY = {
     "pytorch": "tvmbench.backends.pytorch:PyTorchBackend",
     "tvm": "tvmbench.backends.tvm:TVMBackend",
+    "onnxruntime": "tvmbench.backends.onnxruntime:OnnxRuntimeBackend",
+    "openvino": "tvmbench.backends.openvino:OpenVINOBackend",
 }
-ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm"}
+ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm", "ort": "onnxruntime",
+           "onnx_runtime": "onnxruntime", "ov": "openvino"}
 
 __all__ = ["ALIASES", "REGISTRY", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
 

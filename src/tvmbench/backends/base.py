@@ -36,6 +36,7 @@ class Backend(ABC):
     result_key: ClassVar[str]  # key of this framework's entry in the result JSON
     requires: ClassVar[tuple[str, ...]] = ()  # importable modules it needs
     extra: ClassVar[str | None] = None  # pip extra that installs them
+    distribution: ClassVar[str | None] = None  # pip distribution name, when not requires[0]
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
@@ -49,6 +50,31 @@ class Backend(ABC):
             if importlib.util.find_spec(module) is None:
                 return module
         return None
+
+    @classmethod
+    def availability(cls) -> dict[str, Any]:
+        """Installed?, version, devices it can use here: for ``tvmbench frameworks``.
+
+        Only looks at package metadata (importing the frameworks would take seconds each);
+        backends that can tell their devices cheaply override ``devices``.
+        """
+        from importlib import metadata
+
+        missing = cls.missing_requirement()
+        version = None
+        if missing is None and cls.requires:
+            try:
+                version = metadata.version(cls.distribution or cls.requires[0])
+            except metadata.PackageNotFoundError:
+                version = "unknown"
+        return {"framework": cls.name, "installed": missing is None, "version": version,
+                "devices": cls.devices() if missing is None else [],
+                "install": None if missing is None else f"pip install 'tvmbench[{cls.extra}]'" if cls.extra
+                else f"pip install {missing}"}
+
+    @classmethod
+    def devices(cls) -> list[str]:
+        return ["cpu"]
 
     @abstractmethod
     def prepare(self, model: LoadedModel) -> None:

@@ -16,6 +16,12 @@ class PyTorchBackend(Backend):
     result_key = "pytorch"
     requires = ("torch",)
 
+    @classmethod
+    def devices(cls) -> list[str]:
+        from tvmbench.targets import query_gpu
+
+        return ["cpu"] + (["cuda"] if query_gpu() is not None else [])
+
     def prepare(self, model: LoadedModel) -> None:
         import torch
 

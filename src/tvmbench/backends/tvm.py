@@ -36,6 +36,13 @@ class TVMBackend(Backend):
     name = "tvm"
     result_key = "tvm_relax"
     requires = ("tvm",)
+    distribution = "apache-tvm"
+
+    @classmethod
+    def devices(cls) -> list[str]:
+        from tvmbench.targets import query_gpu
+
+        return ["cpu"] + (["cuda"] if query_gpu() is not None else [])
 
     def prepare(self, model: LoadedModel) -> None:
         t0 = time.perf_counter()

@@ -102,22 +102,34 @@ def _vector_width(extent: int, lanes: int) -> int:
 
 
 def _schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:
+    """Vectorise the innermost loop, spread the loops around it over the cores.
+
+    The loop nest keeps its shape (rather than being fused into one flat loop) so that every
+    index stays affine in the loop variables: a flat loop over a transpose or a broadcast would
+    need a division and a modulo per element and per dimension, which costs more than the copy.
+    """
     loops = sch.get_loops(block)
     if not loops:
         return
-    fused = sch.fuse(*loops) if len(loops) > 1 else loops[0]
-    extent = _int(sch.get(fused).extent)
-    if extent is None:
+    extents = [_int(sch.get(loop).extent) for loop in loops]
+    if any(e is None for e in extents):
         return
-    width = _vector_width(extent, lanes)
+    total = int(np.prod(extents))
+    width = _vector_width(extents[-1], lanes)
+    inner = loops[-1]
     if width > 1:
-        fused, vec = sch.split(fused, factors=[None, width])
+        inner, vec = sch.split(inner, factors=[None, width])
         sch.vectorize(vec)
-    if extent >= _PARALLEL_MIN_ELEMENTS:
-        # Chunks of 64 vectors: few enough thread hand-offs, and the tail predicate (if any) sits
-        # on this scalar loop, not inside the vector loop.
-        outer, _ = sch.split(fused, factors=[None, 64])
-        sch.parallel(outer)
+    if total < _PARALLEL_MIN_ELEMENTS:
+        return
+    outer = loops[:-1]
+    if outer and int(np.prod(extents[:-1])) >= 2:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    else:
+        # One long loop: chunks of 64 vectors, so the tail predicate (if any) sits on this scalar
+        # loop and thread hand-offs stay few.
+        par, _ = sch.split(inner, factors=[None, 64])
+        sch.parallel(par)
 
 
 def _rule_base() -> type:

@@ -63,10 +63,16 @@ class TaskReport:
     flops: float
     trials: int
     best_us: float | None
+    default_us: float | None = None  # tvmbench's default schedule, measured the same way
 
     @property
     def gflops(self) -> float | None:
         return self.flops / (self.best_us * 1e-6) / 1e9 if self.best_us and self.flops else None
+
+    @property
+    def speedup(self) -> float | None:
+        """How much faster the best record is than the default schedule (1.0: tuning found nothing better)."""
+        return self.default_us / self.best_us if self.default_us and self.best_us else None
 
 
 @dataclass
@@ -89,16 +95,20 @@ class TuneReport:
     def to_json(self) -> dict[str, Any]:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
-                "tasks": [{**asdict(t), "gflops": t.gflops} for t in self.tasks], "curve": self.curve}
+                "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve}
 
 
 def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
+    import tvm
     from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     imported = import_model(model)
     # Only what runs per inference: the lifted weight transforms run once and are not worth trials.
-    mod = relax.transform.DeadCodeElimination(["main"])(pipeline.legalized(imported.mod, target))
+    # (DeadCodeElimination alone keeps them: main_transform_params is public, hence an entry.)
+    legal = pipeline.legalized(imported.mod, target)
+    mod = tvm.IRModule({gv: f for gv, f in legal.functions.items() if gv.name_hint != "main_transform_params"})
+    mod = relax.transform.DeadCodeElimination(["main"])(mod)
     return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
 
 
@@ -166,11 +176,76 @@ def check_tracker(host: str, port: int, key: str) -> None:
                         f"{host}:{port} --key {key}'")
 
 
-def report_tasks(tasks: list[Any], ms_db: Any) -> list[TaskReport]:
+def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None = None) -> list[TaskReport]:
     out = []
     for t in tasks:
         trials, best = _task_records(ms_db, t)
-        out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best))
+        out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best,
+                              default_us=(defaults or {}).get(_workload_key(t))))
+    return out
+
+
+def _workload_key(task: Any) -> str:
+    import tvm_ffi
+
+    return str(tvm_ffi.structural_hash(task.dispatched[0]))
+
+
+def default_schedule(func: Any, target: Any) -> Any | None:
+    """The schedule the compile pipeline gives a function no record covers (first rule that applies)."""
+    from tvmbench.compile.pipeline import dlight_rules
+
+    for rule in dlight_rules(target):
+        sch = rule.apply(func, target.tvm(), False)
+        if isinstance(sch, list):
+            sch = sch[0] if sch else None
+        if sch is not None:
+            return sch
+    return None
+
+
+def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarget, builder: Any, runner: Any,
+                             known: dict[str, float]) -> dict[str, float]:
+    """Measure tvmbench's default schedule of every task not measured yet and commit it as a record.
+
+    Search starts from random points of MetaSchedule's space and, with a small budget, can end
+    below the hand-written default; a record of the default itself makes the database's best for
+    each workload at least as good as no database, and gives each task's speedup over it.
+    Returns the measured default latencies (us) by workload key, including ``known`` ones.
+    """
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+    from tvm.s_tir.meta_schedule.database import TuningRecord
+    from tvm.s_tir.meta_schedule.runner import RunnerInput
+
+    out = dict(known)
+    todo = []
+    for t in tasks:
+        key = _workload_key(t)
+        if key in out:
+            continue
+        with target.tvm():
+            sch = default_schedule(t.dispatched[0]["main"], target)
+        if sch is not None:
+            todo.append((t, key, sch))
+    if not todo:
+        return out
+    tvm_target = target.tvm()
+    built = builder.build([BuilderInput(sch.mod, tvm_target) for _, _, sch in todo])
+    device = "cuda" if target.kind == "cuda" else "cpu"
+    inputs, kept = [], []
+    for (t, key, sch), b in zip(todo, built, strict=True):
+        if b.error_msg is None:
+            inputs.append(RunnerInput(b.artifact_path, device, ArgInfo.from_prim_func(sch.mod["main"])))
+            kept.append((t, key, sch))
+    for (t, key, sch), future in zip(kept, runner.run(inputs), strict=True):
+        result = future.result()
+        if result.error_msg is not None or not result.run_secs:
+            continue
+        mod = t.dispatched[0]
+        ms_db.commit_tuning_record(TuningRecord(sch.trace, ms_db.commit_workload(mod), run_secs=result.run_secs,
+                                                target=tvm_target, args_info=ArgInfo.from_prim_func(mod["main"])))
+        out[key] = sum(float(x) for x in result.run_secs) / len(result.run_secs) * 1e6
     return out
 
 
@@ -230,7 +305,15 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     start = time.monotonic()
     tasks = extract_tasks(model, target)
     ms_db = db.ms_database()
-    before = report_tasks(tasks, ms_db)
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
+                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
+    runner = make_runner(cfg)
+    meta = db.meta()
+    defaults = commit_default_schedules(tasks, ms_db, target, builder, runner, meta.get("default_us", {}))
+    if defaults != meta.get("default_us"):
+        meta["default_us"] = defaults
+        db.write_meta(meta)
+    before = report_tasks(tasks, ms_db, defaults)
     done = sum(t.trials for t in before)
     per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
     todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
@@ -283,9 +366,6 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
         seed=cfg.seed)
-    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
-                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
-    runner = make_runner(cfg)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
@@ -297,7 +377,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     except Exception:
         if not state["stopped"]:  # the FFI may re-wrap our exception: the flag says it was ours
             raise
-    after = report_tasks(tasks, db.ms_database())
+    after = report_tasks(tasks, db.ms_database(), defaults)
     stop = state["stopped"] or "trial budget reached"
     report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,
                         curve)

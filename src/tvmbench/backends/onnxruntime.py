@@ -1,0 +1,87 @@
+"""ONNX Runtime on the shared ONNX export: CPU EP, or CUDA / TensorRT EPs when a GPU is the target.
+
+Inputs are bound once with IOBinding (on the device for GPU EPs), so a timed ``run`` is the
+session's own work, the same policy as every other framework.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from tvmbench.backends.base import Backend
+from tvmbench.errors import UserError
+from tvmbench.models import LoadedModel
+
+
+class OnnxRuntimeBackend(Backend):
+    name = "onnxruntime"
+    result_key = "onnxruntime"
+    requires = ("onnxruntime", "onnx")
+    extra = "onnxruntime"
+
+    @classmethod
+    def devices(cls) -> list[str]:
+        import onnxruntime as ort
+
+        providers = ort.get_available_providers()
+        return ["cpu"] + (["cuda"] if "CUDAExecutionProvider" in providers else []) + \
+            (["tensorrt"] if "TensorrtExecutionProvider" in providers else [])
+
+    def prepare(self, model: LoadedModel) -> None:
+        import onnxruntime as ort
+
+        from tvmbench.models.onnx_export import onnx_file
+
+        exported = onnx_file(model)
+        self.phases_s["export_onnx_s"] = exported.export_s
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = self.config.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        on_gpu = self.config.target.device == "cuda"
+        available = ort.get_available_providers()
+        if on_gpu:
+            wanted = [p for p in ("CUDAExecutionProvider",) if p in available]
+            if not wanted:
+                raise UserError("the target is CUDA but this onnxruntime has no CUDAExecutionProvider "
+                                "(pip install onnxruntime-gpu)")
+            providers = wanted + ["CPUExecutionProvider"]
+        else:
+            providers = ["CPUExecutionProvider"]
+        t0 = time.perf_counter()
+        self.session = ort.InferenceSession(str(exported.path), sess_options=opts, providers=providers)
+        self.phases_s["compile_s"] = time.perf_counter() - t0
+        device = "cuda" if on_gpu else "cpu"
+        self.binding = self.session.io_binding()
+        names = [i.name for i in self.session.get_inputs()]
+        if len(names) != len(model.inputs):
+            raise RuntimeError(f"the ONNX graph takes {len(names)} inputs, the model has {len(model.inputs)}")
+        self._host_inputs = dict(zip(names, model.inputs.values(), strict=True))
+        self._device_inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), device, 0)
+                               for n, a in self._host_inputs.items()}
+        for n, v in self._device_inputs.items():
+            self.binding.bind_ortvalue_input(n, v)
+        for out in self.session.get_outputs():
+            self.binding.bind_output(out.name, device)
+        self._out: list[Any] = []
+        self.info = {"device": device, "version": ort.__version__, "providers": self.session.get_providers(),
+                     "threads": self.config.threads, "graph_optimization": "ORT_ENABLE_ALL",
+                     "onnx_exporter": exported.exporter, "onnx_path": str(exported.path)}
+
+    def run(self) -> None:
+        self.session.run_with_iobinding(self.binding)  # synchronous: returns when outputs are ready
+
+    def run_with_io(self) -> None:
+        self._out = self.session.run(None, self._host_inputs)
+
+    def outputs(self) -> list[np.ndarray]:
+        return [np.asarray(o) for o in self.binding.copy_outputs_to_cpu()]
+
+    def close(self) -> None:
+        self.binding = None
+        self.session = None
