@@ -68,7 +68,7 @@ def main() -> None:
                 acc = entry.get("accuracy", {})
                 ok = "reference" if fw == "pytorch" else ("ok" if acc.get("passed") else f"FAILED {acc}")
                 print(f"  {fw:12s} {med:10.2f} {ratio:>11s} {gf or 0:8.1f} {pct or 0:6.1f}%  {ok}")
-            phases = result.get("tvm_relax", {}).get("phases", {})
+            phases = result.get("tvm_relax", {}).get("phases_s", {})
             print(f"  tvm compile {phases.get('compile_s', float('nan')):.1f} s "
                   f"(library cache {'hit' if result.get('tvm_relax', {}).get('info', {}).get('cache_hit') else 'miss'})")
     if args.json:

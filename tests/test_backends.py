@@ -46,3 +46,20 @@ def test_frameworks_command_lists_every_framework(capsys):
     text = capsys.readouterr().out
     for name in ("tvm", "pytorch", "onnxruntime", "openvino"):
         assert name in text
+
+
+def test_torch_compile_reports_its_compile_time_apart_from_latency(tmp_path):
+    from pathlib import Path
+
+    model = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+    out = tmp_path / "r.json"
+    assert main(["run", "--model", model, "--target", "llvm", "--frameworks", "pytorch,torch_compile",
+                 "--warmup", "2", "--runs", "5", "--output", str(out), "-q"]) == 0
+    entry = json.loads(out.read_text())["torch_compile"]
+    assert entry["accuracy"]["passed"]
+    assert entry["phases_s"]["compile_s"] > 0 and entry["info"]["mode"] == "torch.compile (default)"
+
+
+def test_an_unknown_torch_compile_mode_is_a_usage_error(capsys):
+    assert main(["run", "--model", "resnet18", "--frameworks", "torch_compile", "--torch-compile-mode", "fast"]) == 2
+    assert "--torch-compile-mode" in capsys.readouterr().err

@@ -44,6 +44,7 @@ class RunConfig:
     timeout_s: float = 3600.0
     memory_limit_bytes: int = 0  # 0: 90 % of the machine's memory
     tolerance: dict[str, float] = field(default_factory=dict)  # overrides of the fp32 tolerance
+    backend_options: dict[str, Any] = field(default_factory=dict)  # torch_compile_mode, openvino_hint, ...
 
     def memory_limit(self) -> int:
         return self.memory_limit_bytes or int(psutil.virtual_memory().total * 0.9)
@@ -124,7 +125,8 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> dict[str, A
     (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
     """
     events = on_event or (lambda fw, msg: None)
-    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, db_dir=cfg.db_dir, use_cache=cfg.use_cache)
+    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, db_dir=cfg.db_dir, use_cache=cfg.use_cache,
+                                options=dict(cfg.backend_options))
     env = environment.collect(cfg.threads)
     base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
     rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}

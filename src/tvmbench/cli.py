@@ -75,7 +75,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
     _add_model_args(run)
     run.add_argument("--frameworks", default=None,
-                     help="comma-separated: tvm,pytorch (default both; tvm alone for an ONNX file)")
+                     help="comma-separated from tvm, pytorch, torch_compile, onnxruntime, openvino "
+                          "(default tvm,pytorch; tvm alone for an ONNX file)")
+    run.add_argument("--torch-compile-mode", default="default",
+                     choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
+    run.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
     run.add_argument("--warmup", type=_nonneg_int, default=None,
                      help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")
     run.add_argument("--runs", type=_positive_int, default=None,
@@ -325,7 +329,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                     threads=threads, timer=timer, db_dir=db_dir,
                     use_cache=not args.no_cache, isolate=not args.no_isolation, timeout_s=args.timeout,
                     rounds=args.rounds, include_io=args.include_io,
-                    memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0)
+                    memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0,
+                    backend_options={"torch_compile_mode": args.torch_compile_mode,
+                                     "openvino_hint": args.openvino_hint})
     if args.db:
         from tvmbench.tune.database import TuningDatabase
 

@@ -13,9 +13,11 @@ REGISTRY = {
     "tvm": "tvmbench.backends.tvm:TVMBackend",
     "onnxruntime": "tvmbench.backends.onnxruntime:OnnxRuntimeBackend",
     "openvino": "tvmbench.backends.openvino:OpenVINOBackend",
+    "torch_compile": "tvmbench.backends.torch_compile:TorchCompileBackend",
 }
 ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm", "ort": "onnxruntime",
-           "onnx_runtime": "onnxruntime", "ov": "openvino"}
+           "onnx_runtime": "onnxruntime", "ov": "openvino",
+           "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile"}
 
 __all__ = ["ALIASES", "REGISTRY", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
 
