@@ -119,3 +119,13 @@ def test_weight_transforms_are_lifted_out_of_main():
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     # main receives the stem's weights already in HWIO; the OIHW -> HWIO transpose ran at load time.
     assert (7, 7, 3, 64) in shapes and (64, 3, 7, 7) not in shapes
+
+
+def test_relu6_and_batchnorm_division_fold_into_the_convolution_epilogue():
+    # 64 px: at 32 px the last layers are 1x1, where the divisor is as large as the tensor and stays.
+    mod = pipeline.legalized(import_model(load_model("mobilenet_v2", ModelOptions(image_size=64))).mod, TARGET)
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    # No transpose -> clip -> transpose around each ReLU6, no vector division per output element.
+    assert not [n for n in names if "clip" in n or "divide" in n]
+    convs = [n for n in names if n.startswith("fused_conv2d")]
+    assert convs and any(n.endswith("maximum_minimum") or "_maximum" in n for n in convs)

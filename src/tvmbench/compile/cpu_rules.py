@@ -132,6 +132,16 @@ def _schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:
         sch.parallel(par)
 
 
+def _is_copy(block: Any) -> bool:
+    """A block that stores exactly what it loads at the same indices (no padding condition)."""
+    if len(block.reads) != 1 or len(block.writes) != 1:
+        return False
+    read, write = block.reads[0].region, block.writes[0].region
+    return len(read) == len(write) and all(str(r.min) == str(w.min) and int(r.extent) == 1 == int(w.extent)
+                                           for r, w in zip(read, write, strict=True)) \
+        and "if_then_else" not in str(block.body)
+
+
 def _rule_base() -> type:
     from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
@@ -195,10 +205,19 @@ def _contraction_schedule(func: Any, target: Any) -> Any:
         others = [i for i, k in enumerate(kinds) if k == "S" and i != n_axis and extents[i] > 1]
         m_axis = max(others, key=lambda i: extents[i]) if others else None
 
-    # Producers (padding, mostly) stay separate loop nests, run in parallel before the tiles.
+    # Producers: a plain copy (the "padding" of a 1x1 convolution) is inlined, it would only cost
+    # a pass over memory; real padding stays a separate parallel loop nest, so the tile's loads
+    # carry no bounds check.
     for info in infos[: infos.index(main)]:
-        if info.is_injective():
-            _schedule_injective_block(sch, info.block_rv, lanes)
+        if not info.is_injective():
+            continue
+        if _is_copy(sch.get(info.block_rv)):
+            try:
+                sch.compute_inline(info.block_rv)
+                continue
+            except Exception:
+                pass
+        _schedule_injective_block(sch, info.block_rv, lanes)
     # Epilogue: fold the chain of elementwise consumers into one block reading the reduction.
     consumers = infos[infos.index(main) + 1:]
     if any(not c.is_injective() for c in consumers):

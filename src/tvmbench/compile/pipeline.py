@@ -22,10 +22,62 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "3"
+PIPELINE_VERSION = "5"
 
 
 CPU_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+
+
+def cpu_friendly_arithmetic() -> Any:
+    """Two rewrites that make elementwise epilogues cheap on CPU.
+
+    * ``clip(x, lo, hi)`` (ReLU6, hardtanh) becomes ``minimum(maximum(x, lo), hi)``: ConvertLayout
+      has no layout rule for clip in TVM 0.27, so every ReLU6 of an NHWC network became
+      transpose -> clip -> transpose, three kernels where the convolution's epilogue could have
+      done it; the binary ops follow the layout and fuse.
+    * ``x / d`` with a broadcast divisor (batch-norm's ``sqrt(var + eps)``, attention's scale)
+      becomes ``x * (1 / d)``: a vector division costs several multiplies, and when ``d`` comes
+      from the weights LiftTransformParams then computes ``1 / d`` once at load time.
+    """
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class Rewrite(PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.clip":
+                x, lo, hi = call.args
+                dtype = x.ty.dtype
+                low = relax.op.maximum(x, relax.const(float(lo.value), dtype))
+                return relax.op.minimum(low, relax.const(float(hi.value), dtype))
+            if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.divide":
+                x, d = call.args
+                xs, ds = x.ty, d.ty
+                if str(xs.dtype).startswith(("float", "bfloat")) and _numel(ds) is not None and \
+                        _numel(xs) is not None and _numel(ds) < _numel(xs):
+                    return relax.op.multiply(x, relax.op.divide(relax.const(1.0, str(ds.dtype)), d))
+            return call
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="CPUFriendlyArithmetic")
+    def rewrite(mod: Any, ctx: Any) -> Any:
+        mutator_ = Rewrite(mod)
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                mod[gv] = mutator_.visit_expr(func)
+        return mod
+
+    return rewrite
+
+
+def _numel(ty: Any) -> int | None:
+    import numpy as np
+
+    try:
+        return int(np.prod([int(v) for v in ty.shape]))
+    except Exception:  # unknown or symbolic shape
+        return None
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -44,7 +96,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     if target.kind == "llvm":
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
-        passes += [relax.transform.ConvertLayout(CPU_LAYOUTS), relax.transform.CanonicalizeBindings()]
+        passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(CPU_LAYOUTS),
+                   relax.transform.CanonicalizeBindings()]
     # Weight-only computations (layout transforms, transposes, batch-norm scale/shift) move to
     # main_transform_params, which the backend runs once at load time instead of on every call.
     passes.append(relax.transform.LiftTransformParams())
