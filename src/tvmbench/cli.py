@@ -77,8 +77,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--frameworks", default=None,
                      help="comma-separated from tvm, pytorch, torch_compile, onnxruntime, openvino "
                           "(default tvm,pytorch; tvm alone for an ONNX file)")
-    run.add_argument("--torch-compile-mode", default="default",
-                     choices=["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"])
+    from tvmbench.backends.torch_compile import MODES as torch_compile_modes  # no torch import
+
+    run.add_argument("--torch-compile-mode", default="default", choices=torch_compile_modes)
     run.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
     run.add_argument("--warmup", type=_nonneg_int, default=None,
                      help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")

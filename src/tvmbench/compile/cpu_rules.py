@@ -31,6 +31,7 @@ out of ``main`` (run once at load time), which is what makes convolutions match
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import numpy as np
@@ -140,18 +141,6 @@ def _is_copy(block: Any) -> bool:
     return len(read) == len(write) and all(str(r.min) == str(w.min) and int(r.extent) == 1 == int(w.extent)
                                            for r, w in zip(read, write, strict=True)) \
         and "if_then_else" not in str(block.body)
-
-
-def _rule_base() -> type:
-    from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
-
-    return CPUScheduleRule
-
-
-class _Lazy:
-    """Build the rule classes on first use, so importing tvmbench does not import TVM."""
-
-    classes: dict[str, type] = {}
 
 
 def _contraction_schedule(func: Any, target: Any) -> Any:
@@ -288,18 +277,12 @@ def _contraction_schedule(func: Any, target: Any) -> Any:
 def _injective_schedule(func: Any, target: Any) -> Any:
     from tvm import s_tir
     from tvm.s_tir.dlight.analysis import normalize_prim_func
-    from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
     sch = s_tir.Schedule(func)
     infos = normalize_prim_func(sch)
     if not infos or not all(b.is_injective() for b in infos):
         return None
-    infos = try_inline_contiguous_spatial(sch, infos)
-    for info in infos:
-        block = sch.get(info.block_rv)
-        bits = _bits(block.writes[0].source.dtype) if block.writes else 32
-        _schedule_injective_block(sch, info.block_rv, _vector_lanes(target, bits))
-    return sch
+    return _schedule_every_block(sch, infos, target)
 
 
 def _fallback_schedule(func: Any, target: Any) -> Any:
@@ -307,13 +290,16 @@ def _fallback_schedule(func: Any, target: Any) -> Any:
     the cores and vectorise elementwise blocks, rather than run one scalar loop on one core."""
     from tvm import s_tir
     from tvm.s_tir.dlight.analysis import normalize_prim_func
-    from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
     sch = s_tir.Schedule(func)
-    infos = try_inline_contiguous_spatial(sch, normalize_prim_func(sch))
-    if not infos:
-        return None
-    for info in infos:
+    infos = normalize_prim_func(sch)
+    return _schedule_every_block(sch, infos, target) if infos else None
+
+
+def _schedule_every_block(sch: Any, infos: list[Any], target: Any) -> Any:
+    from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
+
+    for info in try_inline_contiguous_spatial(sch, infos):
         block = sch.get(info.block_rv)
         lanes = _vector_lanes(target, _bits(block.writes[0].source.dtype) if block.writes else 32)
         if info.is_injective():
@@ -331,33 +317,35 @@ def _fallback_schedule(func: Any, target: Any) -> Any:
     return sch
 
 
-def rules() -> list[Any]:
-    """The rule instances, in the order they are tried (first match wins)."""
+@functools.cache
+def _rule_classes() -> dict[str, type]:
+    """Built on first use, so importing tvmbench does not import TVM."""
     import tvm
+    from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
-    base = _rule_base()
-    if not _Lazy.classes:
+    def make(name: str, schedule: Any, doc: str) -> type:
+        def apply(self: Any, func: Any, target: Any, tunable: bool) -> Any:
+            if not isinstance(func, tvm.tirx.PrimFunc) or not self.is_target_available(target):
+                return None
+            try:
+                return schedule(func, target)
+            except Exception:
+                return None  # a pattern this rule half-matches: leave it to the next rule
 
-        def make(name: str, schedule: Any, doc: str) -> type:
-            def apply(self: Any, func: Any, target: Any, tunable: bool) -> Any:
-                if not isinstance(func, tvm.tirx.PrimFunc) or not self.is_target_available(target):
-                    return None
-                try:
-                    return schedule(func, target)
-                except Exception:
-                    return None  # a pattern this rule half-matches: leave it to the next rule
+        return type(name, (CPUScheduleRule,), {"apply": apply, "__doc__": doc})
 
-            return type(name, (base,), {"apply": apply, "__doc__": doc})
+    return {
+        "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
+        "Injective": make("Injective", _injective_schedule, "Parallel, vectorised elementwise/layout loops."),
+        "Fallback": make("Fallback", _fallback_schedule, "Parallel outer loops for whatever is left."),
+    }
 
-        _Lazy.classes = {
-            "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
-            "Injective": make("Injective", _injective_schedule, "Parallel, vectorised elementwise/layout loops."),
-            "Fallback": make("Fallback", _fallback_schedule, "Parallel outer loops for whatever is left."),
-        }
-    return [_Lazy.classes["Contraction"](), _Lazy.classes["Injective"]()]
+
+def rules() -> list[Any]:
+    """The rule instances tried before DLight's, in order (first match wins)."""
+    return [_rule_classes()["Contraction"](), _rule_classes()["Injective"]()]
 
 
 def fallback_rule() -> Any:
     """The last rule of the CPU list, after DLight's GEMV and Reduction rules."""
-    rules()
-    return _Lazy.classes["Fallback"]()
+    return _rule_classes()["Fallback"]()
