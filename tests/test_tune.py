@@ -1,5 +1,6 @@
 """Tuning with real MetaSchedule, a real database file and real processes."""
 
+import importlib.util
 import json
 import os
 import shutil
@@ -43,6 +44,19 @@ def test_tuning_fills_the_database_and_reports_tasks(tuned):
     assert meta["runs"][-1]["trials_after"] == report["trials_after"]
 
 
+def test_tuning_curve_is_written_as_csv_and_png(tuned):
+    db, report = tuned
+    csvs = list((db / "curves").glob("mlp_model.py_build-*.csv"))
+    assert len(csvs) == 1
+    rows = csvs[0].read_text().splitlines()
+    assert rows[0] == "trials,seconds,estimate_ms" and len(rows) == 1 + len(report["curve"])
+    trials = [int(r.split(",")[0]) for r in rows[1:]]
+    assert trials == sorted(trials) and trials[-1] == report["trials_after"]
+    if importlib.util.find_spec("matplotlib"):
+        png = csvs[0].parent / (csvs[0].name[:-4] + ".png")
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 def test_tuning_keeps_the_default_schedule_when_search_does_worse_and_stays_correct(tuned, tmp_path):
     db, report = tuned
     measured = [t for t in report["tasks"] if t["default_us"] is not None]
@@ -53,9 +67,67 @@ def test_tuning_keeps_the_default_schedule_when_search_does_worse_and_stays_corr
     out = tmp_path / "tuned.json"
     assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm", "--warmup", "3",
                  "--runs", "30", "--output", str(out), "-q", "--db", str(db)]) == 0
-    result = json.loads(out.read_text())["tvm_relax"]
+    doc = json.loads(out.read_text())
+    result = doc["tvm_relax"]
     assert result["accuracy"]["passed"]
-    assert result["info"]["database"]["applied_records"] > 0
+    db_info = result["info"]["database"]
+    source = db_info["sources"][0]
+    assert source["source"] == "--db" and source["applied_records"] > 0
+    # Both matmul kernels of the MLP have records; the result says so.
+    assert db_info["tasks"] == len(report["tasks"]) and db_info["tasks_with_records"] == db_info["tasks"]
+    assert source["tasks_covered"] == db_info["tasks"] and doc["tuning_enabled"] is True
+
+
+def test_the_default_database_applies_without_db_and_untuned_turns_it_off(tuned, tmp_path, monkeypatch):
+    from tvmbench.tune.database import default_database_dir
+
+    db, report = tuned
+    monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / "cache"))
+    shutil.copytree(db, default_database_dir(TARGET), dirs_exist_ok=True)
+    for flags, applied in (([], True), (["--untuned"], False)):
+        out = tmp_path / "r.json"
+        assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm", "--warmup", "1",
+                     "--runs", "3", "--output", str(out), "-q", *flags]) == 0
+        doc = json.loads(out.read_text())
+        assert doc["tuning_enabled"] is applied
+        if applied:
+            sources = {s["source"]: s for s in doc["tuning_database"]["sources"]}
+            assert sources["default"]["tasks_covered"] == len(report["tasks"])
+
+
+def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(
+        tuned, tmp_path, monkeypatch):
+    from tvmbench.tune import database
+
+    db, report = tuned
+    work = tmp_path / "work"
+    shutil.copytree(db, work)
+    meta = json.loads((work / "tvmbench_db.json").read_text())
+    first, second = sorted(meta["default_us"])
+    # Pretend tvmbench's default was slow on one workload and unbeatable on the other.
+    meta["default_us"] = {first: 1e9, second: 1e-3}
+    (work / "tvmbench_db.json").write_text(json.dumps(meta))
+    root = tmp_path / "pretuned"
+    counts = database.improvements(TuningDatabase.open(work), root / "mlp", meta_extra={"pretuned": {"date": "x"}})
+    assert counts == {"workloads": 2, "kept": 1}
+    shipped = TuningDatabase.open(root / "mlp")
+    assert [json.loads(line)[0] for line in shipped._lines(WORKLOADS)] == [first]
+    assert shipped.count_records() == 1 and shipped.meta()["pretuned"] == {"date": "x"}
+
+    monkeypatch.setattr(database, "PRETUNED_ROOT", root)
+    monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / "cache"))  # no default database there
+    for flags, expected in (([], 1), (["--no-pretuned"], None)):
+        out = tmp_path / "r.json"
+        assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm", "--warmup", "1",
+                     "--runs", "3", "--output", str(out), "-q", *flags]) == 0
+        doc = json.loads(out.read_text())
+        assert doc["tvm_relax"]["accuracy"]["passed"]
+        if expected is None:
+            assert doc["tuning_database"] is None and doc["tuning_enabled"] is False
+        else:
+            (source,) = doc["tuning_database"]["sources"]
+            assert source["source"] == "pretuned" and source["tasks_covered"] == expected
+            assert doc["tuning_database"]["tasks"] == 2 and source["made"] == {"date": "x"}
 
 
 def test_rerun_with_the_same_budget_does_nothing_more(tuned, capsys):

@@ -17,7 +17,7 @@ import numpy as np
 import psutil
 
 from tvmbench.backends import BackendConfig, backend_class, result_key
-from tvmbench.errors import UserError
+from tvmbench.errors import FrameworkUnavailableError, UserError
 from tvmbench.measure import accuracy, environment, isolation, stats
 from tvmbench.measure.timer import TimerConfig, measure
 from tvmbench.models import ModelOptions, count_flops, load_model
@@ -36,7 +36,9 @@ class RunConfig:
     options: ModelOptions = field(default_factory=ModelOptions)
     threads: int = 1
     timer: TimerConfig = field(default_factory=TimerConfig)
-    db_dir: str | None = None
+    db_dir: str | None = None  # --db (or the database just tuned into)
+    use_default_db: bool = True  # without --db: the target's default database, if tuning filled it
+    use_pretuned: bool = True  # the databases shipped with tvmbench, where their target matches
     use_cache: bool = True
     isolate: bool = True
     rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
@@ -125,8 +127,11 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> dict[str, A
     (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
     """
     events = on_event or (lambda fw, msg: None)
-    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, db_dir=cfg.db_dir, use_cache=cfg.use_cache,
-                                options=dict(cfg.backend_options))
+    from tvmbench.tune.database import database_sources
+
+    sources = database_sources(cfg.target, cfg.db_dir, cfg.use_default_db, cfg.use_pretuned)
+    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, databases=tuple(sources),
+                                use_cache=cfg.use_cache, options=dict(cfg.backend_options))
     env = environment.collect(cfg.threads)
     base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
     rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}
@@ -173,10 +178,11 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
     def progress(msg: str) -> None:
         events(job.framework, msg)
 
-    try:
-        backend_class(job.framework)  # a missing framework is reported without starting a worker
+    try:  # a missing or unavailable framework is reported without starting a worker
+        backend_class(job.framework, cfg.target)
     except UserError as e:
-        return isolation.Outcome(ok=False, error={"kind": "missing", "type": type(e).__name__, "message": str(e)})
+        kind = "unavailable" if isinstance(e, FrameworkUnavailableError) else "missing"
+        return isolation.Outcome(ok=False, error={"kind": kind, "type": type(e).__name__, "message": str(e)})
     if not cfg.isolate:
         return _inline(job, progress)
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
@@ -202,8 +208,6 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         "target": cfg.target.kind,
         "target_config": cfg.target.config,
         "target_source": cfg.target.source,
-        "tuning_enabled": cfg.db_dir is not None,
-        "tuning_database": cfg.db_dir,
         "frameworks": order,
     }
     per_fw: dict[str, dict[str, Any]] = {}
@@ -212,6 +216,10 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         per_fw[fw] = entry
         result[result_key(fw)] = entry
     result["speedup"], result["speedup_ci95"], result["speedup_basis"] = _tvm_speedup(per_fw)
+    result["tvm_speedups"] = tvm_speedups(per_fw)
+    tvm_db = (per_fw.get("tvm", {}).get("info") or {}).get("database") or {}
+    result["tuning_enabled"] = bool(tvm_db.get("tasks_with_records"))  # some kernel ran a tuned schedule
+    result["tuning_database"] = tvm_db or None
     result["model_info"] = {**model_info, "flops": flops}
     result["measurement"] = {"method": "tvmbench.measure.timer", "timer": cfg.timer.to_json(),
                              "isolation": "process per framework (spawn)" if cfg.isolate else "none (in-process)",
@@ -231,7 +239,8 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
                     batch: int, flops: int | None, is_reference: bool) -> dict[str, Any]:
     if not outcome.ok:
         err = outcome.error
-        return {"status": "failed", "error": err.get("message", ""), "error_type": err.get("type"),
+        return {"status": "unavailable" if err.get("kind") == "unavailable" else "failed",
+                "error": err.get("message", ""), "error_type": err.get("type"),
                 "error_kind": err.get("kind"), "traceback": err.get("traceback"),
                 "peak_rss_bytes": outcome.peak_rss_bytes or None}
     value = outcome.value
@@ -269,14 +278,27 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
     return entry
 
 
-def _tvm_speedup(per_fw: dict[str, dict[str, Any]]) -> tuple[float | None, list[float] | None, str]:
-    """TVM's speedup over PyTorch (median PyTorch / median TVM) with a bootstrap 95 % interval;
-    none when either failed or TVM's outputs did not match the reference."""
-    tvm_e, ref_e = per_fw.get("tvm"), per_fw.get(REFERENCE)
-    basis = "median(pytorch) / median(tvm)"
-    if not tvm_e or not ref_e or tvm_e["status"] != "ok" or ref_e["status"] != "ok":
+def _tvm_speedup(per_fw: dict[str, dict[str, Any]], other: str = REFERENCE
+                 ) -> tuple[float | None, list[float] | None, str]:
+    """TVM's speedup over ``other`` (median other / median TVM) with a bootstrap 95 % interval;
+    none when either failed or either's outputs did not match the reference."""
+    tvm_e, other_e = per_fw.get("tvm"), per_fw.get(other)
+    basis = f"median({other}) / median(tvm)"
+    if not tvm_e or not other_e or tvm_e["status"] != "ok" or other_e["status"] != "ok":
         return None, None, basis
     if tvm_e["accuracy"].get("passed") is False or not tvm_e.get("median_ms"):
         return None, None, basis + "; withheld: outputs did not match the reference"
-    ci = stats.speedup_ci(ref_e["samples_ms"], tvm_e["samples_ms"])
-    return stats.speedup(ref_e["median_ms"], tvm_e["median_ms"]), list(ci), basis
+    if other_e["accuracy"].get("passed") is False:
+        return None, None, basis + f"; withheld: {other}'s outputs did not match the reference"
+    ci = stats.speedup_ci(other_e["samples_ms"], tvm_e["samples_ms"])
+    return stats.speedup(other_e["median_ms"], tvm_e["median_ms"]), list(ci), basis
+
+
+def tvm_speedups(per_fw: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """TVM's speedup over every other framework of the run (see ``_tvm_speedup``)."""
+    out = {}
+    for fw in per_fw:
+        if fw != "tvm" and "tvm" in per_fw:
+            value, ci, basis = _tvm_speedup(per_fw, fw)
+            out[fw] = {"speedup": value, "ci95": ci, "basis": basis}
+    return out

@@ -56,7 +56,7 @@ class TVMBackend(Backend):
         target = self.config.target
         imported = import_model(model)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
-        compiled = compile_model(imported, target, db_dir=self.config.db_dir, use_cache=self.config.use_cache)
+        compiled = compile_model(imported, target, list(self.config.databases), use_cache=self.config.use_cache)
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         t0 = time.perf_counter()

@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +19,10 @@ from tvmbench.compile import pipeline
 from tvmbench.compile.importer import ImportedModel, import_model
 from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
+from tvmbench.results.writers import replacing
 from tvmbench.targets import ResolvedTarget
 
-__all__ = ["CompiledModel", "ImportedModel", "compile_model", "import_model", "load_database"]
+__all__ = ["CompiledModel", "ImportedModel", "compile_model", "import_model", "load_databases"]
 
 
 @dataclass
@@ -38,22 +37,27 @@ class CompiledModel:
     database: dict[str, Any] = field(default_factory=dict)  # what of --db was applied
 
 
-def load_database(db_dir: str | Path | None, target: ResolvedTarget) -> tuple[Any | None, str, dict[str, Any]]:
-    """The MetaSchedule database to apply for ``target``: only its records for this target and
-    TVM version (see tune/database.py). Returns (database or None, digest for the cache key, info)."""
-    if db_dir is None:
-        return None, "none", {}
+def load_databases(sources: list[tuple[str, str]], target: ResolvedTarget
+                   ) -> tuple[list[Any], str, list[dict[str, Any]]]:
+    """The MetaSchedule databases to apply for ``target``, each reduced to its records for this
+    target and TVM version (see tune/database.py). Returns (databases, digest for the cache key,
+    one info dict per source: what was applied or why not)."""
     from tvmbench.tune.database import TuningDatabase
 
-    db = TuningDatabase.open(db_dir)
-    view, info = db.view_for(target)
-    info["warnings"] = db.warnings
-    if view is None:
-        return None, "none", info
-    from tvm.s_tir import meta_schedule as ms
+    databases, digests, infos = [], [], []
+    for kind, path in sources:
+        db = TuningDatabase.open(path)
+        view, info = db.view_for(target)
+        info = {"source": kind, **info, "warnings": db.warnings}
+        if kind == "pretuned":
+            info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning
+        infos.append(info)
+        if view is not None:
+            from tvm.s_tir import meta_schedule as ms
 
-    view_db = TuningDatabase(view)
-    return ms.database.JSONDatabase(work_dir=str(view)), view_db.digest(), info
+            databases.append(ms.database.JSONDatabase(work_dir=str(view)))
+            digests.append(TuningDatabase(view).digest())
+    return databases, "+".join(digests) or "none", infos
 
 
 def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, cuda_graph: bool) -> str:
@@ -71,8 +75,10 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def compile_model(imported: ImportedModel, target: ResolvedTarget, db_dir: str | Path | None = None,
+def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: list[tuple[str, str]] | None = None,
                   cuda_graph: bool = False, use_cache: bool = True) -> CompiledModel:
+    """Compile (or load from the cache) with the schedules of ``databases`` (kind, directory) where
+    they have them and tvmbench's default schedules elsewhere."""
     import tvm
 
     if not target.is_native:
@@ -80,29 +86,41 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, db_dir: str |
             f"target {target.source!r} builds code for {target.arch}, which cannot run on this machine; "
             "use a CPU target of this machine (--target llvm) or a machine with that device"
         )
-    database, digest, db_info = load_database(db_dir, target)
+    dbs, digest, infos = load_databases(databases or [], target)
+    database = None
+    if dbs:
+        from tvm.s_tir import meta_schedule as ms
+
+        database = dbs[0] if len(dbs) == 1 else ms.database.UnionDatabase(*dbs)  # fastest record wins
     key = cache_key(imported, target, digest, cuda_graph)
     folder = cache_dir("compiled") / key
     lib_path = folder / "model.so"
     names = pipeline.describe(target, database, cuda_graph)
-    hit = use_cache and lib_path.is_file()
+    hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
     compile_s = 0.0
+    db_info: dict[str, Any] = {"sources": infos} if infos else {}
+
+    def count_tuned(legal: Any) -> None:
+        """Per source and together: how many of the model's kernels have a tuning record."""
+        if not dbs:
+            return
+        total, per = pipeline.coverage(legal, dbs + ([database] if len(dbs) > 1 else []))
+        applied = iter(per)
+        for info in infos:
+            info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
+        db_info.update({"tasks": total, "tasks_with_records": per[-1]})
+
     if not hit:
         t0 = time.perf_counter()
-        executable = pipeline.build(imported.mod, target, database, cuda_graph)
+        executable = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=count_tuned)
         compile_s = time.perf_counter() - t0
-        folder.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(suffix=".so", dir=folder)
-        os.close(fd)
-        try:
-            executable.export_library(tmp)
-            os.replace(tmp, lib_path)  # atomic: a crash never leaves a half-written library
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
+            executable.export_library(str(tmp))
         (folder / "meta.json").write_text(json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
              "database": db_info}, indent=2, default=str))
+    else:
+        db_info = json.loads((folder / "meta.json").read_text()).get("database", db_info)
     t0 = time.perf_counter()
     library = tvm.runtime.load_module(str(lib_path))
     load_s = time.perf_counter() - t0

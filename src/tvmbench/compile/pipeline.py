@@ -187,23 +187,50 @@ def legalized(mod: Any, target: ResolvedTarget) -> Any:
         return tvm.transform.Sequential(simplify_passes(target) + legalize_passes())(mod)
 
 
-def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None) -> Any:
-    """Stages 1-3: scheduled functions, ready for VM lowering."""
+def per_inference(legal: Any) -> Any:
+    """The legalized module without the lifted weight transforms: what runs on every inference
+    (they run once at load and are not worth tuning trials). DeadCodeElimination alone keeps
+    them: main_transform_params is public, hence an entry."""
+    import tvm
+    from tvm import relax
+
+    mod = tvm.IRModule({gv: f for gv, f in legal.functions.items() if gv.name_hint != "main_transform_params"})
+    return relax.transform.DeadCodeElimination(["main"])(mod)
+
+
+def coverage(legal: Any, databases: list[Any]) -> tuple[int, list[int]]:
+    """How many of the per-inference kernels there are, and how many each database has a
+    workload for (the same normalised module MetaScheduleApplyDatabase queries with)."""
+    import tvm
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+    funcs = [f for f in per_inference(legal).functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
+    mods = [_normalize_mod(f) for f in funcs]
+    return len(mods), [sum(1 for m in mods if db.has_workload(m)) for db in databases]
+
+
+def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None,
+             on_legalized: Any | None = None) -> Any:
+    """Stages 1-3: scheduled functions, ready for VM lowering. ``on_legalized`` sees the module
+    between stages 2 and 3 (the tuner's view of it)."""
     import contextlib
 
     import tvm
 
     mod = legalized(mod, target)
+    if on_legalized is not None:
+        on_legalized(mod)
     with target.tvm(), (database if database is not None else contextlib.nullcontext()):
         return tvm.transform.Sequential(schedule_passes(target, database))(mod)
 
 
-def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False) -> Any:
+def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False,
+          on_legalized: Any | None = None) -> Any:
     """Optimise and compile to a Relax VM executable."""
     import tvm
     from tvm import relax
 
-    mod = optimize(mod, target, database)
+    mod = optimize(mod, target, database, on_legalized)
     tvm_target = target.tvm()
     with tvm_target:
         lower = tvm.transform.Sequential(lowering_passes(target, cuda_graph))

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import math
 import os
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -29,19 +33,39 @@ def to_jsonable(value: Any) -> Any:
     return value
 
 
-def write_json_atomic(path: str | Path, data: Any) -> Path:
-    """Write to a temporary file in the same folder, fsync, then rename over the target."""
+@contextmanager
+def replacing(path: str | Path, suffix: str = "") -> Iterator[Path]:
+    """A temporary path in ``path``'s folder that replaces ``path`` in one rename when the block
+    succeeds: readers see the old file or the new one, never a truncated one, and a failed or
+    interrupted write leaves nothing behind."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=suffix, dir=path.parent)
+    os.close(fd)
     try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(to_jsonable(data), f, indent=2)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
+        yield Path(tmp)
         os.replace(tmp, path)
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-    return path
+
+
+def write_text_atomic(path: str | Path, text: str) -> Path:
+    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
+        f.write(text)
+        f.flush()
+        os.fsync(f.fileno())
+    return Path(path)
+
+
+def write_json_atomic(path: str | Path, data: Any) -> Path:
+    return write_text_atomic(path, json.dumps(to_jsonable(data), indent=2) + "\n")
+
+
+def write_csv_atomic(path: str | Path, rows: list[dict[str, Any]], fields: list[str]) -> Path:
+    """CSV of ``rows`` (only ``fields``, in that order)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=fields, extrasaction="ignore")
+    writer.writeheader()
+    writer.writerows(to_jsonable(rows))
+    return write_text_atomic(path, buf.getvalue())

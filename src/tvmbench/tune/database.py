@@ -20,13 +20,13 @@ import hashlib
 import json
 import os
 import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
+from tvmbench.results.writers import replacing, write_text_atomic
 from tvmbench.targets import ResolvedTarget
 
 WORKLOADS = "database_workload.json"
@@ -48,17 +48,34 @@ def default_database_dir(target: ResolvedTarget) -> Path:
     return cache_dir("tuning", target_slug(target))
 
 
+# Databases shipped in the package (tune/pretuned/<name>/), tuned with ``tvmbench tune`` on a
+# known machine class; each applies only where its records' target matches (see view_for).
+PRETUNED_ROOT = Path(__file__).with_name("pretuned")
+
+
+def database_sources(target: ResolvedTarget, db_dir: str | None, use_default: bool = True,
+                     use_pretuned: bool = True) -> list[tuple[str, str]]:
+    """Which databases a compile applies, as (kind, directory): ``--db`` if given, else the
+    target's default database when ``tvmbench tune`` has filled it; plus the shipped ones. When
+    several hold a workload, the fastest record wins."""
+    sources = []
+    if db_dir:
+        sources.append(("--db", str(db_dir)))
+    elif use_default:
+        path = Path(cache_dir("tuning")) / target_slug(target)
+        if (path / WORKLOADS).is_file():
+            sources.append(("default", str(path)))
+    if use_pretuned and PRETUNED_ROOT.is_dir():
+        sources += [("pretuned", str(p)) for p in sorted(PRETUNED_ROOT.iterdir()) if (p / WORKLOADS).is_file()]
+    return sources
+
+
 def _tvm_minor(version: str) -> str:
     return ".".join(version.split(".")[:2])
 
 
 def _write_lines_atomic(path: Path, lines: list[str]) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    with os.fdopen(fd, "w") as f:
-        f.writelines(line if line.endswith("\n") else line + "\n" for line in lines)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+    write_text_atomic(path, "".join(line if line.endswith("\n") else line + "\n" for line in lines))
 
 
 def _same_target(record_target: Any, target: ResolvedTarget) -> bool:
@@ -272,16 +289,44 @@ def prune_database(db: TuningDatabase, keep: int = 1) -> int:
     return before - len(kept)
 
 
+def improvements(db: TuningDatabase, dest: Path, min_gain: float = 0.02,
+                 meta_extra: dict[str, Any] | None = None) -> dict[str, int]:
+    """Write to ``dest`` a database with, per workload, only the fastest record, and only where it
+    beats tvmbench's default schedule (as measured when tuning, ``default_us`` in the meta file)
+    by more than ``min_gain``: what a shipped database is made of. A record that merely equals the
+    default would freeze today's default schedule in place of tomorrow's better one."""
+    defaults = db.meta().get("default_us", {})
+    workloads = db._lines(WORKLOADS)
+    best: dict[tuple[int, str], tuple[float, str]] = {}
+    for line in db._lines(RECORDS):
+        index, record = json.loads(line)
+        secs = _record_secs(line)
+        key = (index, json.dumps(record[2], sort_keys=True))
+        if secs is not None and (key not in best or secs < best[key][0]):
+            best[key] = (secs, line)
+    kept: list[tuple[int, list[Any]]] = []
+    for (index, _), (secs, line) in sorted(best.items()):
+        default_us = defaults.get(json.loads(workloads[index])[0])
+        if default_us is None or secs * 1e6 < default_us * (1 - min_gain):
+            kept.append((index, json.loads(line)[1]))
+    used = sorted({i for i, _ in kept})
+    renumber = {old: new for new, old in enumerate(used)}
+    dest.mkdir(parents=True, exist_ok=True)
+    _write_lines_atomic(dest / WORKLOADS, [workloads[i] for i in used])
+    _write_lines_atomic(dest / RECORDS, [json.dumps([renumber[i], rec]) for i, rec in kept])
+    meta = {k: v for k, v in db.meta().items() if k in ("target", "tvm_version")}
+    meta["default_us"] = {json.loads(workloads[i])[0]: defaults[json.loads(workloads[i])[0]]
+                          for i in used if json.loads(workloads[i])[0] in defaults}
+    TuningDatabase(dest).write_meta({**meta, **(meta_extra or {})})
+    return {"workloads": len(workloads), "kept": len(kept)}
+
+
 def export_database(db: TuningDatabase, archive: Path) -> Path:
     """A .tar.gz with the two MetaSchedule files and tvmbench's meta file (no logs)."""
     import tarfile
 
-    archive.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(suffix=".tar.gz", dir=archive.parent)
-    os.close(fd)
-    with tarfile.open(tmp, "w:gz") as tar:
+    with replacing(archive, suffix=".tar.gz") as tmp, tarfile.open(tmp, "w:gz") as tar:
         for name in (WORKLOADS, RECORDS, META):
             if (db.path / name).is_file():
                 tar.add(db.path / name, arcname=f"{db.path.name}/{name}")
-    os.replace(tmp, archive)
     return archive

@@ -11,9 +11,11 @@ in the database, so the database always holds whole batches.
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tvmbench.compile import import_model, pipeline
@@ -52,8 +54,81 @@ class TuneConfig:
         return asdict(self)
 
 
-class TimeBudgetReached(Exception):
-    """Raised from the measure callback to end tuning at the time budget."""
+def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None]) -> Any:
+    """MetaSchedule's gradient-based or round-robin task scheduler, in Python, with a time budget.
+
+    The algorithms are those of MetaSchedule's C++ schedulers (gradient: after one batch per task,
+    the next batch goes to the task whose weighted latency is falling fastest or is largest, as in
+    Ansor). What they add is a clean stop: once ``budget_s`` has passed since the search began (the
+    first call; setting up the tune contexts takes tens of seconds before it), ``next_task_id`` hands
+    out no task, and
+    MetaSchedule then joins every batch still being measured, so each one reaches the database. A
+    measure callback cannot do this: MetaSchedule has no way to end tuning from one, and an exception
+    raised there unwinds past the batches in flight (the gradient scheduler's first round sends one
+    batch per task before joining any, so a budget shorter than that round kept nothing).
+    """
+    import random
+
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
+
+    alpha, window = 0.2, 3  # MetaSchedule's defaults
+
+    @derived_object
+    class BudgetedScheduler(PyTaskScheduler):
+        def __init__(self) -> None:
+            super().__init__()
+            self.rounds = 0
+            self.history: dict[int, list[float]] = {}
+            self.rng = random.Random(seed)
+            self.deadline: float | None = None
+
+        def joined(self, task_id: int, best_us: float | None) -> None:
+            """Called by the measure callback after each batch of ``task_id``."""
+            self.history.setdefault(task_id, []).append(best_us if best_us is not None else 1e100)
+
+        def next_task_id(self) -> int:
+            outer = self._outer()
+            records = outer.tasks_
+            n = len(records)
+            if budget_s is not None and self.deadline is None:
+                self.deadline = time.monotonic() + budget_s
+            if self.deadline is not None and time.monotonic() >= self.deadline:
+                on_deadline()
+                return -1
+            for i in range(n):
+                outer.touch_task(i)  # joins the tasks whose batch has finished measuring
+            alive = [i for i in range(n) if not records[i].is_terminated]
+            if not alive:
+                return -1
+            first_round = [i for i in alive if i >= self.rounds] if self.rounds <= n else []
+            if kind == "round-robin":
+                task_id = (first_round or alive)[0]
+                self.rounds = task_id + 1
+            elif first_round:  # one batch per task, each measured while the next one builds
+                self.rounds = first_round[0] + 1
+                return first_round[0]
+            else:
+                if self.rounds <= n:  # first round over: wait for all of it
+                    for i in alive:
+                        if records[i].measure_candidates is not None:
+                            outer.join_running_task(i)
+                    self.rounds = n + 1
+                grads = []
+                for i in alive:
+                    hist = self.history.get(i) or [1e100]
+                    latest = hist[-1]
+                    g1 = (hist[-1 - window] - latest) / window if len(hist) > window else 0.0
+                    grads.append((alpha * g1 + (1 - alpha) * latest / len(hist)) * float(records[i].task_weight))
+                if max(grads) == min(grads):
+                    task_id = self.rng.choice(alive)
+                else:
+                    task_id = alive[grads.index(max(grads))]
+            if records[task_id].measure_candidates is not None:
+                outer.join_running_task(task_id)
+            return task_id
+
+    return BudgetedScheduler()
 
 
 @dataclass
@@ -92,6 +167,21 @@ class TuneReport:
             return None
         return sum(t.weight * (t.best_us or 0) for t in self.tasks) / 1e3
 
+    def write_curve(self, model: str) -> list[Path]:
+        """The tuning curve as CSV, and as PNG when matplotlib is installed, in the database's
+        ``curves/`` folder; returns the files written."""
+        from tvmbench.results import write_csv_atomic
+        from tvmbench.results.plots import tuning_curve_png
+
+        if not self.curve:
+            return []
+        name = re.sub(r"[^A-Za-z0-9_.-]+", "_", model)
+        stem = str(Path(self.database) / "curves" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+        files = [write_csv_atomic(stem + ".csv", self.curve, ["trials", "seconds", "estimate_ms"])]
+        png = tuning_curve_png(self.curve, stem + ".png",
+                               f"{model}: {self.trials_after} trials, {self.wall_s / 60:.1f} min")
+        return files + ([png] if png else [])
+
     def to_json(self) -> dict[str, Any]:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
@@ -99,16 +189,10 @@ class TuneReport:
 
 
 def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
-    import tvm
-    from tvm import relax
     from tvm.s_tir import meta_schedule as ms
 
     imported = import_model(model)
-    # Only what runs per inference: the lifted weight transforms run once and are not worth trials.
-    # (DeadCodeElimination alone keeps them: main_transform_params is public, hence an entry.)
-    legal = pipeline.legalized(imported.mod, target)
-    mod = tvm.IRModule({gv: f for gv, f in legal.functions.items() if gv.name_hint != "main_transform_params"})
-    mod = relax.transform.DeadCodeElimination(["main"])(mod)
+    mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
     return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
 
 
@@ -340,28 +424,27 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
     @derived_object
     class Progress(ms.measure_callback.PyMeasureCallback):
-        """Counts measured trials, reports progress, and ends tuning at the time budget."""
+        """Counts measured trials, reports progress, and feeds the scheduler each task's best latency."""
 
         def apply(self, task_scheduler: Any, task_id: int, candidates: Any, builds: Any, runs: Any) -> None:
             state["trials"] += len(candidates)
-            elapsed = time.monotonic() - start
             i = task_index[task_id]
             for r in runs:
                 if r.error_msg is None and r.run_secs:
                     us = sum(float(x) for x in r.run_secs) / len(r.run_secs) * 1e6
                     best[i] = us if best[i] is None else min(best[i], us)
+            scheduler.joined(task_id, best[i])
             estimate = estimate_ms()
-            curve.append({"trials": state["trials"], "seconds": elapsed, "estimate_ms": estimate})
+            curve.append({"trials": state["trials"], "seconds": time.monotonic() - start, "estimate_ms": estimate})
             if on_progress:
                 on_progress(state["trials"], cfg.trials, estimate)
-            if cfg.time_budget_s is not None and elapsed >= cfg.time_budget_s:
-                # MetaSchedule cannot end tasks from a callback (terminating the task being
-                # joined fails a check in its scheduler), so the budget unwinds tuning with an
-                # exception. This callback runs after the default ones, so this batch is in the
-                # database already.
-                state["stopped"] = f"time budget of {cfg.time_budget_s:g} s reached"
-                raise TimeBudgetReached(state["stopped"])
 
+    def at_deadline() -> None:
+        state["stopped"] = f"time budget of {cfg.time_budget_s:g} s reached"
+
+    # The budget is search time: extracting tasks, measuring the default schedules and setting up
+    # the search (a fixed cost per model, a minute or two) come first and are not counted.
+    scheduler = make_scheduler(cfg.task_scheduler, cfg.time_budget_s, cfg.seed, at_deadline)
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
@@ -369,14 +452,10 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
-    try:
-        ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
-                           max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
-                           runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
-                           task_scheduler=cfg.task_scheduler)
-    except Exception:
-        if not state["stopped"]:  # the FFI may re-wrap our exception: the flag says it was ours
-            raise
+    ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
+                       max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
+                       runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
+                       task_scheduler=scheduler)
     after = report_tasks(tasks, db.ms_database(), defaults)
     stop = state["stopped"] or "trial budget reached"
     report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,

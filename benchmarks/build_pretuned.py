@@ -1,0 +1,54 @@
+"""Build the tuning database shipped with tvmbench for this machine class.
+
+    .venv/bin/python benchmarks/build_pretuned.py --models resnet18,resnet50,mobilenet_v2,bert-base-uncased \\
+        --time-budget 15m --work .cache/pretuned-work
+
+Tunes each model with `tvmbench tune` (target llvm as resolved on this machine, default settings)
+into one work database, so that tasks shared between models are tuned once and a rerun resumes;
+then writes src/tvmbench/tune/pretuned/<target>/ with, per workload, only the fastest record and
+only where it beats tvmbench's default schedule by more than 2 % (see database.improvements), and
+the machine, budget and date in its meta file. tvmbench applies it wherever the target matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from tvmbench.measure.environment import cpu_model
+from tvmbench.targets import resolve_target
+from tvmbench.tune.database import PRETUNED_ROOT, TuningDatabase, improvements, target_slug
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", default="resnet18,resnet50,mobilenet_v2,bert-base-uncased")
+    parser.add_argument("--time-budget", default="15m", help="search time per model")
+    parser.add_argument("--trials", default="20000", help="trial budget per model")
+    parser.add_argument("--work", default=".cache/pretuned-work", help="work database (kept; reruns resume)")
+    parser.add_argument("--skip-tuning", action="store_true", help="only rebuild the shipped database from --work")
+    args = parser.parse_args()
+    target = resolve_target("llvm")
+    work = Path(args.work)
+    models = [m for m in args.models.split(",") if m]
+    if not args.skip_tuning:
+        for model in models:
+            subprocess.run([sys.executable, "-m", "tvmbench.cli", "tune", "--model", model, "--target", "llvm",
+                            "--trials", args.trials, "--time-budget", args.time_budget, "--db", str(work)],
+                           check=True)
+    db = TuningDatabase.open(work)
+    dest = PRETUNED_ROOT / target_slug(target)
+    made = {"machine": f"{cpu_model()}, {platform.machine()}", "target": target.config,
+            "models": models, "time_budget_per_model": args.time_budget,
+            "trials_in_work_database": db.count_records(), "date": time.strftime("%Y-%m-%d"),
+            "command": " ".join(sys.argv), "runs": db.meta().get("runs", [])}
+    counts = improvements(db, dest, meta_extra={"pretuned": made})
+    print(f"{dest}: {counts['kept']} records (of {counts['workloads']} workloads) beat the default schedules")
+
+
+if __name__ == "__main__":
+    main()

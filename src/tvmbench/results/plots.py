@@ -1,0 +1,74 @@
+"""Figures, drawn with matplotlib when it is installed (the `plot` extra); without it the caller
+gets ``None`` and says so, and every number stays in the JSON/CSV next to the figure."""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tvmbench.results.writers import replacing
+
+
+def available() -> bool:
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def _save(fig: Any, path: Path) -> Path:
+    with replacing(path, suffix=".png") as tmp:
+        fig.savefig(tmp, dpi=120, bbox_inches="tight")
+    return path
+
+
+def _pyplot() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")  # files only: no display on servers and CI
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def tuning_curve_png(curve: Sequence[dict[str, Any]], path: str | Path, title: str) -> Path | None:
+    """Estimated tuned-kernel time per inference against trials and against minutes, side by side."""
+    if not available():
+        return None
+    points = [p for p in curve if p.get("estimate_ms") is not None]
+    plt = _pyplot()
+    fig, (by_trials, by_time) = plt.subplots(1, 2, figsize=(10, 3.8), sharey=True)
+    by_trials.plot([p["trials"] for p in points], [p["estimate_ms"] for p in points], drawstyle="steps-post")
+    by_time.plot([p["seconds"] / 60 for p in points], [p["estimate_ms"] for p in points], drawstyle="steps-post")
+    by_trials.set_xlabel("trials (including those already in the database)")
+    by_time.set_xlabel("minutes of this run")
+    by_trials.set_ylabel("tuned kernels, ms per inference (estimate)")
+    for ax in (by_trials, by_time):
+        ax.grid(alpha=0.3)
+        ax.set_ylim(bottom=0)
+    fig.suptitle(title)
+    try:
+        return _save(fig, Path(path))
+    finally:
+        plt.close(fig)
+
+
+def throughput_png(series: dict[str, list[tuple[int, float]]], path: str | Path, title: str,
+                   xlabel: str = "batch size") -> Path | None:
+    """Throughput against batch size (or sequence length), one line per framework."""
+    if not available():
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.5, 4))
+    for name, pts in sorted(series.items()):
+        pts = sorted(pts)
+        ax.plot([x for x, _ in pts], [y for _, y in pts], marker="o", label=name)
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel("throughput (samples/s)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    ax.set_title(title)
+    try:
+        return _save(fig, Path(path))
+    finally:
+        plt.close(fig)
