@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
     _add_model_args(run)
     run.add_argument("--frameworks", default=None,
-                     help="comma-separated from tvm, pytorch, torch_compile, onnxruntime, openvino "
+                     help="comma-separated from tvm, pytorch, torch_compile, onnxruntime, openvino, tensorrt "
                           "(default tvm,pytorch; tvm alone for an ONNX file)")
     from tvmbench.backends.torch_compile import MODES as torch_compile_modes  # no torch import
 
@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="time the input copies to the device and the output copies back")
     run.add_argument("--db", default=None,
                      help="MetaSchedule database directory to apply (with --tune: to tune into)")
+    _add_database_args(run)
     run.add_argument("--tune", action="store_true", help="tune with MetaSchedule first, then benchmark")
     _add_tune_args(run, trials_default=None)
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
@@ -103,6 +104,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-limit", type=_positive_float, default=None,
                      help="GiB per framework worker (default: 90%% of the machine)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, only the table")
+
+    compare = sub.add_parser("compare", help="several models, shapes and frameworks in one run, with summaries")
+    compare.add_argument("--models", default=None, help="comma-separated zoo names or files, e.g. resnet50,gpt2")
+    compare.add_argument("--config", default=None, help="a JSON comparison config (see configs/); flags override it")
+    compare.add_argument("--frameworks", default=None, help="comma-separated frameworks (default tvm,pytorch)")
+    compare.add_argument("--all-frameworks", action="store_true",
+                         help="every framework tvmbench knows; missing or unavailable ones are reported, not fatal")
+    compare.add_argument("--batch-size", default=None, metavar="1,2,4", help="batch size(s): a list is a sweep")
+    compare.add_argument("--seq-length", default=None, metavar="128,512", help="sequence length(s), text models")
+    compare.add_argument("--image-size", type=_positive_int, default=None)
+    compare.add_argument("--target", default=None, help="as for run (default: the config's, else auto)")
+    compare.add_argument("--threads", type=_positive_int, default=None)
+    compare.add_argument("--seed", type=int, default=0)
+    compare.add_argument("--runs", type=_positive_int, default=None, help="exact timed runs (default: adaptive)")
+    compare.add_argument("--warmup", type=_nonneg_int, default=None, help="exact warm-up runs (default: adaptive)")
+    compare.add_argument("--min-time", type=_positive_float, default=3.0)
+    compare.add_argument("--max-time", type=_positive_float, default=60.0)
+    compare.add_argument("--rounds", type=_positive_int, default=None)
+    compare.add_argument("--torch-compile-mode", default="default", choices=torch_compile_modes)
+    compare.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
+    compare.add_argument("--db", default=None, help="MetaSchedule database to apply (with --tune: to tune into)")
+    _add_database_args(compare)
+    compare.add_argument("--tune", action="store_true", help="tune every model first (else: as the config says)")
+    _add_tune_args(compare, trials_default=None)
+    compare.add_argument("--timeout", type=_positive_float, default=3600.0, help="seconds per framework")
+    compare.add_argument("--output", "-o", default=None,
+                         help="result JSON (default results/compare-DATE.json), rewritten after every model")
+    compare.add_argument("--plots", default=None, metavar="DIR", help="write throughput-vs-batch PNGs here")
+    compare.add_argument("--quiet", "-q", action="store_true")
 
     tune = sub.add_parser("tune", help="tune a model's kernels with MetaSchedule into a persistent database")
     _add_model_args(tune)
@@ -179,6 +209,12 @@ def _duration(text: str) -> float:
     return value
 
 
+def _add_database_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-pretuned", action="store_true", help="do not apply the tuning databases shipped with tvmbench")
+    p.add_argument("--untuned", action="store_true",
+                   help="apply no tuning database at all: TVM with tvmbench's default schedules only")
+
+
 def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> None:
     from tvmbench.tune.tuner import COST_MODELS, SCHEDULERS, STRATEGIES
 
@@ -188,7 +224,7 @@ def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> No
     p.add_argument("--trials-per-task", type=_positive_int, default=None,
                    help="at most this many trials per task (default: 2 x trials / tasks, at least 64)")
     p.add_argument("--trials-per-iter", type=_positive_int, default=32, help="candidates measured per batch")
-    p.add_argument("--time-budget", type=_duration, default=None, help="stop after this long, e.g. 30m")
+    p.add_argument("--time-budget", type=_duration, default=None, help="search time, e.g. 30m: then no new batch starts and those in flight finish")
     p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary")
     p.add_argument("--cost-model", choices=list(COST_MODELS), default="xgb")
     p.add_argument("--task-scheduler", choices=list(SCHEDULERS), default="gradient")
@@ -281,7 +317,10 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
             raise UserError(outcome.error["message"])
         raise TuningFailed(f"tuning failed: {outcome.error.get('message')} (the database keeps every batch "
                            f"measured so far; run the command again to resume)")
-    return outcome.value, db.path
+    report = outcome.value
+    for path in report.write_curve(os.path.basename(args.model)):
+        console.print(f"tuning curve written to {path}")
+    return report, db.path
 
 
 def _print_tune_report(report: Any, console: Any) -> None:
@@ -318,6 +357,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     frameworks = parse_frameworks(args.frameworks or ("tvm" if is_onnx else "tvm,pytorch"))
     options = _model_options(args)
     target = resolve_target(args.target)
+    _require_device(target)
+    _check_untuned(args)
     threads = args.threads or physical_cores()
     db_dir = args.db
     if args.tune or args.trials is not None:
@@ -327,8 +368,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     timer = TimerConfig(min_time_s=args.min_time, max_time_s=max(args.max_time, args.min_time),
                         max_warmup_s=10.0, fixed_warmup_runs=args.warmup, fixed_runs=args.runs)
     cfg = RunConfig(model=args.model, target=target, frameworks=tuple(frameworks), options=options,
-                    threads=threads, timer=timer, db_dir=db_dir,
-                    use_cache=not args.no_cache, isolate=not args.no_isolation, timeout_s=args.timeout,
+                    threads=threads, timer=timer, db_dir=db_dir, use_default_db=not args.untuned,
+                    use_pretuned=not (args.untuned or args.no_pretuned), use_cache=not args.no_cache,
+                    isolate=not args.no_isolation, timeout_s=args.timeout,
                     rounds=args.rounds, include_io=args.include_io,
                     memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0,
                     backend_options={"torch_compile_mode": args.torch_compile_mode,
@@ -355,6 +397,116 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(e.get("error_kind") in ("user", "missing") for e in failed):
         return EXIT_USAGE
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    from tvmbench import compare
+    from tvmbench.backends import REGISTRY, parse_frameworks, result_key
+    from tvmbench.benchmark import RunConfig, run_benchmark
+    from tvmbench.measure.timer import TimerConfig
+    from tvmbench.models import ModelOptions, check_model_name
+    from tvmbench.results import make_console, print_run, write_json_atomic
+    from tvmbench.results.summary import print_summary, summarize
+    from tvmbench.targets import physical_cores, resolve_target
+
+    console = make_console(stderr=True, quiet=args.quiet)
+    if bool(args.models) == bool(args.config):
+        raise UserError("give the models either with --models a,b,c or with --config FILE.json (one of the two)")
+    if args.config:
+        config = compare.load_config(args.config)
+    else:
+        config = compare.CompareConfig(models=[compare.ModelEntry(name=m.strip())
+                                               for m in args.models.split(",") if m.strip()])
+    g = config.global_settings
+    if args.all_frameworks:
+        frameworks = list(REGISTRY)
+    else:
+        frameworks = parse_frameworks(args.frameworks or ",".join(g.frameworks or ["tvm", "pytorch"]))
+    points = compare.plan(config, compare.parse_int_list(args.batch_size, "--batch-size") if args.batch_size else None,
+                          compare.parse_int_list(args.seq_length, "--seq-length") if args.seq_length else None,
+                          tune=True if (args.tune or args.trials) else None, trials=args.trials)
+    for m in dict.fromkeys(p.model for p in points):
+        check_model_name(m)  # every name is checked before the first measurement
+    target = resolve_target(args.target or g.target)
+    _require_device(target)
+    _check_untuned(args)
+    threads = args.threads or g.threads or physical_cores()
+    timer = TimerConfig(min_time_s=args.min_time, max_time_s=max(args.max_time, args.min_time), max_warmup_s=10.0,
+                        fixed_warmup_runs=args.warmup if args.warmup is not None else g.warmup_runs,
+                        fixed_runs=args.runs or g.num_runs)
+    output = args.output or time.strftime("results/compare-%Y%m%d-%H%M%S.json")
+    doc: dict[str, Any] = {"kind": "tvmbench.compare", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                           "command": sys.argv[1:], "config": config.model_dump(), "target": target.to_json(),
+                           "frameworks": frameworks, "threads": threads, "points": [], "complete": False}
+    started = time.monotonic()
+    try:
+        for i, point in enumerate(points, 1):
+            console.print(f"[bold]{i}/{len(points)}[/bold] {point.model} batch {point.batch_size}"
+                          + (f" seq {point.seq_length}" if point.seq_length else ""))
+            options = ModelOptions(batch_size=point.batch_size, seq_length=point.seq_length,
+                                   image_size=args.image_size or point.image_size,
+                                   config_overrides=dict(point.hf_config), seed=args.seed)
+            db_dir = args.db
+            if point.tune:
+                tune_args = argparse.Namespace(**{**vars(args), "model": point.model, "trials": point.trials or 1000})
+                report, path = _run_tuning(tune_args, options, target, threads, console)
+                db_dir = str(path)
+            cfg = RunConfig(model=point.model, target=target, frameworks=tuple(frameworks), options=options,
+                            threads=threads, timer=timer, db_dir=db_dir, use_default_db=not args.untuned,
+                            use_pretuned=not (args.untuned or args.no_pretuned), timeout_s=args.timeout,
+                            rounds=args.rounds or g.rounds,
+                            backend_options={"torch_compile_mode": args.torch_compile_mode,
+                                             "openvino_hint": args.openvino_hint})
+            with console.status("starting") as status:
+                def on_event(fw: str, msg: str, status: Any = status) -> None:
+                    status.update(f"[bold]{fw}[/bold]: {msg}  [dim]({time.monotonic() - started:.0f} s)[/dim]")
+
+                result = run_benchmark(cfg, on_event)
+            result["model_type"] = point.type
+            doc["points"].append(result)
+            if not args.quiet:
+                print_run(result, console=console, errors=console)
+            doc["summary"] = summarize(doc["points"])
+            write_json_atomic(output, doc)
+    except KeyboardInterrupt:
+        if doc["points"]:
+            doc["summary"] = summarize(doc["points"])
+            write_json_atomic(output, doc)
+            console.print(f"interrupted: the {len(doc['points'])} point(s) measured are in {output}")
+        raise
+    doc["complete"] = True
+    doc["summary"] = summarize(doc["points"])
+    if args.plots:
+        from tvmbench.results.plots import available, throughput_png
+
+        if not available():
+            console.print("[yellow]--plots: matplotlib is not installed (pip install 'tvmbench[plot]')[/yellow]")
+        for sweep in doc["summary"]["sweeps"] if available() else []:
+            name = os.path.basename(sweep["model"]) + (f"-seq{sweep['seq_length']}" if sweep["seq_length"] else "")
+            png = throughput_png(sweep["throughput"], os.path.join(args.plots, f"{name}-throughput.png"),
+                                 f"{sweep['model']}: throughput vs batch size")
+            console.print(f"plot written to {png}")
+    write_json_atomic(output, doc)
+    print_summary(doc["summary"], make_console())
+    console.print(f"results written to {output}")
+    failed = [p[result_key(fw)] for p in doc["points"] for fw in frameworks
+              if p[result_key(fw)]["status"] == "failed" and p[result_key(fw)].get("error_kind") != "missing"]
+    return EXIT_FAILED if failed else EXIT_OK
+
+
+def _check_untuned(args: argparse.Namespace) -> None:
+    if args.untuned and (args.db or args.tune or args.trials):
+        raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
+
+
+def _require_device(target: Any) -> None:
+    """Benchmarking a CUDA target needs the GPU: say so at once instead of failing in every worker."""
+    if target.kind == "cuda":
+        from tvmbench.targets import query_gpu
+
+        if query_gpu() is None:
+            raise UserError("--target cuda: this machine has no CUDA device (nvidia-smi lists none), so nothing "
+                            "can be measured on it; run on a machine with an NVIDIA GPU")
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -452,13 +604,14 @@ def cmd_models(args: argparse.Namespace) -> int:
 
 
 def cmd_frameworks(args: argparse.Namespace) -> int:
+    from rich.markup import escape
     from rich.table import Table
 
     from tvmbench.backends import REGISTRY, _load
     from tvmbench.results import make_console
 
     table = Table(title="frameworks")
-    for col in ("framework", "installed", "version", "devices", "to install"):
+    for col in ("framework", "installed", "version", "devices", "notes"):
         table.add_column(col)
     for name in REGISTRY:
         try:
@@ -466,7 +619,7 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
         except Exception as e:  # a broken install is reported, not fatal
             a = {"installed": False, "version": None, "devices": [], "install": f"broken: {e}"}
         table.add_row(name, "yes" if a["installed"] else "no", a["version"] or "-", ", ".join(a["devices"]) or "-",
-                      a["install"] or "")
+                      escape("; ".join(n for n in (a.get("unavailable"), a["install"]) if n)))
     make_console().print(table)
     return EXIT_OK
 
@@ -490,7 +643,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
+    handler = {"run": cmd_run, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
                "frameworks": cmd_frameworks, "target": cmd_target}[args.command]
     try:
         return handler(args)

@@ -22,5 +22,9 @@ class MissingFrameworkError(UserError):
         self.framework = framework
 
 
+class FrameworkUnavailableError(UserError):
+    """A framework is installed but cannot run here (e.g. TensorRT without an NVIDIA GPU)."""
+
+
 class UnsupportedOperatorError(UserError):
     """The Relax importer cannot convert an operator of the model."""

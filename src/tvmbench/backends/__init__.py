@@ -5,7 +5,8 @@ from __future__ import annotations
 import importlib
 
 from tvmbench.backends.base import Backend, BackendConfig
-from tvmbench.errors import MissingFrameworkError, UserError
+from tvmbench.errors import FrameworkUnavailableError, MissingFrameworkError, UserError
+from tvmbench.targets import ResolvedTarget
 
 # name -> "module:Class"; a module is imported only when its framework is asked for.
 REGISTRY = {
@@ -14,10 +15,12 @@ REGISTRY = {
     "onnxruntime": "tvmbench.backends.onnxruntime:OnnxRuntimeBackend",
     "openvino": "tvmbench.backends.openvino:OpenVINOBackend",
     "torch_compile": "tvmbench.backends.torch_compile:TorchCompileBackend",
+    "tensorrt": "tvmbench.backends.tensorrt:TensorRTBackend",
 }
 ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm", "ort": "onnxruntime",
            "onnx_runtime": "onnxruntime", "ov": "openvino",
-           "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile"}
+           "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile",
+           "trt": "tensorrt"}
 
 __all__ = ["ALIASES", "REGISTRY", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
 
@@ -33,9 +36,13 @@ def result_key(name: str) -> str:
     return _load(name).result_key
 
 
-def backend_class(name: str) -> type[Backend]:
-    """The backend class, or MissingFrameworkError when its framework is not installed."""
+def backend_class(name: str, target: ResolvedTarget | None = None) -> type[Backend]:
+    """The backend class; MissingFrameworkError when its framework is not installed,
+    FrameworkUnavailableError when it cannot run here (for ``target``, when given)."""
     backend = _load(name)
+    reason = backend.unavailable_reason(target)  # first: installing a package would not help
+    if reason:
+        raise FrameworkUnavailableError(f"framework '{name}' is {reason}")
     missing = backend.missing_requirement()
     if missing:
         raise MissingFrameworkError(name, missing, backend.extra)

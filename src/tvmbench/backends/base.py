@@ -26,7 +26,7 @@ class BackendConfig:
 
     target: ResolvedTarget
     threads: int
-    db_dir: str | None = None
+    databases: tuple[tuple[str, str], ...] = ()  # (kind, directory) of the tuning databases TVM applies
     use_cache: bool = True
     options: dict[str, Any] = field(default_factory=dict)  # framework-specific, from the CLI
 
@@ -52,6 +52,12 @@ class Backend(ABC):
         return None
 
     @classmethod
+    def unavailable_reason(cls, target: ResolvedTarget | None = None) -> str | None:
+        """Why the framework cannot run here although it is installed (no suitable device, a
+        target it does not support), as a sentence starting with "unavailable:"; None if it can."""
+        return None
+
+    @classmethod
     def availability(cls) -> dict[str, Any]:
         """Installed?, version, devices it can use here: for ``tvmbench frameworks``.
 
@@ -70,7 +76,8 @@ class Backend(ABC):
         return {"framework": cls.name, "installed": missing is None, "version": version,
                 "devices": cls.devices() if missing is None else [],
                 "install": None if missing is None else f"pip install 'tvmbench[{cls.extra}]'" if cls.extra
-                else f"pip install {missing}"}
+                else f"pip install {missing}",
+                "unavailable": cls.unavailable_reason()}
 
     @classmethod
     def devices(cls) -> list[str]:

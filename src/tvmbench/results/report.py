@@ -51,7 +51,8 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
     for fw in result["frameworks"]:
         e = result[result_key(fw)]
         if e["status"] != "ok":
-            table.add_row(fw, *["-"] * 7, "[red]failed[/red]")
+            table.add_row(fw, *["-"] * 7, "[dim]unavailable[/dim]" if e["status"] == "unavailable"
+                          else "[red]failed[/red]")
             failures.append((fw, e))
             continue
         table.add_row(fw, _ms(e["mean_ms"]), _ms(e["median_ms"]), _ms(e["max_ms"]), _ms(e["min_ms"]),
@@ -67,12 +68,25 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
                       f"{ci_text}; {result['speedup_basis']})")
     elif "withheld" in result.get("speedup_basis", ""):
         console.print(f"[yellow]No speedup: {result['speedup_basis'].split('; ', 1)[1]}[/yellow]")
+    others = {fw: s for fw, s in result.get("tvm_speedups", {}).items() if fw != "pytorch" and s["speedup"]}
+    if others:
+        console.print("TVM's speedup over " + ", ".join(
+            f"{fw} {s['speedup']:.2f}x ({s['ci95'][0]:.2f}-{s['ci95'][1]:.2f})" for fw, s in others.items())
+            + " (95% CI; >1: TVM faster)")
+    db = result.get("tuning_database") or {}
+    if db.get("sources"):
+        parts = [f"{src['source']} {src['path']} ({src.get('tasks_covered', 0)} kernels)"
+                 if src.get("applied_records") else f"{src['source']} {src['path']} (nothing for this target)"
+                 for src in db["sources"]]
+        console.print(f"TVM tuning records: {db.get('tasks_with_records', 0)} of {db.get('tasks', '?')} kernels; "
+                      + "; ".join(parts), soft_wrap=True)
     for fw in result["frameworks"]:
         rounds = result[result_key(fw)].get("rounds")
         if rounds:
             medians = ", ".join(_ms(m) for m in rounds["medians_ms"])
             console.print(f"{fw}: medians per round {medians} ms (spread {rounds['spread']:.1%})")
     for fw, e in failures:
-        errors.print(f"tvmbench: error: {fw}: {e['error']}", markup=False, highlight=False, soft_wrap=True)
+        word = "note" if e["status"] == "unavailable" else "error"
+        errors.print(f"tvmbench: {word}: {fw}: {e['error']}", markup=False, highlight=False, soft_wrap=True)
     for w in result.get("warnings", []):
         errors.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)

@@ -1,0 +1,13 @@
+"""The seed project's `multi_framework_comparison.py`, same flags, now a thin wrapper over tvmbench.
+
+    .venv/bin/python benchmarks/multi_framework_comparison.py --help
+
+See src/tvmbench/seed_scripts.py for how each flag maps onto `tvmbench run` / `tvmbench compare`.
+"""
+
+import sys
+
+from tvmbench.seed_scripts import main
+
+if __name__ == "__main__":
+    sys.exit(main("multi"))
