@@ -117,8 +117,25 @@ def test_weight_transforms_are_lifted_out_of_main():
     mod = pipeline.legalized(import_model(load_model("resnet18", ModelOptions(image_size=32))).mod, TARGET)
     assert "main_transform_params" in [gv.name_hint for gv in mod.get_global_vars()]
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
-    # main receives the stem's weights already in HWIO; the OIHW -> HWIO transpose ran at load time.
-    assert (7, 7, 3, 64) in shapes and (64, 3, 7, 7) not in shapes
+    # main receives the stem's weights already packed ([O/32, KH, KW, I, 32] from OIHW): the
+    # transpose and the packing ran at load time.
+    block = pipeline._weight_block(TARGET)
+    assert (64 // block, 7, 7, 3, block) in shapes and (64, 3, 7, 7) not in shapes
+
+
+def test_dense_weights_are_packed_at_load_and_activation_matmuls_are_not():
+    model = load_model("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1}))
+    mod = pipeline.legalized(import_model(model).mod, TARGET)
+    names = [gv.name_hint for gv in mod.get_global_vars()]
+    block = pipeline._weight_block(TARGET)
+    shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
+    # The dense layers' [K, N] weights arrive packed as [N / block, K, block] ...
+    assert (768 // block, 768, block) in shapes and (3072 // block, 768, block) in shapes
+    assert (768 // block, 3072, block) in shapes
+    assert sum(n.startswith("fused_matmul_packed") for n in names) >= 3
+    # ... while attention's Q x K^T and P x V multiply activations: packing them would copy on
+    # every call, so they stay plain matmuls.
+    assert [n for n in names if n.startswith("matmul") and "packed" not in n]
 
 
 def test_relu6_and_batchnorm_division_fold_into_the_convolution_epilogue():

@@ -78,6 +78,16 @@ def _coefficient(index: Any, var: Any) -> int | None:
     return _int(coeffs[0])
 
 
+def _packed(index: Any, var: Any, innermost: bool) -> int | None:
+    """P when ``index`` is ``var % P`` in the innermost dimension or ``var // P`` in another one."""
+    import tvm
+
+    kind = tvm.tirx.FloorMod if innermost else tvm.tirx.FloorDiv
+    if isinstance(index, kind) and index.a.same_as(var):
+        return _int(index.b)
+    return None
+
+
 def _uses(expr: Any, var: Any) -> bool:
     from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 
@@ -181,11 +191,20 @@ def _contraction_schedule(func: Any, target: Any) -> Any:
     n_var = iter_vars[n_axis]
     # Every operand must either not depend on the vector axis (broadcast) or read it contiguously
     # in its innermost dimension; anything else (a transposed operand, a row reduction) is a gather.
+    # A packed operand (``w[n // P, ..., n % P]``, see pipeline.pack_conv_weights) is contiguous
+    # within each tile when the tile divides P.
+    packs = []
     for read in block.reads:
         region = read.region
         for d, r in enumerate(region):
+            last = d == len(region) - 1
             c = _coefficient(r.min, n_var)
-            if c is None or (d < len(region) - 1 and c != 0) or (d == len(region) - 1 and c not in (0, 1)):
+            if c is None:
+                block_size = _packed(r.min, n_var, last)
+                if block_size is None:
+                    return None
+                packs.append(block_size)
+            elif (not last and c != 0) or (last and c not in (0, 1)):
                 return None
 
     # The row axis: the output's next-to-innermost spatial axis, else the longest other one.
@@ -223,6 +242,10 @@ def _contraction_schedule(func: Any, target: Any) -> Any:
         if n_vectors_total % candidate == 0:
             vectors = candidate
             break
+    if packs:
+        vectors = next((v for v in (vectors, 2, 1) if all(p % (v * width) == 0 for p in packs)), 0)
+        if not vectors:
+            return None
     rows = 1
     if m_axis is not None:
         limit = max(_MAX_ACCUMULATORS // vectors, 1)
