@@ -172,6 +172,16 @@ def build_parser() -> argparse.ArgumentParser:
 
     sub.add_parser("frameworks", help="each framework: installed or not, version, devices it can use")
 
+    doctor = sub.add_parser("doctor", help="check this machine and a planned run for what makes TVM slow or "
+                            "numbers misleading, with fixes")
+    doctor.add_argument("--model", default=None, help="the model you plan to run (for its size)")
+    doctor.add_argument("--target", default="auto")
+    doctor.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "bf16", "amp"])
+    doctor.add_argument("--threads", type=_positive_int, default=None)
+    doctor.add_argument("--warmup", type=_nonneg_int, default=None, help="the warm-up runs you plan to use")
+    doctor.add_argument("--db", default=None, help="the tuning database you plan to apply")
+    doctor.add_argument("--json", action="store_true", help="facts and findings as JSON")
+
     target = sub.add_parser("target", help="show how a --target value resolves on this machine")
     target.add_argument("spec", nargs="?", default="auto")
     return parser
@@ -624,6 +634,33 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
+    from tvmbench import doctor
+    from tvmbench.results import make_console
+
+    if args.model:
+        from tvmbench.models import check_model_name
+
+        check_model_name(args.model)
+    facts = doctor.gather(args.target, args.model, args.precision, args.threads, args.warmup, args.db)
+    findings = doctor.diagnose(facts)
+    if args.json:
+        print(json.dumps(doctor.to_json(facts, findings), indent=2, default=str))
+    else:
+        console = make_console()
+        table = Table(title=f"tvmbench doctor: target {args.target}" + (f", model {args.model}" if args.model else ""))
+        for col in ("", "check", "finding", "fix"):
+            table.add_column(col)
+        marks = {"error": "[red]error[/red]", "warn": "[yellow]warn[/yellow]", "info": "[dim]info[/dim]"}
+        for x in findings:
+            table.add_row(marks[x.level], x.check, escape(x.message), escape(x.fix))
+        console.print(table if findings else "no problems found")
+    return EXIT_FAILED if any(x.level == "error" for x in findings) else EXIT_OK
+
+
 def cmd_target(args: argparse.Namespace) -> int:
     from tvmbench.targets import resolve_target
 
@@ -644,7 +681,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     handler = {"run": cmd_run, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
-               "frameworks": cmd_frameworks, "target": cmd_target}[args.command]
+               "frameworks": cmd_frameworks, "doctor": cmd_doctor, "target": cmd_target}[args.command]
     try:
         return handler(args)
     except UserError as e:
