@@ -4,6 +4,7 @@ import ctypes
 import os
 import time
 
+import psutil
 import pytest
 
 from tvmbench.errors import UserError
@@ -125,3 +126,45 @@ def test_terminating_tvmbench_also_ends_its_worker():
                 child.kill()
             except psutil.Error:
                 pass
+
+
+def naps(arg, progress):
+    time.sleep(arg)
+    return os.getpid()
+
+
+def test_gpu_memory_of_the_worker_is_sampled_by_pid(monkeypatch):
+    """NVML is faked here (no GPU on the test machines): the sampler must count only the worker's
+    processes and keep the peak."""
+    import sys
+    import types
+
+    from tvmbench.measure.gpu_memory import GpuMemorySampler
+
+    readings = iter([100, 300, 200] + [50] * 1000)
+
+    class Proc:
+        def __init__(self, pid, used):
+            self.pid, self.usedGpuMemory = pid, used
+
+    fake = types.SimpleNamespace(
+        nvmlInit=lambda: None, nvmlDeviceGetHandleByIndex=lambda i: "gpu0",
+        nvmlDeviceGetComputeRunningProcesses=lambda h: [Proc(1, 10**9)] + [
+            Proc(p.pid, next(readings)) for p in psutil.Process().children(recursive=True)])
+    monkeypatch.setitem(sys.modules, "pynvml", fake)
+    sampler = GpuMemorySampler()
+    assert sampler.available
+    out = run_isolated(naps, 1.0, timeout_s=60, memory_limit_bytes=8 * GiB, gpu_sampler=sampler)
+    assert out.ok and out.peak_gpu_bytes == 300  # pid 1's gigabyte is not the worker's
+
+
+def test_without_nvml_gpu_memory_is_not_reported(monkeypatch):
+    import sys
+
+    from tvmbench.measure.gpu_memory import GpuMemorySampler
+
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import fails
+    sampler = GpuMemorySampler()
+    assert not sampler.available and sampler.used_by({os.getpid()}) is None
+    out = run_isolated(naps, 0.1, timeout_s=60, memory_limit_bytes=8 * GiB, gpu_sampler=sampler)
+    assert out.ok and out.peak_gpu_bytes is None

@@ -35,6 +35,7 @@ class Outcome:
     error: dict[str, Any] = field(default_factory=dict)  # type, message, kind, traceback
     peak_rss_bytes: int = 0
     wall_s: float = 0.0
+    peak_gpu_bytes: int | None = None  # device memory held by the worker, when sampled (see gpu_memory)
 
 
 @contextlib.contextmanager
@@ -84,16 +85,20 @@ def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[st
         conn.close()
 
 
+def _tree(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return [proc, *proc.children(recursive=True)]
+    except psutil.Error:
+        return []
+
+
 def _tree_rss(proc: psutil.Process) -> int:
     total = 0
-    try:
-        for p in [proc, *proc.children(recursive=True)]:
-            try:
-                total += p.memory_info().rss
-            except psutil.Error:
-                pass
-    except psutil.Error:
-        pass
+    for p in _tree(proc):
+        try:
+            total += p.memory_info().rss
+        except psutil.Error:
+            pass
     return total
 
 
@@ -106,10 +111,11 @@ def _signal_name(code: int) -> str:
 
 def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
                  env: dict[str, str] | None = None, on_progress: Progress | None = None,
-                 poll_s: float = 0.05) -> Outcome:
+                 poll_s: float = 0.05, gpu_sampler: Any | None = None) -> Outcome:
     """Call ``fn(arg, progress)`` in a spawned process and return what happened.
 
-    ``fn`` must be a module-level function (it is pickled by reference).
+    ``fn`` must be a module-level function (it is pickled by reference). With ``gpu_sampler``
+    (a GpuMemorySampler), the peak device memory of the worker's processes is recorded too.
     """
     ctx = mp.get_context("spawn")
     recv_conn, send_conn = ctx.Pipe(duplex=False)
@@ -119,6 +125,7 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     send_conn.close()
     ps = psutil.Process(proc.pid)
     peak = 0
+    peak_gpu: int | None = None
     outcome: Outcome | None = None
     try:
         while outcome is None:
@@ -135,6 +142,10 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
                                   error=payload if kind == "error" else {})
                 break
             peak = max(peak, _tree_rss(ps))
+            if gpu_sampler is not None:
+                used = gpu_sampler.used_by({p.pid for p in _tree(ps)})
+                if used is not None:
+                    peak_gpu = max(peak_gpu or 0, used)
             elapsed = time.monotonic() - start
             if peak > memory_limit_bytes:
                 _kill(proc)
@@ -162,6 +173,7 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
         outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
                                            "message": f"the worker process {how} (a crash inside the framework)"})
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
+    outcome.peak_gpu_bytes = peak_gpu
     outcome.wall_s = time.monotonic() - start
     recv_conn.close()
     return outcome
