@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export TVMBENCH_CACHE ?= $(CURDIR)/.cache
 
-.PHONY: bench test lint setup clean
+.PHONY: bench test lint setup cross clean
 
 setup: $(STAMP)
 
@@ -22,6 +22,11 @@ bench: $(STAMP)
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q
+
+# The aarch64 cross compiler for `--target "llvm -mtriple=aarch64-linux-gnu"` exports (Debian/Ubuntu).
+cross:
+	command -v aarch64-linux-gnu-g++ || sudo apt-get install -y --no-install-recommends g++-aarch64-linux-gnu \
+		|| apt-get install -y --no-install-recommends g++-aarch64-linux-gnu
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

@@ -4,10 +4,12 @@
                                              [--rounds 2] [--db DIR] [--json out.json]
 
 For each model, one `tvmbench run` measures every framework in its own worker, rounds
-alternating (A B C D, D C B A), on the same inputs, fp32, batch 1, with the same thread count.
-TVM runs untuned (tvmbench's default CPU schedules) unless --db gives a tuning database.
-Prints medians, each framework's speed relative to PyTorch eager (PyTorch median / median),
-achieved GFLOP/s and the share of this machine's measured SGEMM peak, and TVM's compile time.
+alternating (A B C D E, E D C B A), on the same inputs, fp32, batch 1, with the same thread count:
+TVM untuned (`tvm_untuned`: tvmbench's default CPU schedules, no database), TVM with the tuning
+databases shipped in the package (or --db), PyTorch eager, ONNX Runtime, OpenVINO. The run uses a
+fresh cache folder, so no database left by earlier tuning on this machine is applied. Prints
+medians, speed relative to PyTorch eager (PyTorch median / median), achieved GFLOP/s and the share
+of this machine's measured SGEMM peak, and TVM's compile time.
 """
 
 from __future__ import annotations
@@ -21,7 +23,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-FRAMEWORKS = ["tvm", "pytorch", "onnxruntime", "openvino"]
+FRAMEWORKS = ["tvm_untuned", "tvm", "pytorch", "onnxruntime", "openvino"]
+KEYS = {"tvm": "tvm_relax"}
 
 
 def main() -> None:
@@ -29,7 +32,7 @@ def main() -> None:
     parser.add_argument("--models", default="resnet18,resnet50,mobilenet_v2,bert-base-uncased")
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--db", default=None, help="tuning database for TVM (default: none, untuned)")
+    parser.add_argument("--db", default=None, help="tuning database for `tvm` (default: the shipped ones)")
     parser.add_argument("--json", default=None, help="also write all results here")
     args = parser.parse_args()
 
@@ -39,7 +42,9 @@ def main() -> None:
     print(f"machine: {platform.processor() or platform.machine()}, {args.threads} threads; "
           f"peak {peak.gflops:.0f} GFLOP/s ({peak.method})", flush=True)
     everything = {"peak_gflops": peak.gflops, "peak_method": peak.method, "models": {}}
+    env = {**os.environ}
     with tempfile.TemporaryDirectory() as tmp:
+        env["TVMBENCH_CACHE"] = str(Path(tmp) / "cache")
         for model in args.models.split(","):
             out = Path(tmp) / "result.json"
             cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--target", "llvm",
@@ -47,7 +52,7 @@ def main() -> None:
                    "--threads", str(args.threads), "--output", str(out), "--quiet"]
             if args.db:
                 cmd += ["--db", args.db]
-            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            proc = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
             if not out.exists():
                 print(f"{model}: run failed: {proc.stderr.strip().splitlines()[-1:]}")
                 continue
@@ -57,9 +62,9 @@ def main() -> None:
             print(f"\n{model} (batch 1, fp32), {result.get('model_info', {}).get('flops', 0) / 1e9:.2f} GFLOP")
             print(f"  {'framework':12s} {'median ms':>10s} {'vs PyTorch':>11s} {'GFLOP/s':>8s} {'% peak':>7s}  accuracy")
             for fw in FRAMEWORKS:
-                entry = result.get("tvm_relax" if fw == "tvm" else fw, {})
+                entry = result.get(KEYS.get(fw, fw), {})
                 if "median_ms" not in entry:
-                    print(f"  {fw:12s} failed: {entry.get('error', {}).get('message', 'no result')}")
+                    print(f"  {fw:12s} {entry.get('status', 'failed')}: {entry.get('error', 'no result')}")
                     continue
                 med = entry["median_ms"]
                 ratio = f"{ref / med:.2f}x" if ref else "-"
@@ -68,9 +73,15 @@ def main() -> None:
                 acc = entry.get("accuracy", {})
                 ok = "reference" if fw == "pytorch" else ("ok" if acc.get("passed") else f"FAILED {acc}")
                 print(f"  {fw:12s} {med:10.2f} {ratio:>11s} {gf or 0:8.1f} {pct or 0:6.1f}%  {ok}")
-            phases = result.get("tvm_relax", {}).get("phases_s", {})
-            print(f"  tvm compile {phases.get('compile_s', float('nan')):.1f} s "
-                  f"(library cache {'hit' if result.get('tvm_relax', {}).get('info', {}).get('cache_hit') else 'miss'})")
+            phases = result.get("tvm_untuned", {}).get("phases_s", {})
+            db = result.get("tuning_database") or {}
+            print(f"  tvm compile {phases.get('compile_s', float('nan')):.1f} s (untuned); tuning records for "
+                  f"{db.get('tasks_with_records', 0)} of {db.get('tasks', '?')} kernels: "
+                  + ", ".join(f"{s['source']} {Path(s['path']).name}" for s in db.get("sources", [])))
+            for fw in ("onnxruntime", "openvino", "tvm_untuned"):
+                sp = result.get("tvm_speedups", {}).get(fw) or {}
+                if sp.get("speedup"):
+                    print(f"  tvm vs {fw}: {sp['speedup']:.2f}x (95% CI {sp['ci95'][0]:.2f}-{sp['ci95'][1]:.2f})")
     if args.json:
         Path(args.json).write_text(json.dumps(everything, indent=1, default=str))
 

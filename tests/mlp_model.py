@@ -16,3 +16,9 @@ class MLP(torch.nn.Module):
 def build():
     torch.manual_seed(0)
     return MLP().eval(), (torch.randn(32, 256),)
+
+
+def build_gemm():
+    """The same MLP on 128 rows: every matmul dimension is above DLight's tensor-core threshold (64)."""
+    torch.manual_seed(0)
+    return MLP().eval(), (torch.randn(128, 256),)

@@ -118,10 +118,12 @@ def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_a
     monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / "cache"))  # no default database there
     for flags, expected in (([], 1), (["--no-pretuned"], None)):
         out = tmp_path / "r.json"
-        assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm", "--warmup", "1",
+        assert main(["run", "--model", MODEL, "--target", "llvm", "--frameworks", "tvm,tvm_untuned", "--warmup", "1",
                      "--runs", "3", "--output", str(out), "-q", *flags]) == 0
         doc = json.loads(out.read_text())
-        assert doc["tvm_relax"]["accuracy"]["passed"]
+        assert doc["tvm_relax"]["accuracy"]["passed"] and doc["tvm_untuned"]["accuracy"]["passed"]
+        assert doc["tvm_untuned"]["info"]["database"] is None  # the variant never applies a database
+        assert doc["tvm_speedups"]["tvm_untuned"]["speedup"] > 0
         if expected is None:
             assert doc["tuning_database"] is None and doc["tuning_enabled"] is False
         else:

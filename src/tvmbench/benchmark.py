@@ -170,7 +170,9 @@ def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
         "medians_ms": [float(np.median(m["samples_s"])) * 1e3 for m in measurements],
         "failures": [o.error.get("message") for o in outcomes if not o.ok],
     }
+    gpu = [o.peak_gpu_bytes for o in ok if o.peak_gpu_bytes is not None]
     return isolation.Outcome(ok=True, value=value, peak_rss_bytes=max(o.peak_rss_bytes for o in ok),
+                             peak_gpu_bytes=max(gpu) if gpu else None,
                              wall_s=sum(o.wall_s for o in outcomes))
 
 
@@ -185,9 +187,14 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
         return isolation.Outcome(ok=False, error={"kind": kind, "type": type(e).__name__, "message": str(e)})
     if not cfg.isolate:
         return _inline(job, progress)
+    sampler = None
+    if cfg.target.device == "cuda":
+        from tvmbench.measure.gpu_memory import GpuMemorySampler
+
+        sampler = GpuMemorySampler()
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
                                   memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
-                                  on_progress=progress)
+                                  on_progress=progress, gpu_sampler=sampler)
 
 
 def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
@@ -211,8 +218,12 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         "frameworks": order,
     }
     per_fw: dict[str, dict[str, Any]] = {}
+    reduced = cfg.backend_options.get("precision", "fp32") != "fp32"
     for fw in order:
-        entry = framework_entry(raw[fw], ref_outputs, tolerance, batch, flops, fw == REFERENCE)
+        # TVM and TensorRT honour --precision; their outputs are then checked at fp16 tolerance.
+        tol = accuracy.tolerance_for("float16", cfg.tolerance) if reduced and fw in ("tvm", "tvm_untuned", "tensorrt") \
+            else tolerance
+        entry = framework_entry(raw[fw], ref_outputs, tol, batch, flops, fw == REFERENCE)
         per_fw[fw] = entry
         result[result_key(fw)] = entry
     result["speedup"], result["speedup_ci95"], result["speedup_basis"] = _tvm_speedup(per_fw)
@@ -261,6 +272,7 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
         "first_inference_ms": value["phases_s"].get("first_inference_s", 0) * 1e3,
         "phases_s": value["phases_s"],
         "peak_rss_bytes": outcome.peak_rss_bytes,
+        **({"peak_gpu_memory_bytes": outcome.peak_gpu_bytes} if outcome.peak_gpu_bytes is not None else {}),
         "info": value["info"],
         "samples_ms": [s * 1e3 for s in m.get("samples_s", [])],
     }

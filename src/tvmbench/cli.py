@@ -75,7 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
     _add_model_args(run)
     run.add_argument("--frameworks", default=None,
-                     help="comma-separated from tvm, pytorch, torch_compile, onnxruntime, openvino, tensorrt "
+                     help="comma-separated from tvm, tvm_untuned, pytorch, torch_compile, onnxruntime, openvino, tensorrt "
                           "(default tvm,pytorch; tvm alone for an ONNX file)")
     from tvmbench.backends.torch_compile import MODES as torch_compile_modes  # no torch import
 
@@ -94,6 +94,16 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--db", default=None,
                      help="MetaSchedule database directory to apply (with --tune: to tune into)")
     _add_database_args(run)
+    run.add_argument("--compile-only", action="store_true",
+                     help="build for the target without running (a GPU or cross target this machine lacks): "
+                          "writes the library, params and a report (CUDA: PTX, kernels, tensor cores) to "
+                          "--artifact-dir")
+    run.add_argument("--artifact-dir", default=None, help="where --compile-only writes (default artifacts/MODEL-TARGET)")
+    run.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "amp", "bf16"],
+                     help="TVM's precision (fp16: fp16 matmul/conv with fp16 accumulation; amp: fp32 accumulation)")
+    run.add_argument("--cuda-graph", action="store_true",
+                     help="CUDA: capture the model's kernel launches in a CUDA graph (Relax RewriteCUDAGraph), "
+                          "for launch-bound models")
     run.add_argument("--tune", action="store_true", help="tune with MetaSchedule first, then benchmark")
     _add_tune_args(run, trials_default=None)
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
@@ -104,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--memory-limit", type=_positive_float, default=None,
                      help="GiB per framework worker (default: 90%% of the machine)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, only the table")
+
+    export = sub.add_parser("export", help="build a deployable artifact (library + params + report) for a target, "
+                            "without running it")
+    _add_model_args(export)
+    export.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "amp", "bf16"])
+    export.add_argument("--output-dir", "-o", default=None, help="default artifacts/MODEL-TARGET")
+    export.add_argument("--db", default=None, help="MetaSchedule database to apply")
+    export.add_argument("--cuda-graph", action="store_true", help="CUDA: capture kernel launches in a CUDA graph")
+    _add_database_args(export)
 
     compare = sub.add_parser("compare", help="several models, shapes and frameworks in one run, with summaries")
     compare.add_argument("--models", default=None, help="comma-separated zoo names or files, e.g. resnet50,gpt2")
@@ -367,6 +386,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     frameworks = parse_frameworks(args.frameworks or ("tvm" if is_onnx else "tvm,pytorch"))
     options = _model_options(args)
     target = resolve_target(args.target)
+    _check_cuda_graph(args, target)
+    if args.compile_only:
+        args.output_dir = args.artifact_dir
+        return cmd_export(args)
     _require_device(target)
     _check_untuned(args)
     threads = args.threads or physical_cores()
@@ -384,7 +407,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                     rounds=args.rounds, include_io=args.include_io,
                     memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0,
                     backend_options={"torch_compile_mode": args.torch_compile_mode,
-                                     "openvino_hint": args.openvino_hint})
+                                     "openvino_hint": args.openvino_hint, "precision": args.precision,
+                                     "cuda_graph": args.cuda_graph})
     if args.db:
         from tvmbench.tune.database import TuningDatabase
 
@@ -409,9 +433,41 @@ def cmd_run(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def cmd_export(args: argparse.Namespace) -> int:
+    from tvmbench.compile.artifact import build_artifact
+    from tvmbench.models import load_model
+    from tvmbench.results import make_console
+    from tvmbench.targets import resolve_target
+    from tvmbench.tune.database import database_sources
+
+    console = make_console(stderr=True, quiet=getattr(args, "quiet", False))
+    options = _model_options(args)
+    target = resolve_target(args.target)
+    _check_cuda_graph(args, target)
+    out = args.output_dir or os.path.join(
+        "artifacts", f"{os.path.basename(args.model).replace(':', '_')}-{target.kind}-{target.arch}-{args.precision}")
+    sources = database_sources(target, args.db, not args.untuned, not (args.untuned or args.no_pretuned))
+    with console.status(f"building {args.model} for {target.kind} {target.arch} ({args.precision})"):
+        report = build_artifact(load_model(args.model, options), target, out, args.precision, sources,
+                                cuda_graph=args.cuda_graph)
+    lines = [f"{args.model} for {target.kind} {target.arch}, {args.precision}: built in {report['compile_s']:.1f} s "
+             f"-> {out}"]
+    if target.kind == "cuda":
+        tc = "yes" if report["uses_tensor_cores"] else "no"
+        lines.append(f"{report['kernels']} CUDA kernels; tensor-core instructions: {tc}"
+                     + (f" ({report['tensor_core_instructions_ptx']} mma in the PTX)" if report["ptx_compiled"] else "")
+                     + f"; largest shared-memory use {report['max_shared_memory_bytes']} B")
+        lines.append("PTX: compiled with nvcc" if report["ptx_compiled"] else f"PTX: not built ({report['ptx_error']})")
+    else:
+        lines.append(f"library {report['library']} ({report['library_bytes']} B, ELF {report['elf_machine']})")
+    for line in lines:
+        print(line)
+    return EXIT_OK
+
+
 def cmd_compare(args: argparse.Namespace) -> int:
     from tvmbench import compare
-    from tvmbench.backends import REGISTRY, parse_frameworks, result_key
+    from tvmbench.backends import FRAMEWORKS, parse_frameworks, result_key
     from tvmbench.benchmark import RunConfig, run_benchmark
     from tvmbench.measure.timer import TimerConfig
     from tvmbench.models import ModelOptions, check_model_name
@@ -429,7 +485,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                                                for m in args.models.split(",") if m.strip()])
     g = config.global_settings
     if args.all_frameworks:
-        frameworks = list(REGISTRY)
+        frameworks = list(FRAMEWORKS)
     else:
         frameworks = parse_frameworks(args.frameworks or ",".join(g.frameworks or ["tvm", "pytorch"]))
     points = compare.plan(config, compare.parse_int_list(args.batch_size, "--batch-size") if args.batch_size else None,
@@ -504,6 +560,11 @@ def cmd_compare(args: argparse.Namespace) -> int:
     return EXIT_FAILED if failed else EXIT_OK
 
 
+def _check_cuda_graph(args: argparse.Namespace, target: Any) -> None:
+    if getattr(args, "cuda_graph", False) and target.kind != "cuda":
+        raise UserError("--cuda-graph captures CUDA kernel launches; it needs a CUDA target (--target cuda)")
+
+
 def _check_untuned(args: argparse.Namespace) -> None:
     if args.untuned and (args.db or args.tune or args.trials):
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
@@ -516,7 +577,8 @@ def _require_device(target: Any) -> None:
 
         if query_gpu() is None:
             raise UserError("--target cuda: this machine has no CUDA device (nvidia-smi lists none), so nothing "
-                            "can be measured on it; run on a machine with an NVIDIA GPU")
+                            "can be measured on it; run on a machine with an NVIDIA GPU, or check the build here "
+                            "with --compile-only")
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -617,13 +679,13 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from tvmbench.backends import REGISTRY, _load
+    from tvmbench.backends import FRAMEWORKS, _load
     from tvmbench.results import make_console
 
     table = Table(title="frameworks")
     for col in ("framework", "installed", "version", "devices", "notes"):
         table.add_column(col)
-    for name in REGISTRY:
+    for name in FRAMEWORKS:
         try:
             a = _load(name).availability()
         except Exception as e:  # a broken install is reported, not fatal
@@ -680,7 +742,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
+    handler = {"run": cmd_run, "export": cmd_export, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
                "frameworks": cmd_frameworks, "doctor": cmd_doctor, "target": cmd_target}[args.command]
     try:
         return handler(args)

@@ -176,7 +176,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
     """The facts of this machine and of the planned run."""
     import psutil
 
-    from tvmbench.backends import REGISTRY, _load
+    from tvmbench.backends import FRAMEWORKS, _load
     from tvmbench.measure.environment import governor
     from tvmbench.targets import physical_cores, query_gpu, resolve_target
 
@@ -200,7 +200,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
     busy = sorted(((p.cpu_percent(None), p.info["name"]) for p in procs if p.pid != os.getpid()
                    and _alive(p)), reverse=True)
     f.busy_processes = [f"{name} ({pct:.0f}%)" for pct, name in busy[:3] if pct > 5]
-    for name in REGISTRY:
+    for name in FRAMEWORKS:
         try:
             f.frameworks[name] = _load(name).availability()
         except Exception as e:  # a broken install is a finding, not a crash

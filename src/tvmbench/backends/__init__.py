@@ -12,17 +12,21 @@ from tvmbench.targets import ResolvedTarget
 REGISTRY = {
     "pytorch": "tvmbench.backends.pytorch:PyTorchBackend",
     "tvm": "tvmbench.backends.tvm:TVMBackend",
+    "tvm_untuned": "tvmbench.backends.tvm:TVMUntunedBackend",
     "onnxruntime": "tvmbench.backends.onnxruntime:OnnxRuntimeBackend",
     "openvino": "tvmbench.backends.openvino:OpenVINOBackend",
     "torch_compile": "tvmbench.backends.torch_compile:TorchCompileBackend",
     "tensorrt": "tvmbench.backends.tensorrt:TensorRTBackend",
 }
+# Variants of a framework (measured as frameworks of their own), left out of --all-frameworks.
+VARIANTS = ("tvm_untuned",)
+FRAMEWORKS = [name for name in REGISTRY if name not in VARIANTS]
 ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": "tvm", "ort": "onnxruntime",
            "onnx_runtime": "onnxruntime", "ov": "openvino",
            "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile",
            "trt": "tensorrt"}
 
-__all__ = ["ALIASES", "REGISTRY", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
+__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
 
 
 def _load(name: str) -> type[Backend]:

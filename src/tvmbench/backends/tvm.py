@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from typing import Any
 
@@ -55,8 +56,14 @@ class TVMBackend(Backend):
 
         target = self.config.target
         imported = import_model(model)
+        precision = self.config.options.get("precision", "fp32")
+        if precision != "fp32":
+            from tvmbench.compile.artifact import apply_precision
+
+            imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
-        compiled = compile_model(imported, target, list(self.config.databases), use_cache=self.config.use_cache)
+        compiled = compile_model(imported, target, list(self.config.databases), use_cache=self.config.use_cache,
+                                 cuda_graph=bool(self.config.options.get("cuda_graph")))
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         t0 = time.perf_counter()
@@ -83,6 +90,7 @@ class TVMBackend(Backend):
             "target": target.config,
             "threads": int(tvm.runtime.num_threads()),
             "frontend": imported.frontend,
+            "precision": precision,
             "pipeline": compiled.pipeline,
             "cache_hit": compiled.cache_hit,
             "cache_key": compiled.cache_key,
@@ -108,3 +116,16 @@ class TVMBackend(Backend):
         self._params = []
         self.vm = None
         self._out = None
+
+
+class TVMUntunedBackend(TVMBackend):
+    """TVM with no tuning database at all (tvmbench's default schedules only), measured as a
+    framework of its own so that tuned and untuned TVM sit side by side in one run, alternating
+    with the peers like any other framework."""
+
+    name = "tvm_untuned"
+    result_key = "tvm_untuned"
+
+    def prepare(self, model: LoadedModel) -> None:
+        self.config = dataclasses.replace(self.config, databases=())
+        super().prepare(model)

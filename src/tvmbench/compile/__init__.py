@@ -84,7 +84,8 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: li
     if not target.is_native:
         raise UserError(
             f"target {target.source!r} builds code for {target.arch}, which cannot run on this machine; "
-            "use a CPU target of this machine (--target llvm) or a machine with that device"
+            "use a CPU target of this machine (--target llvm), a machine with that device, or build it here "
+            "without running it with --compile-only (tvmbench export)"
         )
     dbs, digest, infos = load_databases(databases or [], target)
     database = None

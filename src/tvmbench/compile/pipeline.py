@@ -344,6 +344,10 @@ def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_gr
     import tvm
     from tvm import relax
 
+    if target.kind == "cuda":
+        from tvmbench.tune.build import unstub_cuda_tensor_intrin
+
+        unstub_cuda_tensor_intrin()
     mod = optimize(mod, target, database, on_legalized)
     tvm_target = target.tvm()
     with tvm_target:

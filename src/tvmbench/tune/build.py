@@ -14,13 +14,25 @@ import sys
 import types
 from typing import Any
 
+_CUDA_INTRIN = "tvm.s_tir.tensor_intrin.cuda"
+
 
 def stub_cuda_tensor_intrin() -> None:
     """For CPU tuning only: make the CUDA tensor intrinsics module an empty one (call before
     importing meta_schedule's tuning context)."""
-    name = "tvm.s_tir.tensor_intrin.cuda"
-    if name not in sys.modules:
-        sys.modules[name] = types.ModuleType(name)
+    if _CUDA_INTRIN not in sys.modules:
+        sys.modules[_CUDA_INTRIN] = types.ModuleType(_CUDA_INTRIN)
+
+
+def unstub_cuda_tensor_intrin() -> None:
+    """Put the real CUDA tensor intrinsics back: DLight's tensor-core matmul rule needs them, and a
+    CUDA build can follow a CPU tuning run in one process (tests, ``compare`` over targets)."""
+    stub = sys.modules.get(_CUDA_INTRIN)
+    if stub is not None and getattr(stub, "__file__", None) is None:
+        del sys.modules[_CUDA_INTRIN]
+        parent = sys.modules.get(_CUDA_INTRIN.rsplit(".", 1)[0])
+        if parent is not None and getattr(parent, "cuda", None) is stub:
+            delattr(parent, "cuda")
 
 
 def fast_build(mod: Any, target: Any, _params: Any) -> Any:

@@ -165,6 +165,26 @@ class TuningDatabase:
     def count_records(self) -> int:
         return len(self._lines(RECORDS))
 
+    def records_per_workload(self) -> dict[str, int]:
+        """Records per workload structural hash, failed candidates included.
+
+        MetaSchedule's get_top_k leaves out records whose run failed, so counting through it
+        makes a run's trial count disagree with the file whenever a candidate failed.
+        """
+        hashes: list[str | None] = []
+        for line in self._lines(WORKLOADS):
+            try:
+                hashes.append(str(json.loads(line)[0]))
+            except (ValueError, IndexError, TypeError):
+                hashes.append(None)
+        counts: dict[str, int] = {}
+        for line in self._lines(RECORDS):
+            head = line[1:line.find(",")] if line.startswith("[") else ""
+            if head.isdigit() and int(head) < len(hashes) and hashes[int(head)] is not None:
+                key = hashes[int(head)]
+                counts[key] = counts.get(key, 0) + 1
+        return counts
+
     def view_for(self, target: ResolvedTarget) -> tuple[Path | None, dict[str, Any]]:
         """A directory holding only this database's records for ``target`` (and this TVM minor
         version), for MetaScheduleApplyDatabase; None when nothing applies. Also says what was

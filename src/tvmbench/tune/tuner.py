@@ -54,7 +54,8 @@ class TuneConfig:
         return asdict(self)
 
 
-def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None]) -> Any:
+def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None],
+                   exclusive: bool = True) -> Any:
     """MetaSchedule's gradient-based or round-robin task scheduler, in Python, with a time budget.
 
     The algorithms are those of MetaSchedule's C++ schedulers (gradient: after one batch per task,
@@ -66,6 +67,12 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
     measure callback cannot do this: MetaSchedule has no way to end tuning from one, and an exception
     raised there unwinds past the batches in flight (the gradient scheduler's first round sends one
     batch per task before joining any, so a budget shorter than that round kept nothing).
+
+    ``exclusive`` (local measurement): every batch in flight is joined before the next one is
+    generated and built, so candidates are never timed while the search and the compiler use the
+    same cores. MetaSchedule overlaps them, which assumes a separate measurement device; on a
+    2-core machine the overlap made measured latencies 2-5x too slow and noisy, and the search
+    then chased noise. Over RPC the devices are other machines and the overlap is kept.
     """
     import random
 
@@ -97,7 +104,10 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
                 on_deadline()
                 return -1
             for i in range(n):
-                outer.touch_task(i)  # joins the tasks whose batch has finished measuring
+                if exclusive and not records[i].is_terminated and records[i].measure_candidates is not None:
+                    outer.join_running_task(i)  # nothing is measured while the next batch is made
+                else:
+                    outer.touch_task(i)  # joins the tasks whose batch has finished measuring
             alive = [i for i in range(n) if not records[i].is_terminated]
             if not alive:
                 return -1
@@ -105,7 +115,7 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
             if kind == "round-robin":
                 task_id = (first_round or alive)[0]
                 self.rounds = task_id + 1
-            elif first_round:  # one batch per task, each measured while the next one builds
+            elif first_round:  # one batch per task (measured while the next builds, unless exclusive)
                 self.rounds = first_round[0] + 1
                 return first_round[0]
             else:
@@ -196,8 +206,9 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
     return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
 
 
-def _task_records(ms_db: Any, task: Any) -> tuple[int, float | None]:
-    """Trials in the database for a task, and its best measured latency in microseconds."""
+def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None) -> tuple[int, float | None]:
+    """Trials in the database for a task (failed ones included when ``counts`` comes from the
+    file), and its best measured latency in microseconds."""
     mod = task.dispatched[0]
     if not ms_db.has_workload(mod):
         return 0, None
@@ -207,7 +218,8 @@ def _task_records(ms_db: Any, task: Any) -> tuple[int, float | None]:
         if r.run_secs:
             secs = sum(float(s) for s in r.run_secs) / len(r.run_secs)
             best = secs if best is None else min(best, secs)
-    return len(records), (best * 1e6 if best is not None else None)
+    trials = counts.get(_workload_key(task), len(records)) if counts is not None else len(records)
+    return trials, (best * 1e6 if best is not None else None)
 
 
 def _flops(task: Any) -> float:
@@ -260,10 +272,11 @@ def check_tracker(host: str, port: int, key: str) -> None:
                         f"{host}:{port} --key {key}'")
 
 
-def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None = None) -> list[TaskReport]:
+def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None = None,
+                 counts: dict[str, int] | None = None) -> list[TaskReport]:
     out = []
     for t in tasks:
-        trials, best = _task_records(ms_db, t)
+        trials, best = _task_records(ms_db, t, counts)
         out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best,
                               default_us=(defaults or {}).get(_workload_key(t))))
     return out
@@ -397,7 +410,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if defaults != meta.get("default_us"):
         meta["default_us"] = defaults
         db.write_meta(meta)
-    before = report_tasks(tasks, ms_db, defaults)
+    before = report_tasks(tasks, ms_db, defaults, db.records_per_workload())
     done = sum(t.trials for t in before)
     per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
     todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
@@ -444,7 +457,8 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
     # The budget is search time: extracting tasks, measuring the default schedules and setting up
     # the search (a fixed cost per model, a minute or two) come first and are not counted.
-    scheduler = make_scheduler(cfg.task_scheduler, cfg.time_budget_s, cfg.seed, at_deadline)
+    scheduler = make_scheduler(cfg.task_scheduler, cfg.time_budget_s, cfg.seed, at_deadline,
+                               exclusive=not cfg.rpc_tracker)
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
@@ -456,7 +470,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
                        max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
                        runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
                        task_scheduler=scheduler)
-    after = report_tasks(tasks, db.ms_database(), defaults)
+    after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload())
     stop = state["stopped"] or "trial budget reached"
     report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,
                         curve)
