@@ -162,3 +162,12 @@ def test_environment_warnings_for_a_noisy_machine():
     for key in ("cpu_model", "physical_cores", "threads_used", "os", "python", "packages", "date"):
         assert key in env
     assert env["packages"]["torch"].startswith("2.14")
+
+
+def test_error_headline_skips_a_bare_source_location():
+    from tvmbench.errors import headline
+
+    ov = RuntimeError("Exception from src/inference/src/cpp/core.cpp:117:\n[ NOT_FOUND ] Unsupported property FOO\n")
+    assert headline(ov) == "[ NOT_FOUND ] Unsupported property FOO"
+    assert headline(ValueError("first line\nsecond")) == "first line"
+    assert headline(KeyError()) == "KeyError"

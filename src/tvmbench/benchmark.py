@@ -220,8 +220,9 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
     per_fw: dict[str, dict[str, Any]] = {}
     reduced = cfg.backend_options.get("precision", "fp32") != "fp32"
     for fw in order:
-        # TVM and TensorRT honour --precision; their outputs are then checked at fp16 tolerance.
-        tol = accuracy.tolerance_for("float16", cfg.tolerance) if reduced and fw in ("tvm", "tvm_untuned", "tensorrt") \
+        # TVM, TensorRT and OpenVINO honour --precision; their outputs are then checked at fp16 tolerance.
+        tol = accuracy.tolerance_for("float16", cfg.tolerance) \
+            if reduced and fw in ("tvm", "tvm_untuned", "tensorrt", "openvino") \
             else tolerance
         entry = framework_entry(raw[fw], ref_outputs, tol, batch, flops, fw == REFERENCE)
         per_fw[fw] = entry

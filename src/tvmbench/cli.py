@@ -100,7 +100,8 @@ def build_parser() -> argparse.ArgumentParser:
                           "--artifact-dir")
     run.add_argument("--artifact-dir", default=None, help="where --compile-only writes (default artifacts/MODEL-TARGET)")
     run.add_argument("--precision", default="fp32", choices=["fp32", "fp16", "amp", "bf16"],
-                     help="TVM's precision (fp16: fp16 matmul/conv with fp16 accumulation; amp: fp32 accumulation)")
+                     help="precision of TVM, TensorRT and OpenVINO (fp16: fp16 matmul/conv with fp16 "
+                          "accumulation; amp: fp32 accumulation); PyTorch stays the fp32 reference")
     run.add_argument("--cuda-graph", action="store_true",
                      help="CUDA: capture the model's kernel launches in a CUDA graph (Relax RewriteCUDAGraph), "
                           "for launch-bound models")

@@ -28,3 +28,19 @@ class FrameworkUnavailableError(UserError):
 
 class UnsupportedOperatorError(UserError):
     """The Relax importer cannot convert an operator of the model."""
+
+
+def headline(e: BaseException, limit: int = 300) -> str:
+    """The line of a framework's (often very long) error message that says what broke.
+
+    Usually the first line; but OpenVINO and TVM start with a source location alone
+    ("Exception from src/inference/src/cpp/core.cpp:117:"), which says nothing to a user, so
+    lines that are only a location are skipped.
+    """
+    import re
+
+    for line in str(e).strip().splitlines():
+        line = line.strip()
+        if line and not re.fullmatch(r"(Exception from )?[\w./-]+\.(cc|cpp|h|hpp|py):\d+:?", line):
+            return line[:limit]
+    return type(e).__name__

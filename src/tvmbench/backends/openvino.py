@@ -21,6 +21,9 @@ def _type_name(value: object) -> str:
     return str(getter()) if callable(getter) else str(value)
 
 
+_OV_PRECISION = {"fp32": "f32", "fp16": "f16", "amp": "f16", "bf16": "bf16"}
+
+
 class OpenVINOBackend(Backend):
     name = "openvino"
     result_key = "openvino"
@@ -45,7 +48,8 @@ class OpenVINOBackend(Backend):
         if device not in core.available_devices:
             raise UserError(f"OpenVINO has no {device} device here (available: {', '.join(core.available_devices)})")
         hint = str(self.config.options.get("openvino_hint", "latency")).upper()
-        precision = str(self.config.options.get("precision", "f32"))
+        # --precision (fp32 by default: OpenVINO alone would pick bf16 on AVX-512-BF16/AMX CPUs).
+        precision = _OV_PRECISION.get(str(self.config.options.get("precision", "fp32")), "f32")
         config = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
         if device == "CPU":
             config["INFERENCE_NUM_THREADS"] = self.config.threads

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 
 from tvmbench.backends.pytorch import PyTorchBackend
-from tvmbench.errors import UserError
+from tvmbench.errors import UserError, headline
 from tvmbench.models import LoadedModel
 
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
@@ -34,7 +34,6 @@ class TorchCompileBackend(PyTorchBackend):
         try:
             self.run()
         except Exception as e:  # inductor failures are long; the first line says what broke
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            raise RuntimeError(f"torch.compile failed: {type(e).__name__}: {first[:300]}") from e
+            raise RuntimeError(f"torch.compile failed: {type(e).__name__}: {headline(e)}") from e
         self.phases_s["compile_s"] = time.perf_counter() - t0
         self.info.update({"mode": f"torch.compile ({mode})", "backend": "inductor"})

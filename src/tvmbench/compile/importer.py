@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tvmbench.errors import UnsupportedOperatorError, UserError
+from tvmbench.errors import UnsupportedOperatorError, UserError, headline
 from tvmbench.models import LoadedModel
 
 
@@ -80,8 +80,7 @@ def export_program(model: LoadedModel) -> Any:
         with torch.no_grad():
             return torch.export.export(model.module, model.torch_inputs())
     except Exception as e:
-        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise RuntimeError(f"torch.export failed for {model.name}: {type(e).__name__}: {first}") from e
+        raise RuntimeError(f"torch.export failed for {model.name}: {type(e).__name__}: {headline(e)}") from e
 
 
 def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:

@@ -23,7 +23,7 @@ from typing import Any
 
 import psutil
 
-from tvmbench.errors import UserError
+from tvmbench.errors import UserError, headline
 
 Progress = Callable[[str], None]
 
@@ -65,12 +65,11 @@ def silenced(stdout: bool = True, stderr: bool = True) -> Iterator[None]:
 
 
 def describe_exception(e: BaseException) -> dict[str, Any]:
-    """A failure as result data: a user mistake (message only) or the framework's failure (first
-    line of the message, and the traceback for the JSON)."""
+    """A failure as result data: a user mistake (message only) or the framework's failure (the
+    line of its message that says what broke, and the traceback for the JSON)."""
     if isinstance(e, UserError):
         return {"kind": "user", "type": type(e).__name__, "message": str(e)}
-    text = str(e).strip()
-    return {"kind": "exception", "type": type(e).__name__, "message": text.splitlines()[0] if text else type(e).__name__,
+    return {"kind": "exception", "type": type(e).__name__, "message": headline(e),
             "traceback": traceback.format_exc()}
 
 

@@ -16,6 +16,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from tvmbench.errors import headline
 from tvmbench.measure.isolation import silenced
 from tvmbench.models.base import LoadedModel
 from tvmbench.paths import cache_dir
@@ -71,7 +72,6 @@ def _export(model: LoadedModel, folder: Path) -> str:
                 os.replace(extra, folder / extra.name.replace(f".{os.getpid()}.tmp", ""))
             return exporter
         except Exception as e:  # noqa: BLE001 - try the next exporter, report both if neither works
-            first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-            errors.append(f"{exporter}: {type(e).__name__}: {first[:200]}")
+            errors.append(f"{exporter}: {type(e).__name__}: {headline(e, 200)}")
             tmp.unlink(missing_ok=True)
     raise RuntimeError(f"ONNX export of {model.name} failed ({'; '.join(errors)})")
