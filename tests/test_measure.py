@@ -171,3 +171,31 @@ def test_error_headline_skips_a_bare_source_location():
     assert headline(ov) == "[ NOT_FOUND ] Unsupported property FOO"
     assert headline(ValueError("first line\nsecond")) == "first line"
     assert headline(KeyError()) == "KeyError"
+
+
+def test_a_device_clock_replaces_the_host_clock_with_the_same_rules():
+    from tvmbench.measure.timer import TimerConfig, measure
+
+    asked = []
+
+    def device(k):
+        asked.append(k)
+        return 0.004  # what the device says one call took
+
+    m = measure(lambda: None, TimerConfig(fixed_warmup_runs=2, fixed_runs=5), block_timer=device)
+    assert m.samples_s == [0.004] * 5 and m.warmup_s == [0.004] * 2
+    assert asked == [1] * 7 and m.total_calls == 7
+
+
+def test_atomic_writes_leave_ordinary_file_permissions(tmp_path):
+    import os
+    import stat
+
+    from tvmbench.results.writers import write_text_atomic
+
+    umask = os.umask(0o022)
+    try:
+        path = write_text_atomic(tmp_path / "r.json", "{}")
+    finally:
+        os.umask(umask)
+    assert stat.S_IMODE(path.stat().st_mode) == 0o644 and path.read_text() == "{}"

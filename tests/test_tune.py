@@ -16,6 +16,8 @@ from tvmbench.cli import main
 from tvmbench.targets import resolve_target
 from tvmbench.tune.database import RECORDS, WORKLOADS, TuningDatabase
 
+from .rpc_devices import loopback_devices
+
 pytest.importorskip("xgboost")
 
 MODEL = str(Path(__file__).with_name("mlp_model.py")) + ":build"
@@ -93,6 +95,20 @@ def test_the_default_database_applies_without_db_and_untuned_turns_it_off(tuned,
         if applied:
             sources = {s["source"]: s for s in doc["tuning_database"]["sources"]}
             assert sources["default"]["tasks_covered"] == len(report["tasks"])
+
+
+def test_profile_shows_which_kernels_ran_tuned_schedules_and_their_gain(tuned, tmp_path):
+    db, report = tuned
+    out = tmp_path / "p.json"
+    assert main(["profile", "--model", MODEL, "--target", "llvm", "--db", str(db), "--no-pretuned", "--vs-untuned",
+                 "--runs", "5", "--output", str(out), "-q"]) == 0
+    doc = json.loads(out.read_text())
+    matmuls = [k for k in doc["tvm"]["kernels"] if k["kind"] == "matmul"]
+    assert matmuls and all(k["schedule"] == "tuning record" for k in matmuls)
+    assert all(k["schedule"] == "default" for k in doc["tvm_untuned"]["kernels"] if k["kind"] == "matmul")
+    gains = {g["name"]: g for g in doc["gains"]}
+    assert doc["process_drift"] is None  # the MLP has no kernel left on the default schedule
+    assert all(gains[k["name"]]["untuned_ms"] > 0 and gains[k["name"]]["gain"] > 0 for k in matmuls)
 
 
 def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(
@@ -219,41 +235,10 @@ def test_db_commands_show_merge_prune_export(tuned, tmp_path, capsys):
         assert {Path(n).name for n in tar.getnames()} >= {WORKLOADS, RECORDS}
 
 
-def _free_port():
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path):
     """A tracker and two device servers on 127.0.0.1 (TVM's own, started by tvmbench), a small
     tuning run measured through them, then everything stopped."""
-    from tvm import rpc
-
-    port = _free_port()
-    procs = [subprocess.Popen([sys.executable, "-m", "tvmbench.cli", "rpc", "tracker", "--host", "127.0.0.1",
-                               "--port", str(port)], start_new_session=True)]
-    try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            try:
-                rpc.connect_tracker("127.0.0.1", port).summary()
-                break
-            except Exception:
-                time.sleep(0.5)
-        for _ in range(2):
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tvmbench.cli", "rpc", "server", "--tracker", f"127.0.0.1:{port}",
-                 "--key", "loop", "--host", "127.0.0.1", "--port", str(_free_port())], start_new_session=True))
-        while time.monotonic() < deadline:
-            queue = rpc.connect_tracker("127.0.0.1", port).summary()["queue_info"].get("loop", {})
-            if queue.get("free", 0) >= 2:
-                break
-            time.sleep(0.5)
-        else:
-            pytest.fail("the two servers did not register with the tracker")
+    with loopback_devices("loop", servers=2) as port:
         db = tmp_path / "db"
         report = tmp_path / "report.json"
         assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
@@ -262,26 +247,14 @@ def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path):
         r = json.loads(report.read_text())
         assert r["trials_after"] >= 16
         assert any(t["best_us"] for t in r["tasks"] if "matmul" in t["name"])
-    finally:
-        for p in procs:
-            p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait(timeout=30)
 
 
 def test_rpc_with_an_unknown_key_is_one_clear_error(capsys, tmp_path):
-    port = _free_port()
-    tracker = subprocess.Popen([sys.executable, "-m", "tvmbench.cli", "rpc", "tracker", "--host", "127.0.0.1",
-                                "--port", str(port)], start_new_session=True)
-    try:
-        time.sleep(5)
+    with loopback_devices("loop", servers=0) as port:
         code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "16", "--rpc", f"127.0.0.1:{port}",
                      "--rpc-key", "nobody", "--db", str(tmp_path / "db"), "--quiet"])
         err = capsys.readouterr().err
         assert code == 2 and "no device registered as 'nobody'" in err
-    finally:
-        tracker.send_signal(signal.SIGTERM)
-        tracker.wait(timeout=30)
 
 
 def test_time_budget_stops_tuning_cleanly_after_a_batch(tmp_path):

@@ -90,7 +90,8 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> dic
         def on_timer(stage: str, n: int) -> None:
             progress(f"{stage} run {n}")
 
-        m = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer)
+        m = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
+                    block_timer=None if job.include_io else backend.block_timer())
         result["measurement"] = {
             "samples_s": m.samples_s, "warmup_s": m.warmup_s, "block_size": m.block_size,
             "stop_reason": m.stop_reason, "total_calls": m.total_calls, "timed_calls": m.timed_calls,
@@ -243,6 +244,10 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
     noisy = environment.warnings_for(env)
     noisy += [f"{fw}: high run-to-run variation (CV {e['cv']:.0%})" for fw, e in per_fw.items()
               if e.get("cv", 0) > 0.10]
+    remote = sorted(fw for fw, e in per_fw.items() if (e.get("info") or {}).get("remote"))
+    if remote:
+        noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
+                     "frameworks ran on this machine, so speedups between them compare two machines")
     result["warnings"] = noisy
     return result
 

@@ -125,6 +125,19 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--cuda-graph", action="store_true", help="CUDA: capture kernel launches in a CUDA graph")
     _add_database_args(export)
 
+    prof = sub.add_parser("profile", help="where TVM's time goes: per-kernel times inside the model, FLOPs, "
+                          "GFLOP/s, % of peak, tuned or default schedule")
+    _add_model_args(prof)
+    prof.add_argument("--db", default=None, help="MetaSchedule database to apply (as `run --db`)")
+    prof.add_argument("--vs-untuned", action="store_true",
+                      help="profile again without any database and show each kernel's gain from tuning")
+    prof.add_argument("--runs", type=_positive_int, default=20, help="instrumented runs (median per kernel)")
+    prof.add_argument("--top", type=_positive_int, default=25, help="kernels shown (all are in --output)")
+    prof.add_argument("--output", "-o", default=None, help="write the profile JSON here")
+    prof.add_argument("--timeout", type=_positive_float, default=3600.0)
+    prof.add_argument("--quiet", "-q", action="store_true")
+    _add_database_args(prof)
+
     compare = sub.add_parser("compare", help="several models, shapes and frameworks in one run, with summaries")
     compare.add_argument("--models", default=None, help="comma-separated zoo names or files, e.g. resnet50,gpt2")
     compare.add_argument("--config", default=None, help="a JSON comparison config (see configs/); flags override it")
@@ -265,7 +278,8 @@ def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> No
     p.add_argument("--min-repeat-ms", type=_positive_int, default=50)
     p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT",
-                   help="measure candidates on devices registered with this TVM RPC tracker")
+                   help="a TVM RPC tracker: tuning measures candidates on its devices; `run` also runs and "
+                        "times TVM on one of them (cross-compiled for --target)")
     p.add_argument("--rpc-key", default=None, help="the devices' key at the tracker")
     p.add_argument("--rpc-workers", type=_positive_int, default=1,
                    help="candidates measured in parallel over RPC (one per device)")
@@ -320,7 +334,7 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
             raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     cfg = _tune_config(args, threads)
     if cfg.rpc_tracker:  # an unreachable tracker or unknown key is reported before any work
-        from tvmbench.tune.tuner import check_tracker, parse_tracker
+        from tvmbench.measure.remote import check_tracker, parse_tracker
 
         if not cfg.rpc_key:
             raise UserError("--rpc needs --rpc-key, the key the devices registered with")
@@ -391,7 +405,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.compile_only:
         args.output_dir = args.artifact_dir
         return cmd_export(args)
-    _require_device(target)
+    remote = None
+    if args.rpc:  # TVM runs on a device behind the tracker; checked before any work
+        from tvmbench.measure.remote import check_tracker, parse_tracker
+
+        if not args.rpc_key:
+            raise UserError("--rpc needs --rpc-key, the key the devices registered with")
+        check_tracker(*parse_tracker(args.rpc), args.rpc_key)
+        remote = {"tracker": args.rpc, "key": args.rpc_key}
+    else:
+        _require_device(target)
     _check_untuned(args)
     threads = args.threads or physical_cores()
     db_dir = args.db
@@ -409,7 +432,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                     memory_limit_bytes=int(args.memory_limit * 2**30) if args.memory_limit else 0,
                     backend_options={"torch_compile_mode": args.torch_compile_mode,
                                      "openvino_hint": args.openvino_hint, "precision": args.precision,
-                                     "cuda_graph": args.cuda_graph})
+                                     "cuda_graph": args.cuda_graph, "rpc": remote})
     if args.db:
         from tvmbench.tune.database import TuningDatabase
 
@@ -596,6 +619,57 @@ def cmd_tune(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def cmd_profile(args: argparse.Namespace) -> int:
+    import psutil
+
+    from tvmbench.backends.base import BackendConfig
+    from tvmbench.benchmark import thread_env
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.profile import compare_profiles
+    from tvmbench.profile.kernels import ProfileJob, profile_job
+    from tvmbench.results import make_console, write_json_atomic
+    from tvmbench.results.report import print_profile
+    from tvmbench.targets import physical_cores, resolve_target
+    from tvmbench.tune.database import TuningDatabase, database_sources
+
+    console = make_console(stderr=True, quiet=args.quiet)
+    options = _model_options(args)
+    target = resolve_target(args.target)
+    _require_device(target)
+    if args.untuned and (args.db or args.vs_untuned):
+        raise UserError("--untuned applies no tuning database; it cannot be combined with --db or --vs-untuned")
+    if args.db:
+        TuningDatabase.open(args.db)
+    threads = args.threads or physical_cores()
+    sources = database_sources(target, args.db, not args.untuned, not (args.untuned or args.no_pretuned))
+    variants = ["tvm", "tvm_untuned"] if args.vs_untuned else ["tvm_untuned" if args.untuned else "tvm"]
+    profiles = {}
+    for variant in variants:
+        job = ProfileJob(model=args.model, options=options, variant=variant, runs=args.runs,
+                         backend=BackendConfig(target=target, threads=threads, databases=tuple(sources)),
+                         measure_peak=variant == variants[0])
+        with console.status(f"profiling {args.model} ({variant})") as status:
+            outcome = run_isolated(profile_job, job, timeout_s=args.timeout, env=thread_env(threads),
+                                   memory_limit_bytes=int(psutil.virtual_memory().total * 0.9),
+                                   on_progress=lambda msg, v=variant: status.update(f"{v}: {msg}"))
+        if not outcome.ok:
+            raise UserError(f"profiling {args.model} ({variant}) failed: {outcome.error['message']}")
+        profiles[variant] = outcome.value
+    main_profile = profiles[variants[0]]
+    if len(profiles) == 2:
+        profiles["tvm_untuned"].peak_gflops = main_profile.peak_gflops
+    gains, drift = compare_profiles(profiles["tvm"], profiles["tvm_untuned"]) if args.vs_untuned else (None, None)
+    print_profile(main_profile, make_console(), top=args.top, gains=gains, drift=drift,
+                  untuned=profiles.get("tvm_untuned") if args.vs_untuned else None)
+    if args.output:
+        doc = {variant: p.to_json() for variant, p in profiles.items()}
+        if gains is not None:
+            doc["gains"] = gains
+            doc["process_drift"] = drift
+        console.print(f"profile written to {write_json_atomic(args.output, doc)}")
+    return EXIT_OK
+
+
 def cmd_db(args: argparse.Namespace) -> int:
     from pathlib import Path
 
@@ -643,7 +717,7 @@ def cmd_rpc(args: argparse.Namespace) -> int:
         cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
                "--port-end", str(args.port + 10)]
     else:
-        from tvmbench.tune.tuner import parse_tracker
+        from tvmbench.measure.remote import parse_tracker
 
         parse_tracker(args.tracker)
         cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
@@ -743,7 +817,7 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGTERM, _terminate_as_interrupt)
     parser = build_parser()
     args = parser.parse_args(argv)
-    handler = {"run": cmd_run, "export": cmd_export, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
+    handler = {"run": cmd_run, "export": cmd_export, "profile": cmd_profile, "compare": cmd_compare, "tune": cmd_tune, "db": cmd_db, "rpc": cmd_rpc, "models": cmd_models,
                "frameworks": cmd_frameworks, "doctor": cmd_doctor, "target": cmd_target}[args.command]
     try:
         return handler(args)

@@ -113,6 +113,14 @@ class ResolvedTarget:
             return False
         return _same_arch(self.arch, platform.machine())
 
+    @property
+    def runs_here(self) -> bool:
+        """Whether a model built for this target can run on this machine: a CPU of its arch, or
+        CUDA with an NVIDIA GPU present."""
+        if self.kind == "cuda":
+            return query_gpu() is not None
+        return self.is_native
+
     def tvm(self) -> Any:
         """The ``tvm.target.Target`` object."""
         import tvm

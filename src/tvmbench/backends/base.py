@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import importlib.util
 from abc import ABC, abstractmethod
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -99,6 +100,12 @@ class Backend(ABC):
     @abstractmethod
     def outputs(self) -> list[np.ndarray]:
         """Outputs of the last ``run`` as numpy arrays, flattened in the model's output order."""
+
+    def block_timer(self) -> Callable[[int], float] | None:
+        """Seconds per call of ``k`` back-to-back inferences measured by the device itself, for
+        backends whose calls cannot be timed with this process's clock (a remote device); None
+        means the timer's host clock around synchronous ``run`` calls is right."""
+        return None
 
     def close(self) -> None:  # noqa: B027 - optional hook, nothing to release by default
         """Release what the backend holds."""

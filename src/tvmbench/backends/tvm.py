@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -23,14 +24,24 @@ def _flatten_tvm(value: Any) -> list[Any]:
     return out
 
 
-def transform_params(vm: Any, params: list[Any]) -> list[Any]:
+def transform_params(vm: Any, params: list[Any], stateful: bool = False) -> list[Any]:
     """Run the lifted weight transforms (layouts, transposes, batch-norm folding) once, at load
-    time, so ``main`` receives weights already in the layout its kernels want."""
+    time, so ``main`` receives weights already in the layout its kernels want. ``stateful``: over
+    RPC, through the flat entry and the VM's stateful API (RPC passes no tuples)."""
+    from tvmbench.compile.pipeline import FLAT_TRANSFORM
+
+    name = FLAT_TRANSFORM if stateful else "main_transform_params"
     try:
-        fn = vm["main_transform_params"]
+        fn = vm[name]
     except Exception:  # compiled without lifting: main takes the weights as imported
         return params
-    return _flatten_tvm(fn(params)) if params else params
+    if not params:
+        return params
+    if not stateful:
+        return _flatten_tvm(fn(params))
+    vm.set_input(name, *params)
+    vm.invoke_stateful(name)
+    return _flatten_tvm(vm.get_outputs(name))
 
 
 class TVMBackend(Backend):
@@ -61,20 +72,35 @@ class TVMBackend(Backend):
             from tvmbench.compile.artifact import apply_precision
 
             imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
+        self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
+        rpc_options = self.config.options.get("rpc")  # {"tracker": HOST:PORT, "key": KEY}
         compiled = compile_model(imported, target, list(self.config.databases), use_cache=self.config.use_cache,
-                                 cuda_graph=bool(self.config.options.get("cuda_graph")))
+                                 cuda_graph=bool(self.config.options.get("cuda_graph")), remote=bool(rpc_options))
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         t0 = time.perf_counter()
-        self.dev = tvm.cuda(0) if target.device == "cuda" else tvm.cpu(0)
-        self.vm = relax.VirtualMachine(compiled.library, self.dev)
+        self._remote = None
+        if rpc_options:
+            from tvmbench.measure.remote import connect
+
+            self._remote = connect(rpc_options["tracker"], rpc_options["key"])
+            self._remote.upload(str(compiled.path))
+            library = self._remote.load_module(compiled.path.name)
+            self.dev = self._remote.cuda(0) if target.device == "cuda" else self._remote.cpu(0)
+            self.phases_s["upload_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+        else:
+            library = compiled.library
+            self.dev = tvm.cuda(0) if target.device == "cuda" else tvm.cpu(0)
+        self.vm = relax.VirtualMachine(library, self.dev)
         self._host_inputs = list(model.inputs.values())
         self._to_device = tvm.runtime.tensor
-        params = [p.copyto(self.dev) if target.device != "cpu" else p for p in imported.params]
+        params = [tvm.runtime.tensor(p.numpy(), self.dev) if self._remote is not None
+                  else p.copyto(self.dev) if target.device != "cpu" else p for p in imported.params]
         self.phases_s["load_inputs_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        self._params = transform_params(self.vm, params)
+        self._params = transform_params(self.vm, params, stateful=self._remote is not None)
         self.phases_s["transform_params_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         args = [tvm.runtime.tensor(a, self.dev) for a in self._host_inputs] + self._params
@@ -82,13 +108,16 @@ class TVMBackend(Backend):
         # per-call conversion of ~100 Python arguments measured as model time.
         self.vm.save_function("main", "main_bound", *args)
         self._fn = self.vm["main_bound"]
+        if self._remote is not None:  # RPC returns no tuples: outputs come one tensor at a time
+            self.vm.set_input("main", *args)
+            self._fn = lambda: self.vm.invoke_stateful("main")
         self._out: Any = None
         self.phases_s["bind_s"] = time.perf_counter() - t0
         self.info = {
             "device": str(self.dev),
             "version": tvm.__version__,
             "target": target.config,
-            "threads": int(tvm.runtime.num_threads()),
+            "threads": self._threads(),
             "frontend": imported.frontend,
             "precision": precision,
             "pipeline": compiled.pipeline,
@@ -97,6 +126,31 @@ class TVMBackend(Backend):
             "library": str(compiled.path),
             "database": compiled.database or None,
         }
+        if self._remote is not None:
+            self.info.update({"device": f"{self.dev} on the device registered as '{rpc_options['key']}' at "
+                                        f"{rpc_options['tracker']}",
+                              "remote": dict(rpc_options), "clock": "device (VM time_evaluator over RPC)"})
+
+    def _threads(self) -> int | None:
+        import tvm
+
+        if self._remote is None:
+            return int(tvm.runtime.num_threads())
+        try:  # the device server's own setting (TVM_NUM_THREADS where it was started)
+            return int(self._remote.get_function("runtime.NumThreads")())
+        except Exception:
+            return None
+
+    def block_timer(self) -> Callable[[int], float] | None:
+        """On a remote device, time ``k`` calls with the device's clock: the VM's time_evaluator
+        runs them there, so the network round trip is not measured as model time."""
+        if self._remote is None:
+            return None
+
+        def timed(k: int) -> float:
+            return float(self.vm.time_evaluator("main_bound", self.dev, number=k, repeat=1)().mean)
+
+        return timed
 
     def run(self) -> None:
         self._out = self._fn()
@@ -104,14 +158,21 @@ class TVMBackend(Backend):
 
     def run_with_io(self) -> None:
         args = [self._to_device(a, self.dev) for a in self._host_inputs]
-        self._out = self.vm["main"](*args, *self._params)
-        for t in _flatten_tvm(self._out):
+        if self._remote is not None:
+            self.vm.set_input("main", *args, *self._params)
+            self.vm.invoke_stateful("main")
+            out = self.vm.get_outputs("main")
+        else:
+            out = self._out = self.vm["main"](*args, *self._params)
+        for t in _flatten_tvm(out):
             t.numpy()  # synchronises: the copy back waits for the computation
 
     def outputs(self) -> list[np.ndarray]:
-        return [t.numpy() for t in _flatten_tvm(self._out)]
+        out = self.vm.get_outputs("main") if self._remote is not None else self._out
+        return [t.numpy() for t in _flatten_tvm(out)]
 
     def close(self) -> None:
+        self._remote = None
         self._fn = None
         self._params = []
         self.vm = None

@@ -27,7 +27,7 @@ __all__ = ["CompiledModel", "ImportedModel", "compile_model", "import_model", "l
 
 @dataclass
 class CompiledModel:
-    library: Any  # tvm.runtime.Module loaded from the cached shared library
+    library: Any  # tvm.runtime.Module loaded from the cached shared library (None if remote)
     cache_key: str
     cache_hit: bool
     path: Path
@@ -76,16 +76,19 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
 
 
 def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: list[tuple[str, str]] | None = None,
-                  cuda_graph: bool = False, use_cache: bool = True) -> CompiledModel:
+                  cuda_graph: bool = False, use_cache: bool = True, remote: bool = False) -> CompiledModel:
     """Compile (or load from the cache) with the schedules of ``databases`` (kind, directory) where
-    they have them and tvmbench's default schedules elsewhere."""
+    they have them and tvmbench's default schedules elsewhere. ``remote``: the library is for a
+    device behind an RPC tracker; it is cross-compiled where needed and not loaded here."""
     import tvm
 
-    if not target.is_native:
+    from tvmbench.compile.artifact import export_library
+
+    if not target.runs_here and not remote:
         raise UserError(
             f"target {target.source!r} builds code for {target.arch}, which cannot run on this machine; "
-            "use a CPU target of this machine (--target llvm), a machine with that device, or build it here "
-            "without running it with --compile-only (tvmbench export)"
+            "use a CPU target of this machine (--target llvm), run it on such a device through a TVM RPC "
+            "tracker (--rpc HOST:PORT --rpc-key KEY), or build it here without running it with --compile-only"
         )
     dbs, digest, infos = load_databases(databases or [], target)
     database = None
@@ -116,14 +119,14 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: li
         executable = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=count_tuned)
         compile_s = time.perf_counter() - t0
         with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
-            executable.export_library(str(tmp))
+            export_library(executable, tmp, target)
         (folder / "meta.json").write_text(json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
              "database": db_info}, indent=2, default=str))
     else:
         db_info = json.loads((folder / "meta.json").read_text()).get("database", db_info)
     t0 = time.perf_counter()
-    library = tvm.runtime.load_module(str(lib_path))
+    library = None if remote else tvm.runtime.load_module(str(lib_path))
     load_s = time.perf_counter() - t0
     return CompiledModel(library=library, cache_key=key, cache_hit=hit, path=lib_path, compile_s=compile_s,
                          load_s=load_s, pipeline=names, database=db_info)

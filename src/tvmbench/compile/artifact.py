@@ -147,29 +147,35 @@ def _cuda_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[st
     else:
         ptx_error, ptx_s = "nvcc not found: install the CUDA toolkit to check the PTX", 0.0
     lib = out / "model.so"
-    executable.export_library(str(lib))  # host code + the CUDA source; loads on a machine with a GPU
+    export_library(executable, lib, target)  # host code + the CUDA source; loads on a machine with a GPU
     return {"arch": arch, "ptx_compiled": ptx is not None, "ptx_error": ptx_error, "ptx_s": ptx_s,
             "library": str(lib), "cuda_source": str(out / "kernels.cu"),
             "ptx": str(out / "kernels.ptx") if ptx else None, **cuda_report(source, ptx)}
 
 
-def _cpu_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str, Any]:
+def export_library(executable: Any, lib: Path, target: ResolvedTarget) -> None:
+    """Write the executable as a shared library for ``target``: with the host compiler when the
+    target is this machine or CUDA (the host side runs here), else with the cross compiler."""
     from tvm.support import cc
 
-    lib = out / "model.so"
-    arch = target.arch
-    if target.is_native:
+    if target.is_native or target.kind == "cuda":
         executable.export_library(str(lib))
-    else:
-        compiler = _CROSS_COMPILERS.get(arch)
-        if compiler is None:
-            raise UserError(f"no cross compiler known for {arch}; tvmbench cross-compiles to "
-                            f"{', '.join(_CROSS_COMPILERS)}")
-        if shutil.which(compiler) is None:
-            raise UserError(f"exporting for {arch} needs the cross compiler {compiler}: "
-                            "sudo apt-get install g++-aarch64-linux-gnu (or `make cross`)")
-        executable.export_library(str(lib), fcompile=cc.cross_compiler(compiler))
-    return {"arch": arch, "library": str(lib), "elf_machine": _elf_machine(lib),
+        return
+    arch = target.arch
+    compiler = _CROSS_COMPILERS.get(arch)
+    if compiler is None:
+        raise UserError(f"no cross compiler known for {arch}; tvmbench cross-compiles to "
+                        f"{', '.join(_CROSS_COMPILERS)}")
+    if shutil.which(compiler) is None:
+        raise UserError(f"exporting for {arch} needs the cross compiler {compiler}: "
+                        "sudo apt-get install g++-aarch64-linux-gnu (or `make cross`)")
+    executable.export_library(str(lib), fcompile=cc.cross_compiler(compiler))
+
+
+def _cpu_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str, Any]:
+    lib = out / "model.so"
+    export_library(executable, lib, target)
+    return {"arch": target.arch, "library": str(lib), "elf_machine": _elf_machine(lib),
             "library_bytes": lib.stat().st_size}
 
 

@@ -24,7 +24,7 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "7"
+PIPELINE_VERSION = "8"
 
 
 CPU_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
@@ -207,6 +207,34 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     return passes
 
 
+FLAT_TRANSFORM = "transform_params_flat"
+
+
+def flat_transform_params() -> Any:
+    """Add ``transform_params_flat(w0, ..., wn)``: main_transform_params with the weights as
+    separate arguments. TVM's RPC cannot pass a tuple, which is what main_transform_params takes,
+    so a model on a remote device has its weights transformed there through this entry (called
+    with the VM's stateful API, whose outputs come back one tensor at a time)."""
+    import tvm
+    from tvm import relax
+
+    @tvm.transform.module_pass(opt_level=0, name="FlatTransformParams")
+    def add(mod: Any, ctx: Any) -> Any:
+        names = {gv.name_hint: gv for gv in mod.get_global_vars()}
+        gv = names.get("main_transform_params")
+        if gv is None or FLAT_TRANSFORM in names or len(mod[gv].params) != 1:
+            return mod
+        fields = list(mod[gv].params[0].ty.fields)
+        weights = [relax.Var(f"w{i}", ty) for i, ty in enumerate(fields)]
+        bb = relax.BlockBuilder(mod)
+        with bb.function(FLAT_TRANSFORM, weights):
+            out = bb.emit(relax.Call(gv, [relax.Tuple(weights)]))
+            bb.emit_func_output(out)
+        return bb.get()
+
+    return add
+
+
 def _weight_block(target: ResolvedTarget) -> int:
     """Output channels per packed weight block: the contraction rule's tile, two fp32 vectors."""
     from tvmbench.compile.cpu_rules import _vector_lanes
@@ -227,6 +255,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
         relax.transform.FuseTIR(),
+        flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
     ]
 
 
@@ -308,7 +337,8 @@ def per_inference(legal: Any) -> Any:
     import tvm
     from tvm import relax
 
-    mod = tvm.IRModule({gv: f for gv, f in legal.functions.items() if gv.name_hint != "main_transform_params"})
+    mod = tvm.IRModule({gv: f for gv, f in legal.functions.items()
+                        if gv.name_hint not in ("main_transform_params", FLAT_TRANSFORM)})
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 

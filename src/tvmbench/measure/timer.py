@@ -70,14 +70,21 @@ def _ci_rel(samples: list[float]) -> float:
 
 
 def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
-            on_progress: Callable[[str, int], None] | None = None) -> Measurement:
-    """Time ``fn`` (one synchronous inference) by the method described in the module docstring."""
+            on_progress: Callable[[str, int], None] | None = None,
+            block_timer: Callable[[int], float] | None = None) -> Measurement:
+    """Time ``fn`` (one synchronous inference) by the method described in the module docstring.
+
+    ``block_timer(k)``, when given, runs ``k`` calls and returns seconds per call from the device's
+    own clock (a remote device); the warm-up, blocking and stopping rules are the same."""
     cfg = config or TimerConfig()
     clock = time.perf_counter
     calls = 0
 
     def timed_block(k: int) -> float:
         nonlocal calls
+        if block_timer is not None:
+            calls += k
+            return block_timer(k)
         t0 = clock()
         for _ in range(k):
             fn()

@@ -90,3 +90,56 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
         errors.print(f"tvmbench: {word}: {fw}: {e['error']}", markup=False, highlight=False, soft_wrap=True)
     for w in result.get("warnings", []):
         errors.print(f"[yellow]warning:[/yellow] {w}", soft_wrap=True)
+
+
+def print_profile(profile: Any, console: Console | None = None, top: int = 25,
+                  gains: list[dict[str, Any]] | None = None, untuned: Any | None = None,
+                  drift: float | None = None) -> None:
+    """Per-kernel table of a ModelProfile (slowest first), then time by kind of kernel."""
+    console = console or make_console()
+    peak = f", peak {profile.peak_gflops:.0f} GFLOP/s" if profile.peak_gflops else ""
+    table = Table(title=f"{profile.model} on {profile.target.get('kind')} {profile.target.get('mcpu') or profile.target.get('arch', '')}"
+                        f" ({profile.variant}, {profile.threads} threads, median of {profile.runs} runs{peak})")
+    cols = ["kernel", "kind", "calls", "ms", "%", "MFLOP", "GFLOP/s", "% peak", "schedule"]
+    if gains is not None:
+        cols += ["untuned ms", "gain", "corrected"]
+    for col in cols:
+        table.add_column(col, justify="left" if col in ("kernel", "kind", "schedule") else "right")
+    by_name = {g["name"]: g for g in gains or []}
+    for k in profile.kernels[:top]:
+        row = [k.name[:60], k.kind, str(k.calls), _ms(k.ms), f"{100 * k.share:.1f}",
+               "-" if k.mflop is None else f"{k.mflop:.1f}", "-" if k.gflops is None else f"{k.gflops:.1f}",
+               "-" if k.percent_of_peak is None else f"{k.percent_of_peak:.0f}", k.schedule or "-"]
+        if gains is not None:
+            g = by_name.get(k.name, {})
+            row += [_ms(g.get("untuned_ms")), "-" if g.get("gain") is None else f"{g['gain']:.2f}x",
+                    "-" if g.get("corrected_gain") is None else f"{g['corrected_gain']:.2f}x"]
+        table.add_row(*row)
+    console.print(table)
+    if len(profile.kernels) > top:
+        console.print(f"[dim]{len(profile.kernels) - top} more kernels ({_ms(sum(k.ms for k in profile.kernels[top:]))}"
+                      " ms) in --output[/dim]")
+    kinds: dict[str, list[Any]] = {}
+    for k in profile.kernels:
+        kinds.setdefault(k.kind, []).append(k)
+    parts = []
+    for kind, ks in sorted(kinds.items(), key=lambda kv: -sum(k.ms for k in kv[1])):
+        ms = sum(k.ms for k in ks)
+        flops = sum((k.mflop or 0) for k in ks) * 1e6
+        rate = f", {flops / (ms * 1e6):.0f} GFLOP/s" if flops and ms else ""
+        parts.append(f"{kind} {_ms(ms)} ms ({100 * ms / profile.kernels_ms:.0f} %{rate})")
+    console.print("by kind: " + "; ".join(parts), soft_wrap=True)
+    console.print(f"end to end {_ms(profile.end_to_end_ms)} ms (median, no instrumentation); kernels "
+                  f"{_ms(profile.kernels_ms)} ms; not in kernels {_ms(profile.unexplained_ms)} ms")
+    tuned = [k for k in profile.kernels if k.schedule == "tuning record"]
+    if any(k.schedule for k in profile.kernels):
+        console.print(f"{len(tuned)} of {sum(1 for k in profile.kernels if k.schedule)} kernels ran a tuning record "
+                      f"({_ms(sum(k.ms for k in tuned))} ms)")
+    if untuned is not None:
+        gain = untuned.end_to_end_ms / profile.end_to_end_ms
+        console.print(f"without any database: end to end {_ms(untuned.end_to_end_ms)} ms, kernels "
+                      f"{_ms(untuned.kernels_ms)} ms; tuning gain end to end {gain:.2f}x"
+                      + (f", {gain / drift:.2f}x corrected for drift" if drift else ""))
+    if drift is not None:
+        console.print(f"[dim]drift: kernels with the same (default) schedule in both builds ran {drift:.2f}x as "
+                      "fast in the untuned build's process; 'corrected' divides each gain by it[/dim]")

@@ -20,6 +20,7 @@ from typing import Any
 
 from tvmbench.compile import import_model, pipeline
 from tvmbench.errors import UserError
+from tvmbench.measure.remote import check_tracker, parse_tracker
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.targets import ResolvedTarget
 from tvmbench.tune.database import TuningDatabase
@@ -231,13 +232,6 @@ def _flops(task: Any) -> float:
         return 0.0
 
 
-def parse_tracker(address: str) -> tuple[str, int]:
-    host, sep, port = address.rpartition(":")
-    if not sep or not host or not port.isdigit():
-        raise UserError(f"--rpc takes HOST:PORT of a TVM RPC tracker, got '{address}'")
-    return host, int(port)
-
-
 def make_runner(cfg: TuneConfig) -> Any:
     """Measure locally, or on the devices registered with an RPC tracker under ``rpc_key``."""
     from tvm.s_tir import meta_schedule as ms
@@ -254,22 +248,6 @@ def make_runner(cfg: TuneConfig) -> Any:
     rpc = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=cfg.rpc_key, session_priority=1,
                               session_timeout_sec=int(cfg.runner_timeout_s))
     return ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=cfg.rpc_workers)
-
-
-def check_tracker(host: str, port: int, key: str) -> None:
-    """Fail in one line when the tracker is unreachable or has no device under ``key``."""
-    from tvm import rpc
-
-    try:
-        summary = rpc.connect_tracker(host, port).summary()
-    except Exception as e:
-        raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
-                        "'tvmbench rpc tracker'") from None
-    queues = summary.get("queue_info", {})
-    if key not in queues:
-        raise UserError(f"the tracker at {host}:{port} has no device registered as '{key}' (it has "
-                        f"{sorted(queues) or 'none'}); start one with 'tvmbench rpc server --tracker "
-                        f"{host}:{port} --key {key}'")
 
 
 def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None = None,

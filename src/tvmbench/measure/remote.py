@@ -1,0 +1,48 @@
+"""Devices behind a TVM RPC tracker: tuning measures candidates on them, and ``run --rpc`` runs
+and times the whole compiled model on one of them.
+
+Timing on a remote device uses the device's own clock (the VM's ``time_evaluator`` runs the
+calls there and returns their time), never a host clock around a network round trip.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.errors import UserError
+
+
+def parse_tracker(address: str) -> tuple[str, int]:
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise UserError(f"--rpc takes HOST:PORT of a TVM RPC tracker, got '{address}'")
+    return host, int(port)
+
+
+def check_tracker(host: str, port: int, key: str) -> None:
+    """Fail in one line when the tracker is unreachable or has no device under ``key``."""
+    from tvm import rpc
+
+    try:
+        summary = rpc.connect_tracker(host, port).summary()
+    except Exception as e:
+        raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
+                        "'tvmbench rpc tracker'") from None
+    queues = summary.get("queue_info", {})
+    if key not in queues:
+        raise UserError(f"the tracker at {host}:{port} has no device registered as '{key}' (it has "
+                        f"{sorted(queues) or 'none'}); start one with 'tvmbench rpc server --tracker "
+                        f"{host}:{port} --key {key}'")
+
+
+def connect(address: str, key: str, timeout_s: float = 60.0) -> Any:
+    """A session on one free device registered under ``key`` (waits up to ``timeout_s`` for one)."""
+    from tvm import rpc
+
+    host, port = parse_tracker(address)
+    check_tracker(host, port, key)
+    try:
+        return rpc.connect_tracker(host, port).request(key, priority=1, session_timeout=0,
+                                                        max_retry=max(1, int(timeout_s // 5)))
+    except Exception as e:
+        raise UserError(f"no device under '{key}' at {address} became free ({e}); is every one busy?") from None

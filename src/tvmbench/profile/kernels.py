@@ -1,0 +1,201 @@
+"""Per-kernel profile of a TVM-compiled model, measured inside the model.
+
+The model is prepared exactly as ``tvmbench run`` prepares it (same TVM backend, cached library,
+databases, weight transforms, bound arguments), then run ``runs`` times with the Relax VM's
+instrument hook, which brackets every call the VM makes; the device is synchronised after each
+call so a kernel's time is its own. Per kernel the median over runs of its time per inference is
+reported. The instrumented runs are slower than plain ones (a Python callback per call), so the
+end-to-end median is measured separately, without the hook; what the kernels do not explain
+(VM instructions, allocation, the hook itself) is reported as the difference.
+
+Kernel times inside the model are what tuning should be judged by: MetaSchedule measures each
+kernel alone, with its inputs and weights hot in cache, which can differ a lot from the kernel's
+time between its neighbours.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from tvmbench.backends.base import BackendConfig
+from tvmbench.models import ModelOptions, load_model
+
+
+@dataclass
+class KernelProfile:
+    name: str
+    kind: str  # conv, matmul, pool, reduction, layout, elementwise, vm (a VM builtin)
+    calls: int  # per inference
+    ms: float  # all calls of one inference, median over the instrumented runs
+    share: float  # of the kernels' total
+    mflop: float | None = None  # all calls of one inference
+    gflops: float | None = None
+    percent_of_peak: float | None = None
+    schedule: str | None = None  # "tuning record" or "default" (tvmbench's rules); None for VM builtins
+
+
+@dataclass
+class ModelProfile:
+    model: str
+    target: dict[str, Any]
+    variant: str  # "tvm" (databases applied) or "tvm_untuned"
+    end_to_end_ms: float
+    kernels_ms: float
+    runs: int
+    threads: int
+    peak_gflops: float | None
+    peak_method: str | None
+    database: dict[str, Any] | None
+    kernels: list[KernelProfile] = field(default_factory=list)
+
+    @property
+    def unexplained_ms(self) -> float:
+        return self.end_to_end_ms - self.kernels_ms
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "unexplained_ms": self.unexplained_ms}
+
+
+@dataclass(frozen=True)
+class ProfileJob:
+    model: str
+    options: ModelOptions
+    backend: BackendConfig
+    variant: str = "tvm"
+    runs: int = 20
+    warmup: int = 5
+    measure_peak: bool = True
+
+
+def kernel_kind(name: str) -> str:
+    n = name.lower()
+    for kind, words in (("conv", ("conv",)), ("matmul", ("matmul", "dense", "bmm")),
+                        ("pool", ("pool",)),
+                        ("reduction", ("softmax", "norm", "mean", "sum", "max", "min", "erf")),
+                        ("layout", ("transpose", "reshape", "layout", "concat", "split", "take", "strided_slice",
+                                    "broadcast_to"))):
+        if any(w in n for w in words):
+            return kind
+    return "elementwise"
+
+
+def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float, bool]]:
+    """FLOPs and 'has a tuning record' of every per-inference kernel, by function name."""
+    import tvm
+    from tvm.s_tir.analysis import estimate_tir_flops
+    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+    from tvmbench.compile import pipeline
+
+    facts = {}
+    for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        try:
+            flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
+        except Exception:
+            flops = 0.0
+        normalized = _normalize_mod(func)
+        facts[gv.name_hint] = (flops, any(db.has_workload(normalized) for db in databases))
+    return facts
+
+
+def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
+    """Prepare the model as a benchmark would, then profile it (runs in a worker process)."""
+    import tvm
+
+    from tvmbench.backends import backend_class
+    from tvmbench.compile import load_databases
+    from tvmbench.measure.peak import measure_sgemm_peak
+
+    say = progress or (lambda msg: None)
+    say("building the model")
+    model = load_model(job.model, job.options)
+    backend = backend_class(job.variant)(job.backend)
+    say("importing and compiling")
+    backend.prepare(model)
+    say("kernel FLOPs and schedules")
+    dbs, _, _ = load_databases(list(backend.config.databases), job.backend.target)
+    facts = _kernel_facts(backend.imported.mod, job.backend.target, dbs)
+
+    for _ in range(job.warmup):
+        backend.run()
+    say("end-to-end runs")
+    plain = []
+    for _ in range(job.runs):
+        t0 = time.perf_counter()
+        backend.run()
+        plain.append(time.perf_counter() - t0)
+
+    per_run: list[dict[str, float]] = []
+    calls: dict[str, int] = {}
+    current: dict[str, float] = {}
+    started: dict[str, float] = {}
+    dev = backend.dev
+
+    def instrument(func: Any, name: str, before_run: bool, ret_val: Any, *args: Any) -> int:
+        if before_run:
+            started[name] = time.perf_counter()
+        else:
+            dev.sync()
+            current[name] = current.get(name, 0.0) + time.perf_counter() - started.pop(name)
+            if not per_run:
+                calls[name] = calls.get(name, 0) + 1
+        return 0  # relax.VMInstrumentReturnKind.NO_OP
+
+    backend.vm.set_instrument(instrument)
+    say("instrumented runs")
+    for _ in range(job.runs):
+        current.clear()
+        backend.run()
+        per_run.append(dict(current))
+    peak = measure_sgemm_peak(job.backend.threads) if job.measure_peak else None
+    info = backend.info
+    backend.close()
+
+    kernels = []
+    for name in calls:
+        ms = statistics.median(r.get(name, 0.0) for r in per_run) * 1e3
+        per_call, tuned = facts.get(name, (None, None))
+        flops = per_call * calls[name] if per_call is not None else None
+        gflops = flops / (ms * 1e6) if flops and ms > 0 else None
+        kernels.append(KernelProfile(
+            name=name, kind=kernel_kind(name) if name in facts else "vm", calls=calls[name], ms=ms, share=0.0,
+            mflop=flops / 1e6 if flops is not None else None, gflops=gflops,
+            percent_of_peak=100 * gflops / peak.gflops if gflops and peak else None,
+            schedule=None if name not in facts else "tuning record" if tuned else "default"))
+    total = sum(k.ms for k in kernels)
+    for k in kernels:
+        k.share = k.ms / total if total else 0.0
+    kernels.sort(key=lambda k: -k.ms)
+    return ModelProfile(model=job.model, target=job.backend.target.config, variant=job.variant,
+                        end_to_end_ms=statistics.median(plain) * 1e3, kernels_ms=total, runs=job.runs,
+                        threads=int(tvm.runtime.num_threads()), peak_gflops=peak.gflops if peak else None,
+                        peak_method=peak.method if peak else None, database=info.get("database"),
+                        kernels=kernels)
+
+
+def compare_profiles(tuned: ModelProfile, untuned: ModelProfile) -> tuple[list[dict[str, Any]], float | None]:
+    """Per kernel, its time with the databases and without (the same kernels: only schedules
+    differ), and the drift between the two processes.
+
+    The two builds run in separate processes, and on a shared or throttling machine a process can
+    run uniformly faster or slower than the next. Kernels that run tvmbench's default schedule in
+    both builds are the same code, so their median time ratio measures that drift; each kernel's
+    ``corrected_gain`` is its gain divided by it. Returns (rows, drift or None).
+    """
+    base = {k.name: k for k in untuned.kernels}
+    same = [base[k.name].ms / k.ms for k in tuned.kernels
+            if k.schedule == "default" and k.name in base and k.ms > 0 and k.kind != "vm"]
+    drift = statistics.median(same) if len(same) >= 3 else None
+    rows = []
+    for k in tuned.kernels:
+        b = base.get(k.name)
+        gain = b.ms / k.ms if b and k.ms > 0 else None
+        rows.append({"name": k.name, "kind": k.kind, "schedule": k.schedule, "calls": k.calls,
+                     "untuned_ms": b.ms if b else None, "tuned_ms": k.ms, "gain": gain,
+                     "corrected_gain": gain / drift if gain is not None and drift else gain})
+    return rows, drift

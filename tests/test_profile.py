@@ -1,0 +1,60 @@
+"""`tvmbench profile`: per-kernel times measured inside the compiled model."""
+
+import json
+from pathlib import Path
+
+from tvmbench.cli import main
+from tvmbench.profile.kernels import kernel_kind
+
+MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+
+
+def test_kernel_kinds_from_names():
+    assert kernel_kind("fused_conv2d_nhwc_packed1_subtract1_add2") == "conv"
+    assert kernel_kind("fused_matmul_packed_add_gelu") == "matmul"
+    assert kernel_kind("max_pool2d") == "pool"
+    assert kernel_kind("softmax") == "reduction" and kernel_kind("layer_norm1") == "reduction"
+    assert kernel_kind("fused_transpose6_reshape") == "layout"
+    assert kernel_kind("add3") == "elementwise"
+
+
+def test_profile_times_every_kernel_inside_the_model(tmp_path, capsys):
+    out = tmp_path / "p.json"
+    assert main(["profile", "--model", MLP, "--target", "llvm", "--untuned", "--runs", "5", "--output", str(out),
+                 "-q"]) == 0
+    printed = capsys.readouterr().out
+    doc = json.loads(out.read_text())["tvm_untuned"]
+    kernels = doc["kernels"]
+    matmuls = [k for k in kernels if k["kind"] == "matmul"]
+    assert len(matmuls) == 2  # fc1 and fc2, each once per inference
+    for k in matmuls:
+        assert k["calls"] == 1 and k["ms"] > 0 and k["schedule"] == "default"
+        # 32 x 256 x 512 multiply-adds = 8.4 MFLOP for either layer, plus the bias (and ReLU)
+        assert 8.3 < k["mflop"] < 8.7 and k["gflops"] > 0 and k["percent_of_peak"] > 0
+    assert abs(sum(k["share"] for k in kernels) - 1) < 1e-6
+    assert 0 < doc["kernels_ms"] and doc["end_to_end_ms"] > 0 and doc["peak_gflops"] > 0
+    assert "matmul" in printed and "by kind:" in printed
+
+
+def test_profile_of_a_cuda_target_without_a_gpu_is_one_line(capsys):
+    assert main(["profile", "--model", MLP, "--target", "cuda -arch=sm_80", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "no CUDA device" in err[0]
+
+
+def test_gains_are_corrected_for_the_drift_of_unchanged_kernels():
+    from tvmbench.profile.kernels import KernelProfile, ModelProfile, compare_profiles
+
+    def profile(times, schedules):
+        ks = [KernelProfile(name=f"k{i}", kind="conv", calls=1, ms=t, share=0.0, schedule=s)
+              for i, (t, s) in enumerate(zip(times, schedules))]
+        return ModelProfile(model="m", target={}, variant="v", end_to_end_ms=sum(times), kernels_ms=sum(times),
+                            runs=1, threads=1, peak_gflops=None, peak_method=None, database=None, kernels=ks)
+
+    tuned = profile([1.0, 1.0, 1.0, 2.0], ["default", "default", "default", "tuning record"])
+    # the untuned process ran everything 10 % slower; the tuned kernel itself gained 1.5x
+    untuned = profile([1.1, 1.1, 1.1, 3.3], ["default"] * 4)
+    rows, drift = compare_profiles(tuned, untuned)
+    assert abs(drift - 1.1) < 1e-9
+    k3 = rows[3]
+    assert abs(k3["gain"] - 1.65) < 1e-9 and abs(k3["corrected_gain"] - 1.5) < 1e-9
