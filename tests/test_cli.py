@@ -26,7 +26,9 @@ def test_resnet18_run_matches_pytorch_and_keeps_the_json_shape(resnet_result):
     assert code == 0
     # the shape users' scripts read (fields may be added, never renamed)
     assert r["model"] == "resnet18" and r["batch_size"] == 1 and r["target"] == "llvm"
-    assert r["tuning_enabled"] is False
+    # True exactly when a kernel ran a tuning record (here the shipped database's FC layer, whose
+    # shape does not depend on the image size)
+    assert r["tuning_enabled"] is bool((r["tuning_database"] or {}).get("tasks_with_records"))
     for key in ("avg_latency_ms", "throughput_samples_per_sec", "total_runs"):
         assert key in r["tvm_relax"]
     for key in ("avg_latency_ms", "throughput_samples_per_sec", "device"):

@@ -47,7 +47,7 @@ def test_gains_are_corrected_for_the_drift_of_unchanged_kernels():
 
     def profile(times, schedules):
         ks = [KernelProfile(name=f"k{i}", kind="conv", calls=1, ms=t, share=0.0, schedule=s)
-              for i, (t, s) in enumerate(zip(times, schedules))]
+              for i, (t, s) in enumerate(zip(times, schedules, strict=True))]
         return ModelProfile(model="m", target={}, variant="v", end_to_end_ms=sum(times), kernels_ms=sum(times),
                             runs=1, threads=1, peak_gflops=None, peak_method=None, database=None, kernels=ks)
 

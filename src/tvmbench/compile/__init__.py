@@ -67,6 +67,7 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     parts = {
         "mod": int(tvm_ffi.structural_hash(imported.mod)),
         "target": target.config,
+        "layouts": target.layouts,
         "tvm": tvm.__version__,
         "pipeline": pipeline.PIPELINE_VERSION,
         "db": db_digest,
@@ -108,11 +109,11 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: li
         """Per source and together: how many of the model's kernels have a tuning record."""
         if not dbs:
             return
-        total, per = pipeline.coverage(legal, dbs + ([database] if len(dbs) > 1 else []))
+        total, per, together = pipeline.coverage(legal, dbs)
         applied = iter(per)
         for info in infos:
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
-        db_info.update({"tasks": total, "tasks_with_records": per[-1]})
+        db_info.update({"tasks": total, "tasks_with_records": together})
 
     if not hit:
         t0 = time.perf_counter()

@@ -342,15 +342,17 @@ def per_inference(legal: Any) -> Any:
     return relax.transform.DeadCodeElimination(["main"])(mod)
 
 
-def coverage(legal: Any, databases: list[Any]) -> tuple[int, list[int]]:
-    """How many of the per-inference kernels there are, and how many each database has a
-    workload for (the same normalised module MetaScheduleApplyDatabase queries with)."""
+def coverage(legal: Any, databases: list[Any]) -> tuple[int, list[int], int]:
+    """How many per-inference kernels there are, how many each database has a workload for (the
+    same normalised module MetaScheduleApplyDatabase queries with), and how many any of them has
+    (counted here: TVM's UnionDatabase does not implement has_workload)."""
     import tvm
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     funcs = [f for f in per_inference(legal).functions.values() if isinstance(f, tvm.tirx.PrimFunc)]
-    mods = [_normalize_mod(f) for f in funcs]
-    return len(mods), [sum(1 for m in mods if db.has_workload(m)) for db in databases]
+    hits = [[db.has_workload(_normalize_mod(f)) for db in databases] for f in funcs]
+    per = [sum(1 for h in hits if h[i]) for i in range(len(databases))]
+    return len(funcs), per, sum(1 for h in hits if any(h))
 
 
 def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None,
