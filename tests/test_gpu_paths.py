@@ -14,6 +14,7 @@ from tvmbench.targets import query_gpu
 
 MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
 GEMM = str(Path(__file__).with_name("mlp_model.py")) + ":build_gemm"  # large enough for tensor cores
+CONV = str(Path(__file__).with_name("mlp_model.py")) + ":build_conv"
 needs_nvcc = pytest.mark.skipif(shutil.which("nvcc") is None, reason="nvcc (CUDA toolkit) is not installed")
 
 
@@ -104,3 +105,47 @@ def test_benchmark_on_the_gpu_matches_pytorch(tmp_path):
     assert main(["run", "--model", MLP, "--target", "cuda", "--frameworks", "tvm,pytorch", "--output", str(out),
                  "-q"]) == 0
     assert json.loads(out.read_text())["tvm_relax"]["accuracy"]["passed"]
+
+
+def _conv_layouts(target):
+    import tvm
+
+    from tvmbench.compile import import_model, pipeline
+    from tvmbench.models import ModelOptions, load_model
+
+    mod = import_model(load_model(CONV, ModelOptions())).mod
+    with target.tvm():
+        mod = tvm.transform.Sequential(pipeline.simplify_passes(target))(mod)
+    layouts = []
+
+    def visit(expr):
+        if hasattr(expr, "op") and getattr(expr.op, "name", "") == "relax.nn.conv2d":
+            layouts.append(str(expr.attrs.data_layout))
+
+    tvm.relax.analysis.post_order_visit(mod["main"], visit)
+    return layouts
+
+
+def test_layout_nhwc_converts_cuda_convolutions_and_auto_keeps_nchw():
+    import dataclasses
+
+    from tvmbench.targets import resolve_target
+
+    cuda = resolve_target("cuda -arch=sm_80")
+    assert _conv_layouts(cuda) == ["NCHW", "NCHW"]
+    assert _conv_layouts(dataclasses.replace(cuda, conv_layout="NHWC")) == ["NHWC", "NHWC"]
+    assert _conv_layouts(resolve_target("llvm")) == ["NHWC", "NHWC"]  # the CPU rules need it
+
+
+@needs_nvcc
+def test_nhwc_cuda_build_compiles_to_ptx(tmp_path):
+    assert main(["export", "--model", CONV, "--target", "cuda -arch=sm_80", "--layout", "nhwc", "--output-dir",
+                 str(tmp_path)]) == 0
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["ptx_compiled"] and "ConvertLayout" in report["pipeline"]
+
+
+def test_layout_nchw_on_cpu_is_a_usage_error(capsys):
+    assert main(["run", "--model", CONV, "--target", "llvm", "--layout", "nchw", "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "NHWC" in err[0]

@@ -234,6 +234,9 @@ def _add_model_args(p: argparse.ArgumentParser) -> None:
                    help="auto, llvm, cuda, a JSON dict or a string like 'llvm -mcpu=skylake-avx512'")
     p.add_argument("--threads", type=_positive_int, default=None,
                    help="threads for every framework and for tuning (default: physical cores)")
+    p.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                   help="convolution layout TVM compiles to: auto = NHWC on CPU, the model's NCHW on CUDA; "
+                        "nhwc on CUDA suits fp16 tensor cores")
     p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
 
 
@@ -394,13 +397,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench.benchmark import RunConfig, run_benchmark
     from tvmbench.measure.timer import TimerConfig
     from tvmbench.results import make_console, print_run, write_json_atomic
-    from tvmbench.targets import physical_cores, resolve_target
+    from tvmbench.targets import physical_cores
 
     console = make_console(stderr=True, quiet=args.quiet)
     is_onnx = args.model.lower().endswith(".onnx")
     frameworks = parse_frameworks(args.frameworks or ("tvm" if is_onnx else "tvm,pytorch"))
     options = _model_options(args)
-    target = resolve_target(args.target)
+    target = _target(args)
     _check_cuda_graph(args, target)
     if args.compile_only:
         args.output_dir = args.artifact_dir
@@ -461,12 +464,11 @@ def cmd_export(args: argparse.Namespace) -> int:
     from tvmbench.compile.artifact import build_artifact
     from tvmbench.models import load_model
     from tvmbench.results import make_console
-    from tvmbench.targets import resolve_target
     from tvmbench.tune.database import database_sources
 
     console = make_console(stderr=True, quiet=getattr(args, "quiet", False))
     options = _model_options(args)
-    target = resolve_target(args.target)
+    target = _target(args)
     _check_cuda_graph(args, target)
     out = args.output_dir or os.path.join(
         "artifacts", f"{os.path.basename(args.model).replace(':', '_')}-{target.kind}-{target.arch}-{args.precision}")
@@ -594,6 +596,22 @@ def _check_untuned(args: argparse.Namespace) -> None:
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
 
 
+def _target(args: argparse.Namespace) -> Any:
+    """--target resolved, with --layout applied."""
+    import dataclasses
+
+    from tvmbench.targets import resolve_target
+
+    target = resolve_target(args.target)
+    layout = getattr(args, "layout", "auto")
+    if layout == "auto":
+        return target
+    if target.kind == "llvm" and layout == "nchw":
+        raise UserError("--layout nchw: CPU builds use NHWC (tvmbench's CPU schedules need channels innermost); "
+                        "--layout chooses between them on CUDA")
+    return dataclasses.replace(target, conv_layout=layout.upper())
+
+
 def _require_device(target: Any) -> None:
     """Benchmarking a CUDA target needs the GPU: say so at once instead of failing in every worker."""
     if target.kind == "cuda":
@@ -607,11 +625,11 @@ def _require_device(target: Any) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     from tvmbench.results import make_console, write_json_atomic
-    from tvmbench.targets import physical_cores, resolve_target
+    from tvmbench.targets import physical_cores
 
     console = make_console(stderr=True, quiet=args.quiet)
     options = _model_options(args)
-    target = resolve_target(args.target)
+    target = _target(args)
     report, _ = _run_tuning(args, options, target, args.threads or physical_cores(), console)
     _print_tune_report(report, make_console())
     if args.output:
@@ -629,12 +647,12 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tvmbench.profile.kernels import ProfileJob, profile_job
     from tvmbench.results import make_console, write_json_atomic
     from tvmbench.results.report import print_profile
-    from tvmbench.targets import physical_cores, resolve_target
+    from tvmbench.targets import physical_cores
     from tvmbench.tune.database import TuningDatabase, database_sources
 
     console = make_console(stderr=True, quiet=args.quiet)
     options = _model_options(args)
-    target = resolve_target(args.target)
+    target = _target(args)
     _require_device(target)
     if args.untuned and (args.db or args.vs_untuned):
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db or --vs-untuned")

@@ -88,6 +88,19 @@ class ResolvedTarget:
     config: dict[str, Any]
     source: str
     notes: tuple[str, ...] = field(default=())
+    # Convolution activation layout the pipeline converts to: None = the target's default (NHWC
+    # on CPU, which the CPU rules need; the model's own, NCHW, on CUDA); "NHWC" on CUDA is the
+    # layout fp16 tensor-core convolutions want. Not a TVM target option, hence kept apart.
+    conv_layout: str | None = None
+
+    @property
+    def layouts(self) -> dict[str, list[str]] | None:
+        """ConvertLayout's desired layouts for convolutions, or None to keep the model's."""
+        if self.kind == "llvm":
+            return {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+        if self.conv_layout == "NHWC":
+            return {"relax.nn.conv2d": ["NHWC", "OHWI"]}
+        return None
 
     @property
     def kind(self) -> str:
@@ -128,7 +141,8 @@ class ResolvedTarget:
         return tvm.target.Target(self.config)
 
     def to_json(self) -> dict[str, Any]:
-        return {"config": self.config, "source": self.source, "notes": list(self.notes)}
+        return {"config": self.config, "source": self.source, "notes": list(self.notes),
+                "conv_layout": self.conv_layout}
 
 
 def _same_arch(a: str, b: str) -> bool:

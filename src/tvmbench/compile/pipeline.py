@@ -27,9 +27,6 @@ from tvmbench.targets import ResolvedTarget
 PIPELINE_VERSION = "8"
 
 
-CPU_LAYOUTS = {"relax.nn.conv2d": ["NHWC", "HWIO"]}
-
-
 def cpu_friendly_arithmetic() -> Any:
     """Two rewrites that make elementwise epilogues cheap on CPU.
 
@@ -198,9 +195,11 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     if target.kind == "llvm":
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
-        passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(CPU_LAYOUTS),
+        passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(target.layouts),
                    relax.transform.CanonicalizeBindings(), pack_weights(_weight_block(target)),
                    relax.transform.CanonicalizeBindings()]
+    elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
+        passes += [relax.transform.ConvertLayout(target.layouts), relax.transform.CanonicalizeBindings()]
     # Weight-only computations (layout transforms, transposes, batch-norm scale/shift) move to
     # main_transform_params, which the backend runs once at load time instead of on every call.
     passes.append(relax.transform.LiftTransformParams())
