@@ -6,7 +6,9 @@ and prints both medians and their ratio. The method is right if the ratio stays 
 
 On a small VM a callable's speed itself shifts from second to second (thread placement, the
 neighbours' load), so the two methods are interleaved in many short rounds (``--seconds`` each) and
-the ratio is the median of the per-round ratios: both see the same machine states.
+the ratio is the median of the per-round ratios: both see the same machine states. The order
+alternates between rounds (tvmbench first in odd rounds, torch.utils first in even ones), so a
+steady drift of the machine's speed within a round favours neither method.
 
     .venv/bin/python benchmarks/harness_accuracy.py [--rounds 20] [--seconds 1]
 """
@@ -84,10 +86,18 @@ def main() -> None:
     for name, fn in (sized_matmul(1e-4), sized_model(2e-2)):
         ratios = []
         for r in range(args.rounds):
-            ours = statistics.median(measure(fn, cfg).samples_s)
-            theirs = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads()
-                              ).adaptive_autorange(threshold=0.02, min_run_time=args.seconds,
-                                                   max_run_time=args.seconds).median
+            def ours_fn(fn=fn) -> float:
+                return statistics.median(measure(fn, cfg).samples_s)
+
+            def theirs_fn(fn=fn) -> float:
+                timer = tb.Timer(stmt="fn()", globals={"fn": fn}, num_threads=torch.get_num_threads())
+                return timer.adaptive_autorange(threshold=0.02, min_run_time=args.seconds,
+                                                max_run_time=args.seconds).median
+
+            if r % 2 == 0:
+                ours, theirs = ours_fn(), theirs_fn()
+            else:
+                theirs, ours = theirs_fn(), ours_fn()
             ratios.append(ours / theirs)
             print(f"{name:32} {r + 1:>5} {ours * 1e3:>12.4f} {theirs * 1e3:>15.4f} {ours / theirs:>7.3f}")
         med = statistics.median(ratios)
