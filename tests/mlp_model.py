@@ -29,3 +29,21 @@ def build_conv():
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.ReLU(), torch.nn.Conv2d(16, 16, 3))
     return net.eval(), (torch.randn(1, 3, 16, 16),)
+
+
+def build_bn():
+    """Convolutions with batch norms whose statistics are not the identity (a fresh torchvision
+    model has mean 0, variance 1, scale 1, shift 0, which would hide a wrongly folded batch norm):
+    a strided stem, a depthwise 3x3 and a 1x1 whose 40 channels are not a multiple of the tile."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 32, 3, padding=1, groups=32, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 40, 1), torch.nn.BatchNorm2d(40))
+    for m in net:
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    return net.eval(), (torch.randn(1, 3, 32, 32),)

@@ -44,6 +44,21 @@ def test_family_compiles_and_matches_pytorch(name, options):
     assert backend.info["frontend"] == "torch.export"
 
 
+def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_bn")
+    legal = pipeline.legalized(import_model(model).mod, TARGET)
+    convs = sorted(gv.name_hint for gv in pipeline.per_inference(legal).get_global_vars()
+                   if gv.name_hint.startswith("fused_conv2d"))
+    # Each epilogue is a bias add (and ReLU6), no per-element subtract/multiply by the statistics.
+    assert len(convs) == 3 and not [n for n in convs if "multiply" in n or "subtract" in n], convs
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_gpt2_needs_the_cumsum_converter():
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program
