@@ -138,15 +138,26 @@ def fold_scale_into_conv() -> Any:
                 and all(d == 1 for d in shape[:-1]) and self.weight_only(expr)
 
         def weight_only(self, expr: Any) -> bool:
-            if isinstance(expr, tvm.ir.expr.Constant) or expr in self.weights:
-                return True
-            if isinstance(expr, relax.Var):
-                return expr in self.bound and self.weight_only(self.bound[expr])
-            if isinstance(expr, relax.Call):
-                return all(self.weight_only(a) for a in expr.args)
-            if isinstance(expr, relax.Tuple):
-                return all(self.weight_only(f) for f in expr.fields)
-            return isinstance(expr, relax.ShapeExpr)
+            """Computed from weights and constants only. A walk, not a recursion: an activation
+            (a squeeze-excite scale) leads back through the whole network to its input."""
+            stack, seen = [expr], set()
+            while stack:
+                e = stack.pop()
+                if isinstance(e, tvm.ir.expr.Constant | relax.ShapeExpr) or e in self.weights:
+                    continue
+                if isinstance(e, relax.Var):
+                    if e not in self.bound:
+                        return False
+                    if e not in seen:
+                        seen.add(e)
+                        stack.append(self.bound[e])
+                elif isinstance(e, relax.Call):
+                    stack.extend(e.args)
+                elif isinstance(e, relax.Tuple):
+                    stack.extend(e.fields)
+                else:
+                    return False
+            return True
 
         def visit_var_binding_(self, binding: Any) -> None:
             chain = self.chains.get(binding.var)
