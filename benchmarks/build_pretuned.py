@@ -8,11 +8,19 @@ into one work database, so that tasks shared between models are tuned once and a
 then writes src/tvmbench/tune/pretuned/<target>/ with, per workload, only the fastest record and
 only where it beats tvmbench's default schedule by more than 2 % (see database.improvements), and
 the machine, budget and date in its meta file. tvmbench applies it wherever the target matches.
+
+MetaSchedule's runner times each kernel alone with hot caches, and a record that wins there can
+lose inside the model. So each model is then profiled with and without the candidate database
+(`tvmbench profile --vs-untuned`, separate processes, drift-corrected), and every workload whose
+kernels are not at least 3 % faster in the models is dropped (database.select_in_model); the
+in-model gains are written to the meta file.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import platform
 import subprocess
 import sys
@@ -21,7 +29,14 @@ from pathlib import Path
 
 from tvmbench.measure.environment import cpu_model
 from tvmbench.targets import resolve_target
-from tvmbench.tune.database import PRETUNED_ROOT, TuningDatabase, improvements, target_slug
+from tvmbench.tune.database import (
+    PRETUNED_ROOT,
+    TuningDatabase,
+    drop_workloads,
+    improvements,
+    select_in_model,
+    target_slug,
+)
 
 
 def main() -> None:
@@ -31,6 +46,7 @@ def main() -> None:
     parser.add_argument("--trials", default="20000", help="trial budget per model")
     parser.add_argument("--work", default=".cache/pretuned-work", help="work database (kept; reruns resume)")
     parser.add_argument("--skip-tuning", action="store_true", help="only rebuild the shipped database from --work")
+    parser.add_argument("--profile-runs", type=int, default=30, help="instrumented runs per model when selecting")
     args = parser.parse_args()
     target = resolve_target("llvm")
     work = Path(args.work)
@@ -47,7 +63,28 @@ def main() -> None:
             "trials_in_work_database": db.count_records(), "date": time.strftime("%Y-%m-%d"),
             "command": " ".join(sys.argv), "runs": db.meta().get("runs", [])}
     counts = improvements(db, dest, meta_extra={"pretuned": made})
-    print(f"{dest}: {counts['kept']} records (of {counts['workloads']} workloads) beat the default schedules")
+    print(f"{dest}: {counts['kept']} records (of {counts['workloads']} workloads) beat the default schedules "
+          "in MetaSchedule's runner")
+    gains = [profile_gains(model, work, args.profile_runs) for model in models]
+    losers, per_workload = select_in_model(gains)
+    dropped = drop_workloads(TuningDatabase.open(dest), losers)
+    shipped = TuningDatabase.open(dest)
+    meta = shipped.meta()
+    meta["pretuned"]["in_model_gain"] = {wl: round(g, 3) for wl, g in per_workload.items() if wl not in losers}
+    meta["pretuned"]["dropped_in_model"] = {wl: round(per_workload[wl], 3) for wl in sorted(losers)}
+    shipped.write_meta(meta)
+    print(f"{dest}: dropped {dropped} workloads that did not gain 3 % inside the models; "
+          f"{shipped.count_records()} records shipped")
+
+
+def profile_gains(model: str, work: Path, runs: int) -> list[dict]:
+    """Per-kernel gains of the candidate shipped database inside ``model`` (a fresh cache, so no
+    user database is applied and the libraries are built for this database)."""
+    out = work / f"in-model-{model.replace('/', '_')}.json"
+    env = {**os.environ, "TVMBENCH_CACHE": str(work / "selection-cache")}
+    subprocess.run([sys.executable, "-m", "tvmbench.cli", "profile", "--model", model, "--target", "llvm",
+                    "--vs-untuned", "--runs", str(runs), "--output", str(out)], check=True, env=env)
+    return json.loads(out.read_text())["gains"]
 
 
 if __name__ == "__main__":

@@ -109,6 +109,36 @@ def test_profile_shows_which_kernels_ran_tuned_schedules_and_their_gain(tuned, t
     gains = {g["name"]: g for g in doc["gains"]}
     assert doc["process_drift"] is None  # the MLP has no kernel left on the default schedule
     assert all(gains[k["name"]]["untuned_ms"] > 0 and gains[k["name"]]["gain"] > 0 for k in matmuls)
+    # Each tuned kernel names its record's workload by the hash the database file uses.
+    in_file = {str(json.loads(line)[0]) for line in TuningDatabase.open(db)._lines(WORKLOADS)}
+    assert {k["workload"] for k in matmuls} <= in_file and all(gains[k["name"]]["workload"] for k in matmuls)
+    assert all(k["workload"] is None for k in doc["tvm"]["kernels"] if k["schedule"] != "tuning record")
+
+
+def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, tmp_path):
+    from tvmbench.tune.database import drop_workloads, select_in_model
+
+    db, _ = tuned
+    work = tmp_path / "work"
+    shutil.copytree(db, work)
+    first, second = [str(json.loads(line)[0]) for line in TuningDatabase.open(work)._lines(WORKLOADS)][:2]
+    row = {"schedule": "tuning record", "tuned_ms": 1.0}
+    # `first` wins in one model and loses more in another; `second` wins; a default kernel is ignored.
+    gains = [[{**row, "workload": first, "corrected_gain": 1.5}, {**row, "workload": second, "corrected_gain": 1.2}],
+             [{**row, "workload": first, "corrected_gain": 0.5, "tuned_ms": 3.0},
+              {"schedule": "default", "workload": None, "tuned_ms": 5.0, "corrected_gain": 1.0}]]
+    losers, per_workload = select_in_model(gains)
+    assert losers == {first} and per_workload[first] == pytest.approx((1.5 + 1.5) / 4.0)
+    assert per_workload[second] == pytest.approx(1.2)
+    wdb = TuningDatabase.open(work)
+    before = wdb.records_per_workload()
+    assert drop_workloads(wdb, losers) == 1
+    after = TuningDatabase.open(work).records_per_workload()
+    assert first not in after and after[second] == before[second]
+    assert first not in TuningDatabase.open(work).meta()["default_us"]
+    # MetaSchedule still reads it, with the records renumbered onto the workloads that remain.
+    ms_db = TuningDatabase.open(work).ms_database()
+    assert len(ms_db) == sum(after.values())
 
 
 def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(

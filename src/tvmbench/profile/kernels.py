@@ -35,6 +35,7 @@ class KernelProfile:
     gflops: float | None = None
     percent_of_peak: float | None = None
     schedule: str | None = None  # "tuning record" or "default" (tvmbench's rules); None for VM builtins
+    workload: str | None = None  # structural hash of the tuning record's workload, when one applies
 
 
 @dataclass
@@ -82,9 +83,11 @@ def kernel_kind(name: str) -> str:
     return "elementwise"
 
 
-def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float, bool]]:
-    """FLOPs and 'has a tuning record' of every per-inference kernel, by function name."""
+def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float, str | None]]:
+    """FLOPs and the tuning record's workload hash (None without one) of every per-inference
+    kernel, by function name."""
     import tvm
+    import tvm_ffi
     from tvm.s_tir.analysis import estimate_tir_flops
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
@@ -99,7 +102,8 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
         except Exception:
             flops = 0.0
         normalized = _normalize_mod(func)
-        facts[gv.name_hint] = (flops, any(db.has_workload(normalized) for db in databases))
+        tuned = any(db.has_workload(normalized) for db in databases)
+        facts[gv.name_hint] = (flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None)
     return facts
 
 
@@ -159,14 +163,14 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     kernels = []
     for name in calls:
         ms = statistics.median(r.get(name, 0.0) for r in per_run) * 1e3
-        per_call, tuned = facts.get(name, (None, None))
+        per_call, workload = facts.get(name, (None, None))
         flops = per_call * calls[name] if per_call is not None else None
         gflops = flops / (ms * 1e6) if flops and ms > 0 else None
         kernels.append(KernelProfile(
             name=name, kind=kernel_kind(name) if name in facts else "vm", calls=calls[name], ms=ms, share=0.0,
             mflop=flops / 1e6 if flops is not None else None, gflops=gflops,
             percent_of_peak=100 * gflops / peak.gflops if gflops and peak else None,
-            schedule=None if name not in facts else "tuning record" if tuned else "default"))
+            schedule=None if name not in facts else "tuning record" if workload else "default", workload=workload))
     total = sum(k.ms for k in kernels)
     for k in kernels:
         k.share = k.ms / total if total else 0.0
@@ -195,7 +199,7 @@ def compare_profiles(tuned: ModelProfile, untuned: ModelProfile) -> tuple[list[d
     for k in tuned.kernels:
         b = base.get(k.name)
         gain = b.ms / k.ms if b and k.ms > 0 else None
-        rows.append({"name": k.name, "kind": k.kind, "schedule": k.schedule, "calls": k.calls,
+        rows.append({"name": k.name, "kind": k.kind, "schedule": k.schedule, "workload": k.workload, "calls": k.calls,
                      "untuned_ms": b.ms if b else None, "tuned_ms": k.ms, "gain": gain,
                      "corrected_gain": gain / drift if gain is not None and drift else gain})
     return rows, drift

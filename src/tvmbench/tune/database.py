@@ -329,16 +329,63 @@ def improvements(db: TuningDatabase, dest: Path, min_gain: float = 0.02,
         default_us = defaults.get(json.loads(workloads[index])[0])
         if default_us is None or secs * 1e6 < default_us * (1 - min_gain):
             kept.append((index, json.loads(line)[1]))
-    used = sorted({i for i, _ in kept})
-    renumber = {old: new for new, old in enumerate(used)}
     dest.mkdir(parents=True, exist_ok=True)
-    _write_lines_atomic(dest / WORKLOADS, [workloads[i] for i in used])
-    _write_lines_atomic(dest / RECORDS, [json.dumps([renumber[i], rec]) for i, rec in kept])
+    used = _write_subset(dest, workloads, kept)
     meta = {k: v for k, v in db.meta().items() if k in ("target", "tvm_version")}
     meta["default_us"] = {json.loads(workloads[i])[0]: defaults[json.loads(workloads[i])[0]]
                           for i in used if json.loads(workloads[i])[0] in defaults}
     TuningDatabase(dest).write_meta({**meta, **(meta_extra or {})})
     return {"workloads": len(workloads), "kept": len(kept)}
+
+
+def _write_subset(dest: Path, workloads: list[str], kept: list[tuple[int, list[Any]]]) -> list[int]:
+    """Write the workloads ``kept`` records refer to, renumbered in order, and those records;
+    returns the old indices of the workloads written."""
+    used = sorted({i for i, _ in kept})
+    renumber = {old: new for new, old in enumerate(used)}
+    _write_lines_atomic(dest / WORKLOADS, [workloads[i] for i in used])
+    _write_lines_atomic(dest / RECORDS, [json.dumps([renumber[i], rec]) for i, rec in kept])
+    return used
+
+
+def drop_workloads(db: TuningDatabase, hashes: set[str]) -> int:
+    """Remove the workloads with these structural hashes and all their records (e.g. records that
+    won in MetaSchedule's runner but lose inside the model); returns how many workloads went."""
+    workloads = db._lines(WORKLOADS)
+    gone = {i for i, line in enumerate(workloads) if str(json.loads(line)[0]) in hashes}
+    if not gone:
+        return 0
+    kept = [(index, rec) for index, rec in (json.loads(line) for line in db._lines(RECORDS)) if index not in gone]
+    _write_subset(db.path, workloads, kept)
+    meta = db.meta()
+    if "default_us" in meta:
+        meta["default_us"] = {h: us for h, us in meta["default_us"].items() if h not in hashes}
+        db.write_meta(meta)
+    return len(gone)
+
+
+def select_in_model(gains: list[list[dict[str, Any]]], min_gain: float = 0.03) -> tuple[set[str], dict[str, float]]:
+    """Which tuned workloads lose inside the models.
+
+    ``gains`` holds one ``compare_profiles`` row list per model profiled with and without the
+    database. A workload's in-model gain is its drift-corrected untuned time over its tuned time,
+    summed over every call in every model it occurs in (a task shared by two models is judged on
+    both). MetaSchedule's runner times a kernel alone, with its inputs hot in cache; inside a
+    model the inputs come from the previous kernel and the weights were evicted by it, and a
+    record that won the first way can lose the second. Returns (workloads whose gain is below
+    ``1 + min_gain``, gain per workload).
+    """
+    untuned: dict[str, float] = {}
+    tuned: dict[str, float] = {}
+    for rows in gains:
+        for row in rows:
+            wl, gain = row.get("workload"), row.get("corrected_gain")
+            if row.get("schedule") != "tuning record" or not wl or not gain:
+                continue
+            tuned[wl] = tuned.get(wl, 0.0) + row["tuned_ms"]
+            untuned[wl] = untuned.get(wl, 0.0) + row["tuned_ms"] * gain
+    per_workload = {wl: untuned[wl] / tuned[wl] for wl in tuned if tuned[wl] > 0}
+    return {wl for wl, g in per_workload.items() if g < 1 + min_gain}, per_workload
 
 
 def export_database(db: TuningDatabase, archive: Path) -> Path:
