@@ -85,6 +85,24 @@ def test_nhwc_convolution_matches_torch(stride, groups):
                                      stride=stride, padding=1, groups=groups).permute(0, 2, 3, 1).numpy()
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
     assert "T.vectorized" in script and "T.parallel" in script
+    # A depthwise window (9 multiply-adds per output) reads the padding inline; a full
+    # convolution keeps its padded copy, so its inner loop has no bounds check.
+    assert ('T.sblock("pad_temp")' in script) == (groups == 1)
+
+
+def test_max_pool_reads_its_padding_inline_and_matches_torch():
+    import torch
+    from tvm import topi
+
+    def build(te):
+        x = te.placeholder((1, 16, 16, 64), name="x")
+        return [x, topi.nn.pool2d(x, (3, 3), (2, 2), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")]
+
+    x = np.random.default_rng(2).standard_normal((1, 16, 16, 64), dtype="float32")
+    out, script = _run(_te_func(build), x, out_shape=(1, 8, 8, 64))
+    ref = torch.nn.functional.max_pool2d(torch.from_numpy(x).permute(0, 3, 1, 2), 3, 2, 1).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_array_equal(out, ref)
+    assert "T.vectorized" in script and 'T.sblock("pad' not in script
 
 
 @pytest.mark.parametrize(

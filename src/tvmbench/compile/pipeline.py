@@ -24,7 +24,7 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "10"
+PIPELINE_VERSION = "11"
 
 
 def cpu_friendly_arithmetic() -> Any:

@@ -1,0 +1,65 @@
+"""Same-process A/B of one default-schedule constant: two builds of a model, run alternately.
+
+    .venv/bin/python benchmarks/rule_ab.py mobilenet_v2 _SHORT_REDUCTION 0 --runs 200
+
+Builds the model twice in one process, once with ``tvmbench.compile.cpu_rules.<NAME>`` set to the
+given value (A) and once with its current value (B), then alternates single inferences of A and B
+and prints both medians and B's speedup. On this shared 2-vCPU VM separate processes drift by up to
+40 % against each other, so comparing two `tvmbench profile` runs cannot resolve a 2-5 % change;
+alternating inside one process can.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("model")
+    parser.add_argument("name", help="a module-level constant of tvmbench.compile.cpu_rules")
+    parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
+    parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    os.environ["TVM_NUM_THREADS"] = str(args.threads)
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile import cpu_rules
+    from tvmbench.models import ModelOptions, load_model
+    from tvmbench.paths import cache_dir
+    from tvmbench.targets import resolve_target
+
+    target = resolve_target("llvm")
+    model = load_model(args.model, ModelOptions())
+    current = getattr(cpu_rules, args.name)
+    root = cache_dir("rule-ab")
+    builds = {}
+    for label, value in (("A", args.value), ("B", current)):
+        setattr(cpu_rules, args.name, value)
+        # the compile cache does not know the constant: one cache folder per value
+        os.environ["TVMBENCH_CACHE"] = str(root / f"{args.name}-{value}")
+        backend = TVMBackend(BackendConfig(target=target, threads=args.threads, databases=()))
+        backend.prepare(model)
+        builds[label] = backend
+    setattr(cpu_rules, args.name, current)
+    for backend in builds.values():
+        for _ in range(10):
+            backend.run()
+    times: dict[str, list[float]] = {"A": [], "B": []}
+    for i in range(args.runs):
+        for label in ("A", "B") if i % 2 == 0 else ("B", "A"):
+            t0 = time.perf_counter()
+            builds[label].run()
+            times[label].append(time.perf_counter() - t0)
+    a, b = (statistics.median(times[k]) * 1e3 for k in ("A", "B"))
+    print(f"{args.model}: A ({args.name}={args.value}) {a:.3f} ms, B ({args.name}={current}) {b:.3f} ms, "
+          f"B speedup {a / b:.3f} (medians of {args.runs} alternating runs)")
+
+
+if __name__ == "__main__":
+    main()
