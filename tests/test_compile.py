@@ -141,3 +141,21 @@ def test_gelu_joins_the_dense_layers_write_back_with_a_fast_erf():
                 and "transpose" not in n], names
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
+
+
+def test_embedding_lookups_clip_out_of_range_ids_instead_of_reading_out_of_bounds():
+    import tvm
+    from tvm import relax
+
+    from tvmbench.compile import pipeline
+
+    model = load_model("bert-base-uncased", ModelOptions(seq_length=8, config_overrides={"num_hidden_layers": 1}))
+    simplified = tvm.transform.Sequential(pipeline.simplify_passes(TARGET))(import_model(model).mod)
+    modes = []
+
+    def visit(expr):
+        if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) and expr.op.name == "relax.take":
+            modes.append(str(expr.attrs.mode))
+
+    relax.analysis.post_order_visit(simplified["main"], visit)
+    assert modes and set(modes) == {"clip"}, modes

@@ -24,7 +24,7 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "11"
+PIPELINE_VERSION = "12"
 
 
 def cpu_friendly_arithmetic() -> Any:
@@ -112,15 +112,44 @@ def cpu_friendly_arithmetic() -> Any:
                 return relax.op.reshape(relax.Call(call.op, list(args), call.attrs), shape)
             return None
 
-    @tvm.ir.transform.module_pass(opt_level=0, name="CPUFriendlyArithmetic")
+    return _function_pass(Rewrite, "CPUFriendlyArithmetic")
+
+
+def _function_pass(mutator_class: Any, name: str) -> Any:
+    """A module pass that runs a PyExprMutator over every Relax function of the module."""
+    import tvm
+    from tvm import relax
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
     def rewrite(mod: Any, ctx: Any) -> Any:
-        mutator_ = Rewrite(mod)
+        mutator_ = mutator_class(mod)
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function):
                 mod[gv] = mutator_.visit_expr(func)
         return mod
 
     return rewrite
+
+
+def bounded_take() -> Any:
+    """``take`` (embedding lookups, gathers) with ``mode="clip"`` instead of Relax's default
+    ``"fast"``: with ``"fast"`` a token id outside the vocabulary reads out of bounds and can
+    crash the process (a user's model fed the wrong tokenizer's ids), and TVM logs a warning per
+    gather while compiling. Clipping costs a min/max per index."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class Clip(PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.take" and str(call.attrs.mode) == "fast":
+                axis = call.attrs.axis
+                return relax.op.take(call.args[0], call.args[1], None if axis is None else int(axis), mode="clip")
+            return call
+
+    return _function_pass(Clip, "BoundedTake")
 
 
 def fold_scale_into_conv() -> Any:
@@ -424,6 +453,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
 
     passes = _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
+        bounded_take(),
         relax.transform.CanonicalizeBindings(),
     ]
     if target.kind == "llvm":
