@@ -1,6 +1,8 @@
 """Same-process A/B of one default-schedule constant: two builds of a model, run alternately.
 
     .venv/bin/python benchmarks/rule_ab.py mobilenet_v2 _SHORT_REDUCTION 0 --runs 200
+    .venv/bin/python benchmarks/rule_ab.py resnet18 _MAX_ACCUMULATORS_16_REGS 16 \
+        --target '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
 
 Builds the model twice in one process, once with ``tvmbench.compile.cpu_rules.<NAME>`` set to the
 given value (A) and once with its current value (B), then alternates single inferences of A and B
@@ -24,6 +26,8 @@ def main() -> None:
     parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--target", default="llvm",
+                        help='as for tvmbench run, e.g. \'{"kind": "llvm", "mcpu": "haswell"}\' for AVX2 code')
     args = parser.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
 
@@ -34,7 +38,7 @@ def main() -> None:
     from tvmbench.paths import cache_dir
     from tvmbench.targets import resolve_target
 
-    target = resolve_target("llvm")
+    target = resolve_target(args.target)
     model = load_model(args.model, ModelOptions())
     current = getattr(cpu_rules, args.name)
     root = cache_dir("rule-ab")
