@@ -174,3 +174,55 @@ def test_relu6_and_batchnorm_division_fold_into_the_convolution_epilogue():
     assert not [n for n in names if "clip" in n or "divide" in n]
     convs = [n for n in names if n.startswith("fused_conv2d")]
     assert convs and any(n.endswith("maximum_minimum") or "_maximum" in n for n in convs)
+
+
+def test_vector_width_and_register_budget_follow_the_isa():
+    import tvm
+
+    def lanes_budget(spec):
+        t = tvm.target.Target(spec)
+        return cpu_rules._vector_lanes(t, 32), cpu_rules._accumulator_budget(t)
+
+    # TVM 0.27's llvm_get_vector_width says 512 bits for AVX2 CPUs; the rules must not trust it.
+    assert lanes_budget({"kind": "llvm", "mcpu": "haswell"}) == (8, cpu_rules._MAX_ACCUMULATORS_16_REGS)
+    assert lanes_budget({"kind": "llvm", "mcpu": "znver3"}) == (8, cpu_rules._MAX_ACCUMULATORS_16_REGS)
+    assert lanes_budget({"kind": "llvm", "mcpu": "skylake-avx512"}) == (16, cpu_rules._MAX_ACCUMULATORS)
+    assert lanes_budget({"kind": "llvm", "mtriple": "aarch64-linux-gnu"}) == (4, cpu_rules._MAX_ACCUMULATORS)
+    # 16 registers: two vectors over at most 6 rows, or one vector over a 7-row axis.
+    budget = cpu_rules._MAX_ACCUMULATORS_16_REGS
+    assert cpu_rules._register_tile(56, [2, 1], budget) == (2, 4)
+    assert cpu_rules._register_tile(7, [2, 1], budget) == (1, 7)
+    # 32 registers: always two vectors, as many rows as divide (up to 8).
+    assert cpu_rules._register_tile(7, [2, 1], cpu_rules._MAX_ACCUMULATORS) == (2, 7)
+    assert cpu_rules._register_tile(56, [2, 1], cpu_rules._MAX_ACCUMULATORS) == (2, 8)
+
+
+AVX2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None)
+
+
+@pytest.mark.skipif(not cpu_rules._has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.pytorch import PyTorchBackend
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.measure import accuracy
+
+    # 112 px: layer3 runs on 7x7 maps (one-vector tiles, weights packed by 8 channels), the
+    # earlier layers on 28x28 and 14x14 (two-vector tiles, packed by 16).
+    model = load_model("resnet18", ModelOptions(image_size=112))
+    mod = pipeline.legalized(import_model(model).mod, AVX2)
+    shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
+    assert (256 // 8, 3, 3, 256, 8) in shapes and (64 // 16, 3, 3, 64, 16) in shapes
+    conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
+    with AVX2.tvm():
+        script = cpu_rules._contraction_schedule(conv, AVX2.tvm()).mod.script()
+    assert "T.vectorized(T.int64(8))" in script and "T.vectorized(T.int64(16))" not in script
+
+    cfg = BackendConfig(target=AVX2, threads=2)
+    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(cfg)
+    tvm_b.prepare(model)
+    ref_b.prepare(model)
+    tvm_b.run()
+    ref_b.run()
+    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    assert result["passed"], result

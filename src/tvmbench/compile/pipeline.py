@@ -19,12 +19,13 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "13"
+PIPELINE_VERSION = "14"
 
 
 def cpu_friendly_arithmetic() -> Any:
@@ -285,9 +286,10 @@ def fold_scale_into_conv() -> Any:
     return fold
 
 
-def pack_weights(block: int) -> Any:
+def pack_weights(block: int, conv_block: Callable[[int], int] | None = None) -> Any:
     """NHWC convolutions and dense layers read their weights in packed layouts,
-    ``[O/block, KH, KW, I, block]`` and ``[N/block, K, block]``.
+    ``[O/block, KH, KW, I, block]`` and ``[N/block, K, block]``; ``conv_block(rows)`` gives a
+    convolution's block from its output rows (the register tile's row axis), when it depends on them.
 
     In HWIO (or a transposed dense weight, ``[K, N]``) the weights of one output-channel tile
     (``block`` channels, the CPU contraction rule's register tile) are 2 cache lines per input
@@ -358,11 +360,13 @@ def pack_weights(block: int) -> Any:
             a = call.attrs
             x, w = call.args
             shape = [int(v) for v in w.ty.shape] if _numel(w.ty) is not None else None
+            out = _static_shape(call.ty)
+            cblock = conv_block(out[2] if out[2] > 1 else out[1]) if conv_block and out and len(out) == 4 else block
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or a.groups != 1
-                    or shape is None or _numel(x.ty) is None or shape[3] % block or shape[3] < 2 * block):
+                    or shape is None or _numel(x.ty) is None or shape[3] % cblock or shape[3] < 2 * cblock):
                 return call
             packed = self.builder_.emit(relax.op.layout_transform(
-                w, lambda kh, kw, i, o: (o // block, kh, kw, i, o % block)))
+                w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
             out_dtype = str(a.out_dtype) if str(a.out_dtype) else str(x.ty.dtype)
             return self.builder_.call_te(conv, x, packed, [int(v) for v in a.strides],
                                          [int(v) for v in a.padding], [int(v) for v in a.dilation],
@@ -477,7 +481,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # weights, which is what the CPU contraction rule vectorises over.
         passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(target.layouts),
                    relax.transform.CanonicalizeBindings(), fold_scale_into_conv(),
-                   pack_weights(_weight_block(target)),
+                   pack_weights(_weight_block(target), lambda rows: _weight_block(target, rows)),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
         passes += [relax.transform.ConvertLayout(target.layouts), relax.transform.CanonicalizeBindings()]
@@ -515,11 +519,15 @@ def flat_transform_params() -> Any:
     return add
 
 
-def _weight_block(target: ResolvedTarget) -> int:
-    """Output channels per packed weight block: the contraction rule's tile, two fp32 vectors."""
-    from tvmbench.compile.cpu_rules import _vector_lanes
+def _weight_block(target: ResolvedTarget, rows: int | None = None) -> int:
+    """Output channels per packed weight block: the contraction rule's register tile, two fp32
+    vectors, or one where the target's registers hold only a one-vector tile over ``rows`` output
+    rows (AVX2 on a 7x7 feature map)."""
+    from tvmbench.compile.cpu_rules import _vector_lanes, packed_tile_vectors
 
-    return 2 * _vector_lanes(target.tvm(), 32)
+    tvm_target = target.tvm()
+    vectors = 2 if rows is None else packed_tile_vectors(tvm_target, rows)
+    return vectors * _vector_lanes(tvm_target, 32)
 
 
 def legalize_passes(target: ResolvedTarget) -> list[Any]:
