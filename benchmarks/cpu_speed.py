@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/cpu_speed.py [--models resnet18,resnet50,mobilenet_v2,bert-base-uncased]
                                              [--rounds 2] [--db DIR] [--json out.json]
+                                             [--target '{"kind": "llvm", "mcpu": "haswell"}']
 
 For each model, one `tvmbench run` measures every framework in its own worker, rounds
 alternating (A B C D E, E D C B A), on the same inputs, fp32, batch 1, with the same thread count:
@@ -10,6 +11,11 @@ databases shipped in the package (or --db), PyTorch eager, ONNX Runtime, OpenVIN
 fresh cache folder, so no database left by earlier tuning on this machine is applied. Prints
 medians, speed relative to PyTorch eager (PyTorch median / median), achieved GFLOP/s and the share
 of this machine's measured SGEMM peak, and TVM's compile time.
+
+--target builds TVM for another CPU of the same family, e.g. AVX2 code on an AVX-512 machine. For a
+target without AVX-512, PyTorch is held to AVX2 as well (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA,
+which OpenVINO's oneDNN may also honour); ONNX Runtime's MLAS picks its kernels from the CPU and
+has no such switch, so it keeps AVX-512 and the script says so.
 """
 
 from __future__ import annotations
@@ -34,6 +40,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     parser.add_argument("--db", default=None, help="tuning database for `tvm` (default: the shipped ones)")
     parser.add_argument("--json", default=None, help="also write all results here")
+    parser.add_argument("--target", default="llvm", help="TVM's target (default: this CPU)")
     args = parser.parse_args()
 
     from tvmbench.measure.peak import measure_sgemm_peak, percent_of_peak
@@ -43,11 +50,19 @@ def main() -> None:
           f"peak {peak.gflops:.0f} GFLOP/s ({peak.method})", flush=True)
     everything = {"peak_gflops": peak.gflops, "peak_method": peak.method, "models": {}}
     env = {**os.environ}
+    if args.target != "llvm":
+        from tvmbench.compile.cpu_rules import _has_feature
+        from tvmbench.targets import resolve_target
+
+        if not _has_feature(resolve_target(args.target).tvm(), "avx512f"):
+            env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
+            print("target without AVX-512: PyTorch held to AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); "
+                  "ONNX Runtime keeps the CPU's own ISA")
     with tempfile.TemporaryDirectory() as tmp:
         env["TVMBENCH_CACHE"] = str(Path(tmp) / "cache")
         for model in args.models.split(","):
             out = Path(tmp) / "result.json"
-            cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--target", "llvm",
+            cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--target", args.target,
                    "--frameworks", ",".join(FRAMEWORKS), "--rounds", str(args.rounds),
                    "--threads", str(args.threads), "--output", str(out), "--quiet"]
             if args.db:
