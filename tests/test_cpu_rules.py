@@ -192,9 +192,15 @@ def test_vector_width_and_register_budget_follow_the_isa():
     budget = cpu_rules._MAX_ACCUMULATORS_16_REGS
     assert cpu_rules._register_tile(56, [2, 1], budget) == (2, 4)
     assert cpu_rules._register_tile(7, [2, 1], budget) == (1, 7)
-    # 32 registers: always two vectors, as many rows as divide (up to 8).
-    assert cpu_rules._register_tile(7, [2, 1], cpu_rules._MAX_ACCUMULATORS) == (2, 7)
-    assert cpu_rules._register_tile(56, [2, 1], cpu_rules._MAX_ACCUMULATORS) == (2, 8)
+    # 14 rows: two vectors over a predicated 6 for a window (3x3), one vector over 7 for a plain
+    # dot product over channels (1x1), as measured.
+    assert cpu_rules._register_tile(14, [2, 1], budget) == (2, 6)
+    assert cpu_rules._register_tile(14, [2, 1], budget, cpu_rules._PREDICATED_DOT_TILE_PERCENT) == (1, 7)
+    # 32 registers: always two vectors, as many rows as divide (up to 8), whatever the penalty.
+    for percent in (None, cpu_rules._PREDICATED_DOT_TILE_PERCENT):
+        assert cpu_rules._register_tile(7, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 7)
+        assert cpu_rules._register_tile(14, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 7)
+        assert cpu_rules._register_tile(56, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 8)
 
 
 AVX2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None)
@@ -208,11 +214,13 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     from tvmbench.measure import accuracy
 
     # 112 px: layer3 runs on 7x7 maps (one-vector tiles, weights packed by 8 channels), the
-    # earlier layers on 28x28 and 14x14 (two-vector tiles, packed by 16).
+    # earlier layers on 28x28 and 14x14 (two-vector tiles, packed by 16), except layer2's 1x1
+    # downsampling convolution on 14x14 (one vector over 7 rows, packed by 8).
     model = load_model("resnet18", ModelOptions(image_size=112))
     mod = pipeline.legalized(import_model(model).mod, AVX2)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     assert (256 // 8, 3, 3, 256, 8) in shapes and (64 // 16, 3, 3, 64, 16) in shapes
+    assert (128 // 16, 3, 3, 128, 16) in shapes and (128 // 8, 1, 1, 64, 8) in shapes
     conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
     with AVX2.tvm():
         script = cpu_rules._contraction_schedule(conv, AVX2.tvm()).mod.script()

@@ -25,7 +25,7 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "14"
+PIPELINE_VERSION = "15"
 
 
 def cpu_friendly_arithmetic() -> Any:
@@ -286,10 +286,11 @@ def fold_scale_into_conv() -> Any:
     return fold
 
 
-def pack_weights(block: int, conv_block: Callable[[int], int] | None = None) -> Any:
+def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None) -> Any:
     """NHWC convolutions and dense layers read their weights in packed layouts,
-    ``[O/block, KH, KW, I, block]`` and ``[N/block, K, block]``; ``conv_block(rows)`` gives a
-    convolution's block from its output rows (the register tile's row axis), when it depends on them.
+    ``[O/block, KH, KW, I, block]`` and ``[N/block, K, block]``; ``conv_block(rows, dot)`` gives a
+    convolution's block from its output rows (the register tile's row axis) and whether it is 1x1,
+    when it depends on them.
 
     In HWIO (or a transposed dense weight, ``[K, N]``) the weights of one output-channel tile
     (``block`` channels, the CPU contraction rule's register tile) are 2 cache lines per input
@@ -361,7 +362,9 @@ def pack_weights(block: int, conv_block: Callable[[int], int] | None = None) -> 
             x, w = call.args
             shape = [int(v) for v in w.ty.shape] if _numel(w.ty) is not None else None
             out = _static_shape(call.ty)
-            cblock = conv_block(out[2] if out[2] > 1 else out[1]) if conv_block and out and len(out) == 4 else block
+            cblock = block
+            if conv_block and out and len(out) == 4 and shape and len(shape) == 4:
+                cblock = conv_block(out[2] if out[2] > 1 else out[1], shape[0] == shape[1] == 1)
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or a.groups != 1
                     or shape is None or _numel(x.ty) is None or shape[3] % cblock or shape[3] < 2 * cblock):
                 return call
@@ -481,7 +484,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # weights, which is what the CPU contraction rule vectorises over.
         passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(target.layouts),
                    relax.transform.CanonicalizeBindings(), fold_scale_into_conv(),
-                   pack_weights(_weight_block(target), lambda rows: _weight_block(target, rows)),
+                   pack_weights(_weight_block(target), lambda rows, dot: _weight_block(target, rows, dot)),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
         passes += [relax.transform.ConvertLayout(target.layouts), relax.transform.CanonicalizeBindings()]
@@ -519,14 +522,14 @@ def flat_transform_params() -> Any:
     return add
 
 
-def _weight_block(target: ResolvedTarget, rows: int | None = None) -> int:
+def _weight_block(target: ResolvedTarget, rows: int | None = None, dot: bool = False) -> int:
     """Output channels per packed weight block: the contraction rule's register tile, two fp32
     vectors, or one where the target's registers hold only a one-vector tile over ``rows`` output
-    rows (AVX2 on a 7x7 feature map)."""
+    rows (AVX2 on a 7x7 feature map); ``dot``: a 1x1 convolution."""
     from tvmbench.compile.cpu_rules import _vector_lanes, packed_tile_vectors
 
     tvm_target = target.tvm()
-    vectors = 2 if rows is None else packed_tile_vectors(tvm_target, rows)
+    vectors = 2 if rows is None else packed_tile_vectors(tvm_target, rows, dot)
     return vectors * _vector_lanes(tvm_target, 32)
 
 
