@@ -149,3 +149,23 @@ def test_layout_nchw_on_cpu_is_a_usage_error(capsys):
     assert main(["run", "--model", CONV, "--target", "llvm", "--layout", "nchw", "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "NHWC" in err[0]
+
+
+def test_tensor_intrinsics_import_with_bare_frames_and_inspect_is_restored():
+    import inspect
+
+    from tvm.s_tir import TensorIntrin
+
+    from tvmbench.tune.build import _CUDA_INTRIN, import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+
+    stack = inspect.stack
+    stub_cuda_tensor_intrin()  # what a CPU tuning run leaves behind in the same process
+    import_cuda_tensor_intrin()
+    import sys
+
+    cuda = sys.modules[_CUDA_INTRIN]
+    assert getattr(cuda, "__file__", None), "the stub was not replaced by the real module"
+    # The intrinsics parsed under bare frames are the real ones: a registered ldmatrix with a body.
+    desc = TensorIntrin.get(cuda.LDMATRIX_f16_A_INTRIN).desc
+    assert "ldmatrix" in cuda.LDMATRIX_f16_A_INTRIN and desc.body is not None
+    assert inspect.stack is stack and inspect.stack()[0].code_context is not None

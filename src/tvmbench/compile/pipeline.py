@@ -668,9 +668,9 @@ def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_gr
     from tvm import relax
 
     if target.kind == "cuda":
-        from tvmbench.tune.build import unstub_cuda_tensor_intrin
+        from tvmbench.tune.build import import_cuda_tensor_intrin
 
-        unstub_cuda_tensor_intrin()
+        import_cuda_tensor_intrin()
     mod = optimize(mod, target, database, on_legalized)
     tvm_target = target.tvm()
     with tvm_target:

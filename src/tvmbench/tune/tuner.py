@@ -367,10 +367,12 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
         raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
                         f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
-    if target.kind == "llvm":
-        from tvmbench.tune.build import stub_cuda_tensor_intrin
+    from tvmbench.tune.build import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
 
+    if target.kind == "llvm":
         stub_cuda_tensor_intrin()
+    else:
+        import_cuda_tensor_intrin()  # the tuning context imports them otherwise, slowly
     os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
