@@ -9,6 +9,17 @@ from tvmbench.models import ModelOptions, load_model
 from tvmbench.targets import resolve_target
 
 TARGET = resolve_target("llvm", gpu_query=lambda: None)
+_IMPORTED: dict[str, tuple] = {}
+
+
+def _imported_and_legalized(name, options):
+    """A zoo model's imported module and its legalized form, built once per module run (importing
+    and legalizing mobilenet_v2 takes ~45 s, and two tests read it)."""
+    key = f"{name}|{options!r}"
+    if key not in _IMPORTED:
+        mod = import_model(load_model(name, options)).mod
+        _IMPORTED[key] = (mod, pipeline.legalized(mod, TARGET))
+    return _IMPORTED[key]
 
 
 def _te_func(build):
@@ -122,7 +133,7 @@ def test_max_pool_reads_its_padding_inline_and_matches_torch():
 def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
     import tvm
 
-    mod = pipeline.legalized(import_model(load_model(name, options)).mod, TARGET)
+    imported, mod = _imported_and_legalized(name, options)
     claimed, hot = [], []
     for gv, func in mod.functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
@@ -135,7 +146,7 @@ def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
                     claimed.append(label)
     assert hot and sorted(claimed) == sorted(hot)
     # After the whole schedule stage nothing is left unscheduled.
-    scheduled = pipeline.optimize(import_model(load_model(name, options)).mod, TARGET)
+    scheduled = pipeline.optimize(imported, TARGET)
     left = [gv.name_hint for gv, f in scheduled.functions.items()
             if isinstance(f, tvm.tirx.PrimFunc) and not f.attrs.get("tirx.is_scheduled", False)]
     assert left == []
@@ -168,7 +179,7 @@ def test_dense_weights_are_packed_at_load_and_activation_matmuls_are_not():
 
 def test_relu6_and_batchnorm_division_fold_into_the_convolution_epilogue():
     # 64 px: at 32 px the last layers are 1x1, where the divisor is as large as the tensor and stays.
-    mod = pipeline.legalized(import_model(load_model("mobilenet_v2", ModelOptions(image_size=64))).mod, TARGET)
+    _, mod = _imported_and_legalized("mobilenet_v2", ModelOptions(image_size=64))
     names = [gv.name_hint for gv in mod.get_global_vars()]
     # No transpose -> clip -> transpose around each ReLU6, no vector division per output element.
     assert not [n for n in names if "clip" in n or "divide" in n]
