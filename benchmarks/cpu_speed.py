@@ -43,21 +43,27 @@ def main() -> None:
     parser.add_argument("--target", default="llvm", help="TVM's target (default: this CPU)")
     args = parser.parse_args()
 
+    env = {**os.environ}
+    if args.target != "llvm":
+        from tvmbench.compile.cpu_rules import _has_feature
+        from tvmbench.errors import UserError
+        from tvmbench.targets import resolve_target
+
+        try:
+            target = resolve_target(args.target)
+        except UserError as err:
+            sys.exit(f"cpu_speed.py: {err}")
+        if not _has_feature(target.tvm(), "avx512f"):
+            env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
+            print("target without AVX-512: PyTorch held to AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); "
+                  "ONNX Runtime keeps the CPU's own ISA")
+
     from tvmbench.measure.peak import measure_sgemm_peak, percent_of_peak
 
     peak = measure_sgemm_peak(args.threads)
     print(f"machine: {platform.processor() or platform.machine()}, {args.threads} threads; "
           f"peak {peak.gflops:.0f} GFLOP/s ({peak.method})", flush=True)
     everything = {"peak_gflops": peak.gflops, "peak_method": peak.method, "models": {}}
-    env = {**os.environ}
-    if args.target != "llvm":
-        from tvmbench.compile.cpu_rules import _has_feature
-        from tvmbench.targets import resolve_target
-
-        if not _has_feature(resolve_target(args.target).tvm(), "avx512f"):
-            env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
-            print("target without AVX-512: PyTorch held to AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); "
-                  "ONNX Runtime keeps the CPU's own ISA")
     with tempfile.TemporaryDirectory() as tmp:
         env["TVMBENCH_CACHE"] = str(Path(tmp) / "cache")
         for model in args.models.split(","):
