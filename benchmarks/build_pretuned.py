@@ -48,13 +48,16 @@ def main() -> None:
     parser.add_argument("--skip-tuning", action="store_true", help="only rebuild the shipped database from --work")
     parser.add_argument("--profile-runs", type=int, default=30, help="instrumented runs per model when selecting")
     parser.add_argument("--rounds", type=int, default=2, help="profiles per model when selecting")
+    parser.add_argument("--target", default="llvm",
+                        help="TVM target to tune for (default: this CPU); e.g. '{\"kind\": \"llvm\", \"mcpu\": "
+                             "\"haswell\"}' builds the AVX2 database on an AVX-512 machine")
     args = parser.parse_args()
-    target = resolve_target("llvm")
+    target = resolve_target(args.target)
     work = Path(args.work)
     models = [m for m in args.models.split(",") if m]
     if not args.skip_tuning:
         for model in models:
-            subprocess.run([sys.executable, "-m", "tvmbench.cli", "tune", "--model", model, "--target", "llvm",
+            subprocess.run([sys.executable, "-m", "tvmbench.cli", "tune", "--model", model, "--target", args.target,
                             "--trials", args.trials, "--time-budget", args.time_budget, "--db", str(work)],
                            check=True)
     db = TuningDatabase.open(work)
@@ -72,7 +75,8 @@ def main() -> None:
     losers: set[str] = set()
     per_workload: dict[str, float] = {}
     for r in range(args.rounds):
-        round_losers, gains = select_in_model([profile_gains(m, work, args.profile_runs, r) for m in models])
+        round_losers, gains = select_in_model([profile_gains(m, work, args.profile_runs, r, args.target)
+                                                    for m in models])
         losers |= round_losers
         for wl, g in gains.items():
             per_workload[wl] = min(g, per_workload.get(wl, g))
@@ -86,12 +90,12 @@ def main() -> None:
           f"{shipped.count_records()} records shipped")
 
 
-def profile_gains(model: str, work: Path, runs: int, round_: int) -> list[dict]:
+def profile_gains(model: str, work: Path, runs: int, round_: int, target: str) -> list[dict]:
     """Per-kernel gains of the candidate shipped database inside ``model`` (a fresh cache, so no
     user database is applied and the libraries are built for this database)."""
     out = work / f"in-model-{model.replace('/', '_')}-{round_}.json"
     env = {**os.environ, "TVMBENCH_CACHE": str(work / "selection-cache")}
-    subprocess.run([sys.executable, "-m", "tvmbench.cli", "profile", "--model", model, "--target", "llvm",
+    subprocess.run([sys.executable, "-m", "tvmbench.cli", "profile", "--model", model, "--target", target,
                     "--vs-untuned", "--runs", str(runs), "--output", str(out)], check=True, env=env)
     return json.loads(out.read_text())["gains"]
 

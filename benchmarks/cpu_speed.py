@@ -45,15 +45,14 @@ def main() -> None:
 
     env = {**os.environ}
     if args.target != "llvm":
-        from tvmbench.compile.cpu_rules import _has_feature
         from tvmbench.errors import UserError
-        from tvmbench.targets import resolve_target
+        from tvmbench.targets import has_feature, resolve_target
 
         try:
             target = resolve_target(args.target)
         except UserError as err:
             sys.exit(f"cpu_speed.py: {err}")
-        if not _has_feature(target.tvm(), "avx512f"):
+        if not has_feature(target.tvm(), "avx512f"):
             env.update(ATEN_CPU_CAPABILITY="avx2", ONEDNN_MAX_CPU_ISA="AVX2")
             print("target without AVX-512: PyTorch held to AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); "
                   "ONNX Runtime keeps the CPU's own ISA")

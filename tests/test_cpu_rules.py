@@ -6,7 +6,7 @@ import pytest
 
 from tvmbench.compile import cpu_rules, import_model, pipeline
 from tvmbench.models import ModelOptions, load_model
-from tvmbench.targets import resolve_target
+from tvmbench.targets import has_feature, resolve_target
 
 TARGET = resolve_target("llvm", gpu_query=lambda: None)
 _IMPORTED: dict[str, tuple] = {}
@@ -217,7 +217,7 @@ def test_vector_width_and_register_budget_follow_the_isa():
 AVX2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None)
 
 
-@pytest.mark.skipif(not cpu_rules._has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.pytorch import PyTorchBackend

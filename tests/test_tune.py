@@ -202,6 +202,41 @@ def test_records_of_another_target_are_never_applied(tuned, tmp_path):
     assert view is None and info["foreign_target_records"] == len(lines) and info["applied_records"] == 0
 
 
+def test_shipped_records_apply_within_their_isa_class_and_exact_ones_win(tuned, tmp_path):
+    """A shipped database tuned as haswell serves a znver3 user with 4 cores (both AVX2), never an
+    AVX-512 one's records; a record for the user's exact target takes its workload over."""
+    from tvmbench.compile import load_databases
+
+    db, _ = tuned
+    user = resolve_target({"kind": "llvm", "mcpu": "znver3", "num-cores": 4})
+    other = tmp_path / "other"
+    shutil.copytree(db, other)
+    recs = [json.loads(line) for line in (other / RECORDS).read_text().splitlines()]
+    for i, rec in enumerate(recs):
+        mcpu, cores = ("haswell", 2) if i % 2 == 0 else ("skylake-avx512", 4)
+        rec[1][2] = {"kind": "llvm", "mcpu": mcpu, "num-cores": cores}
+    exact_workload = recs[0][0]
+    recs.append([exact_workload, [*recs[0][1][:2], user.config, *recs[0][1][3:]]])
+    (other / RECORDS).write_text("".join(json.dumps(r) + "\n" for r in recs))
+    haswell = [r for r in recs[:-1] if r[1][2]["mcpu"] == "haswell"]
+    expected = len([r for r in haswell if r[0] != exact_workload]) + 1
+
+    view, info = TuningDatabase.open(other).view_for(user)  # a user's own database: exact only
+    assert view is not None and info["applied_records"] == 1
+    view, info = TuningDatabase.open(other).view_for(user, by_isa_class=True)
+    assert info["isa_class"] == "x86_64-avx2" and info["applied_records"] == expected
+    assert info["applied_by_isa_class"] == expected - 1
+    kept = [json.loads(line) for line in (view / RECORDS).read_text().splitlines()]
+    assert {r[1][2]["mcpu"] for r in kept} == {"haswell", "znver3"}
+    assert [r[1][2]["mcpu"] for r in kept if r[0] == exact_workload] == ["znver3"]
+
+    databases, _, infos = load_databases([("pretuned", str(other)), ("--db", str(other))], user)
+    assert len(databases) == 2 and [i["applied_records"] for i in infos] == [expected, 1]
+    avx512 = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 8})
+    _, info = TuningDatabase.open(other).view_for(avx512, by_isa_class=True)
+    assert info["applied_records"] == len(recs[:-1]) - len(haswell)
+
+
 def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
     db, report = tuned
     copy = tmp_path / "copy"

@@ -211,7 +211,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
 
         f.dlight_applied = any(n.startswith("DLight(") for n in describe(target, None))
         for kind, path in database_sources(target, db_dir):
-            _, info = TuningDatabase.open(path).view_for(target)
+            _, info = TuningDatabase.open(path).view_for(target, by_isa_class=kind == "pretuned")
             f.databases.append({"source": kind, **info})
     if model:
         from tvmbench.models import ModelOptions, count_flops, load_model

@@ -145,6 +145,37 @@ class ResolvedTarget:
                 "conv_layout": self.conv_layout}
 
 
+def has_feature(target: Any, feature: str) -> bool:
+    """Whether a ``tvm.target.Target`` (llvm) has an ISA feature such as ``avx512f``, as LLVM
+    derives it from the target's CPU and attributes."""
+    from tvm.target.codegen import target_has_features
+
+    try:
+        return bool(target_has_features(feature, target))
+    except Exception:
+        return False
+
+
+# The ISA levels a CPU schedule depends on, widest first: vector width and register count decide
+# the register tiles (compile/cpu_rules.py), so schedules transfer within a level and not across.
+_ISA_LEVELS = {"x86_64": ("avx512f", "avx2", "avx", "sse2"), "aarch64": ("sve", "neon")}
+
+
+def isa_class(target: Any) -> str | None:
+    """The ISA class of a ``tvm.target.Target`` for reusing CPU schedules: arch and widest vector
+    ISA, e.g. ``x86_64-avx512f`` for znver4 and Sapphire Rapids, ``x86_64-avx2`` for haswell to
+    znver3. None for a GPU target."""
+    if str(target.kind.name) != "llvm":
+        return None
+    triple = str(target.attrs.get("mtriple", "") or "") or platform.machine()
+    arch = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}.get(triple.split("-")[0],
+                                                                         triple.split("-")[0])
+    for feature in _ISA_LEVELS.get(arch, ()):
+        if has_feature(target, feature):
+            return f"{arch}-{feature}"
+    return arch
+
+
 def _same_arch(a: str, b: str) -> bool:
     norm = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}
     return norm.get(a, a) == norm.get(b, b)

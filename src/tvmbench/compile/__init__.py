@@ -47,7 +47,7 @@ def load_databases(sources: list[tuple[str, str]], target: ResolvedTarget
     databases, digests, infos = [], [], []
     for kind, path in sources:
         db = TuningDatabase.open(path)
-        view, info = db.view_for(target)
+        view, info = db.view_for(target, by_isa_class=kind == "pretuned")
         info = {"source": kind, **info, "warnings": db.warnings}
         if kind == "pretuned":
             info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from tvmbench.targets import has_feature
+
 # Accumulator budget: AVX-512 and NEON have 32 vector registers, AVX2 16; leave room for the
 # operand loads and the broadcast. A tile beyond the register file spills every accumulator on
 # every reduction step: resnet18 built for AVX2 with the 32-register tile ran its convolutions at
@@ -57,15 +59,6 @@ _INLINE_PAD_BYTES = 1 << 20
 _PARALLEL_MIN_ELEMENTS = 8192
 
 
-def _has_feature(target: Any, feature: str) -> bool:
-    from tvm.target.codegen import target_has_features
-
-    try:
-        return bool(target_has_features(feature, target))
-    except Exception:
-        return False
-
-
 def _vector_bits(target: Any) -> int:
     """The target's widest vector register. On x86 it comes from the ISA features: TVM 0.27's
     ``llvm_get_vector_width`` answers 512 for AVX2 CPUs (haswell, znver2/3) too, and a 16-lane
@@ -73,7 +66,7 @@ def _vector_bits(target: Any) -> int:
     from tvm.target.codegen import llvm_get_vector_width
 
     for feature, bits in (("avx512f", 512), ("avx", 256), ("sse2", 128)):
-        if _has_feature(target, feature):
+        if has_feature(target, feature):
             return bits
     try:
         bits = int(llvm_get_vector_width(target))
@@ -89,7 +82,7 @@ def _vector_lanes(target: Any, dtype_bits: int) -> int:
 def _accumulator_budget(target: Any) -> int:
     """Vector accumulators a register tile may hold on this target."""
     triple = str(target.attrs.get("mtriple", "") or "")
-    if triple.startswith(("aarch64", "arm64")) or _has_feature(target, "avx512f"):
+    if triple.startswith(("aarch64", "arm64")) or has_feature(target, "avx512f"):
         return _MAX_ACCUMULATORS  # 32 vector registers (AArch64 NEON/SVE, AVX-512)
     return _MAX_ACCUMULATORS_16_REGS
 

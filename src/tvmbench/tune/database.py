@@ -78,13 +78,17 @@ def _write_lines_atomic(path: Path, lines: list[str]) -> None:
     write_text_atomic(path, "".join(line if line.endswith("\n") else line + "\n" for line in lines))
 
 
-def _same_target(record_target: Any, target: ResolvedTarget) -> bool:
+def _record_target(record_target: Any, cache: dict[str, Any]) -> Any:
+    """The ``tvm.target.Target`` of a record (None if it does not parse), parsed once per JSON."""
     import tvm
 
-    try:
-        return str(tvm.target.Target(record_target)) == str(target.tvm())
-    except Exception:
-        return False
+    key = json.dumps(record_target, sort_keys=True, default=str)
+    if key not in cache:
+        try:
+            cache[key] = tvm.target.Target(record_target)
+        except Exception:
+            cache[key] = None
+    return cache[key]
 
 
 @dataclass
@@ -185,11 +189,20 @@ class TuningDatabase:
                 counts[key] = counts.get(key, 0) + 1
         return counts
 
-    def view_for(self, target: ResolvedTarget) -> tuple[Path | None, dict[str, Any]]:
+    def view_for(self, target: ResolvedTarget, by_isa_class: bool = False) -> tuple[Path | None, dict[str, Any]]:
         """A directory holding only this database's records for ``target`` (and this TVM minor
         version), for MetaScheduleApplyDatabase; None when nothing applies. Also says what was
-        left out, for the result."""
+        left out, for the result.
+
+        ``by_isa_class`` (the shipped databases): a CPU record made for another CPU of the same
+        ISA class (targets.isa_class: arch and widest vector ISA, e.g. a haswell record for a
+        znver3 or skylake user, whatever the core count) applies too, for workloads that have no
+        record for this exact target. A shipped database cannot be tuned for every CPU model and
+        core count, and the schedules depend on the vector ISA, not on the CPU's name; a user's
+        own database keeps exact matching, since it was made for the machine it runs on."""
         import tvm
+
+        from tvmbench.targets import isa_class
 
         meta = self.meta()
         made_with = meta.get("tvm_version")
@@ -198,12 +211,30 @@ class TuningDatabase:
             info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
             return None, info
         records = self._lines(RECORDS)
-        keep = [line for line in records if _same_target(json.loads(line)[1][2], target)]
+        mine = target.tvm()
+        my_class = isa_class(mine) if by_isa_class else None
+        parsed: dict[str, Any] = {}
+        exact, same_class = [], []
+        for line in records:
+            theirs = _record_target(json.loads(line)[1][2], parsed)
+            if theirs is None:
+                continue
+            if str(theirs) == str(mine):
+                exact.append(line)
+            elif my_class is not None and isa_class(theirs) == my_class:
+                same_class.append(line)
+        exact_workloads = {json.loads(line)[0] for line in exact}
+        same_class = [line for line in same_class if json.loads(line)[0] not in exact_workloads]
+        keep = exact + same_class
         info["applied_records"] = len(keep)
+        if by_isa_class:
+            info["isa_class"] = my_class
+            info["applied_by_isa_class"] = len(same_class)
         info["foreign_target_records"] = len(records) - len(keep)
         if not keep:
             return None, info
-        key = hashlib.sha256((self.digest() + json.dumps(target.config, sort_keys=True, default=str)).encode())
+        key = hashlib.sha256((self.digest() + json.dumps([target.config, by_isa_class], sort_keys=True,
+                                                         default=str)).encode())
         view = cache_dir("db-views", key.hexdigest()[:16])
         if not (view / RECORDS).is_file():
             shutil.copyfile(self.path / WORKLOADS, view / ".wl.tmp")
