@@ -13,7 +13,8 @@ MetaSchedule's runner times each kernel alone with hot caches, and a record that
 lose inside the model. So each model is then profiled with and without the candidate database
 (`tvmbench profile --vs-untuned`, separate processes, drift-corrected), and every workload whose
 kernels are not at least 3 % faster in the models, in each of `--rounds` profiles, is dropped
-(database.select_in_model); the in-model gains (the lowest over the rounds) go in the meta file.
+(database.select_in_model), and so is every workload no model ran (it would apply to nothing); the
+in-model gains (the lowest over the rounds) go in the meta file.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from tvmbench.measure.environment import cpu_model
 from tvmbench.targets import resolve_target
 from tvmbench.tune.database import (
     PRETUNED_ROOT,
+    WORKLOADS,
     TuningDatabase,
     drop_workloads,
     improvements,
@@ -80,11 +82,16 @@ def main() -> None:
         losers |= round_losers
         for wl, g in gains.items():
             per_workload[wl] = min(g, per_workload.get(wl, g))
-    dropped = drop_workloads(TuningDatabase.open(dest), losers)
+    # A workload no model ran is not judged, and would apply to nothing (the pipeline has since
+    # changed that kernel): dropped too.
+    candidates = {str(json.loads(line)[0]) for line in TuningDatabase.open(dest)._lines(WORKLOADS)}
+    unseen = candidates - set(per_workload)
+    dropped = drop_workloads(TuningDatabase.open(dest), losers | unseen)
     shipped = TuningDatabase.open(dest)
     meta = shipped.meta()
     meta["pretuned"]["in_model_gain"] = {wl: round(g, 3) for wl, g in per_workload.items() if wl not in losers}
     meta["pretuned"]["dropped_in_model"] = {wl: round(per_workload[wl], 3) for wl in sorted(losers)}
+    meta["pretuned"]["dropped_not_in_models"] = sorted(unseen)
     shipped.write_meta(meta)
     print(f"{dest}: dropped {dropped} workloads that did not gain 3 % inside the models; "
           f"{shipped.count_records()} records shipped")
