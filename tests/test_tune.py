@@ -237,6 +237,25 @@ def test_shipped_records_apply_within_their_isa_class_and_exact_ones_win(tuned, 
     assert info["applied_records"] == len(recs[:-1]) - len(haswell)
 
 
+def test_shipped_databases_cover_avx512_and_avx2_and_apply_whole_to_their_class():
+    """Each database in the package applies all its records to the target it was tuned for and
+    to another CPU of its ISA class; together they serve AVX-512 and AVX2 machines."""
+    from tvmbench.targets import isa_class
+    from tvmbench.tune.database import PRETUNED_ROOT
+
+    peers = {"x86_64-avx512f": "sapphirerapids", "x86_64-avx2": "znver3"}
+    classes = set()
+    for path in sorted(p for p in PRETUNED_ROOT.iterdir() if (p / WORKLOADS).is_file()):
+        db = TuningDatabase.open(path)
+        made_for = resolve_target(db.meta()["pretuned"]["target"])
+        classes.add(isa_class(made_for.tvm()))
+        peer = resolve_target({"kind": "llvm", "mcpu": peers[isa_class(made_for.tvm())], "num-cores": 16})
+        for target in (made_for, peer):
+            _, info = db.view_for(target, by_isa_class=True)
+            assert info["applied_records"] == db.count_records() > 0, (path.name, target.config)
+    assert classes >= set(peers)
+
+
 def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
     db, report = tuned
     copy = tmp_path / "copy"
