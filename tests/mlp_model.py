@@ -47,3 +47,30 @@ def build_bn():
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.5, 0.5)
     return net.eval(), (torch.randn(1, 3, 32, 32),)
+
+
+def _inverted_residual(size, stride):
+    """mobilenet_v2's block: a 1x1 expansion 16 -> 96 (more than 1 MB of output at these sizes, so
+    the pipeline joins it with the depthwise convolution), the depthwise 3x3, the 1x1 projection;
+    batch norms with non-identity statistics."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(16, 96, 1, bias=False), torch.nn.BatchNorm2d(96), torch.nn.ReLU6(),
+        torch.nn.Conv2d(96, 96, 3, stride=stride, padding=1, groups=96, bias=False), torch.nn.BatchNorm2d(96),
+        torch.nn.ReLU6(), torch.nn.Conv2d(96, 24, 1, bias=False), torch.nn.BatchNorm2d(24))
+    for m in net:
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    return net.eval(), (torch.randn(1, 16, size, size),)
+
+
+def build_expand_stride1():
+    """60x60: neither the band of rows nor the columns divide by 8."""
+    return _inverted_residual(60, 1)
+
+
+def build_expand_stride2():
+    return _inverted_residual(64, 2)

@@ -59,6 +59,31 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
+@pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2"])
+def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder):
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import cpu_rules, pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    joined = [(gv.name_hint, f) for gv, f in legal.functions.items()
+              if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    # one kernel for expansion + depthwise; the projection stays its own
+    assert len(joined) == 1 and len([gv for gv in legal.get_global_vars() if "conv2d" in gv.name_hint]) == 2
+    with TARGET.tvm():
+        sch = cpu_rules._expand_window_schedule(joined[0][1], TARGET.tvm())
+    assert sch is not None, "the ExpandWindow rule declined"
+    script = sch.mod.script()
+    # the expansion runs inside the parallel tiles, on the rows a band needs (a guarded halo)
+    parallel = script.index("T.parallel")
+    assert parallel < script.index('T.sblock("conv2d_nhwc') and "T.where" in script
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_gpt2_needs_the_cumsum_converter():
     from tvm import relax
     from tvm.relax.frontend.torch import from_exported_program

@@ -70,6 +70,18 @@ def test_matmul_is_tiled_vectorised_parallel_and_correct(m, k, n):
         assert 'T.sblock("D")' not in script
 
 
+def test_small_weights_put_the_output_channel_tiles_inside_the_parallel_loop():
+    # 15 KB of weights stay in cache while the rows are swept once (rows outer); 2 MB do not, so
+    # each channel tile's panel is kept while the rows are swept (channel tiles outer).
+    for (m, k, n), order in (((64, 48, 80), "ax0_0_ax1_0_fused"), ((64, 1024, 512), "ax1_0_ax0_0_fused")):
+        assert (k * n * 4 <= cpu_rules._SPATIAL_OUTER_WEIGHT_BYTES) == order.startswith("ax0")
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
+        out, script = _run(_matmul_relu(m, k, n), a, b, out_shape=(m, n))
+        np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
+        assert f"for {order} in T.parallel" in script
+
+
 def test_transposed_operand_is_declined():
     # B read as B[j, k]: vectorising over j would gather, so the rule must leave it to others.
     with TARGET.tvm():

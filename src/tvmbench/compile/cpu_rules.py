@@ -57,6 +57,20 @@ _SHORT_REDUCTION = 49
 _INLINE_PAD_BYTES = 1 << 20
 # Below this many output elements, a parallel loop costs more in thread wake-up than it saves.
 _PARALLEL_MIN_ELEMENTS = 8192
+# When the operands that do not depend on the row axis (a convolution's weights, the second
+# operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
+# tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
+# (same-process A/Bs against channel-outer: resnet18 1.12x, mobilenet_v2 1.09x, resnet50 1.05x,
+# bert-base 1.03x). Larger weights (deep ResNet layers, BERT's dense layers) keep channel-outer,
+# where one tile's weight panel stays in cache while the smaller input is swept.
+_SPATIAL_OUTER_WEIGHT_BYTES = 1 << 20
+# A 1x1 convolution whose output (larger than this) only feeds a window reduction (mobilenet's
+# expansion into its depthwise convolution) is computed band by band inside that reduction's
+# tiles (pipeline.fuse_expansion_into_window), so the expanded tensor never leaves the cache.
+_FUSE_EXPANSION_BYTES = 1 << 20
+# Output rows of the window reduction per tile of the fused kernel: the expansion is recomputed
+# for the window's halo, (rows * stride + k - stride) / (rows * stride) of it.
+_FUSED_BAND_ROWS = 8
 
 
 def _vector_bits(target: Any) -> int:
@@ -375,6 +389,14 @@ def _tile_contraction(func: Any, target: Any, may_pad: bool, einsum_padded: bool
             outer_spatial.append(loops[i])
     if m_axis is not None:
         outer_spatial.append(m_outer)
+        # Small weights (all of them under _SPATIAL_OUTER_WEIGHT_BYTES) stay in cache while the
+        # input is read once: the output-channel tiles go innermost instead of outermost.
+        m_var = iter_vars[m_axis]
+        weight_bytes = sum(int(np.prod([_int(d) or 0 for d in r.source.shape])) * _bits(r.source.dtype) // 8
+                           for r in block.reads if not r.source.same_as(out_buffer)
+                           and not any(_uses(x.min, m_var) for x in r.region))
+        if weight_bytes and weight_bytes <= _SPATIAL_OUTER_WEIGHT_BYTES:
+            outer_spatial = outer_spatial[1:] + outer_spatial[:1]
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
     tile = sch.fuse(*outer_spatial)
@@ -409,6 +431,127 @@ def _tile_contraction(func: Any, target: Any, may_pad: bool, einsum_padded: bool
         if width > 1 and init_loops:
             sch.vectorize(init_loops[-1])
     return sch
+
+
+def _single_reduction(func: Any) -> tuple[list[int], list[int]] | None:
+    """(reduction extents above 1, output shape) of a function with one reduction block."""
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    infos = normalize_prim_func(sch := s_tir.Schedule(func))
+    reductions = [b for b in infos or [] if not b.is_injective()]
+    if len(reductions) != 1:
+        return None
+    extents = [_int(e) for e in reductions[0].dom()]
+    if any(e is None for e in extents):
+        return None
+    shape = _shape(sch.get(reductions[0].block_rv).writes[0].source)
+    return [e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1], shape
+
+
+def fusion_role(func: Any) -> str | None:
+    """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"window"`` for a
+    per-channel window reduction (depthwise convolution, pooling: two reduction axes of at most
+    7), else None: the two halves the expansion fusion joins."""
+    try:
+        found = _single_reduction(func)
+    except Exception:
+        return None
+    if found is None or len(found[1]) != 4 or None in found[1] or found[1][0] != 1:
+        return None
+    reduce, shape = found
+    if len(reduce) == 1:
+        return "dot"
+    if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4:
+        return "window"
+    return None
+
+
+def _expand_window_schedule(func: Any, target: Any) -> Any:
+    """A 1x1 convolution computed inside the window reduction that consumes it.
+
+    Each parallel task owns a block of channels and a band of the window's output rows; it
+    computes the convolution for the rows the band reads (halo included), applies its epilogue
+    and padding, then the window, all on a tile of some hundred KB that stays in L2. Unfused,
+    mobilenet_v2's 16->96 expansion at 112x112 wrote 4.8 MB at 68 GFLOP/s, bound by memory,
+    and the depthwise convolution read it all back.
+    """
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    reductions = [i for i, b in enumerate(infos or []) if not b.is_injective()]
+    if len(reductions) != 2:
+        return None
+    ia, ib = reductions
+    dot, window = infos[ia].block_rv, infos[ib].block_rv
+    out = sch.get(window).writes[0].source
+    shape = _shape(out)
+    if len(shape) != 4 or shape[0] != 1 or None in shape:
+        return None
+    rows_out, cols_out, channels = shape[1:]
+    lanes = _vector_lanes(target, _bits(out.dtype))
+    budget = _accumulator_budget(target)
+    kinds = infos[ib].dom_kind()
+    block = sch.get(window)
+    spatial_vars = [str(iv.var) for iv, k in zip(block.iter_vars, kinds, strict=True) if k == "S"]
+    if (kinds.count("R") != 2 or channels % lanes
+            or spatial_vars != [str(r.min) for r in block.writes[0].region[1:]]):
+        return None  # not an NHWC window over (rows, columns, channels)
+    mid, post = infos[ia + 1:ib], infos[ib + 1:]
+    if any(not _is_copy(sch.get(b.block_rv)) for b in infos[:ia]) or any(not b.is_injective() for b in post):
+        return None
+    for info in infos[:ia]:  # the 1x1 convolution's input copy
+        sch.compute_inline(info.block_rv)
+    # The convolution's epilogue joins the window's padding: one block computing the padded,
+    # activated tile the window reads.
+    for info in mid[:-1] + post[:-1]:
+        sch.compute_inline(info.block_rv)
+    padded = mid[-1].block_rv if mid else None
+    epilogue = post[-1].block_rv if post else None
+
+    vectors = next(v for v in (2, 3, 1) if channels % (v * lanes) == 0)
+    loops = sch.get_loops(window)
+    spatial = [loop for loop, k in zip(loops, kinds, strict=True) if k == "S"]
+    reduce = [loop for loop, k in zip(loops, kinds, strict=True) if k == "R"]
+    c_outer, c_vec, c_lane = sch.split(spatial[2], factors=[None, vectors, lanes])
+    band_outer, band = sch.split(spatial[0], factors=[None, _largest_divisor(rows_out, _FUSED_BAND_ROWS)])
+    rows = _largest_divisor(cols_out, min(_MAX_ROWS, max(budget // vectors, 1)))
+    w_outer, w_inner = sch.split(spatial[1], factors=[None, rows])
+    sch.reorder(c_outer, band_outer, band, w_outer, *reduce, w_inner, c_vec, c_lane)
+    task = sch.fuse(c_outer, band_outer)
+    sch.parallel(task)
+    _register_tile_loops(sch, window, w_inner, c_vec, c_lane, w_outer, reduce[0], lanes, epilogue)
+
+    if padded is not None:
+        sch.compute_at(padded, task, preserve_unit_loops=True)
+        _, lane = sch.split(sch.get_loops(padded)[-1], factors=[None, lanes])
+        sch.vectorize(lane)
+    sch.compute_at(dot, task, preserve_unit_loops=True)
+    d_rows, d_cols, d_channels, d_reduce = sch.get_loops(dot)[1:]
+    d_outer, d_inner = sch.split(d_cols, factors=[None, _largest_divisor(_int(sch.get(d_cols).extent) or 1, rows)])
+    d_vec, d_lane = sch.split(d_channels, factors=[vectors, lanes])
+    sch.reorder(d_rows, d_outer, d_reduce, d_inner, d_vec, d_lane)
+    _register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_outer, d_reduce, lanes, None)
+    return sch
+
+
+def _register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, tile: Any, first_reduce: Any,
+                         lanes: int, epilogue: Any) -> None:
+    """Unroll and vectorise a register tile, accumulate it in a tile buffer written back once
+    (with ``epilogue`` applied) under ``tile``, and split off the initialisation."""
+    sch.unroll(rows)
+    sch.unroll(vecs)
+    sch.vectorize(lane)
+    writeback = sch.cache_write(block, 0, "global")
+    if epilogue is not None:
+        sch.reverse_compute_inline(epilogue)
+    sch.reverse_compute_at(writeback, tile, preserve_unit_loops=True)
+    _, vec = sch.split(sch.get_loops(writeback)[-1], factors=[None, lanes])
+    sch.vectorize(vec)
+    init = sch.decompose_reduction(block, first_reduce)
+    sch.vectorize(sch.get_loops(init)[-1])
 
 
 def _injective_schedule(func: Any, target: Any) -> Any:
@@ -472,6 +615,8 @@ def _rule_classes() -> dict[str, type]:
         return type(name, (CPUScheduleRule,), {"apply": apply, "__doc__": doc})
 
     return {
+        "ExpandWindow": make("ExpandWindow", _expand_window_schedule,
+                             "A 1x1 convolution computed band by band inside the window reduction it feeds."),
         "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
         "Injective": make("Injective", _injective_schedule, "Parallel, vectorised elementwise/layout loops."),
         "Fallback": make("Fallback", _fallback_schedule, "Parallel outer loops for whatever is left."),
@@ -480,7 +625,7 @@ def _rule_classes() -> dict[str, type]:
 
 def rules() -> list[Any]:
     """The rule instances tried before DLight's, in order (first match wins)."""
-    return [_rule_classes()["Contraction"](), _rule_classes()["Injective"]()]
+    return [_rule_classes()[name]() for name in ("ExpandWindow", "Contraction", "Injective")]
 
 
 def fallback_rule() -> Any:

@@ -25,7 +25,7 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "15"
+PIPELINE_VERSION = "17"
 
 
 def cpu_friendly_arithmetic() -> Any:
@@ -422,6 +422,137 @@ def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = Non
     return pack
 
 
+def fuse_expansion_into_window() -> Any:
+    """Join each 1x1 convolution whose output (over cpu_rules._FUSE_EXPANSION_BYTES) feeds only a
+    window reduction into one fused function with it (runs between FuseOps and FuseTIR).
+
+    An inverted-residual block (mobilenet_v2, mnasnet) expands channels 6x with a 1x1
+    convolution, then runs a depthwise 3x3 over the expanded tensor: FuseOps keeps the two apart
+    (two reductions), so the expanded tensor (4.8 MB at 112x112x96) makes a round trip through
+    memory. Joined, cpu_rules' ExpandWindow rule computes it band by band inside the depthwise
+    convolution's tiles.
+    """
+    import tvm
+    from tvm import relax
+
+    from tvmbench.compile import cpu_rules
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="FuseExpansionIntoWindow")
+    def run(mod: Any, ctx: Any) -> Any:
+        roles: dict[Any, str | None] = {}
+
+        def role(expr: Any) -> str | None:
+            if not (isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.GlobalVar)):
+                return None
+            if expr.op not in roles:
+                func = mod[expr.op]
+                called = [mod[c.args[0]] for c in _calls(func, "relax.call_tir")] \
+                    if isinstance(func, relax.Function) and "Primitive" in (func.attrs or {}) else []
+                found = [r for r in map(cpu_rules.fusion_role, called) if r is not None]
+                roles[expr.op] = found[0] if len(found) == 1 else None
+            return roles[expr.op]
+
+        out = tvm.IRModule(dict(mod.functions.items()))
+        joined: dict[tuple[Any, Any], Any] = {}
+        for gv, func in mod.functions.items():
+            if not isinstance(func, relax.Function) or "Primitive" in (func.attrs or {}):
+                continue
+            uses: dict[Any, int] = {}
+            for binding in _bindings(func):
+                for var in _vars(binding.value):
+                    uses[var] = uses.get(var, 0) + 1
+            for var in _vars(func.body.body):
+                uses[var] = uses.get(var, 0) + 1
+            value = {b.var: b.value for b in _bindings(func)}
+            fused: dict[Any, Any] = {}  # the window's var -> the expansion's call
+            for b in _bindings(func):
+                if role(b.value) != "window" or not isinstance(b.value.args[0], relax.Var):
+                    continue
+                first = b.value.args[0]
+                numel = _numel(first.ty)
+                if (role(value.get(first)) == "dot" and uses.get(first) == 1 and numel is not None
+                        and numel * 4 > cpu_rules._FUSE_EXPANSION_BYTES):
+                    fused[b.var] = value[first]
+            if not fused:
+                continue
+            skip = {c.args[0] for c in (value[v] for v in fused)}
+            blocks = []
+            for block in func.body.blocks:
+                bindings = []
+                for b in block.bindings:
+                    if b.var in skip:
+                        continue
+                    if b.var in fused:
+                        dot_call, window_call = fused[b.var], b.value
+                        key = (dot_call.op, window_call.op)
+                        if key not in joined:
+                            joined[key] = _join_functions(out, mod[dot_call.op], mod[window_call.op],
+                                                          dot_call.op.name_hint, window_call.op.name_hint)
+                        b = relax.VarBinding(b.var, relax.Call(joined[key], [*dot_call.args, *window_call.args[1:]]))
+                    bindings.append(b)
+                blocks.append(type(block)(bindings))
+            out[gv] = relax.Function(func.params, relax.SeqExpr(blocks, func.body.body), func.ret_ty,
+                                     func.is_pure, func.attrs)
+        return out
+
+    return run
+
+
+def _bindings(func: Any) -> list[Any]:
+    return [b for block in func.body.blocks for b in block.bindings]
+
+
+def _vars(expr: Any) -> list[Any]:
+    from tvm import relax
+
+    found: list[Any] = []
+    relax.analysis.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, relax.Var) else None)
+    return found
+
+
+def _calls(func: Any, op_name: str) -> list[Any]:
+    import tvm
+    from tvm import relax
+
+    found: list[Any] = []
+    relax.analysis.post_order_visit(
+        func.body, lambda e: found.append(e) if isinstance(e, relax.Call) and isinstance(e.op, tvm.ir.Op)
+        and e.op.name == op_name else None)
+    return found
+
+
+def _join_functions(mod: Any, first: Any, second: Any, first_name: str, second_name: str) -> Any:
+    """Add to ``mod`` a primitive function computing ``second(first(a...), b...)`` from the
+    bodies of both (FuseTIR then makes one PrimFunc of it); returns its GlobalVar."""
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    params = [relax.Var(p.name, p.ty) for p in [*first.params, *second.params[1:]]]
+    remap = dict(zip([*first.params, *second.params[1:]], params, strict=True))
+
+    @mutator
+    class Substitute(PyExprMutator):
+        def visit_var_(self, var: Any) -> Any:
+            return remap.get(var, var)
+
+        def visit_dataflow_var_(self, var: Any) -> Any:
+            return remap.get(var, var)
+
+    name = f"fused_{first_name.removeprefix('fused_')}_{second_name.removeprefix('fused_')}"
+    bb = relax.BlockBuilder(mod)
+    with bb.function(name, params, attrs=dict(first.attrs), private=True):
+        with bb.dataflow():
+            for func in (first, second):
+                if func is second:
+                    remap[second.params[0]] = remap[first.body.body]
+                for b in _bindings(func):
+                    remap[b.var] = bb.emit(Substitute().visit_expr(b.value))
+            result = bb.emit_output(remap[second.body.body])
+        gv = bb.emit_func_output(result)
+    mod[gv] = bb.get()[gv]
+    return gv
+
+
 def _gelu(x: Any, tanh: bool) -> Any:
     """``x * (0.5 + 0.5 * erf(x / sqrt(2)))``, or the tanh approximation, as Relax ops."""
     from tvm import relax
@@ -545,6 +676,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
+        *([fuse_expansion_into_window()] if target.kind == "llvm" else []),
         relax.transform.FuseTIR(),
         flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
     ]
