@@ -40,13 +40,17 @@ def build_bn():
         torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
         torch.nn.Conv2d(32, 32, 3, padding=1, groups=32, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
         torch.nn.Conv2d(32, 40, 1), torch.nn.BatchNorm2d(40))
+    return _random_statistics(net).eval(), (torch.randn(1, 3, 32, 32),)
+
+
+def _random_statistics(net):
     for m in net:
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.5, 0.5)
-    return net.eval(), (torch.randn(1, 3, 32, 32),)
+    return net
 
 
 def _inverted_residual(size, stride):
@@ -58,13 +62,7 @@ def _inverted_residual(size, stride):
         torch.nn.Conv2d(16, 96, 1, bias=False), torch.nn.BatchNorm2d(96), torch.nn.ReLU6(),
         torch.nn.Conv2d(96, 96, 3, stride=stride, padding=1, groups=96, bias=False), torch.nn.BatchNorm2d(96),
         torch.nn.ReLU6(), torch.nn.Conv2d(96, 24, 1, bias=False), torch.nn.BatchNorm2d(24))
-    for m in net:
-        if isinstance(m, torch.nn.BatchNorm2d):
-            m.running_mean.uniform_(-1, 1)
-            m.running_var.uniform_(0.5, 2)
-            m.weight.data.uniform_(0.5, 1.5)
-            m.bias.data.uniform_(-0.5, 0.5)
-    return net.eval(), (torch.randn(1, 16, size, size),)
+    return _random_statistics(net).eval(), (torch.randn(1, 16, size, size),)
 
 
 def build_expand_stride1():
