@@ -168,17 +168,18 @@ def isa_class(target: Any) -> str | None:
     if str(target.kind.name) != "llvm":
         return None
     triple = str(target.attrs.get("mtriple", "") or "") or platform.machine()
-    arch = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}.get(triple.split("-")[0],
-                                                                         triple.split("-")[0])
+    arch = _ARCH_ALIASES.get(triple.split("-")[0], triple.split("-")[0])
     for feature in _ISA_LEVELS.get(arch, ()):
         if has_feature(target, feature):
             return f"{arch}-{feature}"
     return arch
 
 
+_ARCH_ALIASES = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}
+
+
 def _same_arch(a: str, b: str) -> bool:
-    norm = {"amd64": "x86_64", "x86-64": "x86_64", "arm64": "aarch64"}
-    return norm.get(a, a) == norm.get(b, b)
+    return _ARCH_ALIASES.get(a, a) == _ARCH_ALIASES.get(b, b)
 
 
 def _kind_options(kind: str) -> dict[str, str]:

@@ -471,7 +471,7 @@ def fuse_expansion_into_window() -> Any:
                 first = b.value.args[0]
                 numel = _numel(first.ty)
                 if (role(value.get(first)) == "dot" and uses.get(first) == 1 and numel is not None
-                        and numel * 4 > cpu_rules._FUSE_EXPANSION_BYTES):
+                        and numel * tvm.DataType(str(first.ty.dtype)).bits // 8 > cpu_rules._FUSE_EXPANSION_BYTES):
                     fused[b.var] = value[first]
             if not fused:
                 continue
