@@ -97,7 +97,8 @@ def main() -> None:
             db = result.get("tuning_database") or {}
             print(f"  tvm compile {phases.get('compile_s', float('nan')):.1f} s (untuned); tuning records for "
                   f"{db.get('tasks_with_records', 0)} of {db.get('tasks', '?')} kernels: "
-                  + ", ".join(f"{s['source']} {Path(s['path']).name}" for s in db.get("sources", [])))
+                  + (", ".join(f"{s['source']} {Path(s['path']).name}" for s in db.get("sources", [])
+                               if s.get("applied_records")) or "none"))
             for fw in ("onnxruntime", "openvino", "tvm_untuned"):
                 sp = result.get("tvm_speedups", {}).get(fw) or {}
                 if sp.get("speedup"):

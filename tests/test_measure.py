@@ -130,6 +130,30 @@ def test_speedup_ci_brackets_the_ratio_of_medians():
     assert lo > 1.5
 
 
+def test_intervals_over_rounds_include_the_spread_between_processes():
+    """Identical code in fresh processes runs at different speeds (placement luck), each process
+    tight in itself: an interval from pooled samples then claims a difference that is not there."""
+    rng = np.random.default_rng(7)
+
+    def rounds(centres):
+        return np.concatenate([c + rng.normal(0, 0.5, 200) for c in centres]), [200] * len(centres)
+
+    base, base_sizes = rounds([100.0, 108.0, 112.0])
+    cand, cand_sizes = rounds([104.0, 106.0, 114.0])
+    pooled = stats.speedup_ci(base, cand)
+    assert pooled[0] > 1.0  # the pooled interval says "candidate faster": wrong
+    lo, hi = stats.speedup_ci(base, cand, baseline_rounds=base_sizes, candidate_rounds=cand_sizes)
+    assert lo < 1.0 < hi
+    assert hi - lo > 5 * (pooled[1] - pooled[0])
+
+    s = stats.summarize(base / 1e3, batch_size=1, rounds=base_sizes)
+    assert s["ci_method"].startswith("two-level") and s["median_ci_ms"][0] < 104 and s["median_ci_ms"][1] > 110
+    plain = stats.summarize(base / 1e3, batch_size=1)
+    assert plain["median_ci_ms"][1] - plain["median_ci_ms"][0] < 2
+    # sizes that do not add up to the samples fall back to the one-level interval
+    assert stats.summarize(base / 1e3, batch_size=1, rounds=[200, 5])["ci_method"] == plain["ci_method"]
+
+
 def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
     assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
     assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)
@@ -148,6 +172,7 @@ def test_rounds_pool_samples_and_report_per_round_medians():
     assert merged.ok
     assert merged.value["measurement"]["timed_calls"] == 6
     assert merged.value["rounds"]["medians_ms"] == pytest.approx([10.0, 20.0])
+    assert merged.value["rounds"]["sizes"] == [3, 3]
     assert merged.value["rounds"]["failures"] == ["crash"]
     assert not merge_rounds([Outcome(ok=False, error={"message": "x"})]).ok
 

@@ -169,6 +169,7 @@ def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
     value["rounds"] = {
         "count": len(outcomes),
         "medians_ms": [float(np.median(m["samples_s"])) * 1e3 for m in measurements],
+        "sizes": [len(m["samples_s"]) for m in measurements],  # the pooled samples, round by round
         "failures": [o.error.get("message") for o in outcomes if not o.ok],
     }
     gpu = [o.peak_gpu_bytes for o in ok if o.peak_gpu_bytes is not None]
@@ -262,7 +263,7 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
                 "peak_rss_bytes": outcome.peak_rss_bytes or None}
     value = outcome.value
     m = value.get("measurement", {})
-    summary = stats.summarize(m.get("samples_s", []), batch)
+    summary = stats.summarize(m.get("samples_s", []), batch, rounds=value.get("rounds", {}).get("sizes"))
     entry: dict[str, Any] = {
         "status": "ok",
         # The seed's field names, kept: avg = mean over the timed runs.
@@ -308,7 +309,9 @@ def _tvm_speedup(per_fw: dict[str, dict[str, Any]], other: str = REFERENCE
         return None, None, basis + "; withheld: outputs did not match the reference"
     if other_e["accuracy"].get("passed") is False:
         return None, None, basis + f"; withheld: {other}'s outputs did not match the reference"
-    ci = stats.speedup_ci(other_e["samples_ms"], tvm_e["samples_ms"])
+    ci = stats.speedup_ci(other_e["samples_ms"], tvm_e["samples_ms"],
+                          baseline_rounds=(other_e.get("rounds") or {}).get("sizes"),
+                          candidate_rounds=(tvm_e.get("rounds") or {}).get("sizes"))
     return stats.speedup(other_e["median_ms"], tvm_e["median_ms"]), list(ci), basis
 
 
