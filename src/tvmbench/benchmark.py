@@ -299,8 +299,9 @@ def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, t
 
 def _tvm_speedup(per_fw: dict[str, dict[str, Any]], other: str = REFERENCE
                  ) -> tuple[float | None, list[float] | None, str]:
-    """TVM's speedup over ``other`` (median other / median TVM) with a bootstrap 95 % interval;
-    none when either failed or either's outputs did not match the reference."""
+    """TVM's speedup over ``other`` (median other / median TVM) with a 95 % interval (from the
+    round medians when the run had rounds, see stats.speedup_ci); none when either failed or
+    either's outputs did not match the reference."""
     tvm_e, other_e = per_fw.get("tvm"), per_fw.get(other)
     basis = f"median({other}) / median(tvm)"
     if not tvm_e or not other_e or tvm_e["status"] != "ok" or other_e["status"] != "ok":

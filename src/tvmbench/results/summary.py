@@ -1,6 +1,6 @@
 """Summaries of a comparison, computed only from measured results.
 
-Per point (model x shape): TVM's speedup over each framework with its bootstrap 95 % interval
+Per point (model x shape): TVM's speedup over each framework with its 95 % interval
 (none where either side failed or did not match the reference). Across points: the geometric mean
 of those speedups, unclipped (slowdowns count) and clipped at 1.0 (the TorchInductor dashboard's
 convention, labelled as such). Per model type: the range of TVM's speedups, the seed project's
