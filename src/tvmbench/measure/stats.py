@@ -22,6 +22,8 @@ from typing import Any
 
 import numpy as np
 
+N_RESAMPLES = 2000  # bootstrap resamples of the one-process intervals
+
 
 def median_ci(samples: Sequence[float], confidence: float = 0.95) -> tuple[float, float]:
     """Confidence interval of the median from order statistics.
@@ -61,9 +63,6 @@ def bootstrap_median_ci(samples: Sequence[float], confidence: float = 0.95, seed
     if not (math.isfinite(lo) and math.isfinite(hi)):  # degenerate resamples (heavily tied data)
         lo, hi = median_ci(x, confidence)
     return lo, hi
-
-
-N_RESAMPLES = 2000
 
 
 def round_medians(samples: Sequence[float], rounds: Sequence[int] | None) -> np.ndarray | None:
