@@ -159,6 +159,16 @@ def test_intervals_over_rounds_include_the_spread_between_processes():
     assert stats.summarize(base / 1e3, batch_size=1, rounds=[200, 5])["ci_method"] == plain["ci_method"]
 
 
+def test_close_speedups_from_one_process_each_ask_for_rounds():
+    from tvmbench.benchmark import close_calls
+
+    speedups = {"pytorch": {"speedup": 1.7}, "onnxruntime": {"speedup": 0.95}, "openvino": {"speedup": None}}
+    note = close_calls(1, speedups)
+    assert "onnxruntime" in note and "pytorch" not in note and "--rounds" in note
+    assert close_calls(4, speedups) is None  # the intervals already include the spread
+    assert close_calls(1, {"pytorch": {"speedup": 1.7}}) is None
+
+
 def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
     assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
     assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)

@@ -245,12 +245,29 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
     noisy = environment.warnings_for(env)
     noisy += [f"{fw}: high run-to-run variation (CV {e['cv']:.0%})" for fw, e in per_fw.items()
               if e.get("cv", 0) > 0.10]
+    close = close_calls(cfg.rounds, result["tvm_speedups"])
+    if close:
+        noisy.append(close)
     remote = sorted(fw for fw, e in per_fw.items() if (e.get("info") or {}).get("remote"))
     if remote:
         noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
                      "frameworks ran on this machine, so speedups between them compare two machines")
     result["warnings"] = noisy
     return result
+
+
+def close_calls(rounds: int, speedups: dict[str, dict[str, Any]], margin: float = 0.10) -> str | None:
+    """With one process per framework, a speedup within ``margin`` of 1.0 may be nothing but the
+    two processes' placement luck (5-30 % between processes of one library on the development
+    VM), which a one-process interval cannot show."""
+    if rounds > 1:
+        return None
+    close = [fw for fw, s in speedups.items() if s.get("speedup") and abs(s["speedup"] - 1.0) < margin]
+    if not close:
+        return None
+    return (f"TVM vs {', '.join(close)}: within {margin:.0%} of each other, and each ran in one process, whose "
+            "speed can differ from the next process's by more than that; rerun with --rounds 4 for intervals "
+            "that include the spread between processes")
 
 
 def framework_entry(outcome: isolation.Outcome, ref_outputs: list[Any] | None, tolerance: accuracy.Tolerance,
