@@ -98,7 +98,7 @@ def main() -> None:
             print(f"  tvm compile {phases.get('compile_s', float('nan')):.1f} s (untuned); tuning records for "
                   f"{db.get('tasks_with_records', 0)} of {db.get('tasks', '?')} kernels: "
                   + (", ".join(f"{s['source']} {Path(s['path']).name}" for s in db.get("sources", [])
-                               if s.get("applied_records")) or "none"))
+                               if s.get("tasks_covered")) or "none"))
             for fw in ("onnxruntime", "openvino", "tvm_untuned"):
                 sp = result.get("tvm_speedups", {}).get(fw) or {}
                 if sp.get("speedup"):
