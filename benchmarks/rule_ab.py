@@ -4,7 +4,8 @@
     .venv/bin/python benchmarks/rule_ab.py resnet18 _MAX_ACCUMULATORS_16_REGS 16 \
         --target '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
 
-Builds the model twice in one process, once with ``tvmbench.compile.cpu_rules.<NAME>`` set to the
+Builds the model twice in one process, once with ``tvmbench.compile.cpu_rules.<NAME>`` (or
+``tvmbench.compile.<module>.<NAME>`` for a NAME of the form ``module.NAME``, e.g. ``winograd._TILE``) set to the
 given value (A) and once with its current value (B), then alternates single inferences of A and B
 (or blocks of ``--block`` consecutive ones, the warm steady state of a benchmark loop) and prints
 both medians and B's speedup. Strict alternation starts each inference with the other build's data
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import statistics
 import time
 
@@ -24,7 +26,8 @@ import time
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
-    parser.add_argument("name", help="a module-level constant of tvmbench.compile.cpu_rules")
+    parser.add_argument("name", help="a module-level constant of tvmbench.compile.cpu_rules, or module.NAME of "
+                                     "another tvmbench.compile module")
     parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
     parser.add_argument("--threads", type=int, default=2)
@@ -39,24 +42,29 @@ def main() -> None:
 
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.tvm import TVMBackend
-    from tvmbench.compile import cpu_rules
+    import importlib
     from tvmbench.models import ModelOptions, load_model
     from tvmbench.paths import cache_dir
     from tvmbench.targets import resolve_target
 
     target = resolve_target(args.target)
     model = load_model(args.model, ModelOptions())
-    current = getattr(cpu_rules, args.name)
+    module_name, _, constant = args.name.rpartition(".")
+    rules = importlib.import_module(f"tvmbench.compile.{module_name or 'cpu_rules'}")
+    current = getattr(rules, constant)
     root = cache_dir("rule-ab")
     builds = {}
     for label, value in (("A", args.value), ("B", current)):
-        setattr(cpu_rules, args.name, value)
-        # the compile cache does not know the constant: one cache folder per value
-        os.environ["TVMBENCH_CACHE"] = str(root / f"{args.name}-{value}")
+        setattr(rules, constant, value)
+        # The compile cache knows neither the constant nor the code of the rules: a fresh folder
+        # for each build (a folder kept from an earlier run would hold the code of that run).
+        folder = root / f"{args.name}-{value}"
+        shutil.rmtree(folder, ignore_errors=True)
+        os.environ["TVMBENCH_CACHE"] = str(folder)
         backend = TVMBackend(BackendConfig(target=target, threads=args.threads, databases=()))
         backend.prepare(model)
         builds[label] = backend
-    setattr(cpu_rules, args.name, current)
+    setattr(rules, constant, current)
     for backend in builds.values():
         for _ in range(10):
             backend.run()

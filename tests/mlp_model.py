@@ -72,3 +72,35 @@ def build_expand_stride1():
 
 def build_expand_stride2():
     return _inverted_residual(64, 2)
+
+
+class _WinogradBlocks(torch.nn.Module):
+    """3x3 stride-1 convolutions for the Winograd rewrite: 4x4 tiles on an 18x18 map (the last
+    tile row and column overhang it by 2), 2x2 tiles on a 9x9 map (by 1), a residual add and
+    ReLU for the output transform's epilogue, a batch norm with non-identity statistics; and the
+    convolutions it must leave direct: two stride-2 ones, one with 16 input channels, and one
+    on a 5x5 map."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Conv2d(32, 48, 3, padding=1, bias=False), torch.nn.BatchNorm2d(48))
+        self.b = torch.nn.Conv2d(48, 48, 3, padding=1)
+        self.down = torch.nn.Conv2d(48, 64, 3, stride=2, padding=1)
+        self.c = torch.nn.Conv2d(64, 64, 3, padding=1)
+        self.narrow = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.small = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
+        self.tiny = torch.nn.Conv2d(64, 64, 3, padding=1)
+
+    def forward(self, x, y):
+        h = torch.relu(self.a(x))
+        h = torch.relu(self.b(h) + h)
+        h = torch.relu(self.down(h))
+        h = torch.relu(self.c(h) + h)
+        return self.tiny(torch.relu(self.small(h))), self.narrow(y)
+
+
+def build_winograd():
+    torch.manual_seed(0)
+    net = _WinogradBlocks()
+    _random_statistics(net.a)
+    return net.eval(), (torch.randn(1, 32, 18, 18), torch.randn(1, 16, 12, 12))

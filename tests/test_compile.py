@@ -187,3 +187,40 @@ def test_embedding_lookups_clip_out_of_range_ids_instead_of_reading_out_of_bound
 
     relax.analysis.post_order_visit(simplified["main"], visit)
     assert modes and set(modes) == {"clip"}, modes
+
+
+def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import cpu_rules, pipeline, winograd
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_winograd")
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    names = [gv.name_hint for gv in legal.get_global_vars()]
+    # Two convolutions become 4x4-tile Winograd (18x18 map), one 2x2-tile (9x9 map): three
+    # products of (m+2)^2 matrices; the weight transforms were lifted out to load time.
+    products = {int(c.ty.shape[0]) for c in pipeline._calls(legal["main"], "relax.call_tir")
+                if c.args[0].name_hint.startswith("winograd_product")}
+    assert products == {36, 16} and sum(n.startswith("winograd_product") for n in names) == 3
+    assert not [n for n in names if "winograd_weight" in n]
+    # The two stride-2 convolutions, the 16-channel one and the one on a 5x5 map stay direct.
+    assert sum(n.startswith("fused_conv2d") for n in names) == 4, names
+    # The residual add and ReLU are fused into the output transform's write-back.
+    assert any(n.startswith("fused_winograd_output") and n.count("_add") == 2 and "relu" in n for n in names), names
+    scheduled = pipeline.optimize(import_model(model).mod, TARGET)
+    for gv, func in scheduled.functions.items():
+        if isinstance(func, tvm.tirx.PrimFunc) and ("winograd_input" in gv.name_hint
+                                                    or "winograd_output" in gv.name_hint):
+            script = func.script()
+            # the tile-position loops are unrolled inside the channel vectors: no select survives
+            assert "T.unroll" in script and "T.vectorized" in script and "T.parallel" in script, gv.name_hint
+    with TARGET.tvm():
+        product = next(f for gv, f in legal.functions.items() if gv.name_hint.startswith("winograd_product"))
+        assert cpu_rules._contraction_schedule(product, TARGET.tvm()) is not None
+    assert winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) is None
+    assert winograd.plan([1, 56, 56, 64], [3, 3, 64, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1) == (4, 14, 14)
+    assert winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result

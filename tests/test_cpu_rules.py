@@ -151,7 +151,7 @@ def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
         label = gv.name_hint
-        if any(op in label for op in ("conv2d", "matmul", "pool")):
+        if any(op in label for op in ("conv2d", "matmul", "pool", "winograd_product")):
             hot.append(label)
             with TARGET.tvm():
                 if cpu_rules._contraction_schedule(func, TARGET.tvm()) is not None:
@@ -238,12 +238,14 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
 
     # 112 px: layer3 runs on 7x7 maps (one-vector tiles, weights packed by 8 channels), the
     # earlier layers on 28x28 and 14x14 (two-vector tiles, packed by 16), except layer2's 1x1
-    # downsampling convolution on 14x14 (one vector over 7 rows, packed by 8).
+    # downsampling convolution on 14x14 (one vector over 7 rows, packed by 8). The stride-1 3x3
+    # convolutions of layers 1 and 2 run as Winograd products over 49 tiles (one vector over 7).
     model = load_model("resnet18", ModelOptions(image_size=112))
     mod = pipeline.legalized(import_model(model).mod, AVX2)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
-    assert (256 // 8, 3, 3, 256, 8) in shapes and (64 // 16, 3, 3, 64, 16) in shapes
-    assert (128 // 16, 3, 3, 128, 16) in shapes and (128 // 8, 1, 1, 64, 8) in shapes
+    assert (256 // 8, 3, 3, 256, 8) in shapes and (128 // 16, 3, 3, 64, 16) in shapes
+    assert (128 // 8, 1, 1, 64, 8) in shapes
+    assert (36, 64 // 8, 64, 8) in shapes and (16, 128 // 8, 128, 8) in shapes
     conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
     with AVX2.tvm():
         script = cpu_rules._contraction_schedule(conv, AVX2.tvm()).mod.script()

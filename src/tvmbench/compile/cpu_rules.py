@@ -554,6 +554,71 @@ def _register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, 
     sch.vectorize(sch.get_loops(init)[-1])
 
 
+def _winograd_schedule(func: Any, target: Any) -> Any:
+    """The input and output transforms of a Winograd convolution (``compile/winograd.py``).
+
+    Both select their coefficients by the position inside the transformed or the output tile:
+    those position loops are unrolled inside the channel-vector loop, so every selection resolves
+    at compile time and each unrolled body is a straight sum of vector loads. The output
+    transform's consumers (bias, residual add, ReLU) are inlined into it: the tile is written
+    once, finished. Tiles are spread over the cores.
+    """
+    import math
+
+    from tvm import s_tir
+    from tvm.s_tir.dlight.analysis import normalize_prim_func
+
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    if not infos or not all(b.is_injective() for b in infos):
+        return None
+    names = [sch.get(b.block_rv).name_hint for b in infos]
+    if any(n.startswith("winograd_input") for n in names):
+        (transform,) = [b.block_rv for b, n in zip(infos, names, strict=True) if n.startswith("winograd_input")]
+        out = sch.get(transform).writes[0].source
+        lanes = _vector_lanes(target, _bits(out.dtype))
+        for info, name in zip(infos, names, strict=True):
+            if not name.startswith("winograd_input"):
+                _schedule_injective_block(sch, info.block_rv, lanes)
+        pos, tiles, channels = sch.get_loops(transform)
+        width = _vector_width(_int(sch.get(channels).extent) or 1, lanes)
+        c_outer, c_lane = sch.split(channels, factors=[None, width])
+        sch.reorder(tiles, c_outer, pos, c_lane)
+        sch.parallel(tiles)
+        sch.unroll(pos)
+        sch.vectorize(c_lane)
+        return sch
+    if not any(n.startswith("winograd_output") for n in names):
+        return None
+    (transform,) = [b.block_rv for b, n in zip(infos, names, strict=True) if n.startswith("winograd_output")]
+    products = [r.source for r in sch.get(transform).reads if len(r.source.shape) == 3]
+    alpha = math.isqrt(_int(products[0].shape[0]) or 0) if products else 0
+    m = alpha - 2
+    shape = _shape(sch.get(transform).writes[0].source)
+    # Everything else is the convolution's elementwise epilogue over the same output.
+    for info in infos[:-1]:
+        sch.compute_inline(info.block_rv)
+    last = infos[-1].block_rv
+    out = sch.get(last).writes[0].source
+    # (the batch loop is gone when the batch is 1: normalize_prim_func drops unit loops)
+    loops = sch.get_loops(last)
+    if m < 2 or len(loops) < 3 or _shape(out) != shape \
+            or [_int(sch.get(loop).extent) for loop in loops[-3:]] != shape[-3:]:
+        return None
+    lanes = _vector_lanes(target, _bits(out.dtype))
+    *batch, rows, cols, channels = loops
+    width = _vector_width(_int(sch.get(channels).extent) or 1, lanes)
+    r_outer, r_inner = sch.split(rows, factors=[None, m])
+    w_outer, w_inner = sch.split(cols, factors=[None, m])
+    c_outer, c_lane = sch.split(channels, factors=[None, width])
+    sch.reorder(*batch, r_outer, w_outer, c_outer, r_inner, w_inner, c_lane)
+    sch.parallel(sch.fuse(*batch, r_outer, w_outer))
+    sch.unroll(r_inner)
+    sch.unroll(w_inner)
+    sch.vectorize(c_lane)
+    return sch
+
+
 def _injective_schedule(func: Any, target: Any) -> Any:
     from tvm import s_tir
     from tvm.s_tir.dlight.analysis import normalize_prim_func
@@ -615,6 +680,8 @@ def _rule_classes() -> dict[str, type]:
         return type(name, (CPUScheduleRule,), {"apply": apply, "__doc__": doc})
 
     return {
+        "Winograd": make("Winograd", _winograd_schedule,
+                         "The input and output transforms of a Winograd convolution, tile positions unrolled."),
         "ExpandWindow": make("ExpandWindow", _expand_window_schedule,
                              "A 1x1 convolution computed band by band inside the window reduction it feeds."),
         "Contraction": make("Contraction", _contraction_schedule, "Register-tiled reductions (matmul/conv/pool)."),
@@ -625,7 +692,7 @@ def _rule_classes() -> dict[str, type]:
 
 def rules() -> list[Any]:
     """The rule instances tried before DLight's, in order (first match wins)."""
-    return [_rule_classes()[name]() for name in ("ExpandWindow", "Contraction", "Injective")]
+    return [_rule_classes()[name]() for name in ("Winograd", "ExpandWindow", "Contraction", "Injective")]
 
 
 def fallback_rule() -> Any:

@@ -22,10 +22,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from tvmbench.compile.winograd import winograd_conv3x3
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "17"
+PIPELINE_VERSION = "18"
 
 
 def cpu_friendly_arithmetic() -> Any:
@@ -614,7 +615,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
         passes += [cpu_friendly_arithmetic(), relax.transform.ConvertLayout(target.layouts),
-                   relax.transform.CanonicalizeBindings(), fold_scale_into_conv(),
+                   relax.transform.CanonicalizeBindings(), fold_scale_into_conv(), winograd_conv3x3(target),
                    pack_weights(_weight_block(target), lambda rows, dot: _weight_block(target, rows, dot)),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)

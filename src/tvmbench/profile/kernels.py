@@ -73,7 +73,7 @@ class ProfileJob:
 
 def kernel_kind(name: str) -> str:
     n = name.lower()
-    for kind, words in (("conv", ("conv",)), ("matmul", ("matmul", "dense", "bmm")),
+    for kind, words in (("conv", ("conv", "winograd")), ("matmul", ("matmul", "dense", "bmm")),
                         ("pool", ("pool",)),
                         ("reduction", ("softmax", "norm", "mean", "sum", "max", "min", "erf")),
                         ("layout", ("transpose", "reshape", "layout", "concat", "split", "take", "strided_slice",
@@ -83,7 +83,7 @@ def kernel_kind(name: str) -> str:
     return "elementwise"
 
 
-def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float, str | None]]:
+def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float | None, str | None]]:
     """FLOPs and the tuning record's workload hash (None without one) of every per-inference
     kernel, by function name."""
     import tvm
@@ -101,6 +101,10 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
             flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
         except Exception:
             flops = 0.0
+        if "winograd_input" in gv.name_hint or "winograd_output" in gv.name_hint:
+            # TVM's estimate counts every branch of the transforms' coefficient selects, though
+            # one branch runs per element: not a count to divide by.
+            flops = None
         normalized = _normalize_mod(func)
         tuned = any(db.has_workload(normalized) for db in databases)
         facts[gv.name_hint] = (flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None)

@@ -1,0 +1,235 @@
+"""Winograd convolution for 3x3, stride-1 convolutions on CPU: F(m x m, 3 x 3).
+
+A direct 3x3 convolution costs 9 multiply-adds per output and input channel. Winograd's minimal
+filtering computes an ``m x m`` output tile from an ``(m+2) x (m+2)`` input tile with
+``(m+2)^2`` multiplies per channel pair instead of ``9 m^2``: 2.25x fewer for m = 2, 4x fewer for
+m = 4. The work splits into three kernels:
+
+1. input transform: every input tile ``d`` becomes ``B^T d B`` (adds and a few multiplies by
+   small constants), laid out ``[(m+2)^2, tiles, Ci]``;
+2. ``(m+2)^2`` independent matrix products ``[tiles, Ci] x [Ci, Co]``: a batch matmul, the
+   Contraction rule's register-tiled kernel, on weights ``G g G^T`` transformed (and packed per
+   output-channel tile) once at load time by LiftTransformParams;
+3. output transform ``A^T M A`` back to NHWC, with the convolution's epilogue (bias, residual
+   add, ReLU) fused into its write-back.
+
+ResNets spend about half their arithmetic in 3x3 stride-1 convolutions; ONNX Runtime and
+OpenVINO run them as direct convolutions on x86, so this is where TVM can do less work than its
+peers rather than the same work faster. The price is numerical: the transforms scale values by
+up to ~10 (m = 4), which costs about one decimal digit of fp32 accuracy, well inside the
+output check's tolerance; m = 6 would cost three and is not offered.
+
+The transform matrices are Cook-Toom's (TVM's ``topi.nn.winograd_util``). The transforms are
+written as explicit sums with the zero coefficients left out, selected by the tile position; the
+``Winograd`` rule in ``cpu_rules`` unrolls the position loops so that every selection resolves at
+compile time and each unrolled body is one straight sum over vectors of channels.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+
+from tvmbench.targets import ResolvedTarget
+
+# Output tile edge m: 4 (4x fewer multiplies, 2.25x more data through the product) or 2 (2.25x
+# fewer, 4x more data); 0 turns the rewrite off.
+_TILE = 4
+# Convolutions with fewer input or output channels keep the direct kernel: the transforms cost
+# about (m+2)^2 (Ci + Co) operations per tile against (m+2)^2 Ci Co multiply-adds for the
+# product, so with few channels they are not paid back.
+_MIN_CHANNELS = 32
+# Output maps smaller than this (edge) keep the direct kernel: the tiles overhang the map (7x7
+# in 4x4 tiles computes 8x8) and the transformed weights, (m+2)^2 / 9 times the size of the
+# originals, must be streamed from memory for a handful of tiles.
+_MIN_OUTPUT_EDGE = 8
+_SMALL_MAP_TILE = 2
+_SMALL_MAP_EDGE = 16
+
+
+@functools.cache
+def transform_matrices(m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(A^T [m, m+2], B^T [m+2, m+2], G [m+2, 3]) for F(m, 3), in float64."""
+    from tvm.topi.nn.winograd_util import _cook_toom_convolution, _interpolation_points
+
+    a, b, g = _cook_toom_convolution(_interpolation_points(m + 2), m, 3)
+    return np.asarray(a).T, np.asarray(b).T, np.asarray(g)
+
+
+def _combination(coefficients: np.ndarray, terms: list[Any]) -> Any:
+    """sum(c * t) with zero coefficients left out and +-1 as an add or a subtract."""
+    total = None
+    for c, term in zip(coefficients, terms, strict=True):
+        c = float(c)
+        if c == 0.0:
+            continue
+        if abs(c) == 1.0:
+            value, negative = term, c < 0
+        else:
+            value, negative = term * np.float32(c).item(), False
+        if total is None:
+            total = -value if negative else value
+        else:
+            total = total - value if negative else total + value
+    assert total is not None, "a transform row with no coefficient"
+    return total
+
+
+def _select(index: Any, values: list[Any]) -> Any:
+    """values[index] as a chain of selects (resolved once the index loop is unrolled)."""
+    from tvm import tirx
+
+    out = values[-1]
+    for k in range(len(values) - 2, -1, -1):
+        out = tirx.Select(index == k, values[k], out)
+    return out
+
+
+def _input_transform(x: Any, m: int, pad: list[int], tiles: tuple[int, int]) -> Any:
+    """``V[(xi, nu), t, c]``: the ``(m+2) x (m+2)`` tile ``t`` of the padded input, transformed."""
+    from tvm import te, topi
+
+    _, bt, _ = transform_matrices(m)
+    alpha = m + 2
+    n, h, w, channels = (int(v) for v in x.shape)
+    th, tw = tiles
+    top, left = pad[0], pad[1]
+    xp = topi.nn.pad(x, [0, top, left, 0], [0, th * m + 2 - h - top, tw * m + 2 - w - left, 0],
+                     name="winograd_pad")
+
+    def value(pos: Any, t: Any, c: Any) -> Any:
+        b, y, z = t // (th * tw), t // tw % th, t % tw
+        xi, nu = pos // alpha, pos % alpha
+
+        def row(i: int) -> Any:  # (d B)[i, nu]: row i of the tile against column nu of B
+            return _select(nu, [_combination(bt[col], [xp[b, y * m + i, z * m + j, c] for j in range(alpha)])
+                                for col in range(alpha)])
+
+        rows = [row(i) for i in range(alpha)]
+        return _select(xi, [_combination(bt[r], rows) for r in range(alpha)])
+
+    return te.compute((alpha * alpha, n * th * tw, channels), value, name="winograd_input")
+
+
+def _output_transform(prod: Any, m: int, out_shape: tuple[int, int, int, int], tiles: tuple[int, int]) -> Any:
+    """``Y[b, h, w, o]`` from the products ``M[(xi, nu), t, o]``: ``A^T M A`` of tile ``t``."""
+    from tvm import te
+
+    at, _, _ = transform_matrices(m)
+    alpha = m + 2
+    th, tw = tiles
+
+    def value(b: Any, h: Any, w: Any, o: Any) -> Any:
+        t = b * th * tw + h // m * tw + w // m
+
+        def column(xi: int) -> Any:  # (M A)[xi, w % m]
+            return _select(w % m, [_combination(at[j], [prod[xi * alpha + nu, t, o] for nu in range(alpha)])
+                                   for j in range(m)])
+
+        columns = [column(xi) for xi in range(alpha)]
+        return _select(h % m, [_combination(at[i], columns) for i in range(m)])
+
+    return te.compute(out_shape, value, name="winograd_output")
+
+
+def _weight_transform(w: Any, g: Any, block: int) -> Any:
+    """``U[(xi, nu), o // block, c, o % block] = (G w G^T)[xi, nu]``: the weights transformed and
+    packed per output-channel tile, as the batch product reads them. Runs once, at load time."""
+    from tvm import te
+
+    alpha = int(g.shape[0])
+    _, _, channels, outs = (int(v) for v in w.shape)
+    rk, rl = te.reduce_axis((0, 3), "rk"), te.reduce_axis((0, 3), "rl")
+    return te.compute(
+        (alpha * alpha, outs // block, channels, block),
+        lambda pos, ob, c, p: te.sum(g[pos // alpha, rk] * g[pos % alpha, rl] * w[rk, rl, c, ob * block + p],
+                                     axis=[rk, rl]),
+        name="winograd_weight")
+
+
+def _batch_product(v: Any, u: Any, out_dtype: str) -> Any:
+    """``M[pos, t, o] = sum_c V[pos, t, c] U[pos, o // block, c, o % block]``."""
+    from tvm import te
+
+    _, nb, channels, block = (int(d) for d in u.shape)
+    rc = te.reduce_axis((0, channels), "rc")
+    return te.compute(
+        (v.shape[0], v.shape[1], nb * block),
+        lambda pos, t, o: te.sum(v[pos, t, rc].astype(out_dtype) * u[pos, o // block, rc, o % block].astype(out_dtype),
+                                 axis=rc),
+        name="winograd_product")
+
+
+def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: list[int],
+         dilation: list[int], groups: int, tile: int | None = None) -> tuple[int, int, int] | None:
+    """(m, tile rows, tile columns) when an NHWC/HWIO convolution of these shapes is worth a
+    Winograd rewrite, else None."""
+    m = _TILE if tile is None else tile
+    if len(out_shape) == 4 and min(out_shape[1:3]) < _SMALL_MAP_EDGE and _TILE:
+        m = _SMALL_MAP_TILE
+    if m not in (2, 4) or groups != 1 or list(strides) != [1, 1] or list(dilation) != [1, 1]:
+        return None
+    if len(w_shape) != 4 or w_shape[:2] != [3, 3] or len(out_shape) != 4 or len(x_shape) != 4:
+        return None
+    _, oh, ow, outs = out_shape
+    channels = w_shape[2]
+    if min(channels, outs) < _MIN_CHANNELS or min(oh, ow) < _MIN_OUTPUT_EDGE:
+        return None
+    return m, -(-oh // m), -(-ow // m)
+
+
+def winograd_conv3x3(target: ResolvedTarget) -> Any:
+    """The Relax pass: NHWC/HWIO 3x3 stride-1 convolutions that ``plan`` accepts become the three
+    Winograd kernels, with the weight transform left for LiftTransformParams."""
+    import tvm
+    from tvm import relax
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    from tvmbench.compile.pipeline import _static_shape, _weight_block
+
+    @mutator
+    class Rewrite(PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.nn.conv2d"):
+                return call
+            a = call.attrs
+            x, w = call.args
+            x_shape, w_shape, out_shape = _static_shape(x.ty), _static_shape(w.ty), _static_shape(call.ty)
+            if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC"
+                    or None in (x_shape, w_shape, out_shape)):
+                return call
+            found = plan(x_shape, w_shape, out_shape, [int(v) for v in a.strides],
+                         [int(v) for v in a.dilation], int(a.groups))
+            if found is None:
+                return call
+            m, th, tw = found
+            out_dtype = str(a.out_dtype) or str(x.ty.dtype)
+            tiles = x_shape[0] * th * tw
+            # The register tile's output-channel block, or half of it when the channels are not
+            # a multiple of it (48 channels: one vector per tile instead of two).
+            full = _weight_block(target, tiles, True)
+            block = next((b for b in (full, full // 2) if b >= 4 and w_shape[3] % b == 0), None)
+            if block is None:
+                return call
+            _, _, g = transform_matrices(m)
+            emit = self.builder_.emit
+            u = emit(self.builder_.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
+                                           primfunc_name_hint="winograd_weight"))
+            v = emit(self.builder_.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
+                                           primfunc_name_hint="winograd_input"))
+            prod = emit(self.builder_.call_te(_batch_product, v, u, out_dtype, primfunc_name_hint="winograd_product"))
+            return self.builder_.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
+                                         primfunc_name_hint="winograd_output")
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="WinogradConv3x3")
+    def rewrite(mod: Any, ctx: Any) -> Any:
+        mutator_ = Rewrite(mod)
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                mutator_.builder_.update_func(gv, mutator_.visit_expr(func))
+        return mutator_.builder_.get()
+
+    return rewrite
