@@ -40,9 +40,10 @@ def main() -> None:
     args = parser.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
 
+    import importlib
+
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.tvm import TVMBackend
-    import importlib
     from tvmbench.models import ModelOptions, load_model
     from tvmbench.paths import cache_dir
     from tvmbench.targets import resolve_target

@@ -88,12 +88,12 @@ def test_transposed_operand_is_declined():
         assert cpu_rules._contraction_schedule(_matmul_relu(32, 32, 32, transposed=True), TARGET.tvm()) is None
 
 
-@pytest.mark.parametrize("stride, groups", [(1, 1), (2, 1), (1, 32)])
-def test_nhwc_convolution_matches_torch(stride, groups):
+@pytest.mark.parametrize("stride, groups, ci", [(1, 1, 32), (2, 1, 32), (1, 32, 32), (2, 1, 3)])
+def test_nhwc_convolution_matches_torch(stride, groups, ci):
     import torch
     from tvm import topi
 
-    n, h, w, ci, co, kh = 1, 14, 14, 32, 32 if groups > 1 else 48, 3
+    n, h, w, co, kh = 1, 14, 14, 32 if groups > 1 else 48, 3
 
     def build(te):
         x = te.placeholder((n, h, w, ci), name="x")
@@ -110,7 +110,10 @@ def test_nhwc_convolution_matches_torch(stride, groups):
     assert "T.vectorized" in script and "T.parallel" in script
     # A depthwise window (9 multiply-adds per output) reads the padding inline; a full
     # convolution keeps its padded copy, so its inner loop has no bounds check.
-    assert ('T.sblock("pad_temp")' in script) == (groups == 1)
+    assert ('T.sblock("pad_temp")' in script) == (groups == 1 and ci > 3)
+    # A window of 9 (depthwise) or 27 (a 3-channel stem) runs unrolled, a longer reduction does not.
+    window = kh * kh * ci // groups
+    assert (window <= cpu_rules._UNROLL_REDUCTION) == ("T.unroll(3)" in script)
 
 
 def test_max_pool_reads_its_padding_inline_and_matches_torch():

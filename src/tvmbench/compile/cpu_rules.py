@@ -71,6 +71,9 @@ _FUSE_EXPANSION_BYTES = 1 << 20
 # Output rows of the window reduction per tile of the fused kernel: the expansion is recomputed
 # for the window's halo, (rows * stride + k - stride) / (rows * stride) of it.
 _FUSED_BAND_ROWS = 8
+# Reductions this short (a 3x3 window, a 3x3x3 stem convolution) are unrolled whole: their loops
+# of 3 cost more in branches and index arithmetic than the tile's FMAs.
+_UNROLL_REDUCTION = 27
 
 
 def _vector_bits(target: Any) -> int:
@@ -403,7 +406,7 @@ def _tile_contraction(func: Any, target: Any, may_pad: bool, einsum_padded: bool
     total_tiles = _int(sch.get(tile).extent) or 0
     if total_tiles > 1:
         sch.parallel(tile)
-    for loop in inner + [n_vec_i]:
+    for loop in inner + [n_vec_i] + (reduce_loops if window <= _UNROLL_REDUCTION else []):
         sch.unroll(loop)
     if width > 1:
         sch.vectorize(n_lane)
