@@ -131,6 +131,46 @@ def test_max_pool_reads_its_padding_inline_and_matches_torch():
     assert "T.vectorized" in script and 'T.sblock("pad' not in script
 
 
+def test_layer_norm_and_softmax_keep_vector_partial_sums_per_row():
+    import tvm
+    from tvm import topi
+
+    def layer_norm(te):
+        x = te.placeholder((1, 128, 96), name="x")
+        g, b = te.placeholder((96,), name="g"), te.placeholder((96,), name="b")
+        return [x, g, b, topi.nn.layer_norm(x, g, b, axis=[-1], epsilon=1e-5)]
+
+    def softmax(axis):
+        def build(te):
+            x = te.placeholder((1, 4, 48, 64), name="x")
+            return [x, topi.nn.softmax(x, axis=axis)]
+        return build
+
+    rng = np.random.default_rng(3)
+    x3, g, b = (rng.standard_normal(s, dtype="float32") for s in ((1, 128, 96), (96,), (96,)))
+    x4 = rng.standard_normal((1, 4, 48, 64), dtype="float32")
+    mean, var = x3.mean(-1, keepdims=True), x3.var(-1, keepdims=True)
+    e = np.exp(x4 - x4.max(-1, keepdims=True))
+    cases = [(layer_norm, (x3, g, b), (x3 - mean) / np.sqrt(var + 1e-5) * g + b),
+             (softmax(-1), (x4,), e / e.sum(-1, keepdims=True))]
+    for build, inputs, ref in cases:
+        with TARGET.tvm():
+            sch = cpu_rules._row_reduction_schedule(_te_func(build), TARGET.tvm())
+        assert sch is not None, "the RowReduction rule declined"
+        script = sch.mod.script()
+        # Both reductions (mean and variance; maximum and sum) accumulate a vector of partial sums
+        # per row (an rfactor block, vectorised).
+        assert script.count('_rf_update"') == 2
+        assert "T.parallel" in script and "T.vectorized" in script
+        lib = tvm.compile(sch.mod, TARGET.tvm())
+        args = [tvm.runtime.tensor(a) for a in inputs] + [tvm.runtime.tensor(np.zeros(ref.shape, "float32"))]
+        lib(*args)
+        np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-5)
+    # Reducing a strided axis would gather into the vector lanes: left to DLight.
+    with TARGET.tvm():
+        assert cpu_rules._row_reduction_schedule(_te_func(softmax(2)), TARGET.tvm()) is None
+
+
 @pytest.mark.parametrize(
     "name, options",
     [
