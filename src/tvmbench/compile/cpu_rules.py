@@ -629,6 +629,7 @@ def _row_reduction_schedule(func: Any, target: Any) -> Any:
     the row vectorised. DLight's CPU Reduction rule keeps one scalar accumulator per row: a chain
     of dependent adds that cannot be reordered without fast-math (bert-base's layer norm 8x
     slower, its softmax 1.9x)."""
+    import tvm
     from tvm import s_tir
     from tvm.s_tir.dlight.analysis import normalize_prim_func
     from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
@@ -691,7 +692,7 @@ def _row_reduction_schedule(func: Any, target: Any) -> Any:
             sch.vectorize(loops[-1])
             init = sch.decompose_reduction(block_rv, loops[0])
             sch.vectorize(sch.get_loops(init)[-1])
-        elif not sch.get(block_rv).iter_vars or all(iv.iter_type != 2 for iv in sch.get(block_rv).iter_vars):
+        elif all(iv.iter_type != tvm.tirx.IterVar.CommReduce for iv in sch.get(block_rv).iter_vars):
             extent = _int(sch.get(loops[-1]).extent) if loops else None
             if extent and extent % lanes == 0:
                 _, vec = sch.split(loops[-1], factors=[None, lanes])
