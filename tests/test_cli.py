@@ -107,6 +107,22 @@ def test_bad_number_flag_is_a_usage_error(capsys):
     assert "positive integer" in capsys.readouterr().err
 
 
+def test_every_command_prints_its_help(capsys):
+    """A `%` in a help string (argparse formats them) broke `tvmbench --help` for every user."""
+    import argparse
+
+    from tvmbench.cli import build_parser
+
+    parser = build_parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert {"run", "compare", "tune", "profile"} <= set(commands)
+    for argv in [["--help"]] + [[name, "--help"] for name in commands]:
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 0, argv
+        assert "usage:" in capsys.readouterr().out, argv
+
+
 UNSUPPORTED = """
 import torch
 class M(torch.nn.Module):

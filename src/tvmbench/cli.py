@@ -126,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_database_args(export)
 
     prof = sub.add_parser("profile", help="where TVM's time goes: per-kernel times inside the model, FLOPs, "
-                          "GFLOP/s, % of peak, tuned or default schedule")
+                          "GFLOP/s, %% of peak, tuned or default schedule")
     _add_model_args(prof)
     prof.add_argument("--db", default=None, help="MetaSchedule database to apply (as `run --db`)")
     prof.add_argument("--vs-untuned", action="store_true",
