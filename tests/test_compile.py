@@ -80,6 +80,10 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     # the expansion runs inside the parallel tiles, on the rows a band needs (a guarded halo)
     parallel = script.index("T.parallel")
     assert parallel < script.index('T.sblock("conv2d_nhwc') and "T.where" in script
+    # one task per band of output rows and cache line (16 fp32) of the 96 channels
+    rows_out = {"build_expand_stride1": 60, "build_expand_stride2": 32}[builder]
+    bands = rows_out // cpu_rules._largest_divisor(rows_out, cpu_rules._FUSED_BAND_ROWS)
+    assert f"T.parallel(T.int64({96 // 16 * bands}))" in script
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 
