@@ -1,11 +1,11 @@
 """Same-process A/B of one default-schedule constant: two builds of a model, run alternately.
 
-    .venv/bin/python benchmarks/rule_ab.py mobilenet_v2 _SHORT_REDUCTION 0 --runs 200
-    .venv/bin/python benchmarks/rule_ab.py resnet18 _MAX_ACCUMULATORS_16_REGS 16 \
+    .venv/bin/python benchmarks/rule_ab.py mobilenet_v2 rules.contraction.SHORT_REDUCTION 0 --runs 200
+    .venv/bin/python benchmarks/rule_ab.py resnet18 tiles.MAX_ACCUMULATORS_16_REGS 16 \
         --target '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
 
-Builds the model twice in one process, once with ``tvmbench.compile.cpu_rules.<NAME>`` (or
-``tvmbench.compile.<module>.<NAME>`` for a NAME of the form ``module.NAME``, e.g. ``winograd._TILE``) set to the
+Builds the model twice in one process, once with the constant ``tvmbench.compile.<module>.<NAME>``
+(e.g. ``tiles.MAX_ROWS``, ``rules.contraction.UNROLL_REDUCTION``, ``passes.winograd._TILE``) set to the
 given value (A) and once with its current value (B), then alternates single inferences of A and B
 (or blocks of ``--block`` consecutive ones, the warm steady state of a benchmark loop) and prints
 both medians and B's speedup. Strict alternation starts each inference with the other build's data
@@ -26,8 +26,8 @@ import time
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
-    parser.add_argument("name", help="a module-level constant of tvmbench.compile.cpu_rules, or module.NAME of "
-                                     "another tvmbench.compile module")
+    parser.add_argument("name", help="module.NAME: a module-level constant of a tvmbench.compile module, e.g. "
+                                     "tiles.MAX_ROWS")
     parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
     parser.add_argument("--threads", type=int, default=2)
@@ -51,7 +51,9 @@ def main() -> None:
     target = resolve_target(args.target)
     model = load_model(args.model, ModelOptions())
     module_name, _, constant = args.name.rpartition(".")
-    rules = importlib.import_module(f"tvmbench.compile.{module_name or 'cpu_rules'}")
+    if not module_name:
+        parser.error(f"{args.name}: expected module.NAME, e.g. tiles.MAX_ROWS")
+    rules = importlib.import_module(f"tvmbench.compile.{module_name}")
     current = getattr(rules, constant)
     root = cache_dir("rule-ab")
     builds = {}

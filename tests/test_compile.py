@@ -65,7 +65,8 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
 
     import tvm
 
-    from tvmbench.compile import cpu_rules, pipeline
+    from tvmbench.compile import pipeline, tiles
+    from tvmbench.compile.rules import ExpandWindow, expand_window
 
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
@@ -74,7 +75,7 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     # one kernel for expansion + depthwise; the projection stays its own
     assert len(joined) == 1 and len([gv for gv in legal.get_global_vars() if "conv2d" in gv.name_hint]) == 2
     with TARGET.tvm():
-        sch = cpu_rules._expand_window_schedule(joined[0][1], TARGET.tvm())
+        sch = ExpandWindow().schedule(joined[0][1], TARGET.tvm())
     assert sch is not None, "the ExpandWindow rule declined"
     script = sch.mod.script()
     # the expansion runs inside the parallel tiles, on the rows a band needs (a guarded halo)
@@ -82,7 +83,7 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     assert parallel < script.index('T.sblock("conv2d_nhwc') and "T.where" in script
     # one task per band of output rows and cache line (16 fp32) of the 96 channels
     rows_out = {"build_expand_stride1": 60, "build_expand_stride2": 32}[builder]
-    bands = rows_out // cpu_rules._largest_divisor(rows_out, cpu_rules._FUSED_BAND_ROWS)
+    bands = rows_out // tiles.largest_divisor(rows_out, expand_window.FUSED_BAND_ROWS)
     assert f"T.parallel(T.int64({96 // 16 * bands}))" in script
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
@@ -198,14 +199,16 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
 
     import tvm
 
-    from tvmbench.compile import cpu_rules, pipeline, winograd
+    from tvmbench.compile import ir, pipeline
+    from tvmbench.compile.passes import winograd as passes_winograd
+    from tvmbench.compile.rules import Contraction
 
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_winograd")
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
     names = [gv.name_hint for gv in legal.get_global_vars()]
     # Two convolutions become 4x4-tile Winograd (18x18 map), one 2x2-tile (9x9 map): three
     # products of (m+2)^2 matrices; the weight transforms were lifted out to load time.
-    products = {int(c.ty.shape[0]) for c in pipeline._calls(legal["main"], "relax.call_tir")
+    products = {int(c.ty.shape[0]) for c in ir.calls(legal["main"], "relax.call_tir")
                 if c.args[0].name_hint.startswith("winograd_product")}
     assert products == {36, 16} and sum(n.startswith("winograd_product") for n in names) == 3
     assert not [n for n in names if "winograd_weight" in n]
@@ -222,9 +225,9 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
             assert "T.unroll" in script and "T.vectorized" in script and "T.parallel" in script, gv.name_hint
     with TARGET.tvm():
         product = next(f for gv, f in legal.functions.items() if gv.name_hint.startswith("winograd_product"))
-        assert cpu_rules._contraction_schedule(product, TARGET.tvm()) is not None
-    assert winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) is None
-    assert winograd.plan([1, 56, 56, 64], [3, 3, 64, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1) == (4, 14, 14)
-    assert winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
+        assert Contraction().schedule(product, TARGET.tvm()) is not None
+    assert passes_winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) is None
+    assert passes_winograd.plan([1, 56, 56, 64], [3, 3, 64, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1) == (4, 14, 14)
+    assert passes_winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result

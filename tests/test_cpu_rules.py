@@ -4,7 +4,8 @@ left on the hot path), and that the scheduled code computes the same numbers."""
 import numpy as np
 import pytest
 
-from tvmbench.compile import cpu_rules, import_model, pipeline
+from tvmbench.compile import import_model, pipeline, tiles
+from tvmbench.compile.rules import Contraction, RowReduction, contraction
 from tvmbench.models import ModelOptions, load_model
 from tvmbench.targets import has_feature, resolve_target
 
@@ -32,7 +33,7 @@ def _run(func, *arrays, out_shape):
     import tvm
 
     with TARGET.tvm():
-        sch = cpu_rules._contraction_schedule(func, TARGET.tvm())
+        sch = Contraction().schedule(func, TARGET.tvm())
     assert sch is not None, "the Contraction rule declined"
     lib = tvm.compile(sch.mod, TARGET.tvm())
     args = [tvm.runtime.tensor(a) for a in arrays] + [tvm.runtime.tensor(np.zeros(out_shape, "float32"))]
@@ -74,7 +75,7 @@ def test_small_weights_put_the_output_channel_tiles_inside_the_parallel_loop():
     # 15 KB of weights stay in cache while the rows are swept once (rows outer); 2 MB do not, so
     # each channel tile's panel is kept while the rows are swept (channel tiles outer).
     for (m, k, n), order in (((64, 48, 80), "ax0_0_ax1_0_fused"), ((64, 1024, 512), "ax1_0_ax0_0_fused")):
-        assert (k * n * 4 <= cpu_rules._SPATIAL_OUTER_WEIGHT_BYTES) == order.startswith("ax0")
+        assert (k * n * 4 <= contraction.SPATIAL_OUTER_WEIGHT_BYTES) == order.startswith("ax0")
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
         out, script = _run(_matmul_relu(m, k, n), a, b, out_shape=(m, n))
@@ -85,7 +86,7 @@ def test_small_weights_put_the_output_channel_tiles_inside_the_parallel_loop():
 def test_transposed_operand_is_declined():
     # B read as B[j, k]: vectorising over j would gather, so the rule must leave it to others.
     with TARGET.tvm():
-        assert cpu_rules._contraction_schedule(_matmul_relu(32, 32, 32, transposed=True), TARGET.tvm()) is None
+        assert Contraction().schedule(_matmul_relu(32, 32, 32, transposed=True), TARGET.tvm()) is None
 
 
 @pytest.mark.parametrize("stride, groups, ci", [(1, 1, 32), (2, 1, 32), (1, 32, 32), (2, 1, 3)])
@@ -113,7 +114,7 @@ def test_nhwc_convolution_matches_torch(stride, groups, ci):
     assert ('T.sblock("pad_temp")' in script) == (groups == 1 and ci > 3)
     # A window of 9 (depthwise) or 27 (a 3-channel stem) runs unrolled, a longer reduction does not.
     window = kh * kh * ci // groups
-    assert (window <= cpu_rules._UNROLL_REDUCTION) == ("T.unroll(3)" in script)
+    assert (window <= contraction.UNROLL_REDUCTION) == ("T.unroll(3)" in script)
 
 
 def test_max_pool_reads_its_padding_inline_and_matches_torch():
@@ -155,7 +156,7 @@ def test_layer_norm_and_softmax_keep_vector_partial_sums_per_row():
              (softmax(-1), (x4,), e / e.sum(-1, keepdims=True))]
     for build, inputs, ref in cases:
         with TARGET.tvm():
-            sch = cpu_rules._row_reduction_schedule(_te_func(build), TARGET.tvm())
+            sch = RowReduction().schedule(_te_func(build), TARGET.tvm())
         assert sch is not None, "the RowReduction rule declined"
         script = sch.mod.script()
         # Both reductions (mean and variance; maximum and sum) accumulate a vector of partial sums
@@ -168,7 +169,7 @@ def test_layer_norm_and_softmax_keep_vector_partial_sums_per_row():
         np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-5)
     # Reducing a strided axis would gather into the vector lanes: left to DLight.
     with TARGET.tvm():
-        assert cpu_rules._row_reduction_schedule(_te_func(softmax(2)), TARGET.tvm()) is None
+        assert RowReduction().schedule(_te_func(softmax(2)), TARGET.tvm()) is None
 
 
 @pytest.mark.parametrize(
@@ -197,7 +198,7 @@ def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
         if any(op in label for op in ("conv2d", "matmul", "pool", "winograd_product")):
             hot.append(label)
             with TARGET.tvm():
-                if cpu_rules._contraction_schedule(func, TARGET.tvm()) is not None:
+                if Contraction().schedule(func, TARGET.tvm()) is not None:
                     claimed.append(label)
     assert hot and sorted(claimed) == sorted(hot)
     # After the whole schedule stage nothing is left unscheduled.
@@ -213,7 +214,7 @@ def test_weight_transforms_are_lifted_out_of_main():
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     # main receives the stem's weights already packed ([O/32, KH, KW, I, 32] from OIHW): the
     # transpose and the packing ran at load time.
-    block = pipeline._weight_block(TARGET)
+    block = tiles.weight_block(TARGET)
     assert (64 // block, 7, 7, 3, block) in shapes and (64, 3, 7, 7) not in shapes
 
 
@@ -221,7 +222,7 @@ def test_dense_weights_are_packed_at_load_and_activation_matmuls_are_not():
     model = load_model("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1}))
     mod = pipeline.legalized(import_model(model).mod, TARGET)
     names = [gv.name_hint for gv in mod.get_global_vars()]
-    block = pipeline._weight_block(TARGET)
+    block = tiles.weight_block(TARGET)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     # The dense layers' [K, N] weights arrive packed as [N / block, K, block] ...
     assert (768 // block, 768, block) in shapes and (3072 // block, 768, block) in shapes
@@ -247,26 +248,26 @@ def test_vector_width_and_register_budget_follow_the_isa():
 
     def lanes_budget(spec):
         t = tvm.target.Target(spec)
-        return cpu_rules._vector_lanes(t, 32), cpu_rules._accumulator_budget(t)
+        return tiles.vector_lanes(t, 32), tiles.accumulator_budget(t)
 
     # TVM 0.27's llvm_get_vector_width says 512 bits for AVX2 CPUs; the rules must not trust it.
-    assert lanes_budget({"kind": "llvm", "mcpu": "haswell"}) == (8, cpu_rules._MAX_ACCUMULATORS_16_REGS)
-    assert lanes_budget({"kind": "llvm", "mcpu": "znver3"}) == (8, cpu_rules._MAX_ACCUMULATORS_16_REGS)
-    assert lanes_budget({"kind": "llvm", "mcpu": "skylake-avx512"}) == (16, cpu_rules._MAX_ACCUMULATORS)
-    assert lanes_budget({"kind": "llvm", "mtriple": "aarch64-linux-gnu"}) == (4, cpu_rules._MAX_ACCUMULATORS)
+    assert lanes_budget({"kind": "llvm", "mcpu": "haswell"}) == (8, tiles.MAX_ACCUMULATORS_16_REGS)
+    assert lanes_budget({"kind": "llvm", "mcpu": "znver3"}) == (8, tiles.MAX_ACCUMULATORS_16_REGS)
+    assert lanes_budget({"kind": "llvm", "mcpu": "skylake-avx512"}) == (16, tiles.MAX_ACCUMULATORS)
+    assert lanes_budget({"kind": "llvm", "mtriple": "aarch64-linux-gnu"}) == (4, tiles.MAX_ACCUMULATORS)
     # 16 registers: two vectors over at most 6 rows, or one vector over a 7-row axis.
-    budget = cpu_rules._MAX_ACCUMULATORS_16_REGS
-    assert cpu_rules._register_tile(56, [2, 1], budget) == (2, 4)
-    assert cpu_rules._register_tile(7, [2, 1], budget) == (1, 7)
+    budget = tiles.MAX_ACCUMULATORS_16_REGS
+    assert tiles.register_tile(56, [2, 1], budget) == (2, 4)
+    assert tiles.register_tile(7, [2, 1], budget) == (1, 7)
     # 14 rows: two vectors over a predicated 6 for a window (3x3), one vector over 7 for a plain
     # dot product over channels (1x1), as measured.
-    assert cpu_rules._register_tile(14, [2, 1], budget) == (2, 6)
-    assert cpu_rules._register_tile(14, [2, 1], budget, cpu_rules._PREDICATED_DOT_TILE_PERCENT) == (1, 7)
+    assert tiles.register_tile(14, [2, 1], budget) == (2, 6)
+    assert tiles.register_tile(14, [2, 1], budget, tiles.PREDICATED_DOT_TILE_PERCENT) == (1, 7)
     # 32 registers: always two vectors, as many rows as divide (up to 8), whatever the penalty.
-    for percent in (None, cpu_rules._PREDICATED_DOT_TILE_PERCENT):
-        assert cpu_rules._register_tile(7, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 7)
-        assert cpu_rules._register_tile(14, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 7)
-        assert cpu_rules._register_tile(56, [2, 1], cpu_rules._MAX_ACCUMULATORS, percent) == (2, 8)
+    for percent in (None, tiles.PREDICATED_DOT_TILE_PERCENT):
+        assert tiles.register_tile(7, [2, 1], tiles.MAX_ACCUMULATORS, percent) == (2, 7)
+        assert tiles.register_tile(14, [2, 1], tiles.MAX_ACCUMULATORS, percent) == (2, 7)
+        assert tiles.register_tile(56, [2, 1], tiles.MAX_ACCUMULATORS, percent) == (2, 8)
 
 
 AVX2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None)
@@ -291,7 +292,7 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     assert (36, 64 // 8, 64, 8) in shapes and (16, 128 // 8, 128, 8) in shapes
     conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
     with AVX2.tvm():
-        script = cpu_rules._contraction_schedule(conv, AVX2.tvm()).mod.script()
+        script = Contraction().schedule(conv, AVX2.tvm()).mod.script()
     assert "T.vectorized(T.int64(8))" in script and "T.vectorized(T.int64(16))" not in script
 
     cfg = BackendConfig(target=AVX2, threads=2)

@@ -156,14 +156,14 @@ def test_tensor_intrinsics_import_with_bare_frames_and_inspect_is_restored():
 
     from tvm.s_tir import TensorIntrin
 
-    from tvmbench.tune.build import _CUDA_INTRIN, import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+    from tvmbench.compile.intrinsics import CUDA_INTRIN, import_cuda_tensor_intrin, stub_cuda_tensor_intrin
 
     stack = inspect.stack
     stub_cuda_tensor_intrin()  # what a CPU tuning run leaves behind in the same process
     import_cuda_tensor_intrin()
     import sys
 
-    cuda = sys.modules[_CUDA_INTRIN]
+    cuda = sys.modules[CUDA_INTRIN]
     assert getattr(cuda, "__file__", None), "the stub was not replaced by the real module"
     # The intrinsics parsed under bare frames are the real ones: a registered ldmatrix with a body.
     desc = TensorIntrin.get(cuda.LDMATRIX_f16_A_INTRIN).desc

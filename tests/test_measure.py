@@ -231,7 +231,7 @@ def test_atomic_writes_leave_ordinary_file_permissions(tmp_path):
     import os
     import stat
 
-    from tvmbench.results.writers import write_text_atomic
+    from tvmbench.files import write_text_atomic
 
     umask = os.umask(0o022)
     try:

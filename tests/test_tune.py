@@ -205,7 +205,7 @@ def test_records_of_another_target_are_never_applied(tuned, tmp_path):
 def test_shipped_records_apply_within_their_isa_class_and_exact_ones_win(tuned, tmp_path):
     """A shipped database tuned as haswell serves a znver3 user with 4 cores (both AVX2), never an
     AVX-512 one's records; a record for the user's exact target takes its workload over."""
-    from tvmbench.compile import load_databases
+    from tvmbench.tune.database import load_databases
 
     db, _ = tuned
     user = resolve_target({"kind": "llvm", "mcpu": "znver3", "num-cores": 4})
@@ -230,8 +230,8 @@ def test_shipped_records_apply_within_their_isa_class_and_exact_ones_win(tuned, 
     assert {r[1][2]["mcpu"] for r in kept} == {"haswell", "znver3"}
     assert [r[1][2]["mcpu"] for r in kept if r[0] == exact_workload] == ["znver3"]
 
-    databases, _, infos = load_databases([("pretuned", str(other)), ("--db", str(other))], user)
-    assert len(databases) == 2 and [i["applied_records"] for i in infos] == [expected, 1]
+    applied = load_databases([("pretuned", str(other)), ("--db", str(other))], user)
+    assert len(applied.databases) == 2 and [i["applied_records"] for i in applied.infos] == [expected, 1]
     avx512 = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 8})
     _, info = TuningDatabase.open(other).view_for(avx512, by_isa_class=True)
     assert info["applied_records"] == len(recs[:-1]) - len(haswell)

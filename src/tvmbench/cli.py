@@ -262,7 +262,7 @@ def _add_database_args(p: argparse.ArgumentParser) -> None:
 
 
 def _add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> None:
-    from tvmbench.tune.tuner import COST_MODELS, SCHEDULERS, STRATEGIES
+    from tvmbench.tune.config import COST_MODELS, SCHEDULERS, STRATEGIES
 
     p.add_argument("--trials", type=_positive_int, default=trials_default,
                    help="tuning budget: total trials for the model, counting those already in the database"
@@ -301,7 +301,7 @@ def _model_options(args: argparse.Namespace) -> Any:
 
 
 def _tune_config(args: argparse.Namespace, threads: int) -> Any:
-    from tvmbench.tune import TuneConfig
+    from tvmbench.tune.config import TuneConfig
 
     return TuneConfig(trials=args.trials or 1000, trials_per_task=args.trials_per_task,
                       trials_per_iter=args.trials_per_iter, time_budget_s=args.time_budget,
@@ -326,7 +326,8 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
 
     from tvmbench.benchmark import thread_env
     from tvmbench.measure.isolation import run_isolated
-    from tvmbench.tune import TuneJob, TuningDatabase, default_database_dir, run_tune_job
+    from tvmbench.tune.database import TuningDatabase, default_database_dir
+    from tvmbench.tune.tuner import TuneJob, run_tune_job
 
     if args.cost_model == "xgb":
         import importlib.util
@@ -337,7 +338,7 @@ def _run_tuning(args: argparse.Namespace, options: Any, target: Any, threads: in
             raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     cfg = _tune_config(args, threads)
     if cfg.rpc_tracker:  # an unreachable tracker or unknown key is reported before any work
-        from tvmbench.measure.remote import check_tracker, parse_tracker
+        from tvmbench.rpc import check_tracker, parse_tracker
 
         if not cfg.rpc_key:
             raise UserError("--rpc needs --rpc-key, the key the devices registered with")
@@ -395,8 +396,9 @@ def _version() -> str:
 def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench.backends import parse_frameworks
     from tvmbench.benchmark import RunConfig, run_benchmark
+    from tvmbench.files import write_json_atomic
     from tvmbench.measure.timer import TimerConfig
-    from tvmbench.results import make_console, print_run, write_json_atomic
+    from tvmbench.results.report import make_console, print_run
     from tvmbench.targets import physical_cores
 
     console = make_console(stderr=True, quiet=args.quiet)
@@ -410,7 +412,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         return cmd_export(args)
     remote = None
     if args.rpc:  # TVM runs on a device behind the tracker; checked before any work
-        from tvmbench.measure.remote import check_tracker, parse_tracker
+        from tvmbench.rpc import check_tracker, parse_tracker
 
         if not args.rpc_key:
             raise UserError("--rpc needs --rpc-key, the key the devices registered with")
@@ -463,8 +465,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 def cmd_export(args: argparse.Namespace) -> int:
     from tvmbench.compile.artifact import build_artifact
     from tvmbench.models import load_model
-    from tvmbench.results import make_console
-    from tvmbench.tune.database import database_sources
+    from tvmbench.results.report import make_console
+    from tvmbench.tune.database import database_sources, load_databases
 
     console = make_console(stderr=True, quiet=getattr(args, "quiet", False))
     options = _model_options(args)
@@ -474,8 +476,8 @@ def cmd_export(args: argparse.Namespace) -> int:
         "artifacts", f"{os.path.basename(args.model).replace(':', '_')}-{target.kind}-{target.arch}-{args.precision}")
     sources = database_sources(target, args.db, not args.untuned, not (args.untuned or args.no_pretuned))
     with console.status(f"building {args.model} for {target.kind} {target.arch} ({args.precision})"):
-        report = build_artifact(load_model(args.model, options), target, out, args.precision, sources,
-                                cuda_graph=args.cuda_graph)
+        report = build_artifact(load_model(args.model, options), target, out, args.precision,
+                                load_databases(sources, target), cuda_graph=args.cuda_graph)
     lines = [f"{args.model} for {target.kind} {target.arch}, {args.precision}: built in {report['compile_s']:.1f} s "
              f"-> {out}"]
     if target.kind == "cuda":
@@ -495,9 +497,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from tvmbench import compare
     from tvmbench.backends import FRAMEWORKS, parse_frameworks, result_key
     from tvmbench.benchmark import RunConfig, run_benchmark
+    from tvmbench.files import write_json_atomic
     from tvmbench.measure.timer import TimerConfig
     from tvmbench.models import ModelOptions, check_model_name
-    from tvmbench.results import make_console, print_run, write_json_atomic
+    from tvmbench.results.report import make_console, print_run
     from tvmbench.results.summary import print_summary, summarize
     from tvmbench.targets import physical_cores, resolve_target
 
@@ -569,7 +572,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
     doc["complete"] = True
     doc["summary"] = summarize(doc["points"])
     if args.plots:
-        from tvmbench.results.plots import available, throughput_png
+        from tvmbench.plots import available, throughput_png
 
         if not available():
             console.print("[yellow]--plots: matplotlib is not installed (pip install 'tvmbench[plot]')[/yellow]")
@@ -624,7 +627,8 @@ def _require_device(target: Any) -> None:
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from tvmbench.results import make_console, write_json_atomic
+    from tvmbench.files import write_json_atomic
+    from tvmbench.results.report import make_console
     from tvmbench.targets import physical_cores
 
     console = make_console(stderr=True, quiet=args.quiet)
@@ -642,11 +646,11 @@ def cmd_profile(args: argparse.Namespace) -> int:
 
     from tvmbench.backends.base import BackendConfig
     from tvmbench.benchmark import thread_env
+    from tvmbench.files import write_json_atomic
     from tvmbench.measure.isolation import run_isolated
     from tvmbench.profile import compare_profiles
     from tvmbench.profile.kernels import ProfileJob, profile_job
-    from tvmbench.results import make_console, write_json_atomic
-    from tvmbench.results.report import print_profile
+    from tvmbench.results.report import make_console, print_profile
     from tvmbench.targets import physical_cores
     from tvmbench.tune.database import TuningDatabase, database_sources
 
@@ -693,7 +697,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
     from rich.table import Table
 
-    from tvmbench.results import make_console
+    from tvmbench.results.report import make_console
     from tvmbench.tune import database as dbm
 
     console = make_console()
@@ -735,7 +739,7 @@ def cmd_rpc(args: argparse.Namespace) -> int:
         cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
                "--port-end", str(args.port + 10)]
     else:
-        from tvmbench.measure.remote import parse_tracker
+        from tvmbench.rpc import parse_tracker
 
         parse_tracker(args.tracker)
         cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
@@ -753,7 +757,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tvmbench.models.catalog import zoo_stats
-    from tvmbench.results import make_console
+    from tvmbench.results.report import make_console
 
     console = make_console()
     rows = zoo_stats(with_stats=not args.no_stats, console=make_console(stderr=True))
@@ -773,7 +777,7 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tvmbench.backends import FRAMEWORKS, _load
-    from tvmbench.results import make_console
+    from tvmbench.results.report import make_console
 
     table = Table(title="frameworks")
     for col in ("framework", "installed", "version", "devices", "notes"):
@@ -794,7 +798,7 @@ def cmd_doctor(args: argparse.Namespace) -> int:
     from rich.table import Table
 
     from tvmbench import doctor
-    from tvmbench.results import make_console
+    from tvmbench.results.report import make_console
 
     if args.model:
         from tvmbench.models import check_model_name

@@ -47,9 +47,9 @@ class TensorRTBackend(Backend):
         import tensorrt as trt
         import torch
 
+        from tvmbench.files import replacing
         from tvmbench.models.onnx_export import onnx_file
         from tvmbench.paths import cache_dir
-        from tvmbench.results.writers import replacing
 
         reason = self.unavailable_reason(self.config.target)
         if reason:

@@ -28,7 +28,7 @@ def transform_params(vm: Any, params: list[Any], stateful: bool = False) -> list
     """Run the lifted weight transforms (layouts, transposes, batch-norm folding) once, at load
     time, so ``main`` receives weights already in the layout its kernels want. ``stateful``: over
     RPC, through the flat entry and the VM's stateful API (RPC passes no tuples)."""
-    from tvmbench.compile.pipeline import FLAT_TRANSFORM
+    from tvmbench.compile.names import FLAT_TRANSFORM
 
     name = FLAT_TRANSFORM if stateful else "main_transform_params"
     try:
@@ -75,14 +75,17 @@ class TVMBackend(Backend):
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
         rpc_options = self.config.options.get("rpc")  # {"tracker": HOST:PORT, "key": KEY}
-        compiled = compile_model(imported, target, list(self.config.databases), use_cache=self.config.use_cache,
+        from tvmbench.tune.database import load_databases
+
+        self.schedules = load_databases(self.config.databases, target)  # what the profiler reports per kernel
+        compiled = compile_model(imported, target, self.schedules, use_cache=self.config.use_cache,
                                  cuda_graph=bool(self.config.options.get("cuda_graph")), remote=bool(rpc_options))
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         t0 = time.perf_counter()
         self._remote = None
         if rpc_options:
-            from tvmbench.measure.remote import connect
+            from tvmbench.rpc import connect
 
             self._remote = connect(rpc_options["tracker"], rpc_options["key"])
             self._remote.upload(str(compiled.path))

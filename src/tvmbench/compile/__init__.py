@@ -15,14 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmbench.compile import pipeline
 from tvmbench.compile.importer import ImportedModel, import_model
 from tvmbench.errors import UserError
+from tvmbench.files import replacing, write_text_atomic
 from tvmbench.paths import cache_dir
-from tvmbench.results.writers import replacing
 from tvmbench.targets import ResolvedTarget
 
-__all__ = ["CompiledModel", "ImportedModel", "compile_model", "import_model", "load_databases"]
+__all__ = ["CompiledModel", "ImportedModel", "TunedSchedules", "compile_model", "import_model"]
 
 
 @dataclass
@@ -37,52 +36,52 @@ class CompiledModel:
     database: dict[str, Any] = field(default_factory=dict)  # what of --db was applied
 
 
-def load_databases(sources: list[tuple[str, str]], target: ResolvedTarget
-                   ) -> tuple[list[Any], str, list[dict[str, Any]]]:
-    """The MetaSchedule databases to apply for ``target``, each reduced to its records for this
-    target and TVM version (see tune/database.py). Returns (databases, digest for the cache key,
-    one info dict per source: what was applied or why not)."""
-    from tvmbench.tune.database import TuningDatabase
+@dataclass
+class TunedSchedules:
+    """The MetaSchedule databases to apply, already opened and reduced to the target's records by
+    the tuning layer (``tune.database.load_databases``): compile never opens a database itself."""
 
-    databases, digests, infos = [], [], []
-    for kind, path in sources:
-        db = TuningDatabase.open(path)
-        view, info = db.view_for(target, by_isa_class=kind == "pretuned")
-        info = {"source": kind, **info, "warnings": db.warnings}
-        if kind == "pretuned":
-            info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning
-        infos.append(info)
-        if view is not None:
-            from tvm.s_tir import meta_schedule as ms
+    databases: list[Any] = field(default_factory=list)  # MetaSchedule Database objects
+    digest: str = "none"  # of the applied records, for the cache key
+    infos: list[dict[str, Any]] = field(default_factory=list)  # per source: what was applied or why not
 
-            databases.append(ms.database.JSONDatabase(work_dir=str(view)))
-            digests.append(TuningDatabase(view).digest())
-    return databases, "+".join(digests) or "none", infos
+    def union(self) -> Any | None:
+        """One database to apply: the only one, or their union (the fastest record wins)."""
+        if not self.databases:
+            return None
+        if len(self.databases) == 1:
+            return self.databases[0]
+        from tvm.s_tir import meta_schedule as ms
+
+        return ms.database.UnionDatabase(*self.databases)
 
 
 def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, cuda_graph: bool) -> str:
     import tvm
     import tvm_ffi
 
+    from tvmbench.compile.pipeline import PIPELINE_VERSION
+
     parts = {
         "mod": int(tvm_ffi.structural_hash(imported.mod)),
         "target": target.config,
         "layouts": target.layouts,
         "tvm": tvm.__version__,
-        "pipeline": pipeline.PIPELINE_VERSION,
+        "pipeline": PIPELINE_VERSION,
         "db": db_digest,
         "cuda_graph": cuda_graph,
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: list[tuple[str, str]] | None = None,
+def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: TunedSchedules | None = None,
                   cuda_graph: bool = False, use_cache: bool = True, remote: bool = False) -> CompiledModel:
-    """Compile (or load from the cache) with the schedules of ``databases`` (kind, directory) where
-    they have them and tvmbench's default schedules elsewhere. ``remote``: the library is for a
-    device behind an RPC tracker; it is cross-compiled where needed and not loaded here."""
+    """Compile (or load from the cache) with the tuned schedules where they have them and
+    tvmbench's default schedules elsewhere. ``remote``: the library is for a device behind an RPC
+    tracker; it is cross-compiled where needed and not loaded here."""
     import tvm
 
+    from tvmbench.compile import pipeline
     from tvmbench.compile.artifact import export_library
 
     if not target.runs_here and not remote:
@@ -91,13 +90,10 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: li
             "use a CPU target of this machine (--target llvm), run it on such a device through a TVM RPC "
             "tracker (--rpc HOST:PORT --rpc-key KEY), or build it here without running it with --compile-only"
         )
-    dbs, digest, infos = load_databases(databases or [], target)
-    database = None
-    if dbs:
-        from tvm.s_tir import meta_schedule as ms
-
-        database = dbs[0] if len(dbs) == 1 else ms.database.UnionDatabase(*dbs)  # fastest record wins
-    key = cache_key(imported, target, digest, cuda_graph)
+    schedules = schedules or TunedSchedules()
+    dbs, infos = schedules.databases, schedules.infos
+    database = schedules.union()
+    key = cache_key(imported, target, schedules.digest, cuda_graph)
     folder = cache_dir("compiled") / key
     lib_path = folder / "model.so"
     names = pipeline.describe(target, database, cuda_graph)
@@ -121,7 +117,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, databases: li
         compile_s = time.perf_counter() - t0
         with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
             export_library(executable, tmp, target)
-        (folder / "meta.json").write_text(json.dumps(
+        write_text_atomic(folder / "meta.json", json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
              "database": db_info}, indent=2, default=str))
     else:

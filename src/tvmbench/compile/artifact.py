@@ -25,10 +25,10 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import import_model, pipeline
+from tvmbench.compile import TunedSchedules, import_model, pipeline
 from tvmbench.errors import UserError
+from tvmbench.files import write_json_atomic
 from tvmbench.models import LoadedModel
-from tvmbench.results.writers import write_json_atomic
 from tvmbench.targets import ResolvedTarget
 
 PRECISIONS = ("fp32", "fp16", "amp", "bf16")
@@ -92,25 +92,22 @@ def _elf_machine(path: Path) -> str:
 
 
 def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Path, precision: str = "fp32",
-                   databases: list[tuple[str, str]] | None = None, cuda_graph: bool = False) -> dict[str, Any]:
+                   schedules: TunedSchedules | None = None, cuda_graph: bool = False) -> dict[str, Any]:
     """Build ``model`` for ``target`` without running it; write library, params and report."""
-    from tvm.s_tir import meta_schedule as ms
-
-    from tvmbench.compile import load_databases
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     imported = import_model(model)
     mod = apply_precision(imported.mod, precision)
-    dbs, _, db_infos = load_databases(databases or [], target)
-    database = None if not dbs else dbs[0] if len(dbs) == 1 else ms.database.UnionDatabase(*dbs)
+    schedules = schedules or TunedSchedules()
+    database = schedules.union()
     executable = pipeline.build(mod, target, database, cuda_graph=cuda_graph)
     compile_s = time.perf_counter() - t0
     report: dict[str, Any] = {"model": model.name, "target": target.config, "precision": precision,
                               "compile_s": compile_s, "cuda_graph": cuda_graph,
                               "pipeline": pipeline.describe(target, database, cuda_graph),
-                              "databases": db_infos}
+                              "databases": schedules.infos}
     np.savez(out / "params.npz", *[p.numpy() for p in imported.params])
     if target.kind == "cuda":
         report.update(_cuda_outputs(executable, target, out))

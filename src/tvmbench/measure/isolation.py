@@ -10,14 +10,12 @@ the timeout.
 
 from __future__ import annotations
 
-import contextlib
 import multiprocessing as mp
 import os
 import signal
-import sys
 import time
 import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,32 +34,6 @@ class Outcome:
     peak_rss_bytes: int = 0
     wall_s: float = 0.0
     peak_gpu_bytes: int | None = None  # device memory held by the worker, when sampled (see gpu_memory)
-
-
-@contextlib.contextmanager
-def silenced(stdout: bool = True, stderr: bool = True) -> Iterator[None]:
-    """Point the process-level stdout/stderr at /dev/null for a while.
-
-    Exporters and compilers write from C++ or through their own handlers (the TorchScript
-    exporter dumps whole graphs when it gives up, MetaSchedule prints a table per batch), which
-    ``contextlib.redirect_stdout`` cannot catch; their failures still arrive as exceptions.
-    """
-    fds = [fd for fd, on in ((1, stdout), (2, stderr)) if on]
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    saved = [os.dup(fd) for fd in fds]
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    try:
-        for fd in fds:
-            os.dup2(devnull, fd)
-        yield
-    finally:
-        for stream in (sys.stdout, sys.stderr):
-            stream.flush()
-        for fd, copy in zip(fds, saved, strict=True):
-            os.dup2(copy, fd)
-            os.close(copy)
-        os.close(devnull)
 
 
 def describe_exception(e: BaseException) -> dict[str, Any]:

@@ -15,7 +15,7 @@ __all__ = ["ZOO", "InputSpec", "LoadedModel", "ModelOptions", "ZooEntry", "check
 
 def load_model(name: str, options: ModelOptions | None = None) -> LoadedModel:
     """A zoo name, ``torchvision:NAME``, a ``.onnx`` / ``.pt2`` file or ``file.py:factory``."""
-    from tvmbench.models import files, zoo
+    from tvmbench.models import builders, files
 
     options = options or ModelOptions()
     if options.batch_size < 1:
@@ -27,7 +27,7 @@ def load_model(name: str, options: ModelOptions | None = None) -> LoadedModel:
         return files.load_pt2(_existing(name), options)
     if ".py:" in name:
         return files.load_python(name, options)
-    return zoo.build(lookup(name), options)
+    return builders.build(lookup(name), options)
 
 
 def check_model_name(name: str) -> None:

@@ -12,10 +12,10 @@ from typing import Any
 from rich.console import Console
 from rich.progress import Progress
 
+from tvmbench.files import write_json_atomic
 from tvmbench.models import ModelOptions, count_flops, load_model
 from tvmbench.models.zoo import ZOO
 from tvmbench.paths import cache_dir
-from tvmbench.results.writers import write_json_atomic
 
 
 def _default_input(name: str) -> str:

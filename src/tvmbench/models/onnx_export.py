@@ -17,9 +17,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tvmbench.errors import headline
-from tvmbench.measure.isolation import silenced
 from tvmbench.models.base import LoadedModel
 from tvmbench.paths import cache_dir
+from tvmbench.streams import silenced
 
 
 @dataclass(frozen=True)

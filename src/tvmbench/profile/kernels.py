@@ -92,6 +92,7 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     from tvmbench.compile import pipeline
+    from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
 
     facts = {}
     for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
@@ -101,7 +102,7 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
             flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
         except Exception:
             flops = 0.0
-        if "winograd_input" in gv.name_hint or "winograd_output" in gv.name_hint:
+        if WINOGRAD_INPUT in gv.name_hint or WINOGRAD_OUTPUT in gv.name_hint:
             # TVM's estimate counts every branch of the transforms' coefficient selects, though
             # one branch runs per element: not a count to divide by.
             flops = None
@@ -116,7 +117,6 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     import tvm
 
     from tvmbench.backends import backend_class
-    from tvmbench.compile import load_databases
     from tvmbench.measure.peak import measure_sgemm_peak
 
     say = progress or (lambda msg: None)
@@ -126,8 +126,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     say("importing and compiling")
     backend.prepare(model)
     say("kernel FLOPs and schedules")
-    dbs, _, _ = load_databases(list(backend.config.databases), job.backend.target)
-    facts = _kernel_facts(backend.imported.mod, job.backend.target, dbs)
+    facts = _kernel_facts(backend.imported.mod, job.backend.target, backend.schedules.databases)
 
     for _ in range(job.warmup):
         backend.run()

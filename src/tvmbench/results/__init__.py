@@ -1,6 +1,2 @@
-"""Result documents: writing them safely and showing them to people."""
-
-from tvmbench.results.report import make_console, print_run
-from tvmbench.results.writers import to_jsonable, write_csv_atomic, write_json_atomic
-
-__all__ = ["make_console", "print_run", "to_jsonable", "write_csv_atomic", "write_json_atomic"]
+"""Result documents: typed records (``records``), building them from measurements (``build``),
+and showing them to people (``report``, ``summary``). Files are written by ``tvmbench.files``."""

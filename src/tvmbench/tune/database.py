@@ -24,9 +24,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from tvmbench.compile import TunedSchedules
 from tvmbench.errors import UserError
+from tvmbench.files import replacing, write_text_atomic
 from tvmbench.paths import cache_dir
-from tvmbench.results.writers import replacing, write_text_atomic
 from tvmbench.targets import ResolvedTarget
 
 WORKLOADS = "database_workload.json"
@@ -68,6 +69,27 @@ def database_sources(target: ResolvedTarget, db_dir: str | None, use_default: bo
     if use_pretuned and PRETUNED_ROOT.is_dir():
         sources += [("pretuned", str(p)) for p in sorted(PRETUNED_ROOT.iterdir()) if (p / WORKLOADS).is_file()]
     return sources
+
+
+def load_databases(sources: list[tuple[str, str]] | tuple[tuple[str, str], ...], target: ResolvedTarget
+                   ) -> TunedSchedules:
+    """The MetaSchedule databases of ``sources`` (kind, directory) to apply for ``target``, each
+    reduced to its records for this target and TVM version (see ``view_for``), with the digest
+    for the compile cache key and one info dict per source: what was applied or why not."""
+    databases, digests, infos = [], [], []
+    for kind, path in sources:
+        db = TuningDatabase.open(path)
+        view, info = db.view_for(target, by_isa_class=kind == "pretuned")
+        info = {"source": kind, **info, "warnings": db.warnings}
+        if kind == "pretuned":
+            info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning
+        infos.append(info)
+        if view is not None:
+            from tvm.s_tir import meta_schedule as ms
+
+            databases.append(ms.database.JSONDatabase(work_dir=str(view)))
+            digests.append(TuningDatabase(view).digest())
+    return TunedSchedules(databases, "+".join(digests) or "none", infos)
 
 
 def _tvm_minor(version: str) -> str:

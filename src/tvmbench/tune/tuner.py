@@ -20,39 +20,11 @@ from typing import Any
 
 from tvmbench.compile import import_model, pipeline
 from tvmbench.errors import UserError
-from tvmbench.measure.remote import check_tracker, parse_tracker
 from tvmbench.models import LoadedModel, ModelOptions, load_model
+from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
+from tvmbench.tune.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
 from tvmbench.tune.database import TuningDatabase
-
-STRATEGIES = {"evolutionary": "evolutionary", "replay-trace": "replay-trace"}
-COST_MODELS = ("xgb", "mlp", "random")
-SCHEDULERS = ("gradient", "round-robin")
-
-
-@dataclass(frozen=True)
-class TuneConfig:
-    trials: int = 1000  # max_trials_global for this model, counting trials already in the database
-    trials_per_task: int | None = None  # default: 2 * trials / tasks, at least 64
-    trials_per_iter: int = 32  # candidates measured per batch
-    time_budget_s: float | None = None
-    strategy: str = "evolutionary"
-    cost_model: str = "xgb"
-    task_scheduler: str = "gradient"
-    threads: int = 1
-    builder_timeout_s: float = 60.0
-    runner_timeout_s: float = 30.0
-    runner_number: int = 3
-    runner_repeat: int = 1
-    runner_min_repeat_ms: int = 50
-    cpu_cache_flush: bool = False
-    seed: int = 0
-    rpc_tracker: str | None = None  # "host:port" of a TVM RPC tracker: measure on its devices
-    rpc_key: str | None = None
-    rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
-
-    def to_json(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None],
@@ -181,8 +153,8 @@ class TuneReport:
     def write_curve(self, model: str) -> list[Path]:
         """The tuning curve as CSV, and as PNG when matplotlib is installed, in the database's
         ``curves/`` folder; returns the files written."""
-        from tvmbench.results import write_csv_atomic
-        from tvmbench.results.plots import tuning_curve_png
+        from tvmbench.files import write_csv_atomic
+        from tvmbench.plots import tuning_curve_png
 
         if not self.curve:
             return []
@@ -367,7 +339,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
         raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
                         f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
-    from tvmbench.tune.build import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+    from tvmbench.compile.intrinsics import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
 
     if target.kind == "llvm":
         stub_cuda_tensor_intrin()
@@ -441,7 +413,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
                                exclusive=not cfg.rpc_tracker)
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        [t for t, _ in todo], work_dir=work_dir, strategy=STRATEGIES[cfg.strategy], num_threads=cfg.threads,
+        [t for t, _ in todo], work_dir=work_dir, strategy=cfg.strategy, num_threads=cfg.threads,
         seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)

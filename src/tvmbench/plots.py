@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tvmbench.results.writers import replacing
+from tvmbench.files import replacing
 
 
 def available() -> bool:

@@ -21,7 +21,7 @@ output check's tolerance; m = 6 would cost three and is not offered.
 
 The transform matrices are Cook-Toom's (TVM's ``topi.nn.winograd_util``). The transforms are
 written as explicit sums with the zero coefficients left out, selected by the tile position; the
-``Winograd`` rule in ``cpu_rules`` unrolls the position loops so that every selection resolves at
+``Winograd`` rule (``rules/winograd.py``) unrolls the position loops so that every selection resolves at
 compile time and each unrolled body is one straight sum over vectors of channels.
 """
 
@@ -32,6 +32,9 @@ from typing import Any
 
 import numpy as np
 
+from tvmbench.compile.ir import builder_pass, static_shape
+from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.tiles import weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Output tile edge m: 4 (4x fewer multiplies, 2.25x more data through the product) or 2 (2.25x
@@ -110,7 +113,7 @@ def _input_transform(x: Any, m: int, pad: list[int], tiles: tuple[int, int]) -> 
         rows = [row(i) for i in range(alpha)]
         return _select(xi, [_combination(bt[r], rows) for r in range(alpha)])
 
-    return te.compute((alpha * alpha, n * th * tw, channels), value, name="winograd_input")
+    return te.compute((alpha * alpha, n * th * tw, channels), value, name=WINOGRAD_INPUT)
 
 
 def _output_transform(prod: Any, m: int, out_shape: tuple[int, int, int, int], tiles: tuple[int, int]) -> Any:
@@ -131,7 +134,7 @@ def _output_transform(prod: Any, m: int, out_shape: tuple[int, int, int, int], t
         columns = [column(xi) for xi in range(alpha)]
         return _select(h % m, [_combination(at[i], columns) for i in range(m)])
 
-    return te.compute(out_shape, value, name="winograd_output")
+    return te.compute(out_shape, value, name=WINOGRAD_OUTPUT)
 
 
 def _weight_transform(w: Any, g: Any, block: int) -> Any:
@@ -187,8 +190,6 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
-    from tvmbench.compile.pipeline import _static_shape, _weight_block
-
     @mutator
     class Rewrite(PyExprMutator):
         def visit_call_(self, call: Any) -> Any:
@@ -197,7 +198,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 return call
             a = call.attrs
             x, w = call.args
-            x_shape, w_shape, out_shape = _static_shape(x.ty), _static_shape(w.ty), _static_shape(call.ty)
+            x_shape, w_shape, out_shape = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC"
                     or None in (x_shape, w_shape, out_shape)):
                 return call
@@ -210,7 +211,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             tiles = x_shape[0] * th * tw
             # The register tile's output-channel block, or half of it when the channels are not
             # a multiple of it (48 channels: one vector per tile instead of two).
-            full = _weight_block(target, tiles, True)
+            full = weight_block(target, tiles, True)
             block = next((b for b in (full, full // 2) if b >= 4 and w_shape[3] % b == 0), None)
             if block is None:
                 return call
@@ -219,17 +220,9 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             u = emit(self.builder_.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
                                            primfunc_name_hint="winograd_weight"))
             v = emit(self.builder_.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
-                                           primfunc_name_hint="winograd_input"))
+                                           primfunc_name_hint=WINOGRAD_INPUT))
             prod = emit(self.builder_.call_te(_batch_product, v, u, out_dtype, primfunc_name_hint="winograd_product"))
             return self.builder_.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
-                                         primfunc_name_hint="winograd_output")
+                                         primfunc_name_hint=WINOGRAD_OUTPUT)
 
-    @tvm.ir.transform.module_pass(opt_level=0, name="WinogradConv3x3")
-    def rewrite(mod: Any, ctx: Any) -> Any:
-        mutator_ = Rewrite(mod)
-        for gv, func in list(mod.functions.items()):
-            if isinstance(func, relax.Function):
-                mutator_.builder_.update_func(gv, mutator_.visit_expr(func))
-        return mutator_.builder_.get()
-
-    return rewrite
+    return builder_pass(Rewrite, "WinogradConv3x3")

@@ -1,0 +1,73 @@
+"""TVM's CUDA tensor-core intrinsics, imported fast or stubbed out.
+
+``import tvm.s_tir.tensor_intrin`` takes ~40 s here (almost all of it the CUDA tensor-core
+intrinsics). A CUDA build needs them (DLight's tensor-core matmul rule), and so does CUDA tuning;
+:func:`import_cuda_tensor_intrin` imports them in ~3 s instead of 40-250 s, and
+:func:`stub_cuda_tensor_intrin` keeps a CPU-only process from paying for them at all.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import inspect
+import sys
+import types
+from collections.abc import Iterator
+from typing import Any
+
+CUDA_INTRIN = "tvm.s_tir.tensor_intrin.cuda"
+
+
+def stub_cuda_tensor_intrin() -> None:
+    """For CPU tuning only: make the CUDA tensor intrinsics module an empty one (call before
+    importing meta_schedule's tuning context)."""
+    if CUDA_INTRIN not in sys.modules:
+        sys.modules[CUDA_INTRIN] = types.ModuleType(CUDA_INTRIN)
+
+
+def unstub_cuda_tensor_intrin() -> None:
+    """Put the real CUDA tensor intrinsics back: DLight's tensor-core matmul rule needs them, and a
+    CUDA build can follow a CPU tuning run in one process (tests, ``compare`` over targets)."""
+    stub = sys.modules.get(CUDA_INTRIN)
+    if stub is not None and getattr(stub, "__file__", None) is None:
+        del sys.modules[CUDA_INTRIN]
+        parent = sys.modules.get(CUDA_INTRIN.rsplit(".", 1)[0])
+        if parent is not None and getattr(parent, "cuda", None) is stub:
+            delattr(parent, "cuda")
+
+
+def _bare_frames(frame: Any) -> list[inspect.FrameInfo]:
+    frames = []
+    while frame is not None:
+        frames.append(inspect.FrameInfo(frame, frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_name,
+                                        None, None))
+        frame = frame.f_back
+    return frames
+
+
+@contextlib.contextmanager
+def _bare_frame_inspection() -> Iterator[None]:
+    """TVMScript's parser calls ``inspect.stack()`` for every ``@T.prim_func`` to find closure
+    variables, and each call reads the source of every frame on the stack and looks its module up
+    among all loaded modules. The tensor intrinsics are ~500 such functions: 46 s in a process with
+    torch and transformers loaded, 150-250 s deep inside pytest. The parser only reads the frames'
+    locals and names (source lines only to spot functions inside ``@I.ir_module`` classes, and the
+    intrinsics define none), so frames without source lines serve it: 2.8 s."""
+    stack, outer = inspect.stack, inspect.getouterframes
+    inspect.stack = lambda context=1: _bare_frames(sys._getframe(1))  # type: ignore[assignment]
+    inspect.getouterframes = lambda frame, context=1: _bare_frames(frame)  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        inspect.stack, inspect.getouterframes = stack, outer
+
+
+def import_cuda_tensor_intrin() -> None:
+    """Import the real tensor intrinsics (DLight's tensor-core matmul rule and MetaSchedule's CUDA
+    tuning need them), fast."""
+    unstub_cuda_tensor_intrin()
+    if CUDA_INTRIN in sys.modules:
+        return
+    with _bare_frame_inspection():
+        importlib.import_module(CUDA_INTRIN)

@@ -1,0 +1,105 @@
+"""Small helpers for reading Relax IR, shared by the passes. No TVM import at module level."""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def static_shape(ty: Any) -> list[int] | None:
+    """The shape of a tensor type as ints, or None when it is unknown or symbolic."""
+    try:
+        return [int(d) for d in ty.shape]
+    except (TypeError, AttributeError):
+        return None
+
+
+def numel(ty: Any) -> int | None:
+    """Elements of a tensor type, or None when its shape is unknown or symbolic."""
+    import numpy as np
+
+    try:
+        return int(np.prod([int(v) for v in ty.shape]))
+    except Exception:  # unknown or symbolic shape
+        return None
+
+
+def scalar_constant(expr: Any) -> float | None:
+    """The value of a one-element constant tensor, else None."""
+    import tvm
+
+    if isinstance(expr, tvm.ir.expr.Constant) and expr.value.numpy().size == 1:
+        return float(expr.value.numpy().reshape(()))
+    return None
+
+
+def op_name(expr: Any) -> str | None:
+    """``"relax.add"`` for a call of a Relax operator, else None."""
+    import tvm
+    from tvm import relax
+
+    return expr.op.name if isinstance(expr, relax.Call) and isinstance(expr.op, tvm.ir.Op) else None
+
+
+def bindings(func: Any) -> list[Any]:
+    """Every binding of a Relax function, block after block."""
+    return [b for block in func.body.blocks for b in block.bindings]
+
+
+def variables(expr: Any) -> list[Any]:
+    """Every Relax variable an expression mentions (with repeats)."""
+    from tvm import relax
+
+    found: list[Any] = []
+    relax.analysis.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, relax.Var) else None)
+    return found
+
+
+def calls(func: Any, name: str) -> list[Any]:
+    """The calls of operator ``name`` in a Relax function."""
+    from tvm import relax
+
+    found: list[Any] = []
+    relax.analysis.post_order_visit(func.body, lambda e: found.append(e) if op_name(e) == name else None)
+    return found
+
+
+def weight_params(func: Any) -> set[Any]:
+    """The parameters after ``num_input``: the weights (empty when the function does not say)."""
+    n_inputs = int(func.attrs["num_input"]) if func.attrs and "num_input" in func.attrs else None
+    return set(func.params[n_inputs:]) if n_inputs is not None else set()
+
+
+def function_pass(mutator_class: Any, name: str) -> Any:
+    """A module pass that runs a PyExprMutator over every Relax function of the module."""
+    import tvm
+    from tvm import relax
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
+    def rewrite(mod: Any, ctx: Any) -> Any:
+        mutator_ = mutator_class(mod)
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                mod[gv] = mutator_.visit_expr(func)
+        return mod
+
+    return rewrite
+
+
+def builder_pass(mutator_class: Any, name: str, before: Any = None) -> Any:
+    """A module pass whose mutator emits new functions through its block builder (``call_te``):
+    every Relax function is rewritten and the builder's module returned. ``before(mutator, func)``
+    runs ahead of each function (to tell the mutator which parameters are weights, say)."""
+    import tvm
+    from tvm import relax
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
+    def rewrite(mod: Any, ctx: Any) -> Any:
+        mutator_ = mutator_class(mod)
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function):
+                if before is not None:
+                    before(mutator_, func)
+                mutator_.builder_.update_func(gv, mutator_.visit_expr(func))
+        return mutator_.builder_.get()
+
+    return rewrite

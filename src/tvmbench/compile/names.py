@@ -1,0 +1,9 @@
+"""Names the compiled module's entries carry, read by the backends that run it (no TVM import)."""
+
+# main_transform_params with the weights as separate arguments (see passes/flat_transform.py).
+FLAT_TRANSFORM = "transform_params_flat"
+
+# The blocks (and kernels) of the Winograd input and output transforms (passes/winograd.py), which
+# the Winograd rule (rules/winograd.py) schedules.
+WINOGRAD_INPUT = "winograd_input"
+WINOGRAD_OUTPUT = "winograd_output"

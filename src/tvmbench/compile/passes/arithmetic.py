@@ -1,0 +1,123 @@
+"""CPUFriendlyArithmetic: rewrites that make elementwise epilogues cheap on CPU.
+
+* ``clip(x, lo, hi)`` (ReLU6, hardtanh) becomes ``minimum(maximum(x, lo), hi)``: ConvertLayout
+  has no layout rule for clip in TVM 0.27, so every ReLU6 of an NHWC network became
+  transpose -> clip -> transpose, three kernels where the convolution's epilogue could have
+  done it; the binary ops follow the layout and fuse.
+* ``x / d`` with a broadcast divisor (batch-norm's ``sqrt(var + eps)``, attention's scale)
+  becomes ``x * (1 / d)``: a vector division costs several multiplies, and when ``d`` comes
+  from the weights LiftTransformParams then computes ``1 / d`` once at load time.
+* ``x ** 2`` and ``x ** 3`` with a constant exponent (GPT-2's tanh GELU) become products:
+  ``pow`` is a libm call per element that LLVM does not vectorise, and TVM warns once per
+  kernel that it is unsafe for negative ``x`` with an exponent of 3 or more.
+* ``gelu`` becomes its elementwise formula, moved in front of a reshape that feeds it: as one
+  opaque op after the dense layer's reshape it ran as its own kernel with a scalar ``erf``
+  per element (FastMathTransform knows ``erf`` but not ``gelu``), 7 % of ViT's time; as
+  multiplies, adds and a fast ``erf`` it joins the dense layer's write-back.
+* ``op(reshape(y), b)`` (add, multiply, subtract) with ``b`` of the same shape becomes
+  ``reshape(op(y, reshape(b)))``, and a reshape of a reshape one reshape (or none): a
+  transformer's residual add then follows its dense layer directly and joins its write-back.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import function_pass, numel, op_name, scalar_constant, static_shape
+
+_FLOAT = ("float", "bfloat")
+
+
+def gelu(x: Any, tanh: bool) -> Any:
+    """``x * (0.5 + 0.5 * erf(x / sqrt(2)))``, or the tanh approximation, as Relax ops."""
+    dtype = str(x.ty.dtype)
+
+    def c(v: float) -> Any:
+        return relax.const(v, dtype)
+
+    if tanh:
+        inner = relax.op.multiply(relax.op.add(x, relax.op.multiply(c(0.044715), relax.op.multiply(
+            relax.op.multiply(x, x), x))), c(0.7978845608028654))
+        curve = relax.op.tanh(inner)
+    else:
+        curve = relax.op.erf(relax.op.multiply(x, c(0.7071067811865476)))
+    return relax.op.multiply(x, relax.op.add(c(0.5), relax.op.multiply(curve, c(0.5))))
+
+
+@mutator
+class _Rewrite(PyExprMutator):
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        rewrite = {
+            "relax.clip": self.clip, "relax.nn.gelu": self.gelu, "relax.nn.gelu_tanh": self.gelu,
+            "relax.reshape": self.reshape, "relax.add": self.before_reshape,
+            "relax.multiply": self.before_reshape, "relax.subtract": self.before_reshape,
+            "relax.power": self.power, "relax.divide": self.divide,
+        }.get(op_name(call) or "")
+        new = rewrite(call) if rewrite is not None else None
+        return call if new is None else new
+
+    def bound_reshape(self, expr: Any) -> Any:
+        """The ``reshape`` call ``expr`` is bound to, else None."""
+        bound = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        return bound if op_name(bound) == "relax.reshape" else None
+
+    def clip(self, call: Any) -> Any:
+        x, lo, hi = call.args
+        dtype = x.ty.dtype
+        low = relax.op.maximum(x, relax.const(float(lo.value), dtype))
+        return relax.op.minimum(low, relax.const(float(hi.value), dtype))
+
+    def gelu(self, call: Any) -> Any:
+        x = call.args[0]
+        reshaped = self.bound_reshape(x)
+        y = gelu(reshaped.args[0] if reshaped is not None else x, call.op.name == "relax.nn.gelu_tanh")
+        return relax.op.reshape(y, x.ty.shape) if reshaped is not None else y
+
+    def reshape(self, call: Any) -> Any:
+        """A reshape of a reshape (left by the GELU move): one reshape, or none at all."""
+        bound = self.bound_reshape(call.args[0])
+        if bound is None:
+            return None
+        source = bound.args[0]
+        same = static_shape(source.ty) is not None and static_shape(source.ty) == static_shape(call.ty)
+        return source if same else relax.op.reshape(source, call.args[1])
+
+    def before_reshape(self, call: Any) -> Any:
+        a, b = call.args
+        for first, operand, other in ((True, a, b), (False, b, a)):
+            bound = self.bound_reshape(operand)
+            if bound is None:
+                continue
+            y = bound.args[0]
+            shape, y_shape = static_shape(operand.ty), static_shape(y.ty)
+            if shape is None or y_shape is None or static_shape(other.ty) != shape:
+                continue
+            other_y = relax.op.reshape(other, y_shape)
+            args = (y, other_y) if first else (other_y, y)
+            return relax.op.reshape(relax.Call(call.op, list(args), call.attrs), shape)
+        return None
+
+    def power(self, call: Any) -> Any:
+        x, e = call.args
+        exponent = scalar_constant(e)
+        if exponent in (2.0, 3.0) and str(x.ty.dtype).startswith(_FLOAT):
+            square = relax.op.multiply(x, x)
+            return square if exponent == 2.0 else relax.op.multiply(square, x)
+        return None
+
+    def divide(self, call: Any) -> Any:
+        x, d = call.args
+        xs, ds = x.ty, d.ty
+        if str(xs.dtype).startswith(_FLOAT) and numel(ds) is not None and numel(xs) is not None \
+                and numel(ds) < numel(xs):
+            return relax.op.multiply(x, relax.op.divide(relax.const(1.0, str(ds.dtype)), d))
+        return None
+
+
+def cpu_friendly_arithmetic() -> Any:
+    """The pass (see the module's docstring)."""
+    return function_pass(_Rewrite, "CPUFriendlyArithmetic")

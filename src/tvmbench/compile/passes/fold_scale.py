@@ -1,0 +1,148 @@
+"""FoldScaleIntoConv: a per-output-channel affine epilogue (inference batch norm) folded into the
+convolution's weights.
+
+After DecomposeOpsForInference a batch norm is ``((conv - mean) * rsqrt) * gamma + beta``: four
+per-channel operands loaded and four vector ops on every output element, in the convolution's
+write-back. For a depthwise 3x3 (9 multiply-adds per output) or a 1x1 with 16 input channels that
+epilogue costs as much as the convolution. Folded, the weights are multiplied by
+``rsqrt * gamma`` and the epilogue is one bias add; both products depend on weights only, so
+LiftTransformParams computes them once at load time (what ONNX Runtime and OpenVINO do when they
+load a model). A chain is folded only when each intermediate result has no other use, and only
+with operands that are per-channel and weight-derived.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import numel, op_name, weight_params
+
+_AFFINE_OPS = {"relax.subtract", "relax.multiply", "relax.add"}
+
+
+@mutator
+class _Fold(PyExprMutator):
+    def __init__(self, mod: Any) -> None:
+        super().__init__(mod)
+        self.bound: dict[Any, Any] = {}
+        self.uses: dict[Any, int] = {}
+        self.weights: set[Any] = set()
+        self.chains: dict[Any, tuple[Any, list[tuple[str, Any]]]] = {}
+
+    def prepare(self, func: Any) -> None:
+        """Find the foldable chains of ``func``: each keyed by its last variable."""
+        self.weights = weight_params(func)
+        self.bound, self.uses, self.chains = {}, {}, {}
+        for block in func.body.blocks:
+            for b in block.bindings:
+                if isinstance(b, relax.VarBinding):
+                    self.bound[b.var] = b.value
+                    for v in relax.analysis.free_vars(b.value):
+                        self.uses[v] = self.uses.get(v, 0) + 1
+        for v in relax.analysis.free_vars(func.body.body):
+            self.uses[v] = self.uses.get(v, 0) + 1
+        users = {}
+        for var, value in self.bound.items():
+            if op_name(value) in _AFFINE_OPS and isinstance(value.args[0], relax.Var):
+                users[value.args[0]] = var
+        for var, value in self.bound.items():
+            if op_name(value) == "relax.nn.conv2d" and value.attrs.kernel_layout == "HWIO":
+                self.follow_chain(var, value, users)
+
+    def follow_chain(self, var: Any, conv: Any, users: dict[Any, Any]) -> None:
+        out_channels = numel(conv.args[1].ty) and int(conv.args[1].ty.shape[-1])
+        steps, cur = [], var
+        while self.uses.get(cur) == 1 and cur in users:
+            nxt = users[cur]
+            operand = self.bound[nxt].args[1]
+            if not self.per_channel(operand, out_channels):
+                break
+            steps.append((op_name(self.bound[nxt]), operand))
+            cur = nxt
+        # The chain's end must be a dataflow variable: it is re-emitted inside the block.
+        if any(kind == "relax.multiply" for kind, _ in steps) and isinstance(cur, relax.DataflowVar):
+            self.chains[cur] = (conv, steps)
+
+    def per_channel(self, expr: Any, channels: int | None) -> bool:
+        shape = numel(expr.ty) is not None and [int(v) for v in expr.ty.shape]
+        return bool(shape) and channels is not None and shape[-1] in (1, channels) \
+            and all(d == 1 for d in shape[:-1]) and self.weight_only(expr)
+
+    def weight_only(self, expr: Any) -> bool:
+        """Computed from weights and constants only. A walk, not a recursion: an activation
+        (a squeeze-excite scale) leads back through the whole network to its input."""
+        stack, seen = [expr], set()
+        while stack:
+            e = stack.pop()
+            if isinstance(e, tvm.ir.expr.Constant | relax.ShapeExpr) or e in self.weights:
+                continue
+            if isinstance(e, relax.Var):
+                if e not in self.bound:
+                    return False
+                if e not in seen:
+                    seen.add(e)
+                    stack.append(self.bound[e])
+            elif isinstance(e, relax.Call):
+                stack.extend(e.args)
+            elif isinstance(e, relax.Tuple):
+                stack.extend(e.fields)
+            else:
+                return False
+        return True
+
+    def visit_var_binding_(self, binding: Any) -> None:
+        chain = self.chains.get(binding.var)
+        if chain is None:
+            return super().visit_var_binding_(binding)
+        conv, steps = chain
+        x, w = (self.visit_expr(a) for a in conv.args)
+        scale, bias = self.fold_steps(steps)
+        emit = self.builder_.emit
+        channels = int(w.ty.shape[-1])
+        a = conv.attrs
+        w = emit(relax.op.multiply(w, relax.op.reshape(scale, [channels]) if numel(scale.ty) == channels
+                                   else scale))
+        out = relax.op.nn.conv2d(x, w, strides=a.strides, padding=a.padding, dilation=a.dilation,
+                                 groups=a.groups, data_layout=a.data_layout, kernel_layout=a.kernel_layout,
+                                 out_layout=a.out_layout, out_dtype=str(a.out_dtype) or None)
+        if bias is not None:
+            out = relax.op.add(emit(out), bias)
+        self.set_var_remap(binding.var, emit(out, name_hint=binding.var.name))
+
+    def fold_steps(self, steps: list[tuple[str, Any]]) -> tuple[Any, Any]:
+        """The chain as one (scale, bias): ``((y - a) * b + c) * d`` is ``y * (b d) + (c - a b) d``."""
+        emit = self.builder_.emit
+        scale = bias = None
+        for kind, operand in steps:
+            p = self.visit_expr(operand)
+            if kind == "relax.subtract":
+                bias = emit(relax.op.negative(p)) if bias is None else emit(relax.op.subtract(bias, p))
+            elif kind == "relax.multiply":
+                scale = p if scale is None else emit(relax.op.multiply(scale, p))
+                bias = None if bias is None else emit(relax.op.multiply(bias, p))
+            else:
+                bias = p if bias is None else emit(relax.op.add(bias, p))
+        return scale, bias
+
+
+def fold_scale_into_conv() -> Any:
+    """The pass (see the module's docstring)."""
+
+    @tvm.ir.transform.module_pass(opt_level=0, name="FoldScaleIntoConv")
+    def fold(mod: Any, ctx: Any) -> Any:
+        folded = False
+        for gv, func in list(mod.functions.items()):
+            if isinstance(func, relax.Function) and isinstance(func.body, relax.SeqExpr):
+                mutator_ = _Fold(mod)
+                mutator_.prepare(func)
+                if mutator_.chains:
+                    mod[gv] = mutator_.visit_expr(func)
+                    folded = True
+        # The unfolded chains' bindings are now unused; DCE drops them (otherwise they would run).
+        return relax.transform.DeadCodeElimination()(mod) if folded else mod
+
+    return fold

@@ -1,0 +1,146 @@
+"""PackWeights: NHWC convolutions and dense layers read their weights in packed layouts,
+``[O/block, KH, KW, I, block]`` and ``[N/block, K, block]``.
+
+In HWIO (or a transposed dense weight, ``[K, N]``) the weights of one output-channel tile
+(``block`` channels, the CPU contraction rule's register tile) are 2 cache lines per input
+channel, ``O * 4`` bytes apart: 2 KB for 512 channels, 12 KB for BERT's 3072, which maps every
+line of the panel onto the same few L1 sets, so the deep layers of a ResNet ran at half the
+speed of the shallow ones. Packed, a tile's panel is one contiguous stream. Dense weights are
+packed only when they are weight parameters (or a transpose of one): packing an activation
+would cost a copy on every call. The packing is a weight-only ``layout_transform``, which
+LiftTransformParams moves to load time. Grouped convolutions and channel counts that are not
+a multiple of ``block`` keep HWIO.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from tvm import relax, te, topi
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import builder_pass, numel, op_name, static_shape, weight_params
+
+
+def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str) -> Any:
+    """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight (TE)."""
+    _, h, w, _ = (int(v) for v in x.shape)
+    ob, kh, kw, ci, pb = (int(v) for v in wp.shape)
+    top, left, bottom, right = pad
+    if any(pad):
+        x = topi.nn.pad(x, [0, top, left, 0], [0, bottom, right, 0], name="pad")
+    oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+    ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+    rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
+    return te.compute(
+        (x.shape[0], oh, ow, ob * pb),
+        lambda n, y, z, o: te.sum(
+            x[n, y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1], rc].astype(out_dtype)
+            * wp[o // pb, rh, rw, rc, o % pb].astype(out_dtype), axis=[rh, rw, rc]),
+        name="conv2d_nhwc_packed")
+
+
+def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
+    """``x @ w`` over a packed ``[N/block, K, block]`` weight (TE). ``rows``: compute this many
+    rows (more than x has), reading x's last row for the extra ones; the caller slices them off."""
+    nb, k, pb = (int(v) for v in wp.shape)
+    r = te.reduce_axis((0, k), "rk")
+    m = int(x.shape[-2]) if len(x.shape) >= 2 else None
+
+    def row(i: Any) -> Any:
+        return te.min(i, m - 1) if rows else i
+
+    return te.compute(
+        (*x.shape[:-2], rows or x.shape[-2], nb * pb) if len(x.shape) >= 2 else (nb * pb,),
+        lambda *i: te.sum(x[(*i[:-2], row(i[-2]), r)].astype(out_dtype)
+                          * wp[i[-1] // pb, r, i[-1] % pb].astype(out_dtype), axis=r),
+        name="matmul_packed")
+
+
+@mutator
+class _Pack(PyExprMutator):
+    def __init__(self, mod: Any, block: int, conv_block: Callable[[int, bool], int] | None) -> None:
+        super().__init__(mod)
+        self.block, self.conv_block = block, conv_block
+        self.weights: set[Any] = set()
+
+    def from_weights(self, expr: Any) -> bool:
+        """A weight parameter, or a transpose of one (what the importers give dense layers)."""
+        while isinstance(expr, relax.Var) and expr not in self.weights:
+            bound = self.lookup_binding(expr)
+            if op_name(bound) != "relax.permute_dims":
+                return False
+            expr = bound.args[0]
+        return isinstance(expr, relax.Var) and expr in self.weights
+
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        if op_name(call) == "relax.matmul":
+            return self.pack_matmul(call)
+        if op_name(call) == "relax.nn.conv2d":
+            return self.pack_conv(call)
+        return call
+
+    def pack_conv(self, call: Any) -> Any:
+        a = call.attrs
+        x, w = call.args
+        shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
+        out = static_shape(call.ty)
+        cblock = self.block
+        if self.conv_block and out and len(out) == 4 and shape and len(shape) == 4:
+            cblock = self.conv_block(out[2] if out[2] > 1 else out[1], shape[0] == shape[1] == 1)
+        if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or a.groups != 1
+                or shape is None or numel(x.ty) is None or shape[3] % cblock or shape[3] < 2 * cblock):
+            return call
+        packed = self.builder_.emit(relax.op.layout_transform(
+            w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
+        out_dtype = str(a.out_dtype) if str(a.out_dtype) else str(x.ty.dtype)
+        return self.builder_.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
+                                     [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                                     out_dtype or str(x.ty.dtype), primfunc_name_hint="conv2d_nhwc_packed")
+
+    def pack_matmul(self, call: Any) -> Any:
+        x, w = call.args
+        block = self.block
+        shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
+        if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
+                or shape[1] < 2 * block or not self.from_weights(w)):
+            return call
+        # A classifier's 1000 outputs are not a multiple of the tile: a narrower block (the
+        # rule then uses narrower vectors) still turns its weight rows into one stream.
+        n = shape[1]
+        pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0), None)
+        # No block divides n (GPT-2's 50257-word LM head, a third of its FLOPs): the weight is
+        # padded with zero columns to whole blocks at load time, the kernel computes the padded
+        # width with full vectors, and the padding is sliced off its output. Unpadded, the
+        # tail left the whole loop unvectorised: a scalar matmul.
+        padded = pb is None
+        pb = block if padded else pb
+        packed = self.builder_.emit(relax.op.layout_transform(
+            w, lambda k, n: (n // pb, k, n % pb), pad_value=0.0 if padded else None))
+        # Rows with no divisor from 4 to 8 (ViT's 197 tokens) would leave a predicated last row
+        # tile, and the predicate sits in every tile's inner loop (30 % slower at 197 rows
+        # than at 200): whole tiles are computed, the extra rows re-reading the last row
+        # (no bounds check, no copy), and sliced off.
+        m = int(x.ty.shape[-2])
+        rows = -(-m // 8) * 8 if m > 8 and max(d for d in range(1, 9) if m % d == 0) < 4 else None
+        out_dtype = str(call.attrs.out_dtype) or str(x.ty.dtype)
+        out = self.builder_.call_te(packed_matmul, x, packed, out_dtype or str(x.ty.dtype), rows,
+                                    primfunc_name_hint="matmul_packed")
+        rank = len(x.ty.shape)
+        if rows:
+            out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])
+        if padded:
+            out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
+        return out
+
+
+def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None) -> Any:
+    """The pass. ``conv_block(rows, dot)`` gives a convolution's block from its output rows (the
+    register tile's row axis) and whether it is 1x1, when it depends on them."""
+
+    def set_weights(mutator_: Any, func: Any) -> None:
+        mutator_.weights = weight_params(func)
+
+    return builder_pass(lambda mod: _Pack(mod, block, conv_block), "PackWeights", before=set_weights)

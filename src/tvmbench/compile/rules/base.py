@@ -1,0 +1,131 @@
+"""What every tvmbench CPU rule shares: the DLight base class, the guard that turns a rule's crash
+on a half-matched function into a decline, and the loop schedules several rules apply."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import tvm
+from tvm import s_tir
+from tvm.s_tir import dlight as dl
+from tvm.s_tir.dlight.analysis import normalize_prim_func
+from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
+from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
+
+from tvmbench.compile.tiles import vector_lanes, vector_width
+from tvmbench.compile.tir import as_int, dtype_bits
+
+# Below this many output elements, a parallel loop costs more in thread wake-up than it saves.
+PARALLEL_MIN_ELEMENTS = 8192
+
+
+class Rule(CPUScheduleRule):
+    """A DLight CPU rule: ``apply`` returns a schedule, or None when the rule does not apply.
+
+    Subclasses implement ``schedule(func, target)`` for PrimFuncs of an LLVM target; ``apply``
+    adds the checks every rule makes first."""
+
+    def apply(self, func: Any, target: Any, tunable: bool) -> Any:
+        if not isinstance(func, tvm.tirx.PrimFunc) or not self.is_target_available(target):
+            return None
+        return self.schedule(func, target)
+
+    def schedule(self, func: Any, target: Any) -> Any:
+        raise NotImplementedError
+
+
+def guarded(rule: Any) -> Any:
+    """``rule`` (tvmbench's or DLight's), declining instead of raising on a function it half-matches.
+
+    TVM 0.27's CPU GEMV rule asserts inside its pattern analysis on some fused functions (one of
+    mobilenet_v2's, for instance), and a tvmbench rule can meet a pattern its matcher let through
+    that a schedule primitive then refuses; either would abort the whole compile. Each rule builds
+    its own schedule from the untouched function, so declining leaves the function as it was for
+    the next rule. This is the one place where rule exceptions are swallowed.
+    """
+
+    class Guarded(dl.ScheduleRule):
+        def apply(self, func: Any, target: Any, tunable: bool) -> Any:
+            try:
+                return rule.apply(func, target, tunable)
+            except Exception:
+                return None
+
+    Guarded.__name__ = type(rule).__name__
+    return Guarded()
+
+
+def normalized(func: Any) -> tuple[Any, list[Any]] | None:
+    """A fresh schedule of ``func`` and its blocks as DLight describes them, or None."""
+    sch = s_tir.Schedule(func)
+    infos = normalize_prim_func(sch)
+    return (sch, infos) if infos else None
+
+
+def schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:
+    """Vectorise the innermost loop, spread the loops around it over the cores.
+
+    The loop nest keeps its shape (rather than being fused into one flat loop) so that every
+    index stays affine in the loop variables: a flat loop over a transpose or a broadcast would
+    need a division and a modulo per element and per dimension, which costs more than the copy.
+    """
+    loops = sch.get_loops(block)
+    if not loops:
+        return
+    extents = [as_int(sch.get(loop).extent) for loop in loops]
+    if any(e is None for e in extents):
+        return
+    total = int(np.prod(extents))
+    width = vector_width(extents[-1], lanes)
+    inner = loops[-1]
+    if width > 1:
+        inner, vec = sch.split(inner, factors=[None, width])
+        sch.vectorize(vec)
+    if total < PARALLEL_MIN_ELEMENTS:
+        return
+    outer = loops[:-1]
+    if outer and int(np.prod(extents[:-1])) >= 2:
+        sch.parallel(sch.fuse(*outer) if len(outer) > 1 else outer[0])
+    else:
+        # One long loop: chunks of 64 vectors, so the tail predicate (if any) sits on this scalar
+        # loop and thread hand-offs stay few.
+        par, _ = sch.split(inner, factors=[None, 64])
+        sch.parallel(par)
+
+
+def schedule_every_block(sch: Any, infos: list[Any], target: Any) -> Any:
+    """Elementwise blocks vectorised and parallel; other blocks' leading spatial loops parallel."""
+    for info in try_inline_contiguous_spatial(sch, infos):
+        block = sch.get(info.block_rv)
+        lanes = vector_lanes(target, dtype_bits(block.writes[0].source.dtype) if block.writes else 32)
+        if info.is_injective():
+            schedule_injective_block(sch, info.block_rv, lanes)
+            continue
+        kinds = info.dom_kind()
+        lead = len(kinds) - len(kinds.lstrip("S"))
+        extents = [as_int(e) for e in info.dom()]
+        if lead == 0 or any(e is None for e in extents):
+            continue
+        loops = sch.get_loops(info.block_rv)[:lead]
+        fused = sch.fuse(*loops) if lead > 1 else loops[0]
+        if int(np.prod(extents)) >= PARALLEL_MIN_ELEMENTS:
+            sch.parallel(fused)
+    return sch
+
+
+def register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, tile: Any, first_reduce: Any,
+                        lanes: int, epilogue: Any) -> None:
+    """Unroll and vectorise a register tile, accumulate it in a tile buffer written back once
+    (with ``epilogue`` applied) under ``tile``, and split off the initialisation."""
+    sch.unroll(rows)
+    sch.unroll(vecs)
+    sch.vectorize(lane)
+    writeback = sch.cache_write(block, 0, "global")
+    if epilogue is not None:
+        sch.reverse_compute_inline(epilogue)
+    sch.reverse_compute_at(writeback, tile, preserve_unit_loops=True)
+    _, vec = sch.split(sch.get_loops(writeback)[-1], factors=[None, lanes])
+    sch.vectorize(vec)
+    init = sch.decompose_reduction(block, first_reduce)
+    sch.vectorize(sch.get_loops(init)[-1])

@@ -1,0 +1,318 @@
+"""Contraction: register-tiled reductions (matmul, batch matmul, convolution, pooling, means).
+
+A function whose one reduction block writes an output whose innermost axis is contiguous in every
+operand that uses it: NN matmul and batch-matmul, NHWC convolution (weights in HWIO or packed, so
+output channels are contiguous), depthwise convolution, pooling, global means. The output is
+computed in register tiles of ``rows x (vectors * lanes)`` accumulators, with the whole reduction
+running inside the tile (the classic outer-product micro-kernel: per reduction step, ``vectors``
+contiguous loads and ``rows`` broadcasts feed ``rows * vectors`` FMAs). Tiles are distributed over
+cores. The elementwise epilogue (bias, batch-norm scale/shift, residual add, ReLU) is computed
+from the accumulators as they are written back, so it costs no extra pass over memory.
+
+``apply`` reads as its steps: match, pad the vector axis (when no vector width divides it),
+inline producers, fold the epilogue, choose the tile, tile, write back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from tvmbench.compile import tiles
+from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
+from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
+from tvmbench.compile.tir import (
+    as_int,
+    buffer_shape,
+    coefficient,
+    dtype_bits,
+    is_copy,
+    packed_block,
+    uses,
+)
+
+# Reductions this short (a pooling or depthwise window) read their padding inline.
+SHORT_REDUCTION = 49
+INLINE_PAD_BYTES = 1 << 20
+# When the operands that do not depend on the row axis (a convolution's weights, the second
+# operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
+# tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
+# (same-process A/Bs against channel-outer: resnet18 1.12x, mobilenet_v2 1.09x, resnet50 1.05x,
+# bert-base 1.03x). Larger weights (deep ResNet layers, BERT's dense layers) keep channel-outer,
+# where one tile's weight panel stays in cache while the smaller input is swept.
+SPATIAL_OUTER_WEIGHT_BYTES = 1 << 20
+# Reductions this short (a 3x3 window, a 3x3x3 stem convolution) are unrolled whole: their loops
+# of 3 cost more in branches and index arithmetic than the tile's FMAs.
+UNROLL_REDUCTION = 27
+
+
+@dataclass
+class Match:
+    """What the matcher found in one function: its schedule, the reduction block and its axes.
+    ``block`` and ``out`` are the reduction block and its output as matched, before any step."""
+
+    sch: Any
+    infos: list[Any]
+    main: Any  # the reduction's BlockInfo
+    block: Any
+    out: Any
+    lanes: int
+    kinds: str
+    extents: list[int]
+    n_axis: int  # the output's innermost axis: the vector axis
+    m_axis: int | None  # the register tile's row axis
+    packs: list[int]  # block sizes of packed operands (``w[n // P, ..., n % P]``)
+
+    def window(self) -> int:
+        return int(np.prod([e for e, k in zip(self.extents, self.kinds, strict=True) if k == "R"]))
+
+
+@dataclass
+class Tile:
+    vectors: int
+    rows: int
+    width: int  # lanes of one vector of the tile
+
+
+class Contraction(Rule):
+    """Register-tiled reductions (matmul/conv/pool)."""
+
+    def schedule(self, func: Any, target: Any) -> Any:
+        found = match(func, target)
+        if found is None:
+            return None
+        found, einsum_padded = pad_vector_axis(found, func, target)
+        if found is None:
+            return None
+        inline_producers(found, einsum_padded)
+        epilogue = fold_epilogue(found)
+        if epilogue is False:
+            return None
+        tile = choose_tile(found, target)
+        if tile is None:
+            return None
+        tile_loop, reduce_loops = tile_loops(found, tile)
+        write_back(found, tile, tile_loop, reduce_loops, epilogue)
+        return found.sch
+
+
+def match(func: Any, target: Any) -> Match | None:
+    """One reduction block of spatial and reduction axes only, static extents, and every operand
+    either independent of the output's innermost axis or reading it contiguously (or packed)."""
+    found = normalized(func)
+    if found is None:
+        return None
+    sch, infos = found
+    reductions = [b for b in infos if not b.is_injective()]
+    if len(reductions) != 1 or any(k not in "SR" for k in reductions[0].dom_kind()):
+        return None
+    main = reductions[0]
+    block = sch.get(main.block_rv)
+    if len(block.writes) != 1:
+        return None
+    out = block.writes[0].source
+    kinds = main.dom_kind()
+    extents = [as_int(e) for e in main.dom()]
+    if any(e is None for e in extents):
+        return None  # dynamic shapes: leave to DLight/MetaSchedule
+    n_axis = _spatial_axis(block, kinds, len(block.writes[0].region) - 1)
+    if n_axis is None or extents[n_axis] < 4:
+        return None
+    packs = _contiguous_packs(block, block.iter_vars[n_axis].var)
+    if packs is None:
+        return None
+    return Match(sch, infos, main, block, out, vector_lanes(target, dtype_bits(out.dtype)), kinds, extents,
+                 n_axis, _row_axis(block, kinds, extents, n_axis), packs)
+
+
+def _spatial_axis(block: Any, kinds: str, dim: int) -> int | None:
+    """The spatial iterator that indexes dimension ``dim`` of the output, if one does alone."""
+    r = block.writes[0].region[dim]
+    for i, iv in enumerate(block.iter_vars):
+        if kinds[i] == "S" and r.min.same_as(iv.var):
+            return i
+    return None
+
+
+def _row_axis(block: Any, kinds: str, extents: list[int], n_axis: int) -> int | None:
+    """The row axis: the output's next-to-innermost spatial axis, else the longest other one."""
+    rank = len(block.writes[0].region)
+    m_axis = _spatial_axis(block, kinds, rank - 2) if rank >= 2 else None
+    if m_axis is None or extents[m_axis] == 1:
+        others = [i for i, k in enumerate(kinds) if k == "S" and i != n_axis and extents[i] > 1]
+        m_axis = max(others, key=lambda i: extents[i]) if others else None
+    return m_axis
+
+
+def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:
+    """Every operand must either not depend on the vector axis (broadcast) or read it contiguously
+    in its innermost dimension; anything else (a transposed operand, a row reduction) is a gather:
+    None. A packed operand (``w[n // P, ..., n % P]``, see passes/pack_weights.py) is contiguous
+    within each tile when the tile divides P; the Ps are returned."""
+    packs = []
+    for read in block.reads:
+        region = read.region
+        for d, r in enumerate(region):
+            last = d == len(region) - 1
+            c = coefficient(r.min, n_var)
+            if c is None:
+                size = packed_block(r.min, n_var, last)
+                if size is None:
+                    return None
+                packs.append(size)
+            elif (not last and c != 0) or (last and c not in (0, 1)):
+                return None
+    return packs
+
+
+def padding(extents: list[int], n_axis: int, lanes: int) -> list[int] | None:
+    """Padded extents that give the vector axis whole vectors, or None when it already divides
+    by 4 (a row axis without a good divisor costs only a predicated last tile, no padding).
+
+    Attention over 197 tokens (ViT) multiplies by a ``[64, 197]`` operand: with no vector width
+    dividing 197 the tile could not be vectorised at all, and ran at a tenth of the machine's
+    speed. Padding the operands to 208 columns costs a copy of them and 6 % more arithmetic.
+    """
+    n = extents[n_axis]
+    padded = list(extents)
+    if n > lanes and n % 4:
+        padded[n_axis] = -(-n // lanes) * lanes
+    return padded if padded != extents else None
+
+
+def pad_vector_axis(found: Match, func: Any, target: Any) -> tuple[Match | None, bool]:
+    """The match to schedule, and whether its operands were padded (``padding``). Only a plain
+    einsum (operands indexed by the loop variables) can be padded: its operands get padded
+    copies, the output a padded buffer sliced into the real one; a convolution keeps a tail."""
+    padded = padding(found.extents, found.n_axis, found.lanes) if not found.packs else None
+    if padded is None:
+        return found, False
+    try:
+        found.sch.pad_einsum(found.main.block_rv, padded)
+    except Exception:
+        return match(func, target), False  # the schedule was touched: start again, unpadded
+    return match(found.sch.mod["main"], target), True
+
+
+def inline_producers(found: Match, einsum_padded: bool) -> None:
+    """A plain copy (the "padding" of a 1x1 convolution) is inlined: it would only cost a pass
+    over memory. Real padding stays a separate parallel loop nest, so the tile's loads carry no
+    bounds check, except under a short reduction (pooling, depthwise convolution: a 3x3 window
+    per output) with a strided or cache-sized input: there the copy is a pass over memory for 9
+    operations per output (for stride 2, over 4 inputs per output), and a bounds check per load
+    is the cheaper of the two (mobilenet_v2's stride-2 depthwise convolutions 1.4-2.3x faster;
+    the stride-1 ones over 1 MB ran 4-9 % slower inline, so they keep it)."""
+    sch = found.sch
+    out_elems = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "S"]))
+    for info in found.infos[: found.infos.index(found.main)]:
+        if not info.is_injective():
+            continue
+        produced = sch.get(info.block_rv).writes[0].source
+        in_elems = int(np.prod([as_int(d) or 0 for d in produced.shape]))
+        short = found.window() <= SHORT_REDUCTION and (
+            in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES or in_elems >= 3 * out_elems)
+        # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
+        if is_copy(sch.get(info.block_rv)) or (short and not einsum_padded):
+            try:
+                sch.compute_inline(info.block_rv)
+                continue
+            except Exception:
+                pass
+        schedule_injective_block(sch, info.block_rv, found.lanes)
+
+
+def fold_epilogue(found: Match) -> Any:
+    """The chain of elementwise consumers folded into one block reading the reduction: that
+    block, None when there is none, False when a consumer is not elementwise (no match). Each
+    block is inlined into the ones that read it, leaving the last: a value used twice (GELU's
+    ``x * f(x)``) cannot be reverse-inlined into a single consumer."""
+    consumers = found.infos[found.infos.index(found.main) + 1:]
+    if any(not c.is_injective() for c in consumers):
+        return False
+    for info in consumers[:-1]:
+        found.sch.compute_inline(info.block_rv)
+    return consumers[-1].block_rv if consumers else None
+
+
+def choose_tile(found: Match, target: Any) -> Tile | None:
+    """The register tile (``tiles.register_tile``): vectors that divide the vector axis and every
+    packed block, rows over the row axis."""
+    extents, m_axis = found.extents, found.m_axis
+    width = vector_width(extents[found.n_axis], found.lanes)
+    n_vectors_total = extents[found.n_axis] // width
+    rows_wanted = 1 if m_axis is None else min(tiles.MAX_ROWS, extents[m_axis])
+    choices = [v for v in ((4, 2, 1) if rows_wanted == 1 else (2, 1))
+               if n_vectors_total % v == 0 and all(p % (v * width) == 0 for p in found.packs)]
+    if not choices:
+        return None
+    dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
+    vectors, rows = register_tile(None if m_axis is None else extents[m_axis], choices,
+                                  accumulator_budget(target), tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
+    return Tile(vectors, rows, width)
+
+
+def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
+    """Split the vector and row axes into the register tile, order the tiles (``_tile_order``),
+    fuse them into one parallel loop, unroll the tile (and a short reduction), vectorise the
+    lanes. Returns the tile loop and the reduction loops."""
+    sch, kinds, m_axis = found.sch, found.kinds, found.m_axis
+    loops = sch.get_loops(found.main.block_rv)
+    n_outer, n_vec_i, n_lane = sch.split(loops[found.n_axis], factors=[None, tile.vectors, tile.width])
+    outer_spatial = [n_outer]
+    inner = []
+    if m_axis is not None:
+        m_outer, m_inner = sch.split(loops[m_axis], factors=[None, tile.rows])
+        inner.append(m_inner)
+    outer_spatial += [loops[i] for i, k in enumerate(kinds) if k == "S" and i not in (found.n_axis, m_axis)]
+    if m_axis is not None:
+        outer_spatial.append(m_outer)
+        if _weights_fit(found):
+            outer_spatial = outer_spatial[1:] + outer_spatial[:1]
+    reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
+    sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
+    tile_loop = sch.fuse(*outer_spatial)
+    if (as_int(sch.get(tile_loop).extent) or 0) > 1:
+        sch.parallel(tile_loop)
+    for loop in inner + [n_vec_i] + (reduce_loops if found.window() <= UNROLL_REDUCTION else []):
+        sch.unroll(loop)
+    if tile.width > 1:
+        sch.vectorize(n_lane)
+    return tile_loop, reduce_loops
+
+
+def _weights_fit(found: Match) -> bool:
+    """Whether the operands that do not depend on the row axis fit SPATIAL_OUTER_WEIGHT_BYTES:
+    then the output-channel tiles go innermost, and the input is read once."""
+    m_var = found.block.iter_vars[found.m_axis].var
+    weight_bytes = sum(int(np.prod([as_int(d) or 0 for d in r.source.shape])) * dtype_bits(r.source.dtype) // 8
+                       for r in found.block.reads if not r.source.same_as(found.out)
+                       and not any(uses(x.min, m_var) for x in r.region))
+    return bool(weight_bytes) and weight_bytes <= SPATIAL_OUTER_WEIGHT_BYTES
+
+
+def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any) -> None:
+    """Accumulate in a tile-sized buffer (promoted to registers by LLVM), written back once with
+    the epilogue applied; the initialisation split off and vectorised."""
+    sch, width = found.sch, tile.width
+    writeback = sch.cache_write(found.main.block_rv, 0, "global")
+    if epilogue is not None:
+        try:
+            # Only an epilogue over the whole output joins the write-back: TVM inlines a slice of
+            # it (the padding cut off a padded matmul) without bounding the write-back's loops.
+            if buffer_shape(sch.get(epilogue).writes[0].source) != buffer_shape(found.out):
+                raise ValueError("the epilogue covers part of the output")
+            sch.reverse_compute_inline(epilogue)
+        except Exception:
+            schedule_injective_block(sch, epilogue, found.lanes)  # it then runs as its own loop nest
+    sch.reverse_compute_at(writeback, tile_loop, preserve_unit_loops=True)
+    wb_loops = sch.get_loops(writeback)[1:]
+    if wb_loops and width > 1:
+        _, vec = sch.split(wb_loops[-1], factors=[None, width])
+        sch.vectorize(vec)
+    if reduce_loops:
+        init = sch.decompose_reduction(found.main.block_rv, reduce_loops[0])
+        init_loops = sch.get_loops(init)
+        if width > 1 and init_loops:
+            sch.vectorize(init_loops[-1])

@@ -1,0 +1,83 @@
+"""Winograd: the input and output transforms of a Winograd convolution (``passes/winograd.py``).
+
+Both select their coefficients by the position inside the transformed or the output tile: those
+position loops are unrolled inside the channel-vector loop, so every selection resolves at
+compile time and each unrolled body is a straight sum of vector loads. The output transform's
+consumers (bias, residual add, ReLU) are inlined into it: the tile is written once, finished.
+Tiles are spread over the cores. The two kernels are told apart by the name the pass gives their
+transform block (``names.WINOGRAD_INPUT`` / ``WINOGRAD_OUTPUT``).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
+from tvmbench.compile.tiles import vector_lanes, vector_width
+from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits
+
+
+class Winograd(Rule):
+    """The input and output transforms of a Winograd convolution, tile positions unrolled."""
+
+    def schedule(self, func: Any, target: Any) -> Any:
+        found = normalized(func)
+        if found is None or not all(b.is_injective() for b in found[1]):
+            return None
+        sch, infos = found
+        names = [sch.get(b.block_rv).name_hint for b in infos]
+        for name, transform in ((WINOGRAD_INPUT, input_transform), (WINOGRAD_OUTPUT, output_transform)):
+            if name in names:
+                return transform(sch, infos, names.index(name), target)
+        return None
+
+
+def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
+    """Tiles in parallel; per tile, vectors of channels with the tile positions unrolled inside.
+    The other blocks (the input's padding) are scheduled as elementwise loops."""
+    transform = infos[index].block_rv
+    lanes = vector_lanes(target, dtype_bits(sch.get(transform).writes[0].source.dtype))
+    for i, info in enumerate(infos):
+        if i != index:
+            schedule_injective_block(sch, info.block_rv, lanes)
+    pos, tiles, channels = sch.get_loops(transform)
+    width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
+    c_outer, c_lane = sch.split(channels, factors=[None, width])
+    sch.reorder(tiles, c_outer, pos, c_lane)
+    sch.parallel(tiles)
+    sch.unroll(pos)
+    sch.vectorize(c_lane)
+    return sch
+
+
+def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
+    """Every block inlined into the last (the epilogue over the same output), whose rows and
+    columns are split into output tiles of ``m``: tiles in parallel, positions unrolled."""
+    transform = sch.get(infos[index].block_rv)
+    products = [r.source for r in transform.reads if len(r.source.shape) == 3]
+    alpha = math.isqrt(as_int(products[0].shape[0]) or 0) if products else 0
+    m = alpha - 2
+    shape = buffer_shape(transform.writes[0].source)
+    for info in infos[:-1]:
+        sch.compute_inline(info.block_rv)
+    last = infos[-1].block_rv
+    out = sch.get(last).writes[0].source
+    # (the batch loop is gone when the batch is 1: normalize_prim_func drops unit loops)
+    loops = sch.get_loops(last)
+    if m < 2 or len(loops) < 3 or buffer_shape(out) != shape \
+            or [as_int(sch.get(loop).extent) for loop in loops[-3:]] != shape[-3:]:
+        return None
+    lanes = vector_lanes(target, dtype_bits(out.dtype))
+    *batch, rows, cols, channels = loops
+    width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
+    r_outer, r_inner = sch.split(rows, factors=[None, m])
+    w_outer, w_inner = sch.split(cols, factors=[None, m])
+    c_outer, c_lane = sch.split(channels, factors=[None, width])
+    sch.reorder(*batch, r_outer, w_outer, c_outer, r_inner, w_inner, c_lane)
+    sch.parallel(sch.fuse(*batch, r_outer, w_outer))
+    sch.unroll(r_inner)
+    sch.unroll(w_inner)
+    sch.vectorize(c_lane)
+    return sch

@@ -1,0 +1,123 @@
+"""Register-tile and vector-width arithmetic, shared by the passes that lay weights out and the
+rules that schedule the kernels reading them: a packed weight block is one register tile's panel,
+so both sides must compute the same numbers from the same target.
+
+No TVM import at module level; ``target`` arguments are ``tvm.target.Target`` objects except in
+:func:`weight_block`, which takes tvmbench's ``ResolvedTarget``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.targets import ResolvedTarget, has_feature
+
+# Accumulator budget: AVX-512 and NEON have 32 vector registers, AVX2 16; leave room for the
+# operand loads and the broadcast. A tile beyond the register file spills every accumulator on
+# every reduction step: resnet18 built for AVX2 with the 32-register tile ran its convolutions at
+# 80 GFLOP/s, against 158 for the AVX-512 build on the same Zen 4 cores (equal FMA throughput).
+MAX_ACCUMULATORS = 24
+MAX_ACCUMULATORS_16_REGS = 12
+# A predicated tail tile's worth against a whole one (its predicate sits in every tile's inner
+# loop: ViT's 197-row dense layers ran ~20 % slower than at 200 rows).
+PREDICATED_TILE_PERCENT = 80
+# ... and for a plain dot product over channels (a 1x1 convolution): on AVX2, resnet50's 1x1
+# convolutions on 14x14 maps ran 1.08x faster end to end as one vector over 7 rows than as two
+# vectors over a predicated 6, while resnet18's 3x3 ones lost 3 % (same-process A/Bs).
+PREDICATED_DOT_TILE_PERCENT = 50
+MAX_ROWS = 8
+
+
+def vector_bits(target: Any) -> int:
+    """The target's widest vector register. On x86 it comes from the ISA features: TVM 0.27's
+    ``llvm_get_vector_width`` answers 512 for AVX2 CPUs (haswell, znver2/3) too, and a 16-lane
+    fp32 tile is then split into ymm pairs, doubling every register tile past the 16 registers."""
+    from tvm.target.codegen import llvm_get_vector_width
+
+    for feature, bits in (("avx512f", 512), ("avx", 256), ("sse2", 128)):
+        if has_feature(target, feature):
+            return bits
+    try:
+        bits = int(llvm_get_vector_width(target))
+    except Exception:
+        bits = 128
+    return bits if bits > 0 else 128
+
+
+def vector_lanes(target: Any, dtype_bits: int) -> int:
+    """Elements of ``dtype_bits`` in one of the target's vector registers."""
+    return max(vector_bits(target) // dtype_bits, 1)
+
+
+def accumulator_budget(target: Any) -> int:
+    """Vector accumulators a register tile may hold on this target."""
+    triple = str(target.attrs.get("mtriple", "") or "")
+    if triple.startswith(("aarch64", "arm64")) or has_feature(target, "avx512f"):
+        return MAX_ACCUMULATORS  # 32 vector registers (AArch64 NEON/SVE, AVX-512)
+    return MAX_ACCUMULATORS_16_REGS
+
+
+def largest_divisor(n: int, limit: int) -> int:
+    """The largest divisor of ``n`` that is at most ``limit`` (1 at worst)."""
+    for d in range(min(n, limit), 0, -1):
+        if n % d == 0:
+            return d
+    return 1
+
+
+def vector_width(extent: int, lanes: int) -> int:
+    """Widest power-of-two vector (at most the target's lanes) that divides the axis exactly;
+    a remainder would put a predicate inside the vector loop and defeat vectorisation."""
+    width = lanes
+    while width >= 4:
+        if extent % width == 0:
+            return width
+        width //= 2
+    return 1
+
+
+def row_tile(rows_extent: int, limit: int) -> tuple[int, bool]:
+    """Rows of a register tile at most ``limit``: the largest divisor of the row extent, else
+    (no divisor from 4 up) a predicated tail tile. Says whether it is predicated."""
+    rows = largest_divisor(rows_extent, min(MAX_ROWS, limit))
+    if rows < 4 and rows_extent > MAX_ROWS:
+        return min(MAX_ROWS, limit), True
+    return rows, False
+
+
+def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
+                  predicated_percent: int | None = None) -> tuple[int, int]:
+    """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
+
+    Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
+    ``rows * vectors`` FMAs. With 32 registers two vectors always win (2 x 8 accumulators); with
+    16 (AVX2) two vectors allow at most 6 rows, and a 7-row axis (a 7x7 feature map) is better
+    served by one vector over 7 rows than by two vectors over one."""
+    if rows_extent is None:
+        return vector_choices[0], 1
+    best: tuple[float, int, int] | None = None
+    for vectors in vector_choices:
+        rows, predicated = row_tile(rows_extent, max(budget // vectors, 1))
+        penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
+        score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
+        if best is None or score > best[0]:
+            best = (score, vectors, rows)
+    assert best is not None
+    return best[1], best[2]
+
+
+def packed_tile_vectors(target: Any, rows_extent: int, dot: bool = False) -> int:
+    """Vectors of the register tile over a packed weight whose output rows number
+    ``rows_extent``: what the weight packing needs to make one tile's panel one contiguous stream
+    (a tile reading half of each packed row fetches every cache line twice)."""
+    return register_tile(rows_extent, [2, 1], accumulator_budget(target),
+                         PREDICATED_DOT_TILE_PERCENT if dot else None)[0]
+
+
+def weight_block(target: ResolvedTarget, rows: int | None = None, dot: bool = False) -> int:
+    """Output channels per packed weight block: the contraction rule's register tile, two fp32
+    vectors, or one where the target's registers hold only a one-vector tile over ``rows`` output
+    rows (AVX2 on a 7x7 feature map); ``dot``: a 1x1 convolution."""
+    tvm_target = target.tvm()
+    vectors = 2 if rows is None else packed_tile_vectors(tvm_target, rows, dot)
+    return vectors * vector_lanes(tvm_target, 32)

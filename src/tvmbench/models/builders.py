@@ -1,0 +1,135 @@
+"""Zoo models built as eval-mode ``torch.nn.Module`` with seeded inputs.
+
+No model hub is reachable from the machines this runs on, and weights do not change speed, so
+every model is built from its architecture with random (seeded) weights. Transformers are built
+from configs that carry the published architecture sizes of the named checkpoint.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import torch
+
+from tvmbench.errors import UserError
+from tvmbench.models.base import LoadedModel, ModelOptions
+from tvmbench.models.zoo import TORCHVISION, TORCHVISION_PREFIX, ZooEntry
+
+
+def build(entry: ZooEntry, options: ModelOptions) -> LoadedModel:
+    """Build the module and its seeded inputs."""
+    torch.manual_seed(options.seed)
+    builder: Callable[[ZooEntry, ModelOptions], tuple[Any, dict[str, np.ndarray], dict[str, Any]]]
+    builder = _build_torchvision if entry.source == TORCHVISION else _build_transformers
+    module, inputs, details = builder(entry, options)
+    module.eval()
+    params = list(module.parameters())
+    return LoadedModel(
+        name=entry.name,
+        family=entry.family,
+        inputs=inputs,
+        module=module,
+        options=options,
+        param_count=sum(p.numel() for p in params),
+        param_bytes=sum(p.numel() * p.element_size() for p in params),
+        details={"description": entry.description, "source": entry.source, **details},
+    )
+
+
+def _rng(options: ModelOptions) -> np.random.Generator:
+    return np.random.default_rng(options.seed)
+
+
+def _image_size(entry: ZooEntry, options: ModelOptions) -> int:
+    size = options.image_size or entry.default_image_size or 224
+    if size < 32:
+        raise UserError(f"--image-size {size} is too small for {entry.name}; use at least 32")
+    return size
+
+
+def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
+    import torchvision
+
+    tv_name = entry.name.removeprefix(TORCHVISION_PREFIX)
+    size = _image_size(entry, options)
+    kwargs = dict(entry.extra_kwargs)
+    if tv_name.startswith(("vit_", "swin", "maxvit")):
+        kwargs["image_size"] = size
+    try:
+        module = torchvision.models.get_model(tv_name, weights=None, **kwargs)
+    except (ValueError, AssertionError, TypeError) as e:
+        raise UserError(f"cannot build torchvision {tv_name} at image size {size}: {e}") from None
+    # Some classifiers zero-initialise their last layer (torchvision's ViT head), which makes every
+    # output 0 and any accuracy check meaningless. Give such all-zero weight matrices random values.
+    with torch.no_grad():
+        for p in module.parameters():
+            if p.dim() >= 2 and not p.any():
+                torch.nn.init.normal_(p, std=0.02)
+    x = _rng(options).standard_normal((options.batch_size, 3, size, size), dtype=np.float32)
+    return module, {"x": x}, {"image_size": size}
+
+
+class HFWrapper(torch.nn.Module):
+    """Calls a transformers model with positional tensors and returns plain tensors (no
+    ModelOutput, no KV cache), so torch.export, ONNX and every backend see the same graph."""
+
+    def __init__(self, model: Any, input_names: tuple[str, ...], outputs: tuple[str, ...],
+                 use_cache: bool | None) -> None:
+        super().__init__()
+        self.model = model
+        self.input_names = input_names
+        self.outputs = outputs
+        self.use_cache = use_cache
+
+    def forward(self, *args: torch.Tensor) -> Any:
+        kwargs: dict[str, Any] = dict(zip(self.input_names, args, strict=True))
+        if self.use_cache is not None:
+            kwargs["use_cache"] = self.use_cache
+        out = self.model(**kwargs)
+        values = tuple(out[k] for k in self.outputs)
+        return values[0] if len(values) == 1 else values
+
+
+def _build_transformers(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
+    import transformers
+
+    assert entry.hf_class is not None
+    model_cls = getattr(transformers, entry.hf_class)
+    config_kwargs = {**entry.hf_config, **options.config_overrides}
+    rng = _rng(options)
+    details: dict[str, Any] = {"hf_class": entry.hf_class, "config": config_kwargs}
+    if entry.family == "vision-transformer":
+        size = _image_size(entry, options)
+        patch = int(config_kwargs.get("patch_size", 16))
+        if size % patch:
+            raise UserError(f"--image-size {size} must be a multiple of the patch size {patch} for {entry.name}")
+        config_kwargs["image_size"] = size
+        details["image_size"] = size
+    config = model_cls.config_class(**config_kwargs)
+    try:
+        model = model_cls(config)
+    except Exception as e:  # bad override values end up here
+        raise UserError(f"cannot build {entry.name} with config {options.config_overrides}: {e}") from None
+
+    if entry.family == "vision-transformer":
+        inputs = {"pixel_values": rng.standard_normal((options.batch_size, 3, size, size), dtype=np.float32)}
+        use_cache = None
+    else:
+        seq = options.seq_length or entry.default_seq_length or 128
+        limit = getattr(config, "max_position_embeddings", None) or getattr(config, "n_positions", None)
+        if entry.hf_class == "RobertaModel" and limit:
+            limit -= config.pad_token_id + 1  # positions start after the padding index
+        if seq < 1 or (limit and seq > limit):
+            raise UserError(f"--seq-length {seq} is outside 1..{limit} for {entry.name}")
+        # Token ids avoid the special ids at the bottom of the vocabulary (padding for RoBERTa).
+        ids = rng.integers(5, config.vocab_size, size=(options.batch_size, seq), dtype=np.int64)
+        inputs = {"input_ids": ids}
+        if entry.hf_class == "T5ForConditionalGeneration":
+            inputs["decoder_input_ids"] = rng.integers(5, config.vocab_size, size=(options.batch_size, seq),
+                                                       dtype=np.int64)
+        use_cache = False if entry.hf_class in ("GPT2LMHeadModel", "T5ForConditionalGeneration") else None
+        details["seq_length"] = seq
+    wrapped = HFWrapper(model, tuple(inputs), entry.outputs, use_cache)
+    return wrapped, inputs, details

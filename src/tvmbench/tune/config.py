@@ -1,0 +1,35 @@
+"""The options of a tuning run (no TVM import: the CLI builds its flags from them)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule search strategies, by its names
+COST_MODELS = ("xgb", "mlp", "random")
+SCHEDULERS = ("gradient", "round-robin")
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    trials: int = 1000  # max_trials_global for this model, counting trials already in the database
+    trials_per_task: int | None = None  # default: 2 * trials / tasks, at least 64
+    trials_per_iter: int = 32  # candidates measured per batch
+    time_budget_s: float | None = None
+    strategy: str = "evolutionary"
+    cost_model: str = "xgb"
+    task_scheduler: str = "gradient"
+    threads: int = 1
+    builder_timeout_s: float = 60.0
+    runner_timeout_s: float = 30.0
+    runner_number: int = 3
+    runner_repeat: int = 1
+    runner_min_repeat_ms: int = 50
+    cpu_cache_flush: bool = False
+    seed: int = 0
+    rpc_tracker: str | None = None  # "host:port" of a TVM RPC tracker: measure on its devices
+    rpc_key: str | None = None
+    rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
