@@ -388,7 +388,7 @@ def _print_tune_report(report: Any, console: Any) -> None:
 
 
 def _version() -> str:
-    from tvmbench import __version__
+    from tvmbench.version import __version__
 
     return f"tvmbench {__version__}"
 
@@ -776,7 +776,7 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from tvmbench.backends import FRAMEWORKS, _load
+    from tvmbench.backends import FRAMEWORKS, load_class
     from tvmbench.results.report import make_console
 
     table = Table(title="frameworks")
@@ -784,7 +784,7 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
         table.add_column(col)
     for name in FRAMEWORKS:
         try:
-            a = _load(name).availability()
+            a = load_class(name).availability()
         except Exception as e:  # a broken install is reported, not fatal
             a = {"installed": False, "version": None, "devices": [], "install": f"broken: {e}"}
         table.add_row(name, "yes" if a["installed"] else "no", a["version"] or "-", ", ".join(a["devices"]) or "-",

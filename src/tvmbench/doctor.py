@@ -176,7 +176,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
     """The facts of this machine and of the planned run."""
     import psutil
 
-    from tvmbench.backends import FRAMEWORKS, _load
+    from tvmbench.backends import FRAMEWORKS, load_class
     from tvmbench.measure.environment import governor
     from tvmbench.targets import physical_cores, query_gpu, resolve_target
 
@@ -202,7 +202,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
     f.busy_processes = [f"{name} ({pct:.0f}%)" for pct, name in busy[:3] if pct > 5]
     for name in FRAMEWORKS:
         try:
-            f.frameworks[name] = _load(name).availability()
+            f.frameworks[name] = load_class(name).availability()
         except Exception as e:  # a broken install is a finding, not a crash
             f.frameworks[name] = {"installed": False, "install": f"broken install: {e}"}
     if target is not None:

@@ -26,10 +26,10 @@ ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": 
            "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile",
            "trt": "tensorrt"}
 
-__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "parse_frameworks", "result_key"]
+__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "load_class", "parse_frameworks", "result_key"]
 
 
-def _load(name: str) -> type[Backend]:
+def load_class(name: str) -> type[Backend]:
     """The backend class; importing its module does not import the framework."""
     module, _, cls = REGISTRY[name].partition(":")
     backend: type[Backend] = getattr(importlib.import_module(module), cls)
@@ -37,13 +37,13 @@ def _load(name: str) -> type[Backend]:
 
 
 def result_key(name: str) -> str:
-    return _load(name).result_key
+    return load_class(name).result_key
 
 
 def backend_class(name: str, target: ResolvedTarget | None = None) -> type[Backend]:
     """The backend class; MissingFrameworkError when its framework is not installed,
     FrameworkUnavailableError when it cannot run here (for ``target``, when given)."""
-    backend = _load(name)
+    backend = load_class(name)
     reason = backend.unavailable_reason(target)  # first: installing a package would not help
     if reason:
         raise FrameworkUnavailableError(f"framework '{name}' is {reason}")

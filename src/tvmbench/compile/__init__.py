@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from tvmbench.compile.importer import ImportedModel, import_model
+from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import replacing, write_text_atomic
 from tvmbench.paths import cache_dir
@@ -34,26 +35,6 @@ class CompiledModel:
     load_s: float
     pipeline: list[str] = field(default_factory=list)
     database: dict[str, Any] = field(default_factory=dict)  # what of --db was applied
-
-
-@dataclass
-class TunedSchedules:
-    """The MetaSchedule databases to apply, already opened and reduced to the target's records by
-    the tuning layer (``tune.database.load_databases``): compile never opens a database itself."""
-
-    databases: list[Any] = field(default_factory=list)  # MetaSchedule Database objects
-    digest: str = "none"  # of the applied records, for the cache key
-    infos: list[dict[str, Any]] = field(default_factory=list)  # per source: what was applied or why not
-
-    def union(self) -> Any | None:
-        """One database to apply: the only one, or their union (the fastest record wins)."""
-        if not self.databases:
-            return None
-        if len(self.databases) == 1:
-            return self.databases[0]
-        from tvm.s_tir import meta_schedule as ms
-
-        return ms.database.UnionDatabase(*self.databases)
 
 
 def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, cuda_graph: bool) -> str:

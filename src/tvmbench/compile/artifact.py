@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import TunedSchedules, import_model, pipeline
+from tvmbench.compile import pipeline
+from tvmbench.compile.importer import import_model
+from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import write_json_atomic
 from tvmbench.models import LoadedModel

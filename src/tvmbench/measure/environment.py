@@ -3,19 +3,14 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.metadata
 import os
 import platform
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-import tvmbench
-
-_PACKAGES = ("apache-tvm", "apache-tvm-ffi", "torch", "torchvision", "transformers", "onnx", "onnxruntime",
-             "openvino", "xgboost", "numpy")
+from tvmbench.version import __version__, git_commit, package_versions
 
 
 def cpu_model() -> str:
@@ -33,31 +28,6 @@ def governor() -> str | None:
     try:
         return path.read_text().strip()
     except OSError:
-        return None
-
-
-def package_versions() -> dict[str, str | None]:
-    versions: dict[str, str | None] = {}
-    for name in _PACKAGES:
-        try:
-            versions[name] = importlib.metadata.version(name)
-        except importlib.metadata.PackageNotFoundError:
-            versions[name] = None
-    return versions
-
-
-def git_commit() -> str | None:
-    """The tvmbench checkout's commit, when it runs from one."""
-    src = Path(tvmbench.__file__).resolve().parent
-    try:
-        out = subprocess.run(["git", "-C", str(src), "rev-parse", "--short", "HEAD"], capture_output=True,
-                             text=True, timeout=5)
-        if out.returncode != 0:
-            return None
-        dirty = subprocess.run(["git", "-C", str(src), "status", "--porcelain", "--untracked-files=no"],
-                               capture_output=True, text=True, timeout=5).stdout.strip()
-        return out.stdout.strip() + ("-dirty" if dirty else "")
-    except (OSError, subprocess.SubprocessError):
         return None
 
 
@@ -79,7 +49,7 @@ def collect(threads: int) -> dict[str, Any]:
         "os": platform.platform(),
         "python": platform.python_version(),
         "packages": package_versions(),
-        "tvmbench_version": tvmbench.__version__,
+        "tvmbench_version": __version__,
         "tvmbench_commit": git_commit(),
         "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
     }

@@ -26,7 +26,7 @@ def _default_input(name: str) -> str:
 
 
 def _cache_file() -> Any:
-    from tvmbench.measure.environment import package_versions
+    from tvmbench.version import package_versions
 
     v = package_versions()
     tag = f"{v.get('torch')}-{v.get('torchvision')}-{v.get('transformers')}"

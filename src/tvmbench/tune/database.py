@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tvmbench.compile import TunedSchedules
+from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import replacing, write_text_atomic
 from tvmbench.paths import cache_dir
