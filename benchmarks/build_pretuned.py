@@ -5,7 +5,7 @@
 
 Tunes each model with `tvmbench tune` (target llvm as resolved on this machine, default settings)
 into one work database, so that tasks shared between models are tuned once and a rerun resumes;
-then writes src/tvmbench/tune/pretuned/<target>/ with, per workload, only the fastest record and
+then writes src/tvmbench/tuning/pretuned/<target>/ with, per workload, only the fastest record and
 only where it beats tvmbench's default schedule by more than 2 % (see database.improvements), and
 the machine, budget and date in its meta file. tvmbench applies it wherever the target matches.
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 from tvmbench.measure.environment import cpu_model
 from tvmbench.targets import resolve_target
-from tvmbench.tune.database import (
+from tvmbench.tuning.database import (
     PRETUNED_ROOT,
     WORKLOADS,
     TuningDatabase,

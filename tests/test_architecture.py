@@ -21,12 +21,12 @@ LAYERS = [
               "tvmbench.rpc", "tvmbench.targets"]),
     ("models", ["tvmbench.models"]),
     ("compile", ["tvmbench.compile"]),
-    ("tune", ["tvmbench.tune"]),
+    ("tune", ["tvmbench.tuning"]),
     ("backends", ["tvmbench.backends"]),
     ("measure", ["tvmbench.measure"]),
-    ("profile", ["tvmbench.profile"]),
+    ("profile", ["tvmbench.profiling"]),
     ("results", ["tvmbench.results"]),
-    ("api", ["tvmbench.api", "tvmbench.runner", "tvmbench.compare", "tvmbench.doctor", "tvmbench"]),
+    ("api", ["tvmbench.api", "tvmbench.comparison", "tvmbench.doctor", "tvmbench"]),
     ("cli", ["tvmbench.cli", "tvmbench.seed_scripts"]),
 ]
 

@@ -5,7 +5,7 @@ import shlex
 
 import pytest
 
-from tvmbench import compare
+from tvmbench import comparison as compare
 from tvmbench.cli import main
 from tvmbench.errors import UserError
 from tvmbench.seed_scripts import translate

@@ -42,7 +42,6 @@ def test_a_well_set_up_run_has_no_findings():
     (clean(databases=[{"source": "pretuned", "path": "/p", "records": 5,
                        "skipped": "made with TVM 0.26.0, this is 0.27.0: not applied"}]), ("tuning-db", "warn"),
      "tvmbench tune"),
-    (clean(dlight_applied=False), ("dlight", "error"), "ApplyDefaultSchedule"),
     (clean(env={"OMP_NUM_THREADS": "2", "TVM_NUM_THREADS": "1"}), ("threads", "warn"), "--threads"),
     (clean(threads=4), ("threads", "warn"), "--threads 2"),
     (clean(governor="powersave"), ("governor", "warn"), "cpupower"),

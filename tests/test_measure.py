@@ -160,7 +160,7 @@ def test_intervals_over_rounds_include_the_spread_between_processes():
 
 
 def test_close_speedups_from_one_process_each_ask_for_rounds():
-    from tvmbench.benchmark import close_calls
+    from tvmbench.results.build import close_calls
 
     speedups = {"pytorch": {"speedup": 1.7}, "onnxruntime": {"speedup": 0.95}, "openvino": {"speedup": None}}
     note = close_calls(1, speedups)
@@ -175,20 +175,24 @@ def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped(
 
 
 def test_rounds_pool_samples_and_report_per_round_medians():
-    from tvmbench.benchmark import merge_rounds
     from tvmbench.measure.isolation import Outcome
+    from tvmbench.measure.records import FrameworkRun
+    from tvmbench.measure.runner import merge_rounds
+    from tvmbench.measure.timer import Measurement
 
     def outcome(samples):
-        return Outcome(ok=True, value={"measurement": {"samples_s": samples, "timed_calls": len(samples)},
-                                       "phases_s": {}, "info": {}}, peak_rss_bytes=10)
+        m = Measurement(samples_s=samples, warmup_s=[], block_size=1, stop_reason="fixed runs",
+                        total_calls=len(samples), timed_calls=len(samples), timed_wall_s=sum(samples))
+        return Outcome(ok=True, value=FrameworkRun(info={}, phases_s={}, outputs=[], batch_size=1, model={},
+                                                   measurement=m), peak_rss_bytes=10)
 
     merged = merge_rounds([outcome([0.01, 0.01, 0.01]), Outcome(ok=False, error={"message": "crash"}),
                            outcome([0.02, 0.02, 0.02])])
     assert merged.ok
-    assert merged.value["measurement"]["timed_calls"] == 6
-    assert merged.value["rounds"]["medians_ms"] == pytest.approx([10.0, 20.0])
-    assert merged.value["rounds"]["sizes"] == [3, 3]
-    assert merged.value["rounds"]["failures"] == ["crash"]
+    assert merged.value.measurement.timed_calls == 6 and len(merged.value.samples_s()) == 6
+    assert merged.value.rounds.medians_ms == pytest.approx([10.0, 20.0])
+    assert merged.value.rounds.sizes == [3, 3]
+    assert merged.value.rounds.failures == ["crash"]
     assert not merge_rounds([Outcome(ok=False, error={"message": "x"})]).ok
 
 

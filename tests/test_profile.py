@@ -4,7 +4,7 @@ import json
 from pathlib import Path
 
 from tvmbench.cli import main
-from tvmbench.profile.kernels import kernel_kind
+from tvmbench.profiling.kernels import kernel_kind
 
 MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
 
@@ -43,7 +43,7 @@ def test_profile_of_a_cuda_target_without_a_gpu_is_one_line(capsys):
 
 
 def test_gains_are_corrected_for_the_drift_of_unchanged_kernels():
-    from tvmbench.profile.kernels import KernelProfile, ModelProfile, compare_profiles
+    from tvmbench.profiling.kernels import KernelProfile, ModelProfile, compare_profiles
 
     def profile(times, schedules):
         ks = [KernelProfile(name=f"k{i}", kind="conv", calls=1, ms=t, share=0.0, schedule=s)

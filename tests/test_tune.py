@@ -14,7 +14,7 @@ import pytest
 
 from tvmbench.cli import main
 from tvmbench.targets import resolve_target
-from tvmbench.tune.database import RECORDS, WORKLOADS, TuningDatabase
+from tvmbench.tuning.database import RECORDS, WORKLOADS, TuningDatabase
 
 from .rpc_devices import loopback_devices
 
@@ -81,7 +81,7 @@ def test_tuning_keeps_the_default_schedule_when_search_does_worse_and_stays_corr
 
 
 def test_the_default_database_applies_without_db_and_untuned_turns_it_off(tuned, tmp_path, monkeypatch):
-    from tvmbench.tune.database import default_database_dir
+    from tvmbench.tuning.database import default_database_dir
 
     db, report = tuned
     monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / "cache"))
@@ -116,7 +116,7 @@ def test_profile_shows_which_kernels_ran_tuned_schedules_and_their_gain(tuned, t
 
 
 def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, tmp_path):
-    from tvmbench.tune.database import drop_workloads, select_in_model
+    from tvmbench.tuning.database import drop_workloads, select_in_model
 
     db, _ = tuned
     work = tmp_path / "work"
@@ -143,7 +143,7 @@ def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, t
 
 def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(
         tuned, tmp_path, monkeypatch):
-    from tvmbench.tune import database
+    from tvmbench.tuning import database
 
     db, report = tuned
     work = tmp_path / "work"
@@ -205,7 +205,7 @@ def test_records_of_another_target_are_never_applied(tuned, tmp_path):
 def test_shipped_records_apply_within_their_isa_class_and_exact_ones_win(tuned, tmp_path):
     """A shipped database tuned as haswell serves a znver3 user with 4 cores (both AVX2), never an
     AVX-512 one's records; a record for the user's exact target takes its workload over."""
-    from tvmbench.tune.database import load_databases
+    from tvmbench.tuning.database import load_databases
 
     db, _ = tuned
     user = resolve_target({"kind": "llvm", "mcpu": "znver3", "num-cores": 4})
@@ -241,7 +241,7 @@ def test_shipped_databases_cover_avx512_and_avx2_and_apply_whole_to_their_class(
     """Each database in the package applies all its records to the target it was tuned for and
     to another CPU of its ISA class; together they serve AVX-512 and AVX2 machines."""
     from tvmbench.targets import isa_class
-    from tvmbench.tune.database import PRETUNED_ROOT
+    from tvmbench.tuning.database import PRETUNED_ROOT
 
     peers = {"x86_64-avx512f": "sapphirerapids", "x86_64-avx2": "znver3"}
     classes = set()

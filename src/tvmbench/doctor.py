@@ -2,7 +2,7 @@
 
 "TVM is slower than PyTorch on my GPU" usually comes down to a handful of mistakes: a CUDA
 target without the GPU's architecture (TVM 0.27 silently compiles for sm_50), fp32 on a
-tensor-core GPU, no tuning records, no DLight schedules, frameworks measured with different
+tensor-core GPU, no tuning records, frameworks measured with different
 thread counts, a CPU clocking down, other work on the machine, too little warm-up. ``gather``
 collects the facts once (each check is then a plain function of them, so tests can trigger every
 check with made-up facts) and ``diagnose`` returns one finding per problem, each with its fix.
@@ -46,7 +46,6 @@ class Facts:
     busy_processes: list[str] = field(default_factory=list)
     frameworks: dict[str, dict[str, Any]] = field(default_factory=dict)  # name -> availability
     databases: list[dict[str, Any]] = field(default_factory=list)  # what a run would apply, per source
-    dlight_applied: bool = True
     model: str | None = None
     model_gflops: float | None = None
     warmup_runs: int | None = None
@@ -95,14 +94,6 @@ def check_tuning(f: Facts) -> list[Finding]:
                            "no tuning records apply to this target: TVM runs tvmbench's default schedules only",
                            f"tvmbench tune --model {f.model or 'MODEL'} --trials 2000 (later runs apply it)"))
     return out
-
-
-def check_dlight(f: Facts) -> list[Finding]:
-    if f.target and not f.dlight_applied:
-        return [Finding("dlight", "error", "the compile pipeline applies no DLight schedules: functions without a "
-                        "tuning record would run as naive loops (GPU: a single thread)",
-                        "use tvmbench's pipeline (compile/pipeline.py), which ends with dl.ApplyDefaultSchedule")]
-    return []
 
 
 def check_threads(f: Facts) -> list[Finding]:
@@ -162,7 +153,7 @@ def check_frameworks(f: Facts) -> list[Finding]:
     return out
 
 
-CHECKS: list[Callable[[Facts], list[Finding]]] = [check_cuda_arch, check_precision, check_tuning, check_dlight,
+CHECKS: list[Callable[[Facts], list[Finding]]] = [check_cuda_arch, check_precision, check_tuning,
                                                   check_threads, check_governor, check_load, check_warmup,
                                                   check_frameworks]
 
@@ -206,10 +197,8 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
         except Exception as e:  # a broken install is a finding, not a crash
             f.frameworks[name] = {"installed": False, "install": f"broken install: {e}"}
     if target is not None:
-        from tvmbench.compile.pipeline import describe
-        from tvmbench.tune.database import TuningDatabase, database_sources
+        from tvmbench.tuning.database import TuningDatabase, database_sources
 
-        f.dlight_applied = any(n.startswith("DLight(") for n in describe(target, None))
         for kind, path in database_sources(target, db_dir):
             _, info = TuningDatabase.open(path).view_for(target, by_isa_class=kind == "pretuned")
             f.databases.append({"source": kind, **info})

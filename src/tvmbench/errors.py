@@ -44,3 +44,8 @@ def headline(e: BaseException, limit: int = 300) -> str:
         if line and not re.fullmatch(r"(Exception from )?[\w./-]+\.(cc|cpp|h|hpp|py):\d+:?", line):
             return line[:limit]
     return type(e).__name__
+
+
+class TuningFailed(Exception):
+    """Tuning crashed inside TVM (not a user mistake): exit status 1; the database keeps every
+    batch measured so far."""

@@ -157,7 +157,7 @@ def has_feature(target: Any, feature: str) -> bool:
 
 
 # The ISA levels a CPU schedule depends on, widest first: vector width and register count decide
-# the register tiles (compile/cpu_rules.py), so schedules transfer within a level and not across.
+# the register tiles (compile/tiles.py), so schedules transfer within a level and not across.
 _ISA_LEVELS = {"x86_64": ("avx512f", "avx2", "avx", "sse2"), "aarch64": ("sve", "neon")}
 
 

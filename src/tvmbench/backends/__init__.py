@@ -26,7 +26,7 @@ ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": 
            "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile",
            "trt": "tensorrt"}
 
-__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "load_class", "parse_frameworks", "result_key"]
+__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "default_frameworks", "load_class", "parse_frameworks", "result_key"]
 
 
 def load_class(name: str) -> type[Backend]:
@@ -66,3 +66,8 @@ def parse_frameworks(spec: str) -> list[str]:
     if not names:
         raise UserError("--frameworks is empty; e.g. --frameworks tvm,pytorch")
     return names
+
+
+def default_frameworks(model: str) -> list[str]:
+    """TVM and PyTorch, those of them that can run ``model`` (an ONNX file: TVM alone)."""
+    return [name for name in ("tvm", "pytorch") if load_class(name).can_run(model)]

@@ -9,6 +9,7 @@ checks live outside, identical for every framework.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 from abc import ABC, abstractmethod
 from collections.abc import Callable
@@ -22,6 +23,25 @@ from tvmbench.targets import ResolvedTarget
 
 
 @dataclass(frozen=True)
+class BackendOptions:
+    """A framework's own settings, typed. Each backend that has any declares a subclass whose
+    field names are the run's setting names (``precision``, ``openvino_hint``, ...) and whose
+    ``validate`` raises UserError for a bad value; the parent validates them before any worker
+    starts (``Backend.check_options``)."""
+
+    @classmethod
+    def from_settings(cls, settings: dict[str, Any]) -> BackendOptions:
+        """The fields this framework has, from the run's settings (absent ones keep defaults)."""
+        names = {f.name for f in dataclasses.fields(cls)}
+        options = cls(**{k: v for k, v in settings.items() if k in names and v is not None})
+        options.validate()
+        return options
+
+    def validate(self) -> None:
+        """Raise UserError for a value this framework cannot take."""
+
+
+@dataclass(frozen=True)
 class BackendConfig:
     """What every backend needs from the run, so all frameworks get the same settings."""
 
@@ -29,18 +49,24 @@ class BackendConfig:
     threads: int
     databases: tuple[tuple[str, str], ...] = ()  # (kind, directory) of the tuning databases TVM applies
     use_cache: bool = True
-    options: dict[str, Any] = field(default_factory=dict)  # framework-specific, from the CLI
+    options: dict[str, Any] = field(default_factory=dict)  # the run's settings; each backend types its own
 
 
 class Backend(ABC):
     name: ClassVar[str]  # as given to --frameworks
     result_key: ClassVar[str]  # key of this framework's entry in the result JSON
+    label: ClassVar[str]  # for people: table columns, summaries
     requires: ClassVar[tuple[str, ...]] = ()  # importable modules it needs
     extra: ClassVar[str | None] = None  # pip extra that installs them
     distribution: ClassVar[str | None] = None  # pip distribution name, when not requires[0]
+    runs_onnx_files: ClassVar[bool] = True  # can run a model given as a .onnx file
+    # honours --precision (fp16/bf16/amp); its outputs are then checked at the fp16 tolerance
+    reduced_precision: ClassVar[bool] = False
+    options_type: ClassVar[type[BackendOptions]] = BackendOptions  # its settings, typed
 
     def __init__(self, config: BackendConfig) -> None:
         self.config = config
+        self.options = self.options_type.from_settings(config.options)
         self.phases_s: dict[str, float] = {}  # convert/import/compile/load..., seconds
         self.info: dict[str, Any] = {}  # device, versions, settings: recorded in the result
 
@@ -51,6 +77,16 @@ class Backend(ABC):
             if importlib.util.find_spec(module) is None:
                 return module
         return None
+
+    @classmethod
+    def check_options(cls, settings: dict[str, Any]) -> None:
+        """UserError when the run's settings hold a value this framework cannot take."""
+        cls.options_type.from_settings(settings)
+
+    @classmethod
+    def can_run(cls, model: str) -> bool:
+        """Whether this framework can run the model named ``model`` at all."""
+        return cls.runs_onnx_files or not model.lower().endswith(".onnx")
 
     @classmethod
     def unavailable_reason(cls, target: ResolvedTarget | None = None) -> str | None:

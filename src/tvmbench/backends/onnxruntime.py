@@ -7,7 +7,6 @@ session's own work, the same policy as every other framework.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 import numpy as np
 
@@ -19,6 +18,7 @@ from tvmbench.models import LoadedModel
 class OnnxRuntimeBackend(Backend):
     name = "onnxruntime"
     result_key = "onnxruntime"
+    label = "ONNX RT"
     requires = ("onnxruntime", "onnx")
     extra = "onnxruntime"
 
@@ -68,7 +68,6 @@ class OnnxRuntimeBackend(Backend):
             self.binding.bind_ortvalue_input(n, v)
         for out in self.session.get_outputs():
             self.binding.bind_output(out.name, device)
-        self._out: list[Any] = []
         self.info = {"device": device, "version": ort.__version__, "providers": self.session.get_providers(),
                      "threads": self.config.threads, "graph_optimization": "ORT_ENABLE_ALL",
                      "onnx_exporter": exported.exporter, "onnx_path": str(exported.path)}
@@ -77,7 +76,7 @@ class OnnxRuntimeBackend(Backend):
         self.session.run_with_iobinding(self.binding)  # synchronous: returns when outputs are ready
 
     def run_with_io(self) -> None:
-        self._out = self.session.run(None, self._host_inputs)
+        self.session.run(None, self._host_inputs)  # returns the outputs in host memory
 
     def outputs(self) -> list[np.ndarray]:
         return [np.asarray(o) for o in self.binding.copy_outputs_to_cpu()]

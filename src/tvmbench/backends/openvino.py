@@ -8,10 +8,11 @@ records the precision in the result. ``--openvino-hint throughput`` selects the 
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
 import numpy as np
 
-from tvmbench.backends.base import Backend
+from tvmbench.backends.base import Backend, BackendOptions
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -24,9 +25,22 @@ def _type_name(value: object) -> str:
 _OV_PRECISION = {"fp32": "f32", "fp16": "f16", "amp": "f16", "bf16": "bf16"}
 
 
+@dataclass(frozen=True)
+class OpenVINOOptions(BackendOptions):
+    openvino_hint: str = "latency"
+    precision: str = "fp32"
+
+    def validate(self) -> None:
+        if self.openvino_hint not in ("latency", "throughput"):
+            raise UserError(f"--openvino-hint must be latency or throughput, got '{self.openvino_hint}'")
+
+
 class OpenVINOBackend(Backend):
     name = "openvino"
     result_key = "openvino"
+    label = "OpenVINO"
+    reduced_precision = True
+    options_type = OpenVINOOptions
     requires = ("openvino", "onnx")
     extra = "openvino"
 
@@ -47,9 +61,9 @@ class OpenVINOBackend(Backend):
         device = "GPU" if self.config.target.device == "cuda" else "CPU"
         if device not in core.available_devices:
             raise UserError(f"OpenVINO has no {device} device here (available: {', '.join(core.available_devices)})")
-        hint = str(self.config.options.get("openvino_hint", "latency")).upper()
+        hint = self.options.openvino_hint.upper()
         # --precision (fp32 by default: OpenVINO alone would pick bf16 on AVX-512-BF16/AMX CPUs).
-        precision = _OV_PRECISION.get(str(self.config.options.get("precision", "fp32")), "f32")
+        precision = _OV_PRECISION.get(self.options.precision, "f32")
         config = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
         if device == "CPU":
             config["INFERENCE_NUM_THREADS"] = self.config.threads

@@ -14,6 +14,8 @@ from tvmbench.models import LoadedModel
 class PyTorchBackend(Backend):
     name = "pytorch"
     result_key = "pytorch"
+    label = "PyTorch"
+    runs_onnx_files = False
     requires = ("torch",)
 
     @classmethod

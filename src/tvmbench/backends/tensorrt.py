@@ -12,20 +12,34 @@ from __future__ import annotations
 
 import hashlib
 import time
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend
+from tvmbench.backends.base import Backend, BackendOptions
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
 PRECISIONS = ("fp32", "fp16")
 
 
+@dataclass(frozen=True)
+class TensorRTOptions(BackendOptions):
+    precision: str = "fp32"
+
+    def validate(self) -> None:
+        if self.precision not in PRECISIONS:
+            raise UserError(f"TensorRT precision '{self.precision}' is not supported; use one of "
+                            f"{', '.join(PRECISIONS)}")
+
+
 class TensorRTBackend(Backend):
     name = "tensorrt"
     result_key = "tensorrt"
+    label = "TensorRT"
+    reduced_precision = True
+    options_type = TensorRTOptions
     requires = ("tensorrt", "onnx", "torch")
     extra = "tensorrt"
 
@@ -54,9 +68,7 @@ class TensorRTBackend(Backend):
         reason = self.unavailable_reason(self.config.target)
         if reason:
             raise UserError(reason)
-        precision = self.config.options.get("precision", "fp32")
-        if precision not in PRECISIONS:
-            raise UserError(f"TensorRT precision '{precision}' is not supported; use one of {', '.join(PRECISIONS)}")
+        precision = self.options.precision
         exported = onnx_file(model)
         self.phases_s["export_onnx_s"] = exported.export_s
         logger = trt.Logger(trt.Logger.WARNING)
@@ -117,7 +129,8 @@ class TensorRTBackend(Backend):
         for dev, host in zip(self._inputs, self._host_inputs, strict=True):
             dev.copy_(torch.from_numpy(host), non_blocking=False)
         self.run()
-        self._host_out = [t.cpu() for t in self._outputs]
+        for t in self._outputs:
+            t.cpu()  # each output copied back to host memory
 
     def outputs(self) -> list[np.ndarray]:
         return [t.float().cpu().numpy() if t.dtype.is_floating_point else t.cpu().numpy() for t in self._outputs]

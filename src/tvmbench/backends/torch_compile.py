@@ -9,7 +9,9 @@ the cold compile cost is still in the result. ``--torch-compile-mode`` selects t
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 
+from tvmbench.backends.base import BackendOptions
 from tvmbench.backends.pytorch import PyTorchBackend
 from tvmbench.errors import UserError, headline
 from tvmbench.models import LoadedModel
@@ -17,18 +19,27 @@ from tvmbench.models import LoadedModel
 MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 
 
+@dataclass(frozen=True)
+class TorchCompileOptions(BackendOptions):
+    torch_compile_mode: str = "default"
+
+    def validate(self) -> None:
+        if self.torch_compile_mode not in MODES:
+            raise UserError(f"--torch-compile-mode must be one of {', '.join(MODES)}, got '{self.torch_compile_mode}'")
+
+
 class TorchCompileBackend(PyTorchBackend):
     name = "torch_compile"
     result_key = "torch_compile"
+    label = "torch.compile"
     requires = ("torch",)
+    options_type = TorchCompileOptions
 
     def prepare(self, model: LoadedModel) -> None:
         import torch
 
         super().prepare(model)
-        mode = str(self.config.options.get("torch_compile_mode", "default"))
-        if mode not in MODES:
-            raise UserError(f"--torch-compile-mode must be one of {', '.join(MODES)}, got '{mode}'")
+        mode = self.options.torch_compile_mode
         self.module = torch.compile(self.module, mode=mode, dynamic=False)
         t0 = time.perf_counter()
         try:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend
+from tvmbench.backends.base import Backend, BackendOptions
 from tvmbench.models import LoadedModel
 
 
@@ -44,9 +45,28 @@ def transform_params(vm: Any, params: list[Any], stateful: bool = False) -> list
     return _flatten_tvm(vm.get_outputs(name))
 
 
+@dataclass(frozen=True)
+class TVMOptions(BackendOptions):
+    precision: str = "fp32"  # compile/precision.py
+    cuda_graph: bool = False
+    rpc: dict[str, str] | None = None  # {"tracker": HOST:PORT, "key": KEY}: run on a remote device
+
+    def validate(self) -> None:
+        from tvmbench.errors import UserError
+
+        if self.precision == "bf16":
+            raise UserError("--precision bf16: TVM 0.27's mixed-precision pass (ToMixedPrecision) only produces "
+                            "fp16; use --precision fp16 or amp")
+        if self.precision not in ("fp32", "fp16", "amp"):
+            raise UserError(f"unknown --precision '{self.precision}'; use one of fp32, fp16, amp")
+
+
 class TVMBackend(Backend):
     name = "tvm"
     result_key = "tvm_relax"
+    label = "TVM"
+    reduced_precision = True
+    options_type = TVMOptions
     requires = ("tvm",)
     distribution = "apache-tvm"
 
@@ -67,19 +87,19 @@ class TVMBackend(Backend):
 
         target = self.config.target
         imported = import_model(model)
-        precision = self.config.options.get("precision", "fp32")
+        precision = self.options.precision
         if precision != "fp32":
-            from tvmbench.compile.artifact import apply_precision
+            from tvmbench.compile.precision import apply_precision
 
             imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
-        rpc_options = self.config.options.get("rpc")  # {"tracker": HOST:PORT, "key": KEY}
-        from tvmbench.tune.database import load_databases
+        rpc_options = self.options.rpc
+        from tvmbench.tuning.database import load_databases
 
         self.schedules = load_databases(self.config.databases, target)  # what the profiler reports per kernel
         compiled = compile_model(imported, target, self.schedules, use_cache=self.config.use_cache,
-                                 cuda_graph=bool(self.config.options.get("cuda_graph")), remote=bool(rpc_options))
+                                 cuda_graph=self.options.cuda_graph, remote=bool(rpc_options))
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         t0 = time.perf_counter()
@@ -159,6 +179,40 @@ class TVMBackend(Backend):
         self._out = self._fn()
         self.dev.sync()
 
+    def relax_module(self) -> Any:
+        """The Relax module as it was compiled (after --precision), for the profiler's kernel facts."""
+        return self.imported.mod
+
+    def tuning_databases(self) -> list[Any]:
+        """The MetaSchedule databases applied to this build (which kernels have a tuning record)."""
+        return list(self.schedules.databases)
+
+    def time_kernels(self, runs: int) -> tuple[list[dict[str, float]], dict[str, int]]:
+        """``runs`` inferences with every VM call timed (the device synchronised after each):
+        seconds per kernel name for each run, and how often each kernel is called per run."""
+        per_run: list[dict[str, float]] = []
+        calls: dict[str, int] = {}
+        current: dict[str, float] = {}
+        started: dict[str, float] = {}
+        dev = self.dev
+
+        def instrument(func: Any, name: str, before_run: bool, ret_val: Any, *args: Any) -> int:
+            if before_run:
+                started[name] = time.perf_counter()
+            else:
+                dev.sync()
+                current[name] = current.get(name, 0.0) + time.perf_counter() - started.pop(name)
+                if not per_run:
+                    calls[name] = calls.get(name, 0) + 1
+            return 0  # relax.VMInstrumentReturnKind.NO_OP
+
+        self.vm.set_instrument(instrument)
+        for _ in range(runs):
+            current.clear()
+            self.run()
+            per_run.append(dict(current))
+        return per_run, calls
+
     def run_with_io(self) -> None:
         args = [self._to_device(a, self.dev) for a in self._host_inputs]
         if self._remote is not None:
@@ -189,6 +243,7 @@ class TVMUntunedBackend(TVMBackend):
 
     name = "tvm_untuned"
     result_key = "tvm_untuned"
+    label = "TVM untuned"
 
     def prepare(self, model: LoadedModel) -> None:
         self.config = dataclasses.replace(self.config, databases=())

@@ -15,7 +15,6 @@ takes them after the model's inputs) and ``report.json``.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shutil
@@ -27,31 +26,15 @@ import numpy as np
 
 from tvmbench.compile import pipeline
 from tvmbench.compile.importer import import_model
+from tvmbench.compile.precision import apply_precision
 from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import write_json_atomic
 from tvmbench.models import LoadedModel
 from tvmbench.targets import ResolvedTarget
 
-PRECISIONS = ("fp32", "fp16", "amp", "bf16")
 _ELF_MACHINES = {62: "x86-64", 183: "aarch64", 40: "arm"}
 _CROSS_COMPILERS = {"aarch64": "aarch64-linux-gnu-g++"}
-
-
-def apply_precision(mod: Any, precision: str) -> Any:
-    """fp16: matmuls and convolutions in fp16 with fp16 accumulation (what tensor cores run
-    fastest); amp: fp16 inputs, fp32 accumulation; fp32: unchanged. The model's outputs stay fp32."""
-    from tvm import relax
-
-    if precision == "fp32":
-        return mod
-    if precision == "bf16":
-        raise UserError("--precision bf16: TVM 0.27's mixed-precision pass (ToMixedPrecision) only produces fp16; "
-                        "use --precision fp16 or amp")
-    if precision not in PRECISIONS:
-        raise UserError(f"unknown --precision '{precision}'; use one of {', '.join(PRECISIONS)}")
-    out_dtype = "float16" if precision == "fp16" else "float32"
-    return relax.transform.ToMixedPrecision(out_dtype=out_dtype)(mod)
 
 
 def _find(module: Any, kind: str) -> Any | None:
@@ -176,7 +159,3 @@ def _cpu_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str
     export_library(executable, lib, target)
     return {"arch": target.arch, "library": str(lib), "elf_machine": _elf_machine(lib),
             "library_bytes": lib.stat().st_size}
-
-
-def load_report(out_dir: str | Path) -> dict[str, Any]:
-    return json.loads((Path(out_dir) / "report.json").read_text())

@@ -9,7 +9,7 @@ from typing import Any
 @dataclass
 class TunedSchedules:
     """The MetaSchedule databases to apply, already opened and reduced to the target's records by
-    the tuning layer (``tune.database.load_databases``): compile never opens a database itself."""
+    the tuning layer (``tuning.database.load_databases``): compile never opens a database itself."""
 
     databases: list[Any] = field(default_factory=list)  # MetaSchedule Database objects
     digest: str = "none"  # of the applied records, for the cache key

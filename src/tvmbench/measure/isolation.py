@@ -10,12 +10,14 @@ the timeout.
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing as mp
 import os
 import signal
+import sys
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -80,6 +82,28 @@ def _signal_name(code: int) -> str:
         return f"signal {-code}"
 
 
+@contextlib.contextmanager
+def _main_script_hidden() -> Iterator[None]:
+    """Start workers without re-running the user's script in them.
+
+    A spawned child normally runs the parent's ``__main__`` script again (as ``__mp_main__``), so
+    a plain script calling ``tvmbench.run(...)`` at top level, without an
+    ``if __name__ == "__main__":`` guard, would call it again in every worker, which
+    multiprocessing refuses. The workers need nothing from the script (their functions and jobs
+    are tvmbench's, pickled by reference), so while a worker starts, ``__main__`` shows no file,
+    as in an interactive session, and the child skips it."""
+    main = sys.modules.get("__main__")
+    path = getattr(main, "__file__", None)
+    if main is None or path is None or getattr(main, "__spec__", None) is not None:
+        yield
+        return
+    del main.__file__
+    try:
+        yield
+    finally:
+        main.__file__ = path
+
+
 def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
                  env: dict[str, str] | None = None, on_progress: Progress | None = None,
                  poll_s: float = 0.05, gpu_sampler: Any | None = None) -> Outcome:
@@ -92,7 +116,8 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     recv_conn, send_conn = ctx.Pipe(duplex=False)
     proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}), daemon=True)
     start = time.monotonic()
-    proc.start()
+    with _main_script_hidden():
+        proc.start()
     send_conn.close()
     ps = psutil.Process(proc.pid)
     peak = 0

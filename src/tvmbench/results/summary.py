@@ -16,12 +16,8 @@ from typing import Any
 from rich.console import Console
 from rich.table import Table
 
-from tvmbench.backends import result_key
+from tvmbench.backends import load_class, result_key
 from tvmbench.measure import stats
-
-# Column order and labels of the per-type table (the seed's form, then the frameworks it lacked).
-PEERS = (("pytorch", "vs PyTorch"), ("onnxruntime", "vs ONNX RT"), ("tensorrt", "vs TensorRT"),
-         ("openvino", "vs OpenVINO"), ("torch_compile", "vs torch.compile"))
 
 
 def _label(point: dict[str, Any]) -> str:
@@ -117,7 +113,7 @@ def print_summary(summary: dict[str, Any], console: Console) -> None:
         console.print(sp)
         kinds = summary["tvm_speedup_by_type"]
         if kinds:
-            cols = [(fw, label) for fw, label in PEERS if fw in peers]
+            cols = [(fw, f"vs {load_class(fw).label}") for fw in peers]
             bt = Table(title="TVM's speedup by model type (range over that type's models and shapes)")
             bt.add_column("Model type")
             for _, label in cols:

@@ -17,6 +17,7 @@ Config file (validated; a bad file is one line naming the field and the problem)
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -65,6 +66,17 @@ class CompareConfig(BaseModel):
 
     models: list[ModelEntry] = Field(min_length=1)
     global_settings: GlobalSettings = Field(default_factory=GlobalSettings)
+
+
+def resolve_config(models: Sequence[str] | str | None, config: str | Path | CompareConfig | None
+                   ) -> CompareConfig:
+    """The comparison from a model list (``"a,b"`` or names) or a config file, exactly one of them."""
+    if bool(models) == bool(config):
+        raise UserError("give the models either with --models a,b,c or with --config FILE.json (one of the two)")
+    if config is not None:
+        return config if isinstance(config, CompareConfig) else load_config(config)
+    names = models.split(",") if isinstance(models, str) else list(models or [])
+    return CompareConfig(models=[ModelEntry(name=m.strip()) for m in names if m.strip()])
 
 
 def load_config(path: str | Path) -> CompareConfig:

@@ -21,6 +21,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tvmbench.backends.base import BackendConfig
+from tvmbench.measure.peak import percent_of_peak
 from tvmbench.models import ModelOptions, load_model
 
 
@@ -126,7 +127,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     say("importing and compiling")
     backend.prepare(model)
     say("kernel FLOPs and schedules")
-    facts = _kernel_facts(backend.imported.mod, job.backend.target, backend.schedules.databases)
+    facts = _kernel_facts(backend.relax_module(), job.backend.target, backend.tuning_databases())
 
     for _ in range(job.warmup):
         backend.run()
@@ -137,28 +138,8 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
         backend.run()
         plain.append(time.perf_counter() - t0)
 
-    per_run: list[dict[str, float]] = []
-    calls: dict[str, int] = {}
-    current: dict[str, float] = {}
-    started: dict[str, float] = {}
-    dev = backend.dev
-
-    def instrument(func: Any, name: str, before_run: bool, ret_val: Any, *args: Any) -> int:
-        if before_run:
-            started[name] = time.perf_counter()
-        else:
-            dev.sync()
-            current[name] = current.get(name, 0.0) + time.perf_counter() - started.pop(name)
-            if not per_run:
-                calls[name] = calls.get(name, 0) + 1
-        return 0  # relax.VMInstrumentReturnKind.NO_OP
-
-    backend.vm.set_instrument(instrument)
     say("instrumented runs")
-    for _ in range(job.runs):
-        current.clear()
-        backend.run()
-        per_run.append(dict(current))
+    per_run, calls = backend.time_kernels(job.runs)
     peak = measure_sgemm_peak(job.backend.threads) if job.measure_peak else None
     info = backend.info
     backend.close()
@@ -172,7 +153,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
         kernels.append(KernelProfile(
             name=name, kind=kernel_kind(name) if name in facts else "vm", calls=calls[name], ms=ms, share=0.0,
             mflop=flops / 1e6 if flops is not None else None, gflops=gflops,
-            percent_of_peak=100 * gflops / peak.gflops if gflops and peak else None,
+            percent_of_peak=percent_of_peak(gflops, peak),
             schedule=None if name not in facts else "tuning record" if workload else "default", workload=workload))
     total = sum(k.ms for k in kernels)
     for k in kernels:

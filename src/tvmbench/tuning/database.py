@@ -49,7 +49,7 @@ def default_database_dir(target: ResolvedTarget) -> Path:
     return cache_dir("tuning", target_slug(target))
 
 
-# Databases shipped in the package (tune/pretuned/<name>/), tuned with ``tvmbench tune`` on a
+# Databases shipped in the package (tuning/pretuned/<name>/), tuned with ``tvmbench tune`` on a
 # known machine class; each applies only where its records' target matches (see view_for).
 PRETUNED_ROOT = Path(__file__).with_name("pretuned")
 

@@ -23,8 +23,8 @@ from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
-from tvmbench.tune.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
-from tvmbench.tune.database import TuningDatabase
+from tvmbench.tuning.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
+from tvmbench.tuning.database import TuningDatabase
 
 
 def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None],
@@ -142,6 +142,7 @@ class TuneReport:
     wall_s: float
     stop_reason: str
     curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
+    curve_files: list[str] = field(default_factory=list)  # where write_curve put it
 
     @property
     def estimated_ms(self) -> float | None:
@@ -349,7 +350,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmbench.tune.build import cross_export, fast_build
+    from tvmbench.tuning.build import cross_export, fast_build
 
     start = time.monotonic()
     tasks = extract_tasks(model, target)

@@ -1,0 +1,304 @@
+"""The Python API: everything the command line does, for scripts. The CLI is a thin layer over it.
+
+    import tvmbench
+
+    result = tvmbench.run("resnet18", frameworks=["tvm", "pytorch"], target="llvm", runs=50)
+    print(result.results["tvm"].median_ms, result.speedup.speedup)
+    result.to_json()  # the document `tvmbench run --output` writes
+
+Every framework is measured in a worker process of its own (spawned), so a call takes seconds
+to minutes; progress comes back through ``on_event(framework, message)``. A plain script needs
+no ``if __name__ == "__main__":`` guard: workers are started without re-running it.
+
+User mistakes (an unknown model, a bad target, options that contradict each other) raise
+:class:`tvmbench.errors.UserError` with a one-line message before any work starts. A framework
+that fails during a run is recorded in the result (``status`` "failed" or "unavailable") and the
+others' numbers are kept.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError
+from tvmbench.measure.runner import Events, RunConfig, default_memory_limit, run_frameworks, thread_env
+from tvmbench.measure.timer import TimerConfig
+from tvmbench.models import ModelOptions, check_model_name
+from tvmbench.results.records import RunResult
+from tvmbench.targets import ResolvedTarget, physical_cores, resolve_target
+from tvmbench.tuning.config import TuneConfig
+
+__all__ = ["compare", "model_options", "profile", "run", "run_config", "target", "tune"]
+
+
+def target(spec: str | dict[str, Any] | ResolvedTarget = "auto", layout: str = "auto") -> ResolvedTarget:
+    """A ``--target`` value resolved on this machine, with ``--layout`` (auto, nchw, nhwc) applied."""
+    resolved = spec if isinstance(spec, ResolvedTarget) else resolve_target(spec)
+    if layout == "auto":
+        return resolved
+    if resolved.kind == "llvm" and layout == "nchw":
+        raise UserError("--layout nchw: CPU builds use NHWC (tvmbench's CPU schedules need channels innermost); "
+                        "--layout chooses between them on CUDA")
+    return dataclasses.replace(resolved, conv_layout=layout.upper())
+
+
+def model_options(model: str, batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
+                  hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
+                  seed: int = 0) -> ModelOptions:
+    """The model's shape options; an unknown name or a missing file fails here, before any work."""
+    check_model_name(model)
+    return ModelOptions(batch_size=batch_size, seq_length=seq_length, image_size=image_size,
+                        config_overrides=dict(hf_config or {}),
+                        input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()}, seed=seed)
+
+
+def require_device(resolved: ResolvedTarget) -> None:
+    """Benchmarking a CUDA target needs the GPU: say so at once instead of failing in every worker."""
+    if resolved.kind == "cuda":
+        from tvmbench.targets import query_gpu
+
+        if query_gpu() is None:
+            raise UserError("--target cuda: this machine has no CUDA device (nvidia-smi lists none), so nothing "
+                            "can be measured on it; run on a machine with an NVIDIA GPU, or check the build here "
+                            "with --compile-only")
+
+
+def check_rpc(rpc: str | None, rpc_key: str | None) -> dict[str, str] | None:
+    """An unreachable tracker or an unknown key is reported before any work."""
+    if not rpc:
+        return None
+    from tvmbench.rpc import check_tracker, parse_tracker
+
+    if not rpc_key:
+        raise UserError("--rpc needs --rpc-key, the key the devices registered with")
+    check_tracker(*parse_tracker(rpc), rpc_key)
+    return {"tracker": rpc, "key": rpc_key}
+
+
+def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, frameworks: Sequence[str], *,
+               threads: int | None = None, runs: int | None = None, warmup: int | None = None,
+               min_time: float = 3.0, max_time: float = 60.0, rounds: int = 1, db: str | None = None,
+               pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
+               include_io: bool = False, precision: str = "fp32", torch_compile_mode: str = "default",
+               openvino_hint: str = "latency", cuda_graph: bool = False, timeout: float = 3600.0,
+               memory_limit_gib: float | None = None, remote: dict[str, str] | None = None) -> RunConfig:
+    """The one place a run's configuration is put together (``run`` and ``compare`` both use it)."""
+    if untuned and db:
+        raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
+    if cuda_graph and resolved.kind != "cuda":
+        raise UserError("--cuda-graph captures CUDA kernel launches; it needs a CUDA target (--target cuda)")
+    if db:
+        from tvmbench.tuning.database import TuningDatabase
+
+        TuningDatabase.open(db)  # a bad --db is a usage error, reported before compiling anything
+    backend_options = {"torch_compile_mode": torch_compile_mode, "openvino_hint": openvino_hint,
+                       "precision": precision, "cuda_graph": cuda_graph, "rpc": remote}
+    from tvmbench.backends import load_class
+
+    for name in frameworks:  # a bad option is a usage error now, not a failure in a worker later
+        load_class(name).check_options(backend_options)
+    timer = TimerConfig(min_time_s=min_time, max_time_s=max(max_time, min_time), max_warmup_s=10.0,
+                        fixed_warmup_runs=warmup, fixed_runs=runs)
+    return RunConfig(model=model, target=resolved, frameworks=tuple(frameworks), options=options,
+                     threads=threads or physical_cores(), timer=timer, db_dir=db, use_default_db=not untuned,
+                     use_pretuned=pretuned and not untuned, use_cache=cache, isolate=isolate, timeout_s=timeout,
+                     rounds=rounds, include_io=include_io,
+                     memory_limit_bytes=int(memory_limit_gib * 2**30) if memory_limit_gib else 0,
+                     backend_options=backend_options)
+
+
+def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
+    """Measure every framework of ``cfg`` and build the result (the machine's state is recorded
+    before the first worker starts)."""
+    from tvmbench.measure import environment
+    from tvmbench.results.build import build_result
+
+    env = environment.collect(cfg.threads)
+    order, raw, ref_outputs = run_frameworks(cfg, on_event)
+    return build_result(cfg, order, raw, ref_outputs, env)
+
+
+def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: Any = "auto", *,
+        batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
+        hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
+        seed: int = 0, layout: str = "auto", rpc: str | None = None, rpc_key: str | None = None,
+        on_event: Events | None = None, **settings: Any) -> RunResult:
+    """Benchmark ``model`` (a zoo name, ``torchvision:NAME``, a .onnx/.pt2 file or
+    ``file.py:factory``) with ``frameworks`` (default TVM and PyTorch; TVM alone for an ONNX file)
+    on ``target_spec`` (``auto``, ``llvm``, ``cuda``, a dict, a tag or a legacy string).
+
+    ``settings`` are those of :func:`run_config`: ``threads``, ``runs``/``warmup`` (exact counts;
+    adaptive without them), ``min_time``/``max_time``, ``rounds``, ``db``, ``pretuned``,
+    ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
+    ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``."""
+    from tvmbench.backends import default_frameworks, parse_frameworks
+
+    names = parse_frameworks(frameworks if isinstance(frameworks, str) else ",".join(frameworks)) \
+        if frameworks else default_frameworks(model)
+    options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
+    resolved = target(target_spec, layout)
+    remote = check_rpc(rpc, rpc_key)
+    if remote is None:
+        require_device(resolved)
+    return run_benchmark(run_config(model, options, resolved, names, remote=remote, **settings), on_event)
+
+
+def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_size: int = 1,
+         seq_length: int | None = None, image_size: int | None = None, hf_config: dict[str, Any] | None = None,
+         input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0, layout: str = "auto",
+         timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
+         on_warning: Callable[[str], None] | None = None, **config: Any) -> tuple[Any, Path]:
+    """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
+    the cache), in a worker process; a second call resumes. ``config`` are :class:`TuneConfig`
+    fields (``trials``, ``time_budget_s``, ``strategy``, ...). ``on_progress(trials done, trials
+    budget, estimated ms of the tuned kernels)``; ``on_warning`` hears what the database reports
+    on opening. The tuning curve is written into the database's ``curves/`` folder
+    (``report.curve_files``). Returns the TuneReport and the database path."""
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.tuning.database import TuningDatabase, default_database_dir
+    from tvmbench.tuning.tuner import TuneJob, run_tune_job
+
+    options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
+    resolved = target(target_spec, layout)
+    config["threads"] = config.get("threads") or physical_cores()
+    config.setdefault("seed", seed)
+    cfg = TuneConfig(**config)
+    if cfg.cost_model == "xgb" and importlib.util.find_spec("xgboost") is None:
+        raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
+    check_rpc(cfg.rpc_tracker, cfg.rpc_key)
+    database = TuningDatabase.open(db or default_database_dir(resolved), resolved, create=True)
+    for warning in database.warnings if on_warning else []:
+        on_warning(warning)
+    job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg)
+    outcome = run_isolated(run_tune_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
+                           env=thread_env(cfg.threads), on_progress=lambda m: on_progress and on_progress(*m))
+    if not outcome.ok:
+        if outcome.error.get("kind") == "user":
+            raise UserError(outcome.error["message"])
+        raise TuningFailed(f"tuning failed: {outcome.error.get('message')} (the database keeps every batch "
+                           f"measured so far; run the command again to resume)")
+    report = outcome.value
+    report.curve_files = [str(p) for p in report.write_curve(Path(model).name)]
+    return report, database.path
+
+
+def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, untuned: bool = False,
+            pretuned: bool = True, vs_untuned: bool = False, runs: int = 20, threads: int | None = None,
+            batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
+            hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
+            seed: int = 0, layout: str = "auto", timeout: float = 3600.0,
+            on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+    """Per-kernel times of TVM inside the model (``ModelProfile`` by variant: "tvm", and
+    "tvm_untuned" with ``vs_untuned`` or ``untuned``), each in a worker process."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.profiling.kernels import ProfileJob, profile_job
+    from tvmbench.tuning.database import TuningDatabase, database_sources
+
+    options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
+    resolved = target(target_spec, layout)
+    require_device(resolved)
+    if untuned and (db or vs_untuned):
+        raise UserError("--untuned applies no tuning database; it cannot be combined with --db or --vs-untuned")
+    if db:
+        TuningDatabase.open(db)
+    threads = threads or physical_cores()
+    sources = database_sources(resolved, db, not untuned, pretuned and not untuned)
+    variants = ["tvm", "tvm_untuned"] if vs_untuned else ["tvm_untuned" if untuned else "tvm"]
+    profiles = {}
+    for variant in variants:
+        job = ProfileJob(model=model, options=options, variant=variant, runs=runs,
+                         backend=BackendConfig(target=resolved, threads=threads, databases=tuple(sources)),
+                         measure_peak=variant == variants[0])
+        outcome = run_isolated(profile_job, job, timeout_s=timeout, env=thread_env(threads),
+                               memory_limit_bytes=default_memory_limit(),
+                               on_progress=lambda msg, v=variant: on_event and on_event(v, msg))
+        if not outcome.ok:
+            raise UserError(f"profiling {model} ({variant}) failed: {outcome.error['message']}")
+        profiles[variant] = outcome.value
+    if len(profiles) == 2:
+        profiles["tvm_untuned"].peak_gflops = profiles[variants[0]].peak_gflops
+    return profiles
+
+
+def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str] | str | None = None,
+            target_spec: Any = None, *, config: str | Path | Any | None = None,
+            batch_sizes: Sequence[int] | None = None, seq_lengths: Sequence[int] | None = None,
+            image_size: int | None = None, seed: int = 0, tune_first: bool | None = None, trials: int | None = None,
+            output: str | Path | None = None, on_point: Callable[[int, int, Any], None] | None = None,
+            on_result: Callable[[dict[str, Any]], None] | None = None, on_event: Events | None = None,
+            tuner: Callable[..., Any] | None = None, **settings: Any) -> dict[str, Any]:
+    """Several models, shapes and frameworks in one document: the points of ``models`` (names)
+    or of ``config`` (a JSON file or a ``compare.CompareConfig``; arguments override it), each
+    measured as :func:`run` measures, in order, then summarised (``results.summary``).
+
+    With ``output`` the document is rewritten after every point, and on Ctrl-C it keeps the
+    points measured. ``on_point(i, n, point)`` before each point, ``on_result(result document)``
+    after it; ``tuner(point, options, target)`` tunes a point that asks for it and returns its
+    database (default: :func:`tune` with the point's trials). ``settings`` as for :func:`run`."""
+    import sys
+    import time
+
+    from tvmbench import comparison as planning
+    from tvmbench.backends import parse_frameworks
+    from tvmbench.files import write_json_atomic
+    from tvmbench.results.summary import summarize
+
+    cfg = planning.resolve_config(models, config)
+    g = cfg.global_settings
+    spec = frameworks if frameworks else (g.frameworks or ["tvm", "pytorch"])
+    names = parse_frameworks(spec if isinstance(spec, str) else ",".join(spec))
+    points = planning.plan(cfg, list(batch_sizes) if batch_sizes else None,
+                           list(seq_lengths) if seq_lengths else None, tune=tune_first, trials=trials)
+    for m in dict.fromkeys(p.model for p in points):
+        check_model_name(m)  # every name is checked before the first measurement
+    if settings.get("untuned") and any(p.tune for p in points):
+        raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
+    resolved = target(target_spec or g.target)
+    require_device(resolved)
+    settings = {"threads": g.threads, "runs": g.num_runs, "warmup": g.warmup_runs, "rounds": g.rounds,
+                **{k: v for k, v in settings.items() if v is not None}}
+    settings["threads"] = settings["threads"] or physical_cores()
+    doc: dict[str, Any] = {"kind": "tvmbench.comparison", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                           "command": sys.argv[1:], "config": cfg.model_dump(), "target": resolved.to_json(),
+                           "frameworks": names, "threads": settings["threads"], "points": [], "complete": False}
+
+    def save() -> None:
+        doc["summary"] = summarize(doc["points"])
+        if output:
+            write_json_atomic(output, doc)
+
+    try:
+        for i, point in enumerate(points, 1):
+            if on_point:
+                on_point(i, len(points), point)
+            options = ModelOptions(batch_size=point.batch_size, seq_length=point.seq_length,
+                                   image_size=image_size or point.image_size,
+                                   config_overrides=dict(point.hf_config), seed=seed)
+            point_settings = dict(settings)
+            if point.tune:
+                point_settings["db"] = str((tuner or _tune_point)(point, options, resolved))
+            result = run_benchmark(run_config(point.model, options, resolved, names, **point_settings), on_event)
+            doc["points"].append({**result.to_json(), "model_type": point.type})
+            if on_result:
+                on_result(doc["points"][-1])
+            save()
+    except KeyboardInterrupt:
+        if doc["points"]:
+            save()
+        raise
+    doc["complete"] = True
+    save()
+    return doc
+
+
+def _tune_point(point: Any, options: ModelOptions, resolved: ResolvedTarget) -> Path:
+    """A comparison point's tuning with the default settings and its trials."""
+    _, path = tune(point.model, resolved, batch_size=options.batch_size, seq_length=options.seq_length,
+                   image_size=options.image_size, hf_config=options.config_overrides, seed=options.seed,
+                   trials=point.trials or 1000)
+    return path

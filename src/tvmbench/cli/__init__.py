@@ -1,0 +1,67 @@
+"""The command line, a thin layer over the Python API (``tvmbench.api``).
+
+``run`` (one model, several frameworks), ``compare`` (models x shapes x frameworks, summarised),
+``export`` (a built package), ``profile`` (per-kernel times), ``tune`` (MetaSchedule into a
+database), ``db`` (inspect and manage databases), ``rpc`` (a tracker or device server),
+``models``, ``frameworks``, ``target`` and ``doctor``. One module per group of commands, each
+with its parsers beside its command functions; shared argument groups in ``args``.
+
+User mistakes (unknown model, bad target, bad shape flag, missing framework) end with one line on
+stderr and exit status 2, never a traceback. A framework that fails during a run is recorded in
+the result and the other frameworks' numbers are still printed and written. Building the parser
+imports neither torch nor TVM: ``tvmbench --help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from typing import Any
+
+from tvmbench.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
+from tvmbench.errors import TuningFailed, UserError
+
+__all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from tvmbench.cli.compare import add_compare_parser
+    from tvmbench.cli.info import add_info_parsers
+    from tvmbench.cli.profile import add_profile_parser
+    from tvmbench.cli.run import add_export_parser, add_run_parser
+    from tvmbench.cli.tune import add_db_parser, add_rpc_parser, add_tune_parser
+    from tvmbench.version import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="tvmbench", description="Compile, benchmark and compare deep-learning models with Apache TVM.")
+    parser.add_argument("--version", action="version", version=f"tvmbench {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    for add in (add_run_parser, add_export_parser, add_profile_parser, add_compare_parser, add_tune_parser,
+                add_db_parser, add_rpc_parser, add_info_parsers):
+        add(sub)
+    return parser
+
+
+def _terminate_as_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: list[str] | None = None) -> int:
+    # A SIGTERM (kill, a CI timeout) unwinds like Ctrl-C, so worker processes are killed too and
+    # never outlive tvmbench.
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _terminate_as_interrupt)
+    args = build_parser().parse_args(argv)
+    try:
+        return args.handler(args)
+    except UserError as e:
+        print(f"tvmbench: error: {e}", file=sys.stderr)
+        return EXIT_USAGE
+    except TuningFailed as e:
+        print(f"tvmbench: error: {e}", file=sys.stderr)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        print("tvmbench: interrupted (a tuning database keeps every batch measured so far)", file=sys.stderr)
+        return EXIT_INTERRUPTED

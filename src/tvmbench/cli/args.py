@@ -1,0 +1,182 @@
+"""Argument types and the argument groups several commands share, with what they turn into."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Callable
+from typing import Any
+
+from tvmbench.errors import UserError
+
+
+def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {what}, got '{text}'") from None
+        if value < minimum:
+            raise argparse.ArgumentTypeError(f"expected {what}, got {value}")
+        return value
+
+    return parse
+
+
+positive_int = int_at_least(1, "a positive integer")
+nonneg_int = int_at_least(0, "an integer >= 0")
+
+
+def positive_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got '{text}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive number, got {value}")
+    return value
+
+
+def duration(text: str) -> float:
+    """'90', '90s', '30m', '1.5h' -> seconds."""
+    units = {"s": 1, "m": 60, "h": 3600}
+    try:
+        if text and text[-1].lower() in units:
+            value = float(text[:-1]) * units[text[-1].lower()]
+        else:
+            value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a duration like 90s, 30m or 1h, got '{text}'") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected a positive duration, got '{text}'")
+    return value
+
+
+def config_overrides(items: list[str] | None) -> dict[str, Any]:
+    """``--hf-config KEY=VALUE`` (repeatable) as a dict; values parsed as JSON where they are."""
+    out: dict[str, Any] = {}
+    for item in items or []:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"bad --hf-config '{item}': expected KEY=VALUE, e.g. num_hidden_layers=2")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw
+    return out
+
+
+PRECISIONS = ["fp32", "fp16", "amp", "bf16"]  # as compile/precision.py (not imported here: no TVM)
+
+
+def add_model_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", required=True,
+                   help="zoo name (see 'tvmbench models'), torchvision:NAME, a .onnx/.pt2 file or file.py:factory")
+    p.add_argument("--batch-size", type=positive_int, default=1)
+    p.add_argument("--seq-length", type=positive_int, default=None, help="tokens per sequence (text models)")
+    p.add_argument("--image-size", type=positive_int, default=None, help="image height = width (vision models)")
+    p.add_argument("--input-shape", action="append", metavar="NAME:1x3x224x224",
+                   help="shape of a dynamic input of a user file (repeatable)")
+    p.add_argument("--hf-config", action="append", metavar="KEY=VALUE",
+                   help="override a transformers config value, e.g. num_hidden_layers=2 (repeatable)")
+    p.add_argument("--target", default="auto",
+                   help="auto, llvm, cuda, a JSON dict or a string like 'llvm -mcpu=skylake-avx512'")
+    p.add_argument("--threads", type=positive_int, default=None,
+                   help="threads for every framework and for tuning (default: physical cores)")
+    p.add_argument("--layout", choices=["auto", "nchw", "nhwc"], default="auto",
+                   help="convolution layout TVM compiles to: auto = NHWC on CPU, the model's NCHW on CUDA; "
+                        "nhwc on CUDA suits fp16 tensor cores")
+    p.add_argument("--seed", type=int, default=0, help="seed for weights and inputs")
+
+
+def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
+    """The model arguments as the API takes them."""
+    from tvmbench.models import parse_input_shapes
+
+    return {"batch_size": args.batch_size, "seq_length": args.seq_length, "image_size": args.image_size,
+            "hf_config": config_overrides(args.hf_config), "input_shapes": parse_input_shapes(args.input_shape),
+            "seed": args.seed}
+
+
+def model_options(args: argparse.Namespace) -> Any:
+    """The model's options; an unknown name or a missing file fails here, before any work."""
+    from tvmbench import api
+
+    return api.model_options(args.model, **model_kwargs(args))
+
+
+def add_database_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--no-pretuned", action="store_true", help="do not apply the tuning databases shipped with tvmbench")
+    p.add_argument("--untuned", action="store_true",
+                   help="apply no tuning database at all: TVM with tvmbench's default schedules only")
+
+
+def add_framework_args(p: argparse.ArgumentParser) -> None:
+    """Framework-specific settings (``run`` and ``compare``)."""
+    from tvmbench.backends.torch_compile import MODES
+
+    p.add_argument("--torch-compile-mode", default="default", choices=MODES)
+    p.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
+
+
+def add_timer_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--warmup", type=nonneg_int, default=None,
+                   help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")
+    p.add_argument("--runs", type=positive_int, default=None,
+                   help="exact timed runs (default: adaptive until the median's 95%% CI is within +-2%%)")
+    p.add_argument("--min-time", type=positive_float, default=3.0, help="adaptive mode: minimum timed seconds")
+    p.add_argument("--max-time", type=positive_float, default=60.0, help="adaptive mode: maximum timed seconds")
+
+
+def run_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """The settings ``api.run_config`` takes, from the flags a command has (others keep defaults)."""
+    names = {"threads": "threads", "runs": "runs", "warmup": "warmup", "min_time": "min_time",
+             "max_time": "max_time", "rounds": "rounds", "include_io": "include_io", "precision": "precision",
+             "torch_compile_mode": "torch_compile_mode", "openvino_hint": "openvino_hint",
+             "cuda_graph": "cuda_graph", "timeout": "timeout", "memory_limit_gib": "memory_limit"}
+    out = {key: getattr(args, flag) for key, flag in names.items() if getattr(args, flag, None) is not None}
+    out.update(untuned=args.untuned, pretuned=not args.no_pretuned)
+    if hasattr(args, "no_cache"):
+        out.update(cache=not args.no_cache, isolate=not args.no_isolation)
+    return out
+
+
+def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> None:
+    from tvmbench.tuning.config import COST_MODELS, SCHEDULERS, STRATEGIES
+
+    p.add_argument("--trials", type=positive_int, default=trials_default,
+                   help="tuning budget: total trials for the model, counting those already in the database"
+                   + (" (implies --tune; default 1000)" if trials_default is None else ""))
+    p.add_argument("--trials-per-task", type=positive_int, default=None,
+                   help="at most this many trials per task (default: 2 x trials / tasks, at least 64)")
+    p.add_argument("--trials-per-iter", type=positive_int, default=32, help="candidates measured per batch")
+    p.add_argument("--time-budget", type=duration, default=None,
+                   help="search time, e.g. 30m: then no new batch starts and those in flight finish")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary")
+    p.add_argument("--cost-model", choices=list(COST_MODELS), default="xgb")
+    p.add_argument("--task-scheduler", choices=list(SCHEDULERS), default="gradient")
+    p.add_argument("--builder-timeout", type=positive_float, default=60.0, help="seconds per build")
+    p.add_argument("--runner-timeout", type=positive_float, default=30.0, help="seconds per measurement")
+    p.add_argument("--runner-number", type=positive_int, default=3)
+    p.add_argument("--runner-repeat", type=positive_int, default=1)
+    p.add_argument("--min-repeat-ms", type=positive_int, default=50)
+    p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT",
+                   help="a TVM RPC tracker: tuning measures candidates on its devices; `run` also runs and "
+                        "times TVM on one of them (cross-compiled for --target)")
+    p.add_argument("--rpc-key", default=None, help="the devices' key at the tracker")
+    p.add_argument("--rpc-workers", type=positive_int, default=1,
+                   help="candidates measured in parallel over RPC (one per device)")
+    p.add_argument("--tune-timeout", type=duration, default=86400.0,
+                   help="kill the tuning worker after this long (default 24h; --time-budget stops it cleanly)")
+
+
+def tune_config(args: argparse.Namespace) -> dict[str, Any]:
+    """The TuneConfig fields of the tuning flags."""
+    return {"trials": args.trials or 1000, "trials_per_task": args.trials_per_task,
+            "trials_per_iter": args.trials_per_iter, "time_budget_s": args.time_budget, "strategy": args.strategy,
+            "cost_model": args.cost_model, "task_scheduler": args.task_scheduler,
+            "builder_timeout_s": args.builder_timeout, "runner_timeout_s": args.runner_timeout,
+            "runner_number": args.runner_number, "runner_repeat": args.runner_repeat,
+            "runner_min_repeat_ms": args.min_repeat_ms, "cpu_cache_flush": args.cpu_flush,
+            "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers}

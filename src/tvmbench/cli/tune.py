@@ -1,0 +1,171 @@
+"""``tvmbench tune``, ``db`` and ``rpc``: tuning databases, filling them, and the devices that measure."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+from typing import Any
+
+from tvmbench.cli.args import add_model_args, add_tune_args, model_kwargs, positive_int, tune_config
+from tvmbench.cli.common import EXIT_OK, make_console, write_json
+
+
+def add_tune_parser(sub: Any) -> None:
+    tune = sub.add_parser("tune", help="tune a model's kernels with MetaSchedule into a persistent database")
+    add_model_args(tune)
+    add_tune_args(tune, trials_default=1000)
+    tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
+    tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
+    tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    tune.set_defaults(handler=cmd_tune)
+
+
+def cmd_tune(args: argparse.Namespace) -> int:
+    console = make_console(stderr=True, quiet=args.quiet)
+    report, _ = tune_with_progress(args, args.model, console)
+    print_tune_report(report, make_console())
+    if args.output:
+        console.print(f"report written to {write_json(args.output, report.to_json())}")
+    return EXIT_OK
+
+
+def tune_with_progress(args: argparse.Namespace, model: str, console: Any, target: Any = None) -> Any:
+    """Tune into --db or the target's default database with a progress bar; (report, db path)."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    from tvmbench import api
+
+    config = tune_config(args)
+    columns = [TextColumn("tuning {task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("trials"),
+               TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[best]}")]
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task(model, total=config["trials"], best="")
+
+        def on_progress(done: int, total: int, estimate: float | None) -> None:
+            best = f"tuned kernels ~{estimate:.2f} ms/inference" if estimate is not None else ""
+            progress.update(bar, completed=min(done, total), best=best)
+
+        report, path = api.tune(model, target or args.target, db=args.db, layout=getattr(args, "layout", "auto"),
+                                timeout=float(args.tune_timeout), on_progress=on_progress,
+                                on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
+                                threads=args.threads or None, **model_kwargs(args), **config)
+    for file in report.curve_files:
+        console.print(f"tuning curve written to {file}")
+    return report, path
+
+
+def print_tune_report(report: Any, console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title=f"tuning database {report.database}")
+    for col in ("task", "weight", "MFLOP", "trials", "default us", "best us", "GFLOP/s", "speedup"):
+        table.add_column(col, justify="left" if col == "task" else "right")
+    for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
+        table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
+                      f"{t.default_us:.1f}" if t.default_us else "-",
+                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-",
+                      f"{t.speedup:.2f}x" if t.speedup else "-")
+    console.print(table)
+    console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
+                  f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
+
+
+def add_db_parser(sub: Any) -> None:
+    db = sub.add_parser("db", help="inspect and manage tuning databases")
+    db_sub = db.add_subparsers(dest="db_command", required=True)
+    db_sub.add_parser("list", help="the databases in the cache folder")
+    show = db_sub.add_parser("show", help="per workload: records, best latency, targets")
+    show.add_argument("path")
+    merge = db_sub.add_parser("merge", help="merge databases into one (created if missing)")
+    merge.add_argument("sources", nargs="+")
+    merge.add_argument("--into", required=True)
+    prune = db_sub.add_parser("prune", help="keep only the fastest records per workload and target")
+    prune.add_argument("path")
+    prune.add_argument("--keep", type=positive_int, default=1)
+    export = db_sub.add_parser("export", help="write a database as a .tar.gz")
+    export.add_argument("path")
+    export.add_argument("archive")
+    db.set_defaults(handler=cmd_db)
+
+
+def cmd_db(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from rich.table import Table
+
+    from tvmbench.tuning import database as dbm
+
+    console = make_console()
+    if args.db_command == "list":
+        table = Table(title="tuning databases")
+        for col in ("path", "target", "TVM", "workloads", "records", "models", "last run"):
+            table.add_column(col)
+        for r in dbm.list_databases():
+            table.add_row(r["path"], json.dumps(r["target"]), str(r["tvm_version"]), str(r["workloads"]),
+                          str(r["records"]), ", ".join(r["models"]), str(r["last_run"]))
+        console.print(table)
+    elif args.db_command == "show":
+        db = dbm.TuningDatabase.open(args.path)
+        table = Table(title=f"{db.path} ({db.count_records()} records)")
+        for col in ("workload", "structural hash", "records", "best us", "targets"):
+            table.add_column(col)
+        for r in dbm.show_database(db):
+            best = f"{r['best_us']:.1f}" if r["best_us"] is not None else "-"
+            table.add_row(str(r["workload"]), str(r["shash"]), str(r["records"]), best, ", ".join(r["targets"]))
+        console.print(table)
+    elif args.db_command == "merge":
+        sources = [dbm.TuningDatabase.open(p) for p in args.sources]
+        dest = dbm.TuningDatabase.open(args.into, create=True)
+        print(f"added {dbm.merge_databases(sources, dest)} records to {dest.path}")
+    elif args.db_command == "prune":
+        db = dbm.TuningDatabase.open(args.path)
+        print(f"dropped {dbm.prune_database(db, args.keep)} records from {db.path}")
+    else:
+        path = dbm.export_database(dbm.TuningDatabase.open(args.path), Path(args.archive))
+        print(f"wrote {path}")
+    return EXIT_OK
+
+
+def add_rpc_parser(sub: Any) -> None:
+    rpc = sub.add_parser("rpc", help="start TVM's RPC tracker or a device server (for remote tuning)")
+    rpc_sub = rpc.add_subparsers(dest="rpc_command", required=True)
+    tracker = rpc_sub.add_parser("tracker", help="a tracker devices register with")
+    tracker.add_argument("--host", default="0.0.0.0")
+    tracker.add_argument("--port", type=positive_int, default=9190)
+    server = rpc_sub.add_parser("server", help="serve this device to a tracker under a key")
+    server.add_argument("--tracker", required=True, metavar="HOST:PORT")
+    server.add_argument("--key", required=True)
+    server.add_argument("--host", default="0.0.0.0")
+    server.add_argument("--port", type=positive_int, default=9090)
+    rpc.set_defaults(handler=cmd_rpc)
+
+
+def cmd_rpc(args: argparse.Namespace) -> int:
+    """Run TVM's own tracker or server in the foreground (Ctrl-C stops it)."""
+    if args.rpc_command == "tracker":
+        cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
+               "--port-end", str(args.port + 10)]
+    else:
+        from tvmbench.rpc import parse_tracker
+
+        parse_tracker(args.tracker)
+        cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
+               str(args.port + 100), "--tracker", args.tracker, "--key", args.key]
+    proc = subprocess.Popen([sys.executable, "-m", *cmd], start_new_session=True)
+    try:
+        return proc.wait()
+    finally:
+        if proc.poll() is None:  # Ctrl-C or SIGTERM: stop TVM's process group (launcher and worker)
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)

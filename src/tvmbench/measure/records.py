@@ -1,0 +1,67 @@
+"""What a worker hands back for one framework: typed, picklable, no interpretation yet.
+
+A :class:`FrameworkRun` is one framework's raw run (its timed samples, phases, outputs and the
+backend's facts); the statistics, the accuracy verdict and the speedups are computed from it by
+``results/build.py`` into a ``FrameworkResult``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tvmbench.measure.timer import Measurement
+
+
+@dataclass
+class Rounds:
+    """How the pooled samples of ``--rounds N`` came about: one median and size per round (each
+    round a fresh process, so the medians carry the spread between processes)."""
+
+    count: int
+    medians_ms: list[float]
+    sizes: list[int]
+    failures: list[str | None] = field(default_factory=list)
+
+    def to_json(self) -> dict[str, Any]:
+        medians = self.medians_ms
+        return {**dataclasses.asdict(self), "spread": (max(medians) - min(medians)) / float(np.median(medians))}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> Rounds:
+        return cls(doc["count"], list(doc["medians_ms"]), list(doc["sizes"]), list(doc.get("failures", [])))
+
+
+@dataclass
+class FrameworkRun:
+    """One framework's run in its worker: the timing (absent when only reference outputs were
+    wanted), the phases before it, the outputs, and the backend's own facts (``info``)."""
+
+    info: dict[str, Any]
+    phases_s: dict[str, float]
+    outputs: list[Any]
+    batch_size: int
+    model: dict[str, Any]  # LoadedModel.describe()
+    measurement: Measurement | None = None
+    flops: int | None = None
+    rounds: Rounds | None = None
+
+    def samples_s(self) -> list[float]:
+        return self.measurement.samples_s if self.measurement is not None else []
+
+
+def pool_rounds(runs: list[FrameworkRun], failures: list[str | None], count: int) -> FrameworkRun:
+    """The successful rounds as one run: samples pooled, phases (compile time...) from the
+    first, where nothing was cached yet."""
+    first = runs[0]
+    if count == 1:
+        return first
+    measurements = [r.measurement for r in runs if r.measurement is not None]
+    pooled = dataclasses.replace(measurements[0], samples_s=[s for m in measurements for s in m.samples_s],
+                                 timed_calls=sum(m.timed_calls for m in measurements))
+    rounds = Rounds(count=count, medians_ms=[float(np.median(m.samples_s)) * 1e3 for m in measurements],
+                    sizes=[len(m.samples_s) for m in measurements], failures=failures)
+    return dataclasses.replace(first, measurement=pooled, rounds=rounds)

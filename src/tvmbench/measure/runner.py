@@ -1,0 +1,198 @@
+"""One benchmark run's measurements: a model, several frameworks, the same inputs.
+
+The parent process never runs a framework itself: each framework is measured by
+:func:`measure_framework` in its own worker process (see ``isolation.py``), PyTorch eager first
+because its outputs are the reference the others are checked against. :func:`run_frameworks`
+returns each framework's :class:`~tvmbench.measure.records.FrameworkRun` (or why it failed);
+``results/build.py`` turns them into the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import psutil
+
+from tvmbench.backends import BackendConfig, backend_class
+from tvmbench.errors import FrameworkUnavailableError, UserError
+from tvmbench.measure import isolation
+from tvmbench.measure.records import FrameworkRun, pool_rounds
+from tvmbench.measure.timer import TimerConfig, measure
+from tvmbench.models import ModelOptions, count_flops, load_model
+from tvmbench.targets import ResolvedTarget
+
+REFERENCE = "pytorch"
+MEMORY_FRACTION = 0.9  # a worker may use this much of the machine's memory unless told otherwise
+
+Events = Callable[[str, str], None]  # (framework, message)
+
+
+def default_memory_limit() -> int:
+    """Bytes a worker may use by default: most of the machine, leaving room for the parent."""
+    return int(psutil.virtual_memory().total * MEMORY_FRACTION)
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    model: str
+    target: ResolvedTarget
+    frameworks: tuple[str, ...] = ("tvm", "pytorch")
+    options: ModelOptions = field(default_factory=ModelOptions)
+    threads: int = 1
+    timer: TimerConfig = field(default_factory=TimerConfig)
+    db_dir: str | None = None  # --db (or the database just tuned into)
+    use_default_db: bool = True  # without --db: the target's default database, if tuning filled it
+    use_pretuned: bool = True  # the databases shipped with tvmbench, where their target matches
+    use_cache: bool = True
+    isolate: bool = True
+    rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
+    include_io: bool = False  # time host-to-device input copies and output copies back
+    timeout_s: float = 3600.0
+    memory_limit_bytes: int = 0  # 0: MEMORY_FRACTION of the machine's memory
+    tolerance: dict[str, float] = field(default_factory=dict)  # overrides of the fp32 tolerance
+    backend_options: dict[str, Any] = field(default_factory=dict)  # torch_compile_mode, openvino_hint, ...
+
+    def memory_limit(self) -> int:
+        return self.memory_limit_bytes or default_memory_limit()
+
+
+@dataclass(frozen=True)
+class FrameworkJob:
+    """Everything a worker needs, picklable: it rebuilds the model itself from the same seed."""
+
+    framework: str
+    model: str
+    options: ModelOptions
+    backend: BackendConfig
+    timer: TimerConfig
+    timed: bool = True  # False: only produce reference outputs
+    count_flops: bool = False
+    include_io: bool = False
+
+
+def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> FrameworkRun:
+    """Prepare, run once cold, time steady state, return outputs. Runs inside the worker."""
+    phases: dict[str, float] = {}
+    t0 = time.perf_counter()
+    progress("building the model")
+    model = load_model(job.model, job.options)
+    phases["load_model_s"] = time.perf_counter() - t0
+    backend = backend_class(job.framework)(job.backend)
+    progress("importing and compiling" if job.framework == "tvm" else "preparing")
+    t0 = time.perf_counter()
+    backend.prepare(model)
+    phases["prepare_s"] = time.perf_counter() - t0
+    phases.update(backend.phases_s)
+    progress("first inference")
+    t0 = time.perf_counter()
+    backend.run()
+    phases["first_inference_s"] = time.perf_counter() - t0
+    run = FrameworkRun(info=backend.info, phases_s=phases, outputs=backend.outputs(),
+                       batch_size=model.batch_size, model=model.describe())
+    if job.timed:
+        def on_timer(stage: str, n: int) -> None:
+            progress(f"{stage} run {n}")
+
+        run.measurement = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
+                                  block_timer=None if job.include_io else backend.block_timer())
+    if job.count_flops:
+        progress("counting FLOPs")
+        run.flops = count_flops(model)
+    backend.close()
+    return run
+
+
+def thread_env(threads: int) -> dict[str, str]:
+    """The same thread count for every framework, set before any of them starts a pool."""
+    n = str(threads)
+    return {"TVM_NUM_THREADS": n, "OMP_NUM_THREADS": n, "MKL_NUM_THREADS": n, "OPENBLAS_NUM_THREADS": n}
+
+
+def run_frameworks(cfg: RunConfig, on_event: Events | None = None
+                   ) -> tuple[list[str], dict[str, isolation.Outcome], list[Any] | None]:
+    """Measure every framework, ``cfg.rounds`` times in alternating order. Returns the order
+    (the reference first), each framework's outcome (its value a FrameworkRun), and the reference
+    outputs (None when PyTorch could not give them).
+
+    Alternating (A B, B A, ...) with a fresh worker each time spreads slow drift of the machine
+    (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
+    """
+    events = on_event or (lambda fw, msg: None)
+    from tvmbench.tuning.database import database_sources
+
+    sources = database_sources(cfg.target, cfg.db_dir, cfg.use_default_db, cfg.use_pretuned)
+    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, databases=tuple(sources),
+                                use_cache=cfg.use_cache, options=dict(cfg.backend_options))
+    base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
+    rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}
+    for r in range(cfg.rounds):
+        for fw in base if r % 2 == 0 else base[::-1]:
+            tag = f"round {r + 1}/{cfg.rounds}: " if cfg.rounds > 1 else ""
+            job = FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                               count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io)
+            rounds[fw].append(_run_job(cfg, job, lambda f, m, tag=tag: events(f, tag + m)))
+    raw = {fw: merge_rounds(outcomes) for fw, outcomes in rounds.items()}
+    ref = raw.get(REFERENCE)
+    if ref is None and backend_class_runs(REFERENCE, cfg.model):
+        events(REFERENCE, "computing reference outputs")
+        ref = _run_job(cfg, FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                                         timed=False, count_flops=True), events)
+        raw["_reference"] = ref
+    return base, raw, ref.value.outputs if ref is not None and ref.ok else None
+
+
+def backend_class_runs(framework: str, model: str) -> bool:
+    """Whether ``framework`` can run the model named ``model`` (PyTorch cannot run ONNX files)."""
+    from tvmbench.backends import load_class
+
+    return load_class(framework).can_run(model)
+
+
+def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
+    """Pool the timed samples of the successful rounds (``records.pool_rounds``). A framework
+    fails only if every round failed."""
+    ok = [o for o in outcomes if o.ok]
+    if not ok:
+        return outcomes[0]
+    if len(outcomes) == 1:
+        return ok[0]
+    value = pool_rounds([o.value for o in ok], [o.error.get("message") for o in outcomes if not o.ok], len(outcomes))
+    gpu = [o.peak_gpu_bytes for o in ok if o.peak_gpu_bytes is not None]
+    return isolation.Outcome(ok=True, value=value, peak_rss_bytes=max(o.peak_rss_bytes for o in ok),
+                             peak_gpu_bytes=max(gpu) if gpu else None,
+                             wall_s=sum(o.wall_s for o in outcomes))
+
+
+def _inline(job: FrameworkJob, on_progress: Callable[[str], None]) -> isolation.Outcome:
+    """Same contract as run_isolated, in this process (for debugging: --no-isolation)."""
+    t0 = time.monotonic()
+    try:
+        return isolation.Outcome(ok=True, value=measure_framework(job, on_progress),
+                                 wall_s=time.monotonic() - t0,
+                                 peak_rss_bytes=psutil.Process().memory_info().rss)
+    except Exception as e:
+        return isolation.Outcome(ok=False, error=isolation.describe_exception(e))
+
+
+def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Outcome:
+    def progress(msg: str) -> None:
+        events(job.framework, msg)
+
+    try:  # a missing or unavailable framework is reported without starting a worker
+        backend_class(job.framework, cfg.target)
+    except UserError as e:
+        kind = "unavailable" if isinstance(e, FrameworkUnavailableError) else "missing"
+        return isolation.Outcome(ok=False, error={"kind": kind, "type": type(e).__name__, "message": str(e)})
+    if not cfg.isolate:
+        return _inline(job, progress)
+    sampler = None
+    if cfg.target.device == "cuda":
+        from tvmbench.measure.gpu_memory import GpuMemorySampler
+
+        sampler = GpuMemorySampler()
+    return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
+                                  memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
+                                  on_progress=progress, gpu_sampler=sampler)

@@ -1,0 +1,130 @@
+"""From measurements to a result: statistics, accuracy against the reference, TVM's speedups,
+and the warnings a reader needs (a noisy machine, a call too close for one process each)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.backends import load_class
+from tvmbench.measure import accuracy, environment, isolation, stats
+from tvmbench.measure.records import FrameworkRun
+from tvmbench.measure.runner import REFERENCE, RunConfig
+from tvmbench.results.records import FrameworkResult, RunResult, Speedup
+
+
+def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
+                 ref_outputs: list[Any] | None, env: dict[str, Any]) -> RunResult:
+    """The run's result from each framework's outcome (``raw``, by framework; ``_reference`` for
+    reference outputs computed without timing) and the reference outputs."""
+    runs: list[FrameworkRun] = [o.value for o in raw.values() if o.ok]
+    model_info = next((r.model for r in runs), {})
+    flops = next((r.flops for r in runs if r.flops is not None), None)
+    batch = next((r.batch_size for r in runs), cfg.options.batch_size)
+    reduced = cfg.backend_options.get("precision", "fp32") != "fp32"
+    results = {}
+    for fw in order:
+        # Frameworks that honour --precision are checked at the fp16 tolerance when it is reduced.
+        dtype = "float16" if reduced and load_class(fw).reduced_precision else "float32"
+        results[fw] = framework_result(raw[fw], ref_outputs, accuracy.tolerance_for(dtype, cfg.tolerance), batch,
+                                       flops, fw == REFERENCE)
+    speedups = tvm_speedups(results)
+    tvm_db = (results["tvm"].info.get("database") or {}) if "tvm" in results else {}
+    return RunResult(
+        model=cfg.model, batch_size=batch, seq_length=model_info.get("seq_length"),
+        image_size=model_info.get("image_size"), target=cfg.target.kind, target_config=cfg.target.config,
+        target_source=cfg.target.source, frameworks=order, results=results, speedup=tvm_speedup(results),
+        tvm_speedups=speedups,
+        tuning_enabled=bool(tvm_db.get("tasks_with_records")),  # some kernel ran a tuned schedule
+        tuning_database=tvm_db or None, model_info={**model_info, "flops": flops},
+        measurement=_method(cfg), environment=env, warnings=_warnings(cfg, env, results, speedups))
+
+
+def _method(cfg: RunConfig) -> dict[str, Any]:
+    return {"method": "tvmbench.measure.timer", "timer": cfg.timer.to_json(),
+            "isolation": "process per framework (spawn)" if cfg.isolate else "none (in-process)",
+            "threads": cfg.threads, "rounds": cfg.rounds,
+            "io_policy": "host-to-device input copies and output copies back are timed"
+            if cfg.include_io else "inputs resident on the device, outputs not copied back "
+            "inside the timed region"}
+
+
+def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkResult],
+              speedups: dict[str, Speedup]) -> list[str]:
+    noisy = environment.warnings_for(env)
+    noisy += [f"{fw}: high run-to-run variation (CV {r.statistics['cv']:.0%})" for fw, r in results.items()
+              if r.statistics.get("cv", 0) > 0.10]
+    close = close_calls(cfg.rounds, {fw: s.to_json() for fw, s in speedups.items()})
+    if close:
+        noisy.append(close)
+    remote = sorted(fw for fw, r in results.items() if r.info.get("remote"))
+    if remote:
+        noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
+                     "frameworks ran on this machine, so speedups between them compare two machines")
+    return noisy
+
+
+def close_calls(rounds: int, speedups: dict[str, dict[str, Any]], margin: float = 0.10) -> str | None:
+    """With one process per framework, a speedup within ``margin`` of 1.0 may be nothing but the
+    two processes' placement luck (5-30 % between processes of one library on the development
+    VM), which a one-process interval cannot show."""
+    if rounds > 1:
+        return None
+    close = [fw for fw, s in speedups.items() if s.get("speedup") and abs(s["speedup"] - 1.0) < margin]
+    if not close:
+        return None
+    return (f"TVM vs {', '.join(close)}: within {margin:.0%} of each other, and each ran in one process, whose "
+            "speed can differ from the next process's by more than that; rerun with --rounds 4 for intervals "
+            "that include the spread between processes")
+
+
+def framework_result(outcome: isolation.Outcome, ref_outputs: list[Any] | None, tolerance: accuracy.Tolerance,
+                     batch: int, flops: int | None, is_reference: bool) -> FrameworkResult:
+    """Statistics of the samples (intervals from the round medians when there were rounds) and
+    the accuracy verdict against the reference outputs."""
+    if not outcome.ok:
+        err = outcome.error
+        return FrameworkResult(status="unavailable" if err.get("kind") == "unavailable" else "failed",
+                               error=err.get("message", ""), error_type=err.get("type"), error_kind=err.get("kind"),
+                               traceback=err.get("traceback"), peak_rss_bytes=outcome.peak_rss_bytes or None)
+    run: FrameworkRun = outcome.value
+    m = run.measurement
+    samples = run.samples_s()
+    summary = stats.summarize(samples, batch, rounds=run.rounds.sizes if run.rounds else None)
+    result = FrameworkResult(
+        status="ok", statistics=summary, total_runs=m.timed_calls if m else 0, device=run.info.get("device"),
+        warmup_ms=[s * 1e3 for s in m.warmup_s] if m else [], block_size=m.block_size if m else None,
+        stop_reason=m.stop_reason if m else None, phases_s=run.phases_s, peak_rss_bytes=outcome.peak_rss_bytes,
+        peak_gpu_memory_bytes=outcome.peak_gpu_bytes, info=run.info, samples_ms=[s * 1e3 for s in samples],
+        rounds=run.rounds)
+    if flops and summary.get("median_ms"):
+        result.gflops_per_sec = flops / (summary["median_ms"] * 1e-3) / 1e9
+    if is_reference:
+        result.accuracy = {"passed": True, "reference": True}
+    elif ref_outputs is None:
+        result.accuracy = {"passed": None, "reason": "no PyTorch reference outputs"}
+    else:
+        result.accuracy = accuracy.compare(run.outputs, ref_outputs, tolerance)
+    return result
+
+
+def tvm_speedup(results: dict[str, FrameworkResult], other: str = REFERENCE) -> Speedup:
+    """TVM's speedup over ``other`` (median other / median TVM) with a 95 % interval (from the
+    round medians when the run had rounds, see stats.speedup_ci); none when either failed or
+    either's outputs did not match the reference."""
+    tvm_r, other_r = results.get("tvm"), results.get(other)
+    basis = f"median({other}) / median(tvm)"
+    if not tvm_r or not other_r or not tvm_r.ok or not other_r.ok:
+        return Speedup(None, None, basis)
+    if tvm_r.accuracy.get("passed") is False or not tvm_r.median_ms:
+        return Speedup(None, None, basis + "; withheld: outputs did not match the reference")
+    if other_r.accuracy.get("passed") is False:
+        return Speedup(None, None, basis + f"; withheld: {other}'s outputs did not match the reference")
+    ci = stats.speedup_ci(other_r.samples_ms, tvm_r.samples_ms,
+                          baseline_rounds=other_r.rounds.sizes if other_r.rounds else None,
+                          candidate_rounds=tvm_r.rounds.sizes if tvm_r.rounds else None)
+    return Speedup(stats.speedup(other_r.median_ms, tvm_r.median_ms), list(ci), basis)
+
+
+def tvm_speedups(results: dict[str, FrameworkResult]) -> dict[str, Speedup]:
+    """TVM's speedup over every other framework of the run (see ``tvm_speedup``)."""
+    return {fw: tvm_speedup(results, fw) for fw in results if fw != "tvm" and "tvm" in results}

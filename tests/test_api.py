@@ -1,0 +1,57 @@
+"""The Python API as the README shows it: the first example runs as a plain script (no
+``__main__`` guard) on a tiny model, and every call of the second binds to the API's signatures."""
+
+import ast
+import inspect
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tvmbench
+from tvmbench.errors import UserError
+
+ROOT = Path(__file__).resolve().parents[1]
+MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+
+
+def _readme_examples():
+    text = (ROOT / "README.md").read_text()
+    section = text[text.index("## Python API"):text.index("## Layout")]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.S)
+
+
+@pytest.mark.slow
+def test_the_readme_example_runs_as_a_plain_script(tmp_path):
+    script = _readme_examples()[0].replace('"resnet18"', repr(MLP)).replace("runs=50", "runs=3, warmup=1")
+    script += ("\nassert doc['tvm_relax']['status'] == 'ok' and doc['pytorch']['status'] == 'ok'"
+               "\nassert tvm.accuracy['passed'] and result.speedup.speedup > 0"
+               "\nprint('API OK', sorted(result.results))\n")
+    (tmp_path / "example.py").write_text(script)
+    out = subprocess.run([sys.executable, str(tmp_path / "example.py")], capture_output=True, text=True,
+                         timeout=600, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert "API OK ['pytorch', 'tvm']" in out.stdout
+
+
+def test_every_call_in_the_readme_binds_to_the_api():
+    calls = 0
+    for block in _readme_examples():
+        for node in ast.walk(ast.parse(block)):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                    and isinstance(node.func.value, ast.Name) and node.func.value.id == "tvmbench":
+                fn = getattr(tvmbench, node.func.attr)
+                inspect.signature(fn).bind(*[None] * len(node.args), **{k.arg: None for k in node.keywords})
+                calls += 1
+    assert calls >= 5
+
+
+def test_user_mistakes_raise_one_line_errors_before_any_work():
+    with pytest.raises(UserError, match="unknown model"):
+        tvmbench.run("resnet-18-typo", target_spec="llvm")
+    with pytest.raises(UserError, match="bf16"):
+        tvmbench.run(MLP, target_spec="llvm", precision="bf16")
+    with pytest.raises(UserError, match="openvino-hint"):
+        tvmbench.run(MLP, frameworks="tvm,openvino", target_spec="llvm", openvino_hint="fastest")
