@@ -104,3 +104,10 @@ def build_winograd():
     net = _WinogradBlocks()
     _random_statistics(net.a)
     return net.eval(), (torch.randn(1, 32, 18, 18), torch.randn(1, 16, 12, 12))
+
+
+def build_first_layer():
+    """The MLP's first layer alone: a model that shares one workload (matmul + bias + ReLU,
+    32x256 by 256x512) with ``build``."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU()).eval(), (torch.randn(32, 256),)

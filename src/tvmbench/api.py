@@ -32,7 +32,7 @@ from tvmbench.results.records import RunResult
 from tvmbench.targets import ResolvedTarget, physical_cores, resolve_target
 from tvmbench.tuning.config import TuneConfig
 
-__all__ = ["compare", "model_options", "profile", "run", "run_config", "target", "tune"]
+__all__ = ["collect_ops", "compare", "model_options", "profile", "run", "run_config", "target", "tune"]
 
 
 def target(spec: str | dict[str, Any] | ResolvedTarget = "auto", layout: str = "auto") -> ResolvedTarget:
@@ -302,3 +302,48 @@ def _tune_point(point: Any, options: ModelOptions, resolved: ResolvedTarget) -> 
                    image_size=options.image_size, hf_config=options.config_overrides, seed=options.seed,
                    trials=point.trials or 1000)
     return path
+
+
+def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threads: Sequence[int] | None = None,
+                schedules: Sequence[str] = ("default",), store: str | Path | None = None, runs: int = 20,
+                alone: bool = True, db: str | None = None, pretuned: bool = True, batch_size: int = 1,
+                seq_length: int | None = None, image_size: int | None = None,
+                hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0,
+                on_job: Callable[[int, int, str, int], None] | None = None,
+                on_event: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+    """Collect every operator of ``models`` into the operator store (``profiling/store.py``):
+    features, and times inside the model and alone, per thread count and schedule source
+    ("default", "tuned"). One worker per model and thread count; what the store already has for
+    this machine, these versions and that schedule is skipped, so an interrupted collection
+    resumes. ``on_job(i, n, model, threads)`` before each worker. Returns each worker's counts."""
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.profiling.collect import SCHEDULES, CollectJob, collect_job
+    from tvmbench.profiling.store import OpStore, default_store_path
+    from tvmbench.tuning.database import database_sources
+
+    names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if m.strip()]
+    if not names:
+        raise UserError("ops collect: give at least one model, e.g. --models resnet18")
+    unknown = [s for s in schedules if s not in SCHEDULES]
+    if unknown:
+        raise UserError(f"unknown schedule source '{unknown[0]}'; use {' or '.join(SCHEDULES)}")
+    options = {m: model_options(m, batch_size, seq_length, image_size, hf_config, None, seed) for m in names}
+    resolved = target(target_spec)
+    if resolved.kind != "llvm" or not resolved.runs_here:
+        raise UserError("ops collect measures on this machine's CPU: use --target llvm (or auto without a GPU)")
+    path = Path(store) if store else default_store_path()
+    OpStore.open(path).close()  # a bad or newer store is a one-line error before any work
+    sources = tuple(database_sources(resolved, db, True, pretuned)) if "tuned" in schedules else ()
+    jobs = [(m, n) for m in names for n in (threads or [physical_cores()])]
+    counts = []
+    for i, (m, n) in enumerate(jobs, 1):
+        if on_job:
+            on_job(i, len(jobs), m, n)
+        job = CollectJob(model=m, options=options[m], target=resolved, threads=n, store=str(path),
+                         schedules=tuple(schedules), databases=sources, runs=runs, alone=alone)
+        outcome = run_isolated(collect_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
+                               env=thread_env(n), on_progress=on_event)
+        if not outcome.ok:
+            raise UserError(f"collecting {m} ({n} threads) failed: {outcome.error.get('message')}")
+        counts.append({"model": m, "threads": n, **outcome.value})
+    return counts

@@ -1,0 +1,130 @@
+"""``tvmbench ops``: the operator lab's store — collect operators into it, query it."""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import sys
+from typing import Any
+
+from tvmbench.cli.args import positive_float, positive_int
+from tvmbench.cli.common import EXIT_OK, make_console
+from tvmbench.errors import UserError
+
+
+def add_ops_parser(sub: Any) -> None:
+    ops = sub.add_parser("ops", help="the operator lab: every operator of every model, measured, stored, queried")
+    ops_sub = ops.add_subparsers(dest="ops_command", required=True)
+    collect = ops_sub.add_parser("collect", help="measure every operator of some models into the store")
+    collect.add_argument("--models", required=True, help="comma-separated zoo names or files")
+    collect.add_argument("--threads", default=None, metavar="1,2", help="thread counts (default: physical cores)")
+    collect.add_argument("--schedules", default="default", metavar="default,tuned",
+                         help="schedule sources: default (tvmbench's rules), tuned (tuning records where a "
+                              "database has one)")
+    collect.add_argument("--runs", type=positive_int, default=20, help="instrumented runs of the model")
+    collect.add_argument("--no-alone", action="store_true", help="skip timing each kernel built alone")
+    collect.add_argument("--target", default="auto")
+    collect.add_argument("--db", default=None, help="tuning database for --schedules tuned (and the shipped ones)")
+    collect.add_argument("--batch-size", type=positive_int, default=1)
+    collect.add_argument("--seq-length", type=positive_int, default=None)
+    collect.add_argument("--image-size", type=positive_int, default=None)
+    collect.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per model and thread count")
+    collect.add_argument("--quiet", "-q", action="store_true")
+    for p in (collect, *_reading_parsers(ops_sub)):
+        p.add_argument("--store", default=None, help="the store file (default: ops.sqlite in the cache folder)")
+    ops.set_defaults(handler=cmd_ops)
+
+
+def _reading_parsers(ops_sub: Any) -> list[argparse.ArgumentParser]:
+    query = ops_sub.add_parser("query", help="run one read-only SQL statement against the store")
+    query.add_argument("sql")
+    top = ops_sub.add_parser("top", help="a model's operators by share of its time")
+    top.add_argument("--model", required=True)
+    top.add_argument("--threads", type=positive_int, default=None)
+    top.add_argument("--schedule", default="default", choices=["default", "tuned"])
+    show = ops_sub.add_parser("show", help="one operator's features and measurements")
+    show.add_argument("workload")
+    for p in (query, top):
+        p.add_argument("--csv", default=None, metavar="FILE", help="write the rows as CSV ('-': stdout)")
+        p.add_argument("--json", default=None, metavar="FILE", help="write the rows as JSON ('-': stdout)")
+    return [query, top, show]
+
+
+def cmd_ops(args: argparse.Namespace) -> int:
+    from tvmbench.profiling import queries
+    from tvmbench.profiling.store import OpStore
+
+    if args.ops_command == "collect":
+        return _collect(args)
+    store = OpStore.open(args.store, readonly=True)
+    if args.ops_command == "query":
+        _emit(args, *store.query(args.sql), title=args.sql)
+    elif args.ops_command == "top":
+        _emit(args, *queries.top(store, args.model, args.threads, args.schedule), title=f"{args.model}: operators")
+    else:
+        features, (columns, rows) = queries.show(store, args.workload)
+        console = make_console()
+        for k, v in features.items():
+            console.print(f"[bold]{k}[/bold]: {v}")
+        _table(columns, rows, f"measurements of {args.workload}")
+    return EXIT_OK
+
+
+def _collect(args: argparse.Namespace) -> int:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from tvmbench import api
+    from tvmbench.comparison import parse_int_list
+
+    console = make_console(stderr=True, quiet=args.quiet)
+    threads = parse_int_list(args.threads, "--threads") if args.threads else None
+    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TextColumn("{task.fields[step]}")]
+    with Progress(*columns, console=console, transient=True) as progress:
+        bar = progress.add_task("collecting", total=None, step="")
+
+        def on_job(i: int, n: int, model: str, nthreads: int) -> None:
+            progress.update(bar, total=n, completed=i - 1, description=f"{model}, {nthreads} threads")
+
+        counts = api.collect_ops(args.models, args.target, threads=threads, schedules=schedules, store=args.store,
+                                 runs=args.runs, alone=not args.no_alone, db=args.db, batch_size=args.batch_size,
+                                 seq_length=args.seq_length, image_size=args.image_size, timeout=args.timeout,
+                                 on_job=on_job, on_event=lambda msg: progress.update(bar, step=msg))
+    for c in counts:
+        console.print(f"{c['model']} ({c['threads']} threads): {c['operators']} operators, {c['measured']} "
+                      f"measurements stored, {c['skipped']} already in the store")
+    return EXIT_OK
+
+
+def _emit(args: argparse.Namespace, columns: list[str], rows: list[tuple[Any, ...]], title: str) -> None:
+    """A table, or CSV / JSON (to a file, written atomically, or to stdout with '-')."""
+    from tvmbench.files import write_csv_atomic, write_json_atomic
+
+    docs = [dict(zip(columns, r, strict=True)) for r in rows]
+    if args.csv == "-":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(columns)
+        writer.writerows(rows)
+    elif args.csv:
+        write_csv_atomic(args.csv, docs, columns)
+    if args.json == "-":
+        print(json.dumps(docs, indent=2))
+    elif args.json:
+        write_json_atomic(args.json, docs)
+    if not args.csv and not args.json:
+        _table(columns, rows, title)
+
+
+def _table(columns: list[str], rows: list[tuple[Any, ...]], title: str) -> None:
+    from rich.table import Table
+
+    if not columns:
+        raise UserError("the statement returned no columns; ops query is for SELECT statements")
+    table = Table(title=title)
+    for c in columns:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*[f"{v:.4g}" if isinstance(v, float) else str(v) for v in r])
+    make_console().print(table)

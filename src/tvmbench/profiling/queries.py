@@ -1,0 +1,52 @@
+"""Named queries of the operator store, for users who want an answer without writing SQL."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.errors import UserError
+from tvmbench.profiling.store import OpStore
+
+# A model's operators by their share of its time inside the model (default schedules, the most
+# recent machine, versions and thread count that measured it).
+TOP = """
+SELECT o.kind, mo.kernel, mo.count, m.median_us * mo.count AS us_per_inference,
+       100.0 * m.median_us * mo.count / SUM(m.median_us * mo.count) OVER () AS share_percent,
+       o.flops * mo.count / (m.median_us * mo.count) / 1e3 AS gflops, o.intensity, o.workload
+FROM model_ops mo
+JOIN models md ON md.id = mo.model_id
+JOIN operators o ON o.workload = mo.workload
+JOIN measurements m ON m.id = (SELECT MAX(id) FROM measurements WHERE workload = mo.workload
+                                 AND context = 'in_model' AND schedule = :schedule AND threads = :threads)
+WHERE md.name = :model
+ORDER BY us_per_inference DESC
+"""
+
+
+def top(store: OpStore, model: str, threads: int | None = None, schedule: str = "default"
+        ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The model's operators by share of its time (``TOP``); ``threads`` default: the most
+    measured thread count."""
+    if threads is None:
+        _, rows = store.query("SELECT m.threads FROM measurements m JOIN model_ops mo ON mo.workload = m.workload "
+                              "JOIN models md ON md.id = mo.model_id WHERE md.name = ? "
+                              "GROUP BY m.threads ORDER BY COUNT(*) DESC, m.threads DESC LIMIT 1", (model,))
+        if not rows:
+            raise UserError(f"the operator store has no measurements of '{model}'; run 'tvmbench ops collect "
+                            f"--models {model}' first")
+        threads = int(rows[0][0])
+    return store.query(TOP, {"schedule": schedule, "threads": threads, "model": model})
+
+
+def show(store: OpStore, workload: str) -> tuple[dict[str, Any], tuple[list[str], list[tuple[Any, ...]]]]:
+    """One operator's features and every measurement of it."""
+    columns, rows = store.query("SELECT * FROM operators WHERE workload = ?", (workload,))
+    if not rows:
+        raise UserError(f"no operator with workload {workload} in the store; 'tvmbench ops top --model M' lists them")
+    features = dict(zip(columns, rows[0], strict=True))
+    measured = store.query(
+        "SELECT mc.cpu_model, mc.isa, v.tvmbench, v.tvm, m.schedule, m.threads, m.context, m.median_us, m.samples, "
+        "m.decisions FROM measurements m JOIN machines mc ON mc.id = m.machine_id "
+        "JOIN versions v ON v.id = m.versions_id WHERE m.workload = ? ORDER BY m.threads, m.schedule, m.context",
+        (workload,))
+    return features, measured

@@ -1,0 +1,196 @@
+"""The operator store: every operator tvmbench has measured, with its features, in one SQLite file.
+
+SQLite, not DuckDB: it is in Python's standard library (no dependency to install or pin), its
+transactions and WAL journal let several tvmbench processes write one file safely (a writer
+waits for the other's transaction, readers never block), and the store holds thousands of rows,
+not millions, so an analytical engine would buy nothing. Any SQLite tool can read the file.
+
+Tables (schema version in ``meta``):
+
+- ``machines``: CPU model, ISA level, cores, and the measured compute peak (GFLOP/s);
+- ``versions``: tvmbench and TVM versions a measurement was made with;
+- ``models``: a model name with its shape options;
+- ``operators``: one row per workload (the structural hash of the kernel as MetaSchedule
+  normalises it, the key tuning records use), with its features: kind, shapes, FLOPs, bytes,
+  arithmetic intensity, epilogue;
+- ``model_ops``: which model runs which workload, under which kernel name, how often;
+- ``measurements``: a workload's time on a machine with given versions, schedule, thread count
+  and context (``in_model``, ``alone_warm``), with the schedule's decisions.
+
+Every write is one transaction: a kill loses at most the operator in flight, and a second
+collection skips what is already stored for this machine, these versions and that schedule.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import sqlite3
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tvmbench.errors import UserError
+from tvmbench.paths import cache_dir
+
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS machines (
+    id INTEGER PRIMARY KEY, fingerprint TEXT UNIQUE NOT NULL, cpu_model TEXT, isa TEXT, cores INTEGER,
+    peak_gflops REAL);
+CREATE TABLE IF NOT EXISTS versions (
+    id INTEGER PRIMARY KEY, tvmbench TEXT NOT NULL, tvm TEXT NOT NULL, UNIQUE (tvmbench, tvm));
+CREATE TABLE IF NOT EXISTS models (
+    id INTEGER PRIMARY KEY, name TEXT NOT NULL, options TEXT NOT NULL, UNIQUE (name, options));
+CREATE TABLE IF NOT EXISTS operators (
+    workload TEXT PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, epilogue TEXT,
+    inputs TEXT NOT NULL, outputs TEXT NOT NULL, dtype TEXT, flops REAL, bytes INTEGER, intensity REAL);
+CREATE TABLE IF NOT EXISTS model_ops (
+    model_id INTEGER NOT NULL REFERENCES models(id), workload TEXT NOT NULL REFERENCES operators(workload),
+    kernel TEXT NOT NULL, count INTEGER NOT NULL, PRIMARY KEY (model_id, kernel));
+CREATE TABLE IF NOT EXISTS measurements (
+    id INTEGER PRIMARY KEY, workload TEXT NOT NULL REFERENCES operators(workload),
+    machine_id INTEGER NOT NULL REFERENCES machines(id), versions_id INTEGER NOT NULL REFERENCES versions(id),
+    schedule TEXT NOT NULL, threads INTEGER NOT NULL, context TEXT NOT NULL, median_us REAL NOT NULL,
+    samples INTEGER NOT NULL, decisions TEXT, created TEXT NOT NULL,
+    UNIQUE (workload, machine_id, versions_id, schedule, threads, context));
+"""
+
+
+def _read_only_uri(path: Path) -> str:
+    return path.resolve().as_uri() + "?mode=ro"
+
+
+def default_store_path() -> Path:
+    return cache_dir("ops") / "ops.sqlite"
+
+
+class OpStore:
+    """One store file. ``open`` checks it; writes go through :meth:`transaction`."""
+
+    def __init__(self, path: Path, connection: sqlite3.Connection, readonly: bool) -> None:
+        self.path, self.db, self.readonly = path, connection, readonly
+
+    @classmethod
+    def open(cls, path: str | Path | None = None, readonly: bool = False) -> OpStore:
+        """The store at ``path`` (default: the cache folder's), created when writing to a new one.
+        A missing store for reading, an unwritable path, a file that is not a store, or a store of
+        a newer schema is a one-line UserError."""
+        p = Path(path) if path else default_store_path()
+        if readonly and not p.is_file():
+            raise UserError(f"no operator store at {p}; collect one with 'tvmbench ops collect' or pass --store FILE")
+        try:
+            if readonly:
+                db = sqlite3.connect(_read_only_uri(p), uri=True, timeout=60)
+            else:
+                p.parent.mkdir(parents=True, exist_ok=True)
+                db = sqlite3.connect(p, timeout=60)
+                db.execute("PRAGMA journal_mode=WAL")
+        except (OSError, sqlite3.Error) as e:
+            raise UserError(f"cannot open the operator store {p}: {e}") from None
+        store = cls(p, db, readonly)
+        store._check_schema()
+        return store
+
+    def _check_schema(self) -> None:
+        try:
+            if not self.readonly:
+                with self.transaction():
+                    self.db.executescript(_SCHEMA)
+                    self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
+            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+        except sqlite3.Error as e:
+            raise UserError(f"{self.path} is not a tvmbench operator store ({e})") from None
+        version = int(row[0]) if row else 0
+        if version > SCHEMA_VERSION:
+            raise UserError(f"{self.path} has schema version {version}, newer than this tvmbench reads "
+                            f"({SCHEMA_VERSION}); upgrade tvmbench or use another --store")
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction (BEGIN IMMEDIATE: a second writer waits for this one)."""
+        if self.readonly:
+            raise UserError(f"the operator store {self.path} is open read-only")
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as e:
+            raise UserError(f"cannot write the operator store {self.path}: {e}") from None
+        try:
+            yield self.db
+        except BaseException:
+            self.db.rollback()
+            raise
+        else:
+            self.db.commit()
+
+    def close(self) -> None:
+        self.db.close()
+
+    # ----- rows
+
+    def machine_id(self, fingerprint: dict[str, Any]) -> int:
+        key = json.dumps(fingerprint, sort_keys=True)
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO machines (fingerprint, cpu_model, isa, cores) VALUES (?, ?, ?, ?)",
+                       (key, fingerprint.get("cpu_model"), fingerprint.get("isa"), fingerprint.get("cores")))
+            return int(db.execute("SELECT id FROM machines WHERE fingerprint = ?", (key,)).fetchone()[0])
+
+    def set_peak(self, machine_id: int, gflops: float) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE machines SET peak_gflops = ? WHERE id = ?", (gflops, machine_id))
+
+    def versions_id(self, tvmbench: str, tvm: str) -> int:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO versions (tvmbench, tvm) VALUES (?, ?)", (tvmbench, tvm))
+            return int(db.execute("SELECT id FROM versions WHERE tvmbench = ? AND tvm = ?",
+                                  (tvmbench, tvm)).fetchone()[0])
+
+    def model_id(self, name: str, options: dict[str, Any]) -> int:
+        key = json.dumps(options, sort_keys=True)
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO models (name, options) VALUES (?, ?)", (name, key))
+            return int(db.execute("SELECT id FROM models WHERE name = ? AND options = ?", (name, key)).fetchone()[0])
+
+    def add_operators(self, model_id: int, operators: list[dict[str, Any]]) -> None:
+        """The model's operators (features) and how often it runs each, in one transaction."""
+        with self.transaction() as db:
+            for op in operators:
+                db.execute("INSERT OR IGNORE INTO operators (workload, kind, name, epilogue, inputs, outputs, dtype, "
+                           "flops, bytes, intensity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                           (op["workload"], op["kind"], op["name"], op["epilogue"], json.dumps(op["inputs"]),
+                            json.dumps(op["outputs"]), op["dtype"], op["flops"], op["bytes"], op["intensity"]))
+                db.execute("INSERT OR REPLACE INTO model_ops (model_id, workload, kernel, count) VALUES (?, ?, ?, ?)",
+                           (model_id, op["workload"], op["name"], op["count"]))
+
+    def measured(self, workload: str, machine_id: int, versions_id: int, schedule: str, threads: int,
+                 context: str) -> bool:
+        return self.db.execute(
+            "SELECT 1 FROM measurements WHERE workload = ? AND machine_id = ? AND versions_id = ? AND schedule = ? "
+            "AND threads = ? AND context = ?", (workload, machine_id, versions_id, schedule, threads, context)
+        ).fetchone() is not None
+
+    def add_measurement(self, workload: str, machine_id: int, versions_id: int, schedule: str, threads: int,
+                        context: str, median_us: float, samples: int, decisions: dict[str, Any] | None) -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR REPLACE INTO measurements (workload, machine_id, versions_id, schedule, threads, "
+                       "context, median_us, samples, decisions, created) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (workload, machine_id, versions_id, schedule, threads, context, median_us, samples,
+                        json.dumps(decisions) if decisions is not None else None,
+                        time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+
+    # ----- reading
+
+    def query(self, sql: str, params: tuple[Any, ...] | dict[str, Any] = ()) -> tuple[list[str], list[tuple[Any, ...]]]:
+        """Run one read-only SQL statement: (column names, rows). A bad query is a one-line error;
+        a statement that would write is refused."""
+        ro = sqlite3.connect(_read_only_uri(self.path), uri=True, timeout=60)
+        try:
+            cursor = ro.execute(sql, params)
+            return [d[0] for d in cursor.description or []], cursor.fetchall()
+        except sqlite3.Error as e:
+            raise UserError(f"bad query: {e}") from None
+        finally:
+            ro.close()

@@ -1,0 +1,134 @@
+"""The operator lab's store: collected operators, their features, dedup across models, resume
+after a kill, queries and exports, and one-line errors for bad input."""
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tvmbench.cli import main
+from tvmbench.profiling.store import SCHEMA_VERSION, OpStore
+
+MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+FIRST = str(Path(__file__).with_name("mlp_model.py")) + ":build_first_layer"
+CNN = str(Path(__file__).with_name("mlp_model.py")) + ":build_conv"
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """MLP, its first layer alone (one shared workload) and a tiny CNN, 1 thread, default schedules."""
+    path = tmp_path_factory.mktemp("ops") / "ops.sqlite"
+    assert main(["ops", "collect", "--models", f"{MLP},{FIRST},{CNN}", "--threads", "1", "--runs", "5",
+                 "--target", "llvm", "--store", str(path), "-q"]) == 0
+    return path
+
+
+def rows(path, sql, *params):
+    db = sqlite3.connect(path)
+    try:
+        return db.execute(sql, params).fetchall()
+    finally:
+        db.close()
+
+
+def test_operators_are_stored_with_features_and_both_contexts(store):
+    dense = rows(store, "SELECT kind, flops, bytes, epilogue, inputs FROM operators WHERE name = "
+                        "'fused_matmul_packed_add_relu'")
+    assert len(dense) == 1
+    kind, flops, nbytes, epilogue, inputs = dense[0]
+    # 32x256 @ 256x512: a multiply and an add per term, then the bias add and the ReLU per output
+    assert kind == "dense" and flops == 2 * 32 * 256 * 512 + 2 * 32 * 512
+    assert nbytes == 4 * (32 * 256 + 256 * 512 + 512 + 32 * 512) and epilogue == "add,relu"
+    assert [i["shape"] for i in json.loads(inputs)] == [[32, 256], [16, 256, 32], [512]]
+    kinds = {k for (k,) in rows(store, "SELECT DISTINCT kind FROM operators")}
+    assert {"dense", "conv2d 3x3", "layout"} <= kinds
+    contexts = rows(store, "SELECT context, COUNT(*), MIN(median_us) FROM measurements GROUP BY context")
+    assert {c for c, _, _ in contexts} == {"in_model", "alone_warm"} and all(t > 0 for _, _, t in contexts)
+    decisions = json.loads(rows(store, "SELECT decisions FROM measurements m JOIN operators o USING (workload) "
+                                       "WHERE o.kind = 'dense' LIMIT 1")[0][0])
+    assert decisions["schedule"] == "Contraction" and decisions["parallel"] == 1 and decisions["splits"]
+
+
+def test_a_workload_two_models_share_is_one_operator_used_by_both(store):
+    shared = rows(store, "SELECT workload, COUNT(DISTINCT model_id) FROM model_ops GROUP BY workload "
+                         "HAVING COUNT(DISTINCT model_id) > 1")
+    assert len(shared) == 1
+    name = rows(store, "SELECT name FROM operators WHERE workload = ?", shared[0][0])[0][0]
+    assert name == "fused_matmul_packed_add_relu"
+    # ... and it was measured once per context, not once per model
+    assert rows(store, "SELECT COUNT(*) FROM measurements WHERE workload = ?", shared[0][0])[0][0] == 2
+
+
+def test_query_top_and_exports(store, tmp_path, capsys):
+    assert main(["ops", "query", "SELECT kind, COUNT(*) AS n FROM operators GROUP BY kind ORDER BY kind",
+                 "--store", str(store), "--csv", str(tmp_path / "kinds.csv")]) == 0
+    lines = (tmp_path / "kinds.csv").read_text().splitlines()
+    assert lines[0] == "kind,n" and any(line.startswith("dense,") for line in lines)
+    assert main(["ops", "top", "--model", MLP, "--store", str(store), "--json", "-"]) == 0
+    top = json.loads(capsys.readouterr().out)
+    assert "matmul" in top[0]["kernel"] and top[0]["share_percent"] > 30  # the two dense layers lead
+    assert abs(sum(r["share_percent"] for r in top) - 100) < 1e-6
+
+
+@pytest.mark.parametrize("argv, words", [
+    (["ops", "query", "SELEC nonsense"], ["bad query"]),
+    (["ops", "query", "DELETE FROM operators"], ["bad query", "readonly"]),
+    (["ops", "top", "--model", "resnet18"], ["no measurements", "ops collect"]),
+])
+def test_bad_queries_are_one_line_errors(store, argv, words, capsys):
+    assert main([*argv, "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and all(w in err[0] for w in words), err
+
+
+def test_missing_newer_and_unwritable_stores_are_one_line_errors(tmp_path, capsys):
+    assert main(["ops", "query", "SELECT 1", "--store", str(tmp_path / "none.sqlite")]) == 2
+    assert "no operator store" in capsys.readouterr().err
+    newer = tmp_path / "newer.sqlite"
+    OpStore.open(newer).close()
+    db = sqlite3.connect(newer)
+    db.execute("UPDATE meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION + 1),))
+    db.commit()
+    db.close()
+    assert main(["ops", "query", "SELECT 1", "--store", str(newer)]) == 2
+    assert "newer" in capsys.readouterr().err
+    # a store path that cannot be written (its "folder" is a file; chmod does not stop root)
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    assert main(["ops", "collect", "--models", MLP, "--store", str(blocker / "ops.sqlite"), "-q"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "cannot open the operator store" in err[0]
+
+
+def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path):
+    path = tmp_path / "ops.sqlite"
+    cmd = [sys.executable, "-m", "tvmbench.cli", "ops", "collect", "--models", CNN, "--threads", "1", "--runs", "3",
+           "--target", "llvm", "--store", str(path), "-q"]
+    proc = subprocess.Popen(cmd, start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 300
+    before = 0
+    while time.monotonic() < deadline and proc.poll() is None:
+        if path.exists():
+            try:
+                before = rows(path, "SELECT COUNT(*) FROM measurements")[0][0]
+            except sqlite3.Error:
+                before = 0
+            if before >= 2:
+                break
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert before >= 2, "the collection ended or stalled before it was killed"
+    kept = rows(path, "SELECT COUNT(*) FROM measurements")[0][0]  # still readable after the kill
+    out = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=600)
+    assert out.returncode == 0, out.stderr
+    total = rows(path, "SELECT COUNT(*) FROM measurements")[0][0]
+    unique = rows(path, "SELECT COUNT(*) FROM (SELECT DISTINCT workload, schedule, threads, context FROM measurements)")
+    assert total == unique[0][0] > kept  # nothing twice, and the rest measured
+    assert f"{total - kept} measurements stored" in out.stderr and f"{kept} already in the store" in out.stderr
