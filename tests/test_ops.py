@@ -132,3 +132,28 @@ def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path):
     unique = rows(path, "SELECT COUNT(*) FROM (SELECT DISTINCT workload, schedule, threads, context FROM measurements)")
     assert total == unique[0][0] > kept  # nothing twice, and the rest measured
     assert f"{total - kept} measurements stored" in out.stderr and f"{kept} already in the store" in out.stderr
+
+
+def test_explain_against_onnxruntime_accounts_for_each_frameworks_time(tmp_path, capsys):
+    """Each framework's per-operator sum explains its end-to-end median within 25 %, and the
+    per-kind table covers both frameworks' operators."""
+    pytest.importorskip("onnxruntime")
+    out = tmp_path / "explain.json"
+    assert main(["explain", "--model", MLP, "--vs", "onnxruntime", "--target", "llvm", "--threads", "1",
+                 "--runs", "30", "--json", str(out), "-q"]) == 0
+    doc = json.loads(out.read_text())
+    assert set(doc["frameworks"]) == {"tvm", "onnxruntime"}
+    for fw, b in doc["frameworks"].items():
+        assert abs(b["explained_ms"] / b["end_to_end_ms"] - 1) < 0.25, (fw, b["explained_ms"], b["end_to_end_ms"])
+        assert sum(b["per_kind_ms"].values()) == pytest.approx(b["explained_ms"])
+    matmul = next(r for r in doc["kinds"] if r["kind"] == "matmul")
+    assert matmul["tvm_ms"] > 0 and matmul["peer_ms"] > 0
+    assert matmul["tvm_loss_ms"] == pytest.approx(matmul["tvm_ms"] - matmul["peer_ms"])
+    printed = capsys.readouterr().out
+    assert "TVM vs onnxruntime by" in printed and "onnxruntime: end to end" in printed
+
+
+def test_explain_rejects_a_peer_it_cannot_profile(capsys):
+    with pytest.raises(SystemExit) as exit_:
+        main(["explain", "--model", MLP, "--vs", "tensorrt", "--target", "llvm"])
+    assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err

@@ -32,7 +32,7 @@ from tvmbench.results.records import RunResult
 from tvmbench.targets import ResolvedTarget, physical_cores, resolve_target
 from tvmbench.tuning.config import TuneConfig
 
-__all__ = ["collect_ops", "compare", "model_options", "profile", "run", "run_config", "target", "tune"]
+__all__ = ["collect_ops", "compare", "explain", "model_options", "profile", "run", "run_config", "target", "tune"]
 
 
 def target(spec: str | dict[str, Any] | ResolvedTarget = "auto", layout: str = "auto") -> ResolvedTarget:
@@ -347,3 +347,40 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
             raise UserError(f"collecting {m} ({n} threads) failed: {outcome.error.get('message')}")
         counts.append({"model": m, "threads": n, **outcome.value})
     return counts
+
+
+def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, threads: int | None = None,
+            runs: int = 20, db: str | None = None, untuned: bool = False, pretuned: bool = True,
+            batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
+            hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0,
+            on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+    """Where TVM wins and loses against ``vs`` (onnxruntime, openvino, pytorch), by operator
+    kind: each framework's own per-operator profile next to TVM's kernels inside the model, with
+    each one's end-to-end median and the part its profile does not explain
+    (``profiling/explain.py``). Returns the document ``tvmbench explain --json`` writes."""
+    from tvmbench.backends import BackendConfig, backend_class
+    from tvmbench.measure.isolation import run_isolated
+    from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job
+    from tvmbench.tuning.database import database_sources
+
+    if vs not in PEERS:
+        raise UserError(f"explain --vs takes one of {', '.join(PEERS)}, got '{vs}'")
+    options = model_options(model, batch_size, seq_length, image_size, hf_config, None, seed)
+    resolved = target(target_spec)
+    require_device(resolved)
+    backend_class(vs, resolved)  # a missing or unavailable peer is a one-line error before any work
+    threads = threads or physical_cores()
+    sources = tuple(database_sources(resolved, db, not untuned, pretuned and not untuned))
+    breakdowns = {}
+    for framework in ("tvm", vs):
+        job = ExplainJob(model=model, options=options, framework=framework, runs=runs,
+                         backend=BackendConfig(target=resolved, threads=threads, databases=sources))
+        outcome = run_isolated(explain_job, job, timeout_s=timeout, env=thread_env(threads),
+                               memory_limit_bytes=default_memory_limit(),
+                               on_progress=lambda msg, fw=framework: on_event and on_event(fw, msg))
+        if not outcome.ok:
+            raise UserError(f"profiling {model} with {framework} failed: {outcome.error.get('message')}")
+        breakdowns[framework] = outcome.value
+    return {"model": model, "vs": vs, "threads": threads, "target": resolved.config, "runs": runs,
+            "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
+            "kinds": compare(breakdowns["tvm"], breakdowns[vs])}

@@ -18,8 +18,22 @@ from typing import Any, ClassVar
 
 import numpy as np
 
+from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 from tvmbench.targets import ResolvedTarget
+
+# The operator kinds every framework's per-operator profile is grouped by (``tvmbench explain``).
+OP_KINDS = ("conv", "matmul", "norm", "softmax", "pool", "layout", "elementwise")
+
+
+@dataclass(frozen=True)
+class OpTime:
+    """One operator (layer) of a framework's own per-operator profile: ms per inference."""
+
+    layer: str  # the framework's node or kernel name
+    op_type: str  # the framework's op type (ONNX Runtime's Conv, OpenVINO's Convolution, aten::addmm)
+    kind: str  # one of OP_KINDS
+    ms: float
 
 
 @dataclass(frozen=True)
@@ -136,6 +150,11 @@ class Backend(ABC):
     @abstractmethod
     def outputs(self) -> list[np.ndarray]:
         """Outputs of the last ``run`` as numpy arrays, flattened in the model's output order."""
+
+    def op_profile(self, runs: int) -> list[OpTime]:
+        """Per-operator times from the framework's own profiler over ``runs`` inferences (after
+        ``prepare``); frameworks without one raise UserError."""
+        raise UserError(f"{self.label} has no per-operator profile in tvmbench")
 
     def block_timer(self) -> Callable[[int], float] | None:
         """Seconds per call of ``k`` back-to-back inferences measured by the device itself, for

@@ -7,12 +7,28 @@ session's own work, the same policy as every other framework.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend
+from tvmbench.backends.base import Backend, OpTime
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
+
+# ONNX Runtime's op types (after its graph fusions) by operator kind; the rest is elementwise.
+_KINDS = {
+    **dict.fromkeys(("Conv", "FusedConv", "NhwcFusedConv", "ConvTranspose", "QLinearConv", "NchwcConv"), "conv"),
+    **dict.fromkeys(("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulInteger", "Attention",
+                     "MultiHeadAttention", "QLinearMatMul"), "matmul"),
+    **dict.fromkeys(("LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
+                     "BatchNormalization", "InstanceNormalization", "EmbedLayerNormalization"), "norm"),
+    "Softmax": "softmax",
+    **dict.fromkeys(("MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool", "ReduceMean", "ReduceSum",
+                     "ReduceMax"), "pool"),
+    **dict.fromkeys(("Transpose", "Reshape", "Concat", "Slice", "Gather", "Split", "Squeeze", "Unsqueeze",
+                     "Flatten", "Pad", "Expand", "ReorderInput", "ReorderOutput", "Shape", "Cast",
+                     "GatherElements", "Tile"), "layout"),
+}
 
 
 class OnnxRuntimeBackend(Backend):
@@ -37,12 +53,8 @@ class OnnxRuntimeBackend(Backend):
 
         exported = onnx_file(model)
         self.phases_s["export_onnx_s"] = exported.export_s
-        opts = ort.SessionOptions()
-        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-        opts.intra_op_num_threads = self.config.threads
-        opts.inter_op_num_threads = 1
-        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-        opts.log_severity_level = 3
+        self._onnx_path = str(exported.path)
+        opts = self._session_options()
         on_gpu = self.config.target.device == "cuda"
         available = ort.get_available_providers()
         if on_gpu:
@@ -54,6 +66,7 @@ class OnnxRuntimeBackend(Backend):
         else:
             providers = ["CPUExecutionProvider"]
         t0 = time.perf_counter()
+        self._providers = providers
         self.session = ort.InferenceSession(str(exported.path), sess_options=opts, providers=providers)
         self.phases_s["compile_s"] = time.perf_counter() - t0
         device = "cuda" if on_gpu else "cpu"
@@ -71,6 +84,47 @@ class OnnxRuntimeBackend(Backend):
         self.info = {"device": device, "version": ort.__version__, "providers": self.session.get_providers(),
                      "threads": self.config.threads, "graph_optimization": "ORT_ENABLE_ALL",
                      "onnx_exporter": exported.exporter, "onnx_path": str(exported.path)}
+
+    def _session_options(self) -> Any:
+        import onnxruntime as ort
+
+        opts = ort.SessionOptions()
+        opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        opts.intra_op_num_threads = self.config.threads
+        opts.inter_op_num_threads = 1
+        opts.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        opts.log_severity_level = 3
+        return opts
+
+    def op_profile(self, runs: int) -> list[OpTime]:
+        """ONNX Runtime's session profiling (a second session, same options, profiling on): per
+        node, the median of its kernel time over the runs."""
+        import json
+        import os
+        import statistics
+        import tempfile
+
+        import onnxruntime as ort
+
+        opts = self._session_options()
+        opts.enable_profiling = True
+        opts.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="tvmbench-ort-"), "profile")
+        session = ort.InferenceSession(self._onnx_path, sess_options=opts, providers=self._providers)
+        for _ in range(runs):
+            session.run(None, self._host_inputs)
+        path = session.end_profiling()
+        with open(path) as f:
+            events = json.load(f)
+        os.remove(path)
+        times: dict[str, list[float]] = {}
+        types: dict[str, str] = {}
+        for e in events:
+            if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
+                node = e["name"].removesuffix("_kernel_time")
+                times.setdefault(node, []).append(float(e["dur"]) / 1e3)
+                types[node] = e.get("args", {}).get("op_name", "?")
+        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t))
+                for node, t in times.items()]
 
     def run(self) -> None:
         self.session.run_with_iobinding(self.binding)  # synchronous: returns when outputs are ready

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions
+from tvmbench.backends.base import Backend, BackendOptions, OpTime
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -23,6 +23,19 @@ def _type_name(value: object) -> str:
 
 
 _OV_PRECISION = {"fp32": "f32", "fp16": "f16", "amp": "f16", "bf16": "bf16"}
+
+
+# OpenVINO's node types (after its transformations) by operator kind; the rest is elementwise.
+_KINDS = {
+    **dict.fromkeys(("Convolution", "GroupConvolution", "ConvolutionBackpropData"), "conv"),
+    **dict.fromkeys(("MatMul", "FullyConnected", "ScaledDotProductAttention", "Gemm"), "matmul"),
+    **dict.fromkeys(("MVN", "NormalizeL2", "BatchNormInference", "RMS"), "norm"),
+    **dict.fromkeys(("Softmax", "SoftMax"), "softmax"),
+    **dict.fromkeys(("MaxPool", "AvgPool", "ReduceMean", "ReduceSum", "ReduceMax", "Pooling"), "pool"),
+    **dict.fromkeys(("Reshape", "Transpose", "Concat", "Gather", "Split", "StridedSlice", "Reorder", "Squeeze",
+                     "Unsqueeze", "Pad", "Broadcast", "ShapeOf", "Convert", "VariadicSplit", "Slice"), "layout"),
+}
+_NOT_KERNELS = ("Parameter", "Result", "Constant")
 
 
 @dataclass(frozen=True)
@@ -67,8 +80,9 @@ class OpenVINOBackend(Backend):
         config = {"PERFORMANCE_HINT": hint, "INFERENCE_PRECISION_HINT": precision}
         if device == "CPU":
             config["INFERENCE_NUM_THREADS"] = self.config.threads
+        self._core, self._device, self._config = core, device, config
         t0 = time.perf_counter()
-        ov_model = core.read_model(str(exported.path))
+        ov_model = self._ov_model = core.read_model(str(exported.path))
         self.phases_s["convert_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         self.compiled = core.compile_model(ov_model, device, config)
@@ -85,6 +99,29 @@ class OpenVINOBackend(Backend):
                      "performance_hint": hint,
                      "inference_precision": _type_name(self.compiled.get_property("INFERENCE_PRECISION_HINT")),
                      "onnx_exporter": exported.exporter}
+
+    def op_profile(self, runs: int) -> list[OpTime]:
+        """OpenVINO's per-node performance counters (the model compiled again with PERF_COUNT):
+        per executed node, the median of its real time over the runs."""
+        import statistics
+
+        import openvino as ov
+
+        compiled = self._core.compile_model(self._ov_model, self._device, {**self._config, "PERF_COUNT": "YES"})
+        request = compiled.create_infer_request()
+        for port, a in zip(compiled.inputs, self._host_inputs, strict=True):
+            request.set_tensor(port, ov.Tensor(a, shared_memory=True))
+        times: dict[str, list[float]] = {}
+        types: dict[str, str] = {}
+        for _ in range(runs):
+            request.infer()
+            for info in request.get_profiling_info():
+                if info.node_type in _NOT_KERNELS or str(info.status).endswith("NOT_RUN"):
+                    continue
+                times.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
+                types[info.node_name] = info.node_type
+        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t))
+                for node, t in times.items()]
 
     def run(self) -> None:
         self.request.infer()

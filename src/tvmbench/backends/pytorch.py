@@ -6,9 +6,28 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, flatten
+from tvmbench.backends.base import Backend, OpTime, flatten
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
+
+# aten ops by operator kind (self times, so nested ops are not counted twice); the rest elementwise.
+_KINDS = {
+    **dict.fromkeys(("aten::mkldnn_convolution", "aten::_convolution", "aten::convolution", "aten::conv2d",
+                     "aten::_slow_conv2d_forward", "aten::thnn_conv2d", "aten::_nnpack_spatial_convolution"), "conv"),
+    **dict.fromkeys(("aten::addmm", "aten::mm", "aten::bmm", "aten::matmul", "aten::linear", "aten::baddbmm",
+                     "aten::_scaled_dot_product_flash_attention_for_cpu", "aten::scaled_dot_product_attention"),
+                    "matmul"),
+    **dict.fromkeys(("aten::native_layer_norm", "aten::layer_norm", "aten::native_batch_norm", "aten::batch_norm",
+                     "aten::_batch_norm_impl_index", "aten::_native_batch_norm_legit_no_training"), "norm"),
+    **dict.fromkeys(("aten::_softmax", "aten::softmax"), "softmax"),
+    **dict.fromkeys(("aten::max_pool2d", "aten::max_pool2d_with_indices", "aten::adaptive_avg_pool2d",
+                     "aten::_adaptive_avg_pool2d", "aten::avg_pool2d", "aten::mean", "aten::sum"), "pool"),
+    **dict.fromkeys(("aten::view", "aten::reshape", "aten::transpose", "aten::permute", "aten::contiguous",
+                     "aten::cat", "aten::slice", "aten::select", "aten::flatten", "aten::copy_", "aten::clone",
+                     "aten::expand", "aten::unsqueeze", "aten::squeeze", "aten::t", "aten::embedding",
+                     "aten::index_select", "aten::_unsafe_view", "aten::as_strided", "aten::empty",
+                     "aten::split", "aten::chunk", "aten::narrow", "aten::to", "aten::_to_copy"), "layout"),
+}
 
 
 class PyTorchBackend(Backend):
@@ -46,6 +65,17 @@ class PyTorchBackend(Backend):
         with self._no_grad():
             self._out = self.module(*self.inputs)
         self._sync()
+
+    def op_profile(self, runs: int) -> list[OpTime]:
+        """The PyTorch profiler's self CPU time per aten op, per inference (PyTorch eager has no
+        layer names below the module's ops; each op is one row)."""
+        import torch
+
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(runs):
+                self.run()
+        return [OpTime(e.key, e.key, _KINDS.get(e.key, "elementwise"), e.self_cpu_time_total / runs / 1e3)
+                for e in prof.key_averages() if e.self_cpu_time_total > 0 and e.key.startswith("aten::")]
 
     def run_with_io(self) -> None:
         with self._no_grad():

@@ -1,0 +1,65 @@
+"""``tvmbench explain``: where TVM wins and loses against a peer, by operator kind."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from tvmbench.cli.args import add_database_args, add_model_args, model_kwargs, positive_float, positive_int
+from tvmbench.cli.common import EXIT_OK, make_console, write_json
+
+
+def add_explain_parser(sub: Any) -> None:
+    explain = sub.add_parser("explain", help="where TVM wins and loses against a peer, operator kind by kind, "
+                             "from each framework's own profiler")
+    add_model_args(explain)
+    explain.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "openvino", "pytorch"])
+    explain.add_argument("--db", default=None, help="MetaSchedule database to apply to TVM (as `run --db`)")
+    add_database_args(explain)
+    explain.add_argument("--runs", type=positive_int, default=20, help="profiled runs per framework")
+    explain.add_argument("--top", type=positive_int, default=8, help="operators listed per framework")
+    explain.add_argument("--json", default=None, metavar="FILE", help="write the document here")
+    explain.add_argument("--timeout", type=positive_float, default=3600.0)
+    explain.add_argument("--quiet", "-q", action="store_true")
+    explain.set_defaults(handler=cmd_explain)
+
+
+def cmd_explain(args: argparse.Namespace) -> int:
+    from tvmbench import api
+
+    console = make_console(stderr=True, quiet=args.quiet)
+    kwargs = {k: v for k, v in model_kwargs(args).items() if k != "input_shapes"}
+    with console.status(f"explaining {args.model}") as status:
+        doc = api.explain(args.model, args.vs, args.target, threads=args.threads, runs=args.runs, db=args.db,
+                          untuned=args.untuned, pretuned=not args.no_pretuned, timeout=args.timeout,
+                          on_event=lambda fw, msg: status.update(f"{fw}: {msg}"), **kwargs)
+    print_explain(doc, make_console(), args.top)
+    if args.json:
+        console.print(f"written to {write_json(args.json, doc)}")
+    return EXIT_OK
+
+
+def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
+    from rich.table import Table
+
+    vs = doc["vs"]
+    table = Table(title=f"{doc['model']}: TVM vs {vs} by operator kind, ms per inference ({doc['threads']} threads)")
+    for col in ("kind", "TVM", vs, "TVM loses by", "TVM / peer"):
+        table.add_column(col, justify="left" if col == "kind" else "right")
+    for r in doc["kinds"]:
+        loss = r["tvm_loss_ms"]
+        table.add_row(r["kind"], f"{r['tvm_ms']:.3f}", f"{r['peer_ms']:.3f}",
+                      f"[red]{loss:+.3f}[/red]" if loss > 0 else f"[green]{loss:+.3f}[/green]",
+                      f"{r['ratio']:.2f}x" if r["ratio"] else "-")
+    console.print(table)
+    for fw, b in doc["frameworks"].items():
+        rest = b["end_to_end_ms"] - b["explained_ms"]
+        console.print(f"{fw}: end to end {b['end_to_end_ms']:.3f} ms (median, no profiler), its operators "
+                      f"{b['explained_ms']:.3f} ms; unexplained {rest:+.3f} ms ({rest / b['end_to_end_ms']:+.0%})")
+    for fw, b in doc["frameworks"].items():
+        ops = Table(title=f"{fw}: largest operators")
+        for col in ("operator", "type", "kind", "ms"):
+            ops.add_column(col, justify="right" if col == "ms" else "left")
+        for op in b["ops"][:top]:
+            ops.add_row(op["layer"][:60], op["op_type"][:30], op["kind"], f"{op['ms']:.3f}")
+        console.print(ops)
