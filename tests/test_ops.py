@@ -76,6 +76,22 @@ def test_query_top_and_exports(store, tmp_path, capsys):
     assert abs(sum(r["share_percent"] for r in top) - 100) < 1e-6
 
 
+def test_roofline_bounds_each_operator_by_the_measured_peak_and_bandwidth(store, tmp_path, capsys):
+    (peak, bandwidth), = rows(store, "SELECT peak_gflops, bandwidth_gbs FROM rooflines WHERE threads = 1")
+    assert peak > 1 and bandwidth > 1
+    png = tmp_path / "roofline.png"
+    assert main(["ops", "roofline", "--model", CNN, "--store", str(store), "--json", "-", "--plot", str(png)]) == 0
+    ops = json.loads(capsys.readouterr().out)
+    assert {op["kind"] for op in ops} >= {"conv2d 3x3"}
+    for op in ops:
+        bound = min(peak, op["intensity"] * bandwidth)
+        assert op["bound_gflops"] == pytest.approx(bound)
+        assert op["percent_of_bound"] == pytest.approx(100 * op["gflops"] / bound)
+        assert op["bound_by"] == ("memory" if op["intensity"] * bandwidth < peak else "compute")
+    if pytest.importorskip("matplotlib"):
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
 @pytest.mark.parametrize("argv, words", [
     (["ops", "query", "SELEC nonsense"], ["bad query"]),
     (["ops", "query", "DELETE FROM operators"], ["bad query", "readonly"]),

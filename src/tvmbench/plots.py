@@ -72,3 +72,37 @@ def throughput_png(series: dict[str, list[tuple[int, float]]], path: str | Path,
         return _save(fig, Path(path))
     finally:
         plt.close(fig)
+
+
+def roofline_png(points: Sequence[dict[str, Any]], peak_gflops: float, bandwidth_gbs: float, path: str | Path,
+                 title: str) -> Path | None:
+    """Operators on the machine's roofline: intensity (FLOP/byte) against achieved GFLOP/s, log
+    scales, each point's area proportional to its share of the model's time; the roof is
+    min(peak, intensity x bandwidth)."""
+    if not available():
+        return None
+    import numpy as np
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 4.5))
+    xs = [p["intensity"] for p in points]
+    lo, hi = min([*xs, 0.1]) / 2, max([*xs, 2 * peak_gflops / bandwidth_gbs]) * 2
+    grid = np.geomspace(lo, hi, 200)
+    ax.plot(grid, np.minimum(peak_gflops, grid * bandwidth_gbs), color="black", linewidth=1.2,
+            label=f"roof: {peak_gflops:.0f} GFLOP/s, {bandwidth_gbs:.0f} GB/s")
+    kinds = sorted({p["kind"] for p in points})
+    for kind in kinds:
+        mine = [p for p in points if p["kind"] == kind]
+        ax.scatter([p["intensity"] for p in mine], [p["gflops"] for p in mine],
+                   s=[max(8.0, 12 * p["share_percent"]) for p in mine], alpha=0.6, label=kind)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per compulsory byte)")
+    ax.set_ylabel("achieved GFLOP/s (inside the model)")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, loc="lower right", markerscale=0.4)
+    ax.set_title(title)
+    try:
+        return _save(fig, Path(path))
+    finally:
+        plt.close(fig)

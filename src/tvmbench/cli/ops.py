@@ -43,12 +43,18 @@ def _reading_parsers(ops_sub: Any) -> list[argparse.ArgumentParser]:
     top.add_argument("--model", required=True)
     top.add_argument("--threads", type=positive_int, default=None)
     top.add_argument("--schedule", default="default", choices=["default", "tuned"])
+    roof = ops_sub.add_parser("roofline", help="a model's operators against this machine's roofline: achieved "
+                              "GFLOP/s, the attainable bound min(peak, intensity x bandwidth), %% of it")
+    roof.add_argument("--model", required=True)
+    roof.add_argument("--threads", type=positive_int, default=None)
+    roof.add_argument("--schedule", default="default", choices=["default", "tuned"])
+    roof.add_argument("--plot", default=None, metavar="FILE.png", help="draw it (matplotlib)")
     show = ops_sub.add_parser("show", help="one operator's features and measurements")
     show.add_argument("workload")
-    for p in (query, top):
+    for p in (query, top, roof):
         p.add_argument("--csv", default=None, metavar="FILE", help="write the rows as CSV ('-': stdout)")
         p.add_argument("--json", default=None, metavar="FILE", help="write the rows as JSON ('-': stdout)")
-    return [query, top, show]
+    return [query, top, roof, show]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -62,6 +68,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
         _emit(args, *store.query(args.sql), title=args.sql)
     elif args.ops_command == "top":
         _emit(args, *queries.top(store, args.model, args.threads, args.schedule), title=f"{args.model}: operators")
+    elif args.ops_command == "roofline":
+        _roofline(args, store)
     else:
         features, (columns, rows) = queries.show(store, args.workload)
         console = make_console()
@@ -69,6 +77,30 @@ def cmd_ops(args: argparse.Namespace) -> int:
             console.print(f"[bold]{k}[/bold]: {v}")
         _table(columns, rows, f"measurements of {args.workload}")
     return EXIT_OK
+
+
+def _roofline(args: argparse.Namespace, store: Any) -> None:
+    from tvmbench.profiling import queries
+
+    columns, rows = queries.roofline(store, args.model, args.threads, args.schedule)
+    if not rows:
+        raise UserError(f"no roofline for {args.model} in the store: collect it again with this tvmbench "
+                        "('tvmbench ops collect' measures the machine's peak and bandwidth)")
+    _emit(args, columns, rows, title=f"{args.model}: operators against the roofline")
+    if args.plot:
+        from tvmbench.plots import available, roofline_png
+
+        if not available():
+            raise UserError("--plot needs matplotlib (pip install 'tvmbench[plot]')")
+        points = [dict(zip(columns, r, strict=True)) for r in rows]
+        png = roofline_png(points, points[0]["peak_gflops"], points[0]["bandwidth_gbs"], args.plot,
+                           f"{args.model}: {len(points)} operators")
+        make_console(stderr=True).print(f"plot written to {png}")
+    below = [r for r in rows if r[columns.index("percent_of_bound")] is not None
+             and r[columns.index("percent_of_bound")] < 50]
+    share = sum(r[columns.index("share_percent")] for r in below)
+    make_console(stderr=True).print(f"{len(below)} of {len(rows)} operators below 50 % of their bound, "
+                                    f"{share:.0f} % of the model's kernel time")
 
 
 def _collect(args: argparse.Namespace) -> int:

@@ -56,3 +56,43 @@ def percent_of_peak(gflops: float | None, peak: Peak | None) -> float | None:
     if gflops is None or peak is None or peak.gflops <= 0:
         return None
     return 100.0 * gflops / peak.gflops
+
+
+@dataclass(frozen=True)
+class Bandwidth:
+    gbs: float
+    method: str
+    threads: int
+
+
+def measure_bandwidth(threads: int, megabytes: int = 64, calls: int = 5) -> Bandwidth:
+    """Memory bandwidth as a roofline's slope: a STREAM-triad-like kernel ``a = b + 3 c`` over
+    three arrays of ``megabytes`` each (far beyond any cache), compiled with TVM, parallel over
+    the runtime's threads (``TVM_NUM_THREADS``, set by the caller's worker) and vectorised; the
+    best of ``calls`` timed calls, counting 3 arrays of traffic (STREAM's convention: the write
+    allocate is not counted)."""
+    import numpy as np
+    import tvm
+    from tvm import s_tir, te
+
+    n = megabytes * (1 << 20) // 4
+    b, c = te.placeholder((n,), name="b"), te.placeholder((n,), name="c")
+    a = te.compute((n,), lambda i: b[i] + np.float32(3.0) * c[i], name="a")
+    sch = s_tir.Schedule(te.create_prim_func([b, c, a]).with_attr("global_symbol", "main"))
+    (loop,) = sch.get_loops(sch.get_sblock("a"))
+    outer, inner = sch.split(loop, factors=[None, 4096])
+    sch.parallel(outer)
+    _, lanes = sch.split(inner, factors=[None, 16])
+    sch.vectorize(lanes)
+    fn = tvm.compile(sch.mod, tvm.target.Target({"kind": "llvm", "mcpu": _host_cpu()})).jit()
+    dev = tvm.cpu(0)
+    args = [tvm.runtime.tensor(np.ones(n, "float32"), dev) for _ in range(3)]
+    seconds = fn.time_evaluator("main", dev, number=1, repeat=calls)(*args).results
+    return Bandwidth(gbs=3 * n * 4 / min(seconds) / 1e9,
+                     method=f"TVM triad a = b + 3c, 3 x {megabytes} MB fp32, best of {calls}", threads=threads)
+
+
+def _host_cpu() -> str:
+    from tvm.target import codegen
+
+    return str(codegen.llvm_get_system_cpu())

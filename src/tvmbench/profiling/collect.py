@@ -222,6 +222,12 @@ def collect_job(job: CollectJob, progress: Any = None) -> dict[str, Any]:
                 continue  # no record: it ran the default schedule, stored under "default"
             _measure(store, job, op, funcs[name], sch, label, source, machine, versions, per_run, counts)
         backend.close()
+    if not store.has_roofline(machine, job.threads):
+        from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
+
+        say("the machine's roofline")
+        store.add_roofline(machine, job.threads, measure_sgemm_peak(job.threads, n=2048),
+                           measure_bandwidth(job.threads))
     store.close()
     return counts
 

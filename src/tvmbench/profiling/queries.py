@@ -23,19 +23,50 @@ ORDER BY us_per_inference DESC
 """
 
 
+# The same operators against the machine's roofline: achieved GFLOP/s per call, the attainable
+# bound min(peak, intensity x bandwidth) for the thread count, and the share of it reached.
+ROOFLINE = """
+SELECT o.kind, mo.kernel, 100.0 * m.median_us * mo.count / SUM(m.median_us * mo.count) OVER () AS share_percent,
+       o.intensity, o.flops / (m.median_us * 1e3) AS gflops,
+       MIN(r.peak_gflops, o.intensity * r.bandwidth_gbs) AS bound_gflops,
+       100.0 * (o.flops / (m.median_us * 1e3)) / MIN(r.peak_gflops, o.intensity * r.bandwidth_gbs)
+           AS percent_of_bound,
+       CASE WHEN o.intensity * r.bandwidth_gbs < r.peak_gflops THEN 'memory' ELSE 'compute' END AS bound_by,
+       r.peak_gflops, r.bandwidth_gbs, o.workload
+FROM model_ops mo
+JOIN models md ON md.id = mo.model_id
+JOIN operators o ON o.workload = mo.workload
+JOIN measurements m ON m.id = (SELECT MAX(id) FROM measurements WHERE workload = mo.workload
+                                 AND context = 'in_model' AND schedule = :schedule AND threads = :threads)
+JOIN rooflines r ON r.machine_id = m.machine_id AND r.threads = m.threads
+WHERE md.name = :model AND o.flops > 0
+ORDER BY share_percent DESC
+"""
+
+
+def roofline(store: OpStore, model: str, threads: int | None = None, schedule: str = "default"
+             ) -> tuple[list[str], list[tuple[Any, ...]]]:
+    """The model's operators against the roofline (``ROOFLINE``)."""
+    return store.query(ROOFLINE, {"schedule": schedule, "threads": threads or _threads(store, model),
+                                  "model": model})
+
+
 def top(store: OpStore, model: str, threads: int | None = None, schedule: str = "default"
         ) -> tuple[list[str], list[tuple[Any, ...]]]:
     """The model's operators by share of its time (``TOP``); ``threads`` default: the most
     measured thread count."""
-    if threads is None:
-        _, rows = store.query("SELECT m.threads FROM measurements m JOIN model_ops mo ON mo.workload = m.workload "
-                              "JOIN models md ON md.id = mo.model_id WHERE md.name = ? "
-                              "GROUP BY m.threads ORDER BY COUNT(*) DESC, m.threads DESC LIMIT 1", (model,))
-        if not rows:
-            raise UserError(f"the operator store has no measurements of '{model}'; run 'tvmbench ops collect "
-                            f"--models {model}' first")
-        threads = int(rows[0][0])
-    return store.query(TOP, {"schedule": schedule, "threads": threads, "model": model})
+    return store.query(TOP, {"schedule": schedule, "threads": threads or _threads(store, model), "model": model})
+
+
+def _threads(store: OpStore, model: str) -> int:
+    """The thread count the model was measured with most (the largest on a tie)."""
+    _, rows = store.query("SELECT m.threads FROM measurements m JOIN model_ops mo ON mo.workload = m.workload "
+                          "JOIN models md ON md.id = mo.model_id WHERE md.name = ? "
+                          "GROUP BY m.threads ORDER BY COUNT(*) DESC, m.threads DESC LIMIT 1", (model,))
+    if not rows:
+        raise UserError(f"the operator store has no measurements of '{model}'; run 'tvmbench ops collect "
+                        f"--models {model}' first")
+    return int(rows[0][0])
 
 
 def show(store: OpStore, workload: str) -> tuple[dict[str, Any], tuple[list[str], list[tuple[Any, ...]]]]:

@@ -7,7 +7,9 @@ not millions, so an analytical engine would buy nothing. Any SQLite tool can rea
 
 Tables (schema version in ``meta``):
 
-- ``machines``: CPU model, ISA level, cores, and the measured compute peak (GFLOP/s);
+- ``machines``: CPU model, ISA level, cores;
+- ``rooflines``: per machine and thread count, the measured compute peak (GFLOP/s, a tuned
+  SGEMM) and memory bandwidth (GB/s, a STREAM-triad-like kernel): the roofline's roof and slope;
 - ``versions``: tvmbench and TVM versions a measurement was made with;
 - ``models``: a model name with its shape options;
 - ``operators``: one row per workload (the structural hash of the kernel as MetaSchedule
@@ -39,8 +41,11 @@ SCHEMA_VERSION = 1
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS machines (
-    id INTEGER PRIMARY KEY, fingerprint TEXT UNIQUE NOT NULL, cpu_model TEXT, isa TEXT, cores INTEGER,
-    peak_gflops REAL);
+    id INTEGER PRIMARY KEY, fingerprint TEXT UNIQUE NOT NULL, cpu_model TEXT, isa TEXT, cores INTEGER);
+CREATE TABLE IF NOT EXISTS rooflines (
+    machine_id INTEGER NOT NULL REFERENCES machines(id), threads INTEGER NOT NULL, peak_gflops REAL NOT NULL,
+    peak_method TEXT, bandwidth_gbs REAL NOT NULL, bandwidth_method TEXT, created TEXT NOT NULL,
+    PRIMARY KEY (machine_id, threads));
 CREATE TABLE IF NOT EXISTS versions (
     id INTEGER PRIMARY KEY, tvmbench TEXT NOT NULL, tvm TEXT NOT NULL, UNIQUE (tvmbench, tvm));
 CREATE TABLE IF NOT EXISTS models (
@@ -138,9 +143,16 @@ class OpStore:
                        (key, fingerprint.get("cpu_model"), fingerprint.get("isa"), fingerprint.get("cores")))
             return int(db.execute("SELECT id FROM machines WHERE fingerprint = ?", (key,)).fetchone()[0])
 
-    def set_peak(self, machine_id: int, gflops: float) -> None:
+    def has_roofline(self, machine_id: int, threads: int) -> bool:
+        return self.db.execute("SELECT 1 FROM rooflines WHERE machine_id = ? AND threads = ?",
+                               (machine_id, threads)).fetchone() is not None
+
+    def add_roofline(self, machine_id: int, threads: int, peak: Any, bandwidth: Any) -> None:
+        """``peak`` and ``bandwidth`` as measure/peak.py measures them."""
         with self.transaction() as db:
-            db.execute("UPDATE machines SET peak_gflops = ? WHERE id = ?", (gflops, machine_id))
+            db.execute("INSERT OR REPLACE INTO rooflines VALUES (?, ?, ?, ?, ?, ?, ?)",
+                       (machine_id, threads, peak.gflops, peak.method, bandwidth.gbs, bandwidth.method,
+                        time.strftime("%Y-%m-%dT%H:%M:%S%z")))
 
     def versions_id(self, tvmbench: str, tvm: str) -> int:
         with self.transaction() as db:
