@@ -92,6 +92,20 @@ def test_roofline_bounds_each_operator_by_the_measured_peak_and_bandwidth(store,
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_the_predictor_reports_held_out_error_and_predicts_a_model_without_running_it(store, capsys):
+    pytest.importorskip("xgboost")
+    assert main(["ops", "fit", "--store", str(store)]) == 0
+    report = json.loads(store.with_suffix(".predictor.report.json").read_text())
+    held = {r["model"]: r for r in report["held_out"]}
+    assert set(held) == {MLP, FIRST, CNN} and all(r["median_relative_error"] >= 0 for r in held.values())
+    # the MLP's dense layers are known from the first-layer model: its total is predicted within 2x
+    assert 0.5 < held[MLP]["total_predicted_us"] / held[MLP]["total_us"] < 2.0
+    capsys.readouterr()
+    assert main(["ops", "predict", "--model", MLP, "--threads", "1", "--store", str(store), "--json", "-"]) == 0
+    ops = json.loads(capsys.readouterr().out)
+    assert {op["kind"] for op in ops} == {"dense"} and all(op["predicted_us"] > 0 for op in ops)
+
+
 @pytest.mark.parametrize("argv, words", [
     (["ops", "query", "SELEC nonsense"], ["bad query"]),
     (["ops", "query", "DELETE FROM operators"], ["bad query", "readonly"]),

@@ -51,10 +51,19 @@ def _reading_parsers(ops_sub: Any) -> list[argparse.ArgumentParser]:
     roof.add_argument("--plot", default=None, metavar="FILE.png", help="draw it (matplotlib)")
     show = ops_sub.add_parser("show", help="one operator's features and measurements")
     show.add_argument("workload")
-    for p in (query, top, roof):
+    ops_sub.add_parser("fit", help="train the latency predictor on the store; report its error on each model "
+                       "held out of training")
+    predict = ops_sub.add_parser("predict", help="a model's per-operator and total time on this machine, "
+                                 "predicted from the store without running it")
+    predict.add_argument("--model", required=True)
+    predict.add_argument("--threads", type=positive_int, default=None)
+    predict.add_argument("--batch-size", type=positive_int, default=1)
+    predict.add_argument("--seq-length", type=positive_int, default=None)
+    predict.add_argument("--image-size", type=positive_int, default=None)
+    for p in (query, top, roof, predict):
         p.add_argument("--csv", default=None, metavar="FILE", help="write the rows as CSV ('-': stdout)")
         p.add_argument("--json", default=None, metavar="FILE", help="write the rows as JSON ('-': stdout)")
-    return [query, top, roof, show]
+    return [query, top, roof, show, *[ops_sub.choices[n] for n in ("fit", "predict")]]
 
 
 def cmd_ops(args: argparse.Namespace) -> int:
@@ -64,6 +73,8 @@ def cmd_ops(args: argparse.Namespace) -> int:
     if args.ops_command == "collect":
         return _collect(args)
     store = OpStore.open(args.store, readonly=True)
+    if args.ops_command in ("fit", "predict"):
+        return _predictor(args, store)
     if args.ops_command == "query":
         _emit(args, *store.query(args.sql), title=args.sql)
     elif args.ops_command == "top":
@@ -76,6 +87,35 @@ def cmd_ops(args: argparse.Namespace) -> int:
         for k, v in features.items():
             console.print(f"[bold]{k}[/bold]: {v}")
         _table(columns, rows, f"measurements of {args.workload}")
+    return EXIT_OK
+
+
+def _predictor(args: argparse.Namespace, store: Any) -> int:
+    from tvmbench.profiling import predictor
+
+    path = store.path.with_suffix(".predictor.json")
+    if args.ops_command == "fit":
+        fitted = predictor.fit(store)
+        fitted.save(path)
+        columns = ["held-out model", "operators", "R² (log)", "median rel. error", "total µs", "predicted µs",
+                   "total rel. error"]
+        _table(columns, [(r["model"], r["operators"], r["r2_log"], r["median_relative_error"], r["total_us"],
+                          r["total_predicted_us"], r["total_relative_error"]) for r in fitted.report],
+               f"predictor on {fitted.rows} operator times, leave one model out")
+        make_console(stderr=True).print(f"predictor written to {path}")
+        return EXIT_OK
+    from tvmbench import api
+    from tvmbench.targets import physical_cores
+
+    options = api.model_options(args.model, args.batch_size, args.seq_length, args.image_size)
+    threads = args.threads or physical_cores()
+    ops = predictor.predict_ops(predictor.load(path), predictor.model_operators(args.model, options,
+                                                                               api.target("llvm")), threads)
+    columns = ["kernel", "kind", "count", "predicted_us", "predicted_us_per_inference"]
+    _emit(args, columns, [tuple(op[c] for c in columns) for op in sorted(ops, key=lambda o: -o[columns[-1]])],
+          title=f"{args.model}: predicted, {threads} threads")
+    total = sum(op["predicted_us_per_inference"] for op in ops) / 1e3
+    make_console(stderr=True).print(f"predicted kernel time: {total:.3f} ms per inference ({len(ops)} operators)")
     return EXIT_OK
 
 
