@@ -13,7 +13,6 @@ printed as such, so a reader can tell how far the breakdown can be trusted.
 from __future__ import annotations
 
 import statistics
-import time
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -65,23 +64,12 @@ class ExplainJob:
 
 def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
     """Worker entry: prepare the framework, time plain runs, then its per-operator profile."""
-    from tvmbench.backends import backend_class
-    from tvmbench.models import load_model
+    from tvmbench.profiling.kernels import plain_runs, prepared_backend
 
     say = progress or (lambda msg: None)
-    say("building the model")
-    model = load_model(job.model, job.options)
-    backend = backend_class(job.framework)(job.backend)
-    say("preparing")
-    backend.prepare(model)
-    for _ in range(job.warmup):
-        backend.run()
+    backend = prepared_backend(job.framework, job.model, job.options, job.backend, say)
     say("end-to-end runs")
-    plain = []
-    for _ in range(job.runs):
-        t0 = time.perf_counter()
-        backend.run()
-        plain.append(time.perf_counter() - t0)
+    plain = plain_runs(backend, job.warmup, job.runs)
     say("per-operator profile")
     ops = _tvm_ops(backend, job) if job.framework in ("tvm", "tvm_untuned") else backend.op_profile(job.runs)
     backend.close()

@@ -113,30 +113,43 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
     return facts
 
 
+def prepared_backend(framework: str, model: str, options: ModelOptions, config: BackendConfig,
+                     say: Any) -> Any:
+    """The model built and ``framework`` prepared on it exactly as a benchmark's worker does."""
+    from tvmbench.backends import backend_class
+
+    say("building the model")
+    loaded = load_model(model, options)
+    backend = backend_class(framework)(config)
+    say("importing and compiling" if framework.startswith("tvm") else "preparing")
+    backend.prepare(loaded)
+    return backend
+
+
+def plain_runs(backend: Any, warmup: int, runs: int) -> list[float]:
+    """Seconds of each of ``runs`` plain inferences, after ``warmup`` untimed ones."""
+    for _ in range(warmup):
+        backend.run()
+    times = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        backend.run()
+        times.append(time.perf_counter() - t0)
+    return times
+
+
 def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     """Prepare the model as a benchmark would, then profile it (runs in a worker process)."""
     import tvm
 
-    from tvmbench.backends import backend_class
     from tvmbench.measure.peak import measure_sgemm_peak
 
     say = progress or (lambda msg: None)
-    say("building the model")
-    model = load_model(job.model, job.options)
-    backend = backend_class(job.variant)(job.backend)
-    say("importing and compiling")
-    backend.prepare(model)
+    backend = prepared_backend(job.variant, job.model, job.options, job.backend, say)
     say("kernel FLOPs and schedules")
     facts = _kernel_facts(backend.relax_module(), job.backend.target, backend.tuning_databases())
-
-    for _ in range(job.warmup):
-        backend.run()
     say("end-to-end runs")
-    plain = []
-    for _ in range(job.runs):
-        t0 = time.perf_counter()
-        backend.run()
-        plain.append(time.perf_counter() - t0)
+    plain = plain_runs(backend, job.warmup, job.runs)
 
     say("instrumented runs")
     per_run, calls = backend.time_kernels(job.runs)
