@@ -111,6 +111,18 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                      backend_options=backend_options)
 
 
+def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, what: str,
+               on_progress: Callable[[str], None] | None = None) -> Any:
+    """``fn(job)`` in a worker process with ``threads`` for every runtime; its failure is one line."""
+    from tvmbench.measure.isolation import run_isolated
+
+    outcome = run_isolated(fn, job, timeout_s=timeout, env=thread_env(threads),
+                           memory_limit_bytes=default_memory_limit(), on_progress=on_progress)
+    if not outcome.ok:
+        raise UserError(f"{what} failed: {outcome.error.get('message')}")
+    return outcome.value
+
+
 def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
     """Measure every framework of ``cfg`` and build the result (the machine's state is recorded
     before the first worker starts)."""
@@ -195,7 +207,6 @@ def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, unt
     """Per-kernel times of TVM inside the model (``ModelProfile`` by variant: "tvm", and
     "tvm_untuned" with ``vs_untuned`` or ``untuned``), each in a worker process."""
     from tvmbench.backends import BackendConfig
-    from tvmbench.measure.isolation import run_isolated
     from tvmbench.profiling.kernels import ProfileJob, profile_job
     from tvmbench.tuning.database import TuningDatabase, database_sources
 
@@ -214,12 +225,8 @@ def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, unt
         job = ProfileJob(model=model, options=options, variant=variant, runs=runs,
                          backend=BackendConfig(target=resolved, threads=threads, databases=tuple(sources)),
                          measure_peak=variant == variants[0])
-        outcome = run_isolated(profile_job, job, timeout_s=timeout, env=thread_env(threads),
-                               memory_limit_bytes=default_memory_limit(),
-                               on_progress=lambda msg, v=variant: on_event and on_event(v, msg))
-        if not outcome.ok:
-            raise UserError(f"profiling {model} ({variant}) failed: {outcome.error['message']}")
-        profiles[variant] = outcome.value
+        profiles[variant] = _in_worker(profile_job, job, threads, timeout, f"profiling {model} ({variant})",
+                                       lambda msg, v=variant: on_event and on_event(v, msg))
     if len(profiles) == 2:
         profiles["tvm_untuned"].peak_gflops = profiles[variants[0]].peak_gflops
     return profiles
@@ -316,7 +323,6 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
     ("default", "tuned"). One worker per model and thread count; what the store already has for
     this machine, these versions and that schedule is skipped, so an interrupted collection
     resumes. ``on_job(i, n, model, threads)`` before each worker. Returns each worker's counts."""
-    from tvmbench.measure.isolation import run_isolated
     from tvmbench.profiling.collect import SCHEDULES, CollectJob, collect_job
     from tvmbench.profiling.store import OpStore, default_store_path
     from tvmbench.tuning.database import database_sources
@@ -341,11 +347,8 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
             on_job(i, len(jobs), m, n)
         job = CollectJob(model=m, options=options[m], target=resolved, threads=n, store=str(path),
                          schedules=tuple(schedules), databases=sources, runs=runs, alone=alone)
-        outcome = run_isolated(collect_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
-                               env=thread_env(n), on_progress=on_event)
-        if not outcome.ok:
-            raise UserError(f"collecting {m} ({n} threads) failed: {outcome.error.get('message')}")
-        counts.append({"model": m, "threads": n, **outcome.value})
+        counts.append({"model": m, "threads": n,
+                       **_in_worker(collect_job, job, n, timeout, f"collecting {m} ({n} threads)", on_event)})
     return counts
 
 
@@ -359,7 +362,6 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     each one's end-to-end median and the part its profile does not explain
     (``profiling/explain.py``). Returns the document ``tvmbench explain --json`` writes."""
     from tvmbench.backends import BackendConfig, backend_class
-    from tvmbench.measure.isolation import run_isolated
     from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job
     from tvmbench.tuning.database import database_sources
 
@@ -375,12 +377,9 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     for framework in ("tvm", vs):
         job = ExplainJob(model=model, options=options, framework=framework, runs=runs,
                          backend=BackendConfig(target=resolved, threads=threads, databases=sources))
-        outcome = run_isolated(explain_job, job, timeout_s=timeout, env=thread_env(threads),
-                               memory_limit_bytes=default_memory_limit(),
-                               on_progress=lambda msg, fw=framework: on_event and on_event(fw, msg))
-        if not outcome.ok:
-            raise UserError(f"profiling {model} with {framework} failed: {outcome.error.get('message')}")
-        breakdowns[framework] = outcome.value
+        breakdowns[framework] = _in_worker(explain_job, job, threads, timeout,
+                                           f"profiling {model} with {framework}",
+                                           lambda msg, fw=framework: on_event and on_event(fw, msg))
     return {"model": model, "vs": vs, "threads": threads, "target": resolved.config, "runs": runs,
             "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
             "kinds": compare(breakdowns["tvm"], breakdowns[vs])}
