@@ -43,7 +43,10 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
     from rich.table import Table
 
     vs = doc["vs"]
-    table = Table(title=f"{doc['model']}: TVM vs {vs} by operator kind, ms per inference ({doc['threads']} threads)")
+    # The heading is its own line: a table title wraps to the table's width, and model paths are long.
+    console.print(f"[bold]{doc['model']}: TVM vs {vs} by operator kind, ms per inference "
+                  f"({doc['threads']} thread{'s' if doc['threads'] != 1 else ''})", soft_wrap=True)
+    table = Table()
     for col in ("kind", "TVM", vs, "TVM loses by", "TVM / peer"):
         table.add_column(col, justify="left" if col == "kind" else "right")
     for r in doc["kinds"]:
@@ -55,7 +58,8 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
     for fw, b in doc["frameworks"].items():
         rest = b["end_to_end_ms"] - b["explained_ms"]
         console.print(f"{fw}: end to end {b['end_to_end_ms']:.3f} ms (median, no profiler), its operators "
-                      f"{b['explained_ms']:.3f} ms; unexplained {rest:+.3f} ms ({rest / b['end_to_end_ms']:+.0%})")
+                      f"{b['explained_ms']:.3f} ms; unexplained {rest:+.3f} ms ({rest / b['end_to_end_ms']:+.0%})",
+                      soft_wrap=True)
     for fw, b in doc["frameworks"].items():
         ops = Table(title=f"{fw}: largest operators")
         for col in ("operator", "type", "kind", "ms"):
