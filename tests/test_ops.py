@@ -2,6 +2,7 @@
 after a kill, queries and exports, and one-line errors for bad input."""
 
 import json
+import math
 import os
 import signal
 import sqlite3
@@ -49,7 +50,8 @@ def test_operators_are_stored_with_features_and_both_contexts(store):
     kinds = {k for (k,) in rows(store, "SELECT DISTINCT kind FROM operators")}
     assert {"dense", "conv2d 3x3", "layout"} <= kinds
     contexts = rows(store, "SELECT context, COUNT(*), MIN(median_us) FROM measurements GROUP BY context")
-    assert {c for c, _, _ in contexts} == {"in_model", "alone_warm"} and all(t > 0 for _, _, t in contexts)
+    assert {c for c, _, _ in contexts} == {"in_model", "alone_warm", "alone_cold"}
+    assert all(t > 0 for _, _, t in contexts)
     decisions = json.loads(rows(store, "SELECT decisions FROM measurements m JOIN operators o USING (workload) "
                                        "WHERE o.kind = 'dense' LIMIT 1")[0][0])
     assert decisions["schedule"] == "Contraction" and decisions["parallel"] == 1 and decisions["splits"]
@@ -62,7 +64,8 @@ def test_a_workload_two_models_share_is_one_operator_used_by_both(store):
     name = rows(store, "SELECT name FROM operators WHERE workload = ?", shared[0][0])[0][0]
     assert name == "fused_matmul_packed_add_relu"
     # ... and it was measured once per context, not once per model
-    assert rows(store, "SELECT COUNT(*) FROM measurements WHERE workload = ?", shared[0][0])[0][0] == 2
+    assert rows(store, "SELECT COUNT(*) FROM measurements WHERE workload = ? AND schedule = 'default'",
+                shared[0][0])[0][0] == 3
 
 
 def test_query_top_and_exports(store, tmp_path, capsys):
@@ -106,7 +109,35 @@ def test_the_predictor_reports_held_out_error_and_predicts_a_model_without_runni
     assert {op["kind"] for op in ops} == {"dense"} and all(op["predicted_us"] > 0 for op in ops)
 
 
+def test_sampled_schedules_are_legal_distinct_points_of_the_design_space(store):
+    """``sampled:3`` draws three schedules per operator from MetaSchedule's space: each tile
+    multiplies back to a loop extent of the dense layer and is the split the schedule made, the
+    draws differ, each is timed alone (warm and cold), and a second collection draws nothing
+    again. (Into the module's store, whose default schedules are already measured.)"""
+    path = store
+    argv = ["ops", "collect", "--models", FIRST, "--threads", "1", "--runs", "3", "--target", "llvm",
+            "--schedules", "default,sampled:3", "--store", str(path), "-q"]
+    assert main(argv) == 0
+    found = rows(path, "SELECT m.schedule, m.context, m.median_us, m.decisions FROM measurements m "
+                       "JOIN operators o USING (workload) WHERE o.kind = 'dense' AND m.schedule LIKE 'sampled:%'")
+    assert {(s, c) for s, c, _, _ in found} == {(f"sampled:{k}", c) for k in (1, 2, 3)
+                                                 for c in ("alone_warm", "alone_cold")}
+    tiles = {}
+    for schedule, _, us, decisions in found:
+        d = json.loads(decisions)
+        assert us > 0 and d["schedule"] == "MetaSchedule design space"
+        # x (32 x 256) @ w^T (256 x 512): every sampled tile is a factorisation of 32, 512 or 256
+        sampled_tiles = [t for kind, t in d["sampled"] if kind == "SamplePerfectTile"]
+        assert sampled_tiles and all(math.prod(t) in (32, 256, 512) for t in sampled_tiles), d["sampled"]
+        assert all(t in d["splits"] for t in sampled_tiles)
+        tiles[schedule] = json.dumps(d["sampled"])
+    assert len(set(tiles.values())) == 3
+    n = rows(path, "SELECT COUNT(*) FROM measurements")[0][0]
+    assert main(argv) == 0 and rows(path, "SELECT COUNT(*) FROM measurements")[0][0] == n
+
+
 @pytest.mark.parametrize("argv, words", [
+    (["ops", "collect", "--models", MLP, "--schedules", "sampled:0"], ["unknown schedule source", "sampled:N"]),
     (["ops", "query", "SELEC nonsense"], ["bad query"]),
     (["ops", "query", "DELETE FROM operators"], ["bad query", "readonly"]),
     (["ops", "top", "--model", "resnet18"], ["no measurements", "ops collect"]),

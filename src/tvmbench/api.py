@@ -320,19 +320,18 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
                 on_event: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Collect every operator of ``models`` into the operator store (``profiling/store.py``):
     features, and times inside the model and alone, per thread count and schedule source
-    ("default", "tuned"). One worker per model and thread count; what the store already has for
+    ("default", "tuned", "sampled:N"; see ``profiling/sources.py``). One worker per model and thread count; what the store already has for
     this machine, these versions and that schedule is skipped, so an interrupted collection
     resumes. ``on_job(i, n, model, threads)`` before each worker. Returns each worker's counts."""
-    from tvmbench.profiling.collect import SCHEDULES, CollectJob, collect_job
+    from tvmbench.profiling.collect import CollectJob, collect_job
+    from tvmbench.profiling.sources import parse_sources
     from tvmbench.profiling.store import OpStore, default_store_path
     from tvmbench.tuning.database import database_sources
 
     names = [m.strip() for m in (models.split(",") if isinstance(models, str) else models) if m.strip()]
     if not names:
         raise UserError("ops collect: give at least one model, e.g. --models resnet18")
-    unknown = [s for s in schedules if s not in SCHEDULES]
-    if unknown:
-        raise UserError(f"unknown schedule source '{unknown[0]}'; use {' or '.join(SCHEDULES)}")
+    schedules = parse_sources(schedules)
     options = {m: model_options(m, batch_size, seq_length, image_size, hf_config, None, seed) for m in names}
     resolved = target(target_spec)
     if resolved.kind != "llvm" or not resolved.runs_here:
@@ -346,7 +345,7 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
         if on_job:
             on_job(i, len(jobs), m, n)
         job = CollectJob(model=m, options=options[m], target=resolved, threads=n, store=str(path),
-                         schedules=tuple(schedules), databases=sources, runs=runs, alone=alone)
+                         schedules=schedules, databases=sources, runs=runs, alone=alone)
         counts.append({"model": m, "threads": n,
                        **_in_worker(collect_job, job, n, timeout, f"collecting {m} ({n} threads)", on_event)})
     return counts

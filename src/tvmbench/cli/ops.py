@@ -19,9 +19,10 @@ def add_ops_parser(sub: Any) -> None:
     collect = ops_sub.add_parser("collect", help="measure every operator of some models into the store")
     collect.add_argument("--models", required=True, help="comma-separated zoo names or files")
     collect.add_argument("--threads", default=None, metavar="1,2", help="thread counts (default: physical cores)")
-    collect.add_argument("--schedules", default="default", metavar="default,tuned",
+    collect.add_argument("--schedules", default="default", metavar="default,tuned,sampled:N",
                          help="schedule sources: default (tvmbench's rules), tuned (tuning records where a "
-                              "database has one)")
+                              "database has one), sampled:N (N schedules drawn from MetaSchedule's design "
+                              "space per operator, timed alone)")
     collect.add_argument("--runs", type=positive_int, default=20, help="instrumented runs of the model")
     collect.add_argument("--no-alone", action="store_true", help="skip timing each kernel built alone")
     collect.add_argument("--target", default="auto")
@@ -144,16 +145,23 @@ def _roofline(args: argparse.Namespace, store: Any) -> None:
 
 
 def _collect(args: argparse.Namespace) -> int:
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from tvmbench import api
     from tvmbench.comparison import parse_int_list
 
     console = make_console(stderr=True, quiet=args.quiet)
     threads = parse_int_list(args.threads, "--threads") if args.threads else None
-    schedules = [s.strip() for s in args.schedules.split(",") if s.strip()]
+    schedules = args.schedules
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TextColumn("{task.fields[step]}")]
+               TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[step]}")]
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task("collecting", total=None, step="")
 

@@ -89,6 +89,19 @@ def dlight_rules(target: ResolvedTarget) -> list[Any]:
     return default_rules(target.kind)
 
 
+def default_schedule(func: Any, target: ResolvedTarget) -> tuple[str | None, Any]:
+    """(rule name, schedule) of the first default rule that applies to ``func``: the schedule
+    stage 3 gives a kernel no tuning record covers; (None, None) when none applies."""
+    with target.tvm() as tvm_target:
+        for rule in dlight_rules(target):
+            sch = rule.apply(func, tvm_target, False)
+            if isinstance(sch, list):
+                sch = sch[0] if sch else None
+            if sch is not None:
+                return type(rule).__name__, sch
+    return None, None
+
+
 def schedule_passes(target: ResolvedTarget, database: Any | None) -> list[Any]:
     """Stage 3."""
     result = []

@@ -1,17 +1,19 @@
 """Collect a model's operators into the store: features, and times inside the model and alone.
 
 One :class:`CollectJob` is one model at one thread count; it runs in a worker process (the thread
-count is fixed when TVM's runtime starts). Per schedule source:
+count is fixed when TVM's runtime starts). Per schedule source (``profiling/sources.py``):
 
 - ``default``: tvmbench's default schedules only (no tuning database), every kernel;
 - ``tuned``: the tuning databases applied; only the kernels a database has a record for are
-  stored under this source (the others run the default schedule, already stored).
+  stored under this source (the others run the default schedule, already stored);
+- ``sampled:N``: N schedules drawn from MetaSchedule's design space per kernel, timed alone.
 
-Per kernel, two contexts: ``in_model`` (its time per call inside the compiled model, from the
-Relax VM's instrument hook, median over the instrumented runs) and ``alone_warm`` (the kernel
+Per kernel, three contexts: ``in_model`` (its time per call inside the compiled model, from the
+Relax VM's instrument hook, median over the instrumented runs), ``alone_warm`` (the kernel
 built by itself with the same schedule and timed with TVM's time evaluator, inputs hot in
-cache). The gap between the two is what the neighbours cost a kernel (cold inputs, evicted
-weights) and what a tuner that measures kernels alone cannot see.
+cache) and ``alone_cold`` (the same with the caches flushed of its weights before each call).
+The gaps between them are what the neighbours cost a kernel (cold inputs, evicted weights) and
+what a tuner that measures kernels alone cannot see.
 
 A kernel's workload key is the structural hash of the kernel as MetaSchedule normalises it (the
 key of tuning records), so the same convolution in two models is one operator, counted per model.
@@ -20,6 +22,7 @@ key of tuning records), so the same convolution in two models is one operator, c
 from __future__ import annotations
 
 import statistics
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,7 +30,8 @@ from tvmbench.backends.base import BackendConfig
 from tvmbench.models import ModelOptions
 from tvmbench.targets import ResolvedTarget
 
-SCHEDULES = ("default", "tuned")
+ALONE = ("alone_warm", "alone_cold")
+ALONE_SAMPLES = {"alone_warm": 5, "alone_cold": 20}  # the time evaluator's repeats (see time_alone)
 # Relax ops that fuse into a kernel's write-back (its epilogue), as they appear in kernel names.
 _ELEMENTWISE_OPS = {"add", "subtract", "multiply", "divide", "relu", "clip", "minimum", "maximum", "tanh", "erf",
                     "sigmoid", "exp", "gelu", "silu", "power", "sqrt", "rsqrt", "negative"}
@@ -122,47 +126,15 @@ def workload_key(func: Any) -> str:
     return str(tvm_ffi.structural_hash(_normalize_mod(func)))
 
 
-def default_schedule(func: Any, target: ResolvedTarget) -> tuple[str | None, Any]:
-    """(rule name, schedule) of the first default rule that applies, as ApplyDefaultSchedule picks."""
-    from tvmbench.compile.pipeline import dlight_rules
+def time_alone(func: Any, sch: Any, target: ResolvedTarget) -> dict[str, float]:
+    """Microseconds per call of ``func`` built alone with ``sch``, warm and cold, each the median
+    of its repeats: ``{"alone_warm": us, "alone_cold": us}``.
 
-    with target.tvm() as tvm_target:
-        for rule in dlight_rules(target):
-            sch = rule.apply(func, tvm_target, False)
-            if sch is not None:
-                return type(rule).__name__, sch
-    return None, None
-
-
-def decisions(sch: Any) -> dict[str, Any]:
-    """What a schedule chose, from its trace: split factors, and how many loops it parallelised,
-    vectorised and unrolled; a tuned trace's sampling decisions too."""
-    out: dict[str, Any] = {"splits": [], "parallel": 0, "vectorize": 0, "unroll": 0}
-    if sch is None:
-        return out
-    for inst in sch.trace.insts:
-        kind = inst.kind.name
-        if kind == "Split":
-            out["splits"].append([_as_int(x) for x in inst.inputs[1:]])
-        elif kind in ("Parallel", "Vectorize", "Unroll"):
-            out[kind.lower()] += 1
-    sampled = {str(inst.kind.name): [_as_int(x) for x in d] if isinstance(d, list | tuple) else _as_int(d)
-               for inst, d in sch.trace.decisions.items()} if sch.trace.decisions else {}
-    if sampled:
-        out["sampled"] = sampled
-    return out
-
-
-def _as_int(x: Any) -> Any:
-    try:
-        return int(x)
-    except (TypeError, ValueError):
-        return None if x is None else str(x)
-
-
-def time_alone(func: Any, sch: Any, target: ResolvedTarget, number: int = 10, repeat: int = 5) -> float:
-    """Microseconds per call of ``func`` built alone with ``sch`` (inputs hot in cache): the median
-    of ``repeat`` time-evaluator repeats of at least 20 ms each."""
+    Warm: each repeat is calls back to back for at least 20 ms, inputs hot in cache after the
+    first. Cold: 20 single calls, before each of which every argument but the first is evicted
+    from the CPU caches (TVM's ``cache_flush_cpu_non_first_arg``, what MetaSchedule's runner does
+    with cache flushing on), so weights come from memory, as for a layer that runs once per
+    inference in a model larger than the cache."""
     import numpy as np
     import tvm
 
@@ -176,96 +148,127 @@ def time_alone(func: Any, sch: Any, target: ResolvedTarget, number: int = 10, re
         shape, dtype = [int(d) for d in p.shape], str(p.dtype)
         data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
         args.append(tvm.runtime.tensor(data, dev))
-    evaluator = lib.time_evaluator("main", dev, number=number, repeat=repeat, min_repeat_ms=20)
-    return float(np.median(evaluator(*args).results)) * 1e6
+    warm = lib.time_evaluator("main", dev, number=10, repeat=5, min_repeat_ms=20)
+    cold = lib.time_evaluator("main", dev, number=1, repeat=20, f_preproc="cache_flush_cpu_non_first_arg")
+    return {"alone_warm": float(np.median(warm(*args).results)) * 1e6,
+            "alone_cold": float(np.median(cold(*args).results)) * 1e6}
 
 
 def collect_job(job: CollectJob, progress: Any = None) -> dict[str, Any]:
     """Worker entry: measure the model's operators and store them; returns counts for the report."""
     import tvm
 
-    from tvmbench.backends import backend_class
-    from tvmbench.compile import pipeline
     from tvmbench.models import load_model
     from tvmbench.profiling.store import OpStore
     from tvmbench.version import __version__
 
     say = progress or (lambda msg: None)
     store = OpStore.open(job.store)
-    machine = store.machine_id(machine_fingerprint(job.target))
-    versions = store.versions_id(__version__, tvm.__version__)
+    ctx = _Context(store, job, store.machine_id(machine_fingerprint(job.target)),
+                   store.versions_id(__version__, tvm.__version__))
     say("building the model")
     model = load_model(job.model, job.options)
     model_id = store.model_id(job.model, job.options.key())
     counts = {"operators": 0, "measured": 0, "skipped": 0}
-    for source in job.schedules:
-        variant = "tvm_untuned" if source == "default" else "tvm"
-        backend = backend_class(variant)(BackendConfig(target=job.target, threads=job.threads,
-                                                       databases=job.databases if source == "tuned" else ()))
-        say(f"{source}: compiling")
-        backend.prepare(model)
-        legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.target))
-        funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-        for _ in range(job.warmup):
-            backend.run()
-        say(f"{source}: kernels in the model")
-        per_run, calls = backend.time_kernels(job.runs)
-        ops = {name: {**features(name, f), "workload": workload_key(f), "count": calls.get(name, 0)}
-               for name, f in funcs.items() if calls.get(name)}
+    sampling = any(s.startswith("sampled:") for s in job.schedules)
+    for build in [b for b in ("default", "tuned") if b in job.schedules or (b == "default" and sampling)]:
+        ops, funcs, per_run, databases = _in_model(model, job, build, say)
         store.add_operators(model_id, list(ops.values()))
         counts["operators"] = max(counts["operators"], len(ops))
-        databases = backend.tuning_databases()
         for i, (name, op) in enumerate(sorted(ops.items()), 1):
-            say(f"{source}: operator {i}/{len(ops)}")
-            sch, label = _schedule_for(funcs[name], source, databases, job.target)
-            if sch is None and source == "tuned":
-                continue  # no record: it ran the default schedule, stored under "default"
-            _measure(store, job, op, funcs[name], sch, label, source, machine, versions, per_run, counts)
-        backend.close()
-    if not store.has_roofline(machine, job.threads):
+            say(f"{build}: operator {i}/{len(ops)}")
+            for source, label, sch in _schedules(job, build, funcs[name], databases, ctx, op):
+                ctx.measure(op, funcs[name], sch, label, source, per_run if source == build else None, counts)
+    if not store.has_roofline(ctx.machine, job.threads):
         from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
 
         say("the machine's roofline")
-        store.add_roofline(machine, job.threads, measure_sgemm_peak(job.threads, n=2048),
+        store.add_roofline(ctx.machine, job.threads, measure_sgemm_peak(job.threads, n=2048),
                            measure_bandwidth(job.threads))
     store.close()
     return counts
 
 
-def _schedule_for(func: Any, source: str, databases: list[Any], target: ResolvedTarget) -> tuple[Any, str | None]:
-    """The schedule a kernel ran with under ``source``: (schedule, its label), or (None, None) for
-    "tuned" when no database has a record for it."""
-    if source == "default":
-        rule, sch = default_schedule(func, target)
-        return sch, rule
-    from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+def _in_model(model: Any, job: CollectJob, build: str, say: Any) -> tuple[dict[str, Any], dict[str, Any],
+                                                                           list[dict[str, float]], list[Any]]:
+    """Compile the model with the default schedules or with the tuning databases, time its
+    kernels inside it: (operators by kernel name, kernels by name, per-run times, databases)."""
+    import tvm
 
-    mod = _normalize_mod(func)
-    for db in databases:
-        if db.has_workload(mod):
-            with target.tvm() as tvm_target:
-                sch = db.query_schedule(mod, tvm_target, workload_name="main")
-            if sch is not None:
-                return sch, "tuning record"
-    return None, None
+    from tvmbench.backends import backend_class
+    from tvmbench.compile import pipeline
+
+    variant = "tvm_untuned" if build == "default" else "tvm"
+    backend = backend_class(variant)(BackendConfig(target=job.target, threads=job.threads,
+                                                   databases=job.databases if build == "tuned" else ()))
+    say(f"{build}: compiling")
+    backend.prepare(model)
+    try:
+        legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.target))
+        funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+        for _ in range(job.warmup):
+            backend.run()
+        say(f"{build}: kernels in the model")
+        per_run, calls = backend.time_kernels(job.runs)
+        ops = {name: {**features(name, f), "workload": workload_key(f), "count": calls.get(name, 0)}
+               for name, f in funcs.items() if calls.get(name)}
+        return ops, funcs, per_run, backend.tuning_databases()
+    finally:
+        backend.close()
 
 
-def _measure(store: Any, job: CollectJob, op: dict[str, Any], func: Any, sch: Any, label: str | None, source: str,
-             machine: int, versions: int, per_run: list[dict[str, float]], counts: dict[str, int]) -> None:
-    """Store the operator's in-model and alone times under ``source`` unless already stored."""
-    chosen = {"schedule": label, **decisions(sch)}
-    key = (op["workload"], machine, versions, source, job.threads)
-    if not store.measured(*key, "in_model"):
-        per_call = statistics.median(r.get(op["name"], 0.0) for r in per_run) / op["count"]
-        store.add_measurement(*key, "in_model", per_call * 1e6, len(per_run), chosen)
-        counts["measured"] += 1
-    else:
-        counts["skipped"] += 1
-    if job.alone and not store.measured(*key, "alone_warm"):
-        store.add_measurement(*key, "alone_warm", time_alone(func, sch, job.target), 5, chosen)
-        counts["measured"] += 1
-    elif job.alone:
-        counts["skipped"] += 1
+def _schedules(job: CollectJob, build: str, func: Any, databases: list[Any], ctx: _Context,
+               op: dict[str, Any]) -> Iterator[tuple[str, str | None, Any]]:
+    """(source, label, schedule) to measure a kernel of the ``build`` compile with. A tuned
+    build yields only kernels a database has a record for (the others ran the default schedule,
+    stored under "default"); sampled schedules are drawn only when some are not yet stored."""
+    from tvmbench.compile.pipeline import default_schedule
+    from tvmbench.profiling.sources import sample_count, sampled_schedules, tuned_schedule
+
+    if build == "tuned":
+        sch = tuned_schedule(func, databases, job.target)
+        if sch is not None:
+            yield "tuned", "tuning record", sch
+        return
+    if "default" in job.schedules:
+        rule, sch = default_schedule(func, job.target)
+        yield "default", rule, sch
+    n = sample_count(job.schedules)
+    if n and job.alone and not all(ctx.stored(op, f"sampled:{k}", c) for k in range(1, n + 1)
+                                   for c in ALONE):
+        for k, sch in sampled_schedules(func, job.target, n):
+            yield f"sampled:{k}", "MetaSchedule design space", sch
+
+
+class _Context:
+    """The store and the keys a worker writes under: machine, versions, thread count."""
+
+    def __init__(self, store: Any, job: CollectJob, machine: int, versions: int) -> None:
+        self.store, self.job, self.machine, self.versions = store, job, machine, versions
+
+    def stored(self, op: dict[str, Any], source: str, context: str) -> bool:
+        return self.store.measured(op["workload"], self.machine, self.versions, source, self.job.threads, context)
+
+    def measure(self, op: dict[str, Any], func: Any, sch: Any, label: str | None, source: str,
+                per_run: list[dict[str, float]] | None, counts: dict[str, int]) -> None:
+        """Store the operator's in-model time (when ``per_run`` is given) and its alone times
+        under ``source``, each unless already stored."""
+        from tvmbench.profiling.sources import decisions
+
+        chosen = {"schedule": label, **decisions(sch)}
+        key = (op["workload"], self.machine, self.versions, source, self.job.threads)
+        times: dict[str, tuple[float, int]] = {}
+        if per_run is not None and not self.stored(op, source, "in_model"):
+            per_call = statistics.median(r.get(op["name"], 0.0) for r in per_run) / op["count"]
+            times["in_model"] = (per_call * 1e6, len(per_run))
+        missing = [c for c in ALONE if not self.stored(op, source, c)] if self.job.alone else []
+        if missing:
+            alone = time_alone(func, sch, self.job.target)
+            times.update({c: (alone[c], ALONE_SAMPLES[c]) for c in missing})
+        for context, (us, samples) in times.items():
+            self.store.add_measurement(*key, context, us, samples, chosen)
+        counts["measured"] += len(times)
+        counts["skipped"] += (1 if per_run is not None else 0) + (len(ALONE) if self.job.alone else 0) - len(times)
 
 
 def machine_fingerprint(target: ResolvedTarget) -> dict[str, Any]:

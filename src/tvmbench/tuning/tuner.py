@@ -239,19 +239,6 @@ def _workload_key(task: Any) -> str:
     return str(tvm_ffi.structural_hash(task.dispatched[0]))
 
 
-def default_schedule(func: Any, target: Any) -> Any | None:
-    """The schedule the compile pipeline gives a function no record covers (first rule that applies)."""
-    from tvmbench.compile.pipeline import dlight_rules
-
-    for rule in dlight_rules(target):
-        sch = rule.apply(func, target.tvm(), False)
-        if isinstance(sch, list):
-            sch = sch[0] if sch else None
-        if sch is not None:
-            return sch
-    return None
-
-
 def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarget, builder: Any, runner: Any,
                              known: dict[str, float]) -> dict[str, float]:
     """Measure tvmbench's default schedule of every task not measured yet and commit it as a record.
@@ -273,7 +260,7 @@ def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarge
         if key in out:
             continue
         with target.tvm():
-            sch = default_schedule(t.dispatched[0]["main"], target)
+            _, sch = pipeline.default_schedule(t.dispatched[0]["main"], target)
         if sch is not None:
             todo.append((t, key, sch))
     if not todo:
