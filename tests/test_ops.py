@@ -73,6 +73,12 @@ def test_query_top_and_exports(store, tmp_path, capsys):
                  "--store", str(store), "--csv", str(tmp_path / "kinds.csv")]) == 0
     lines = (tmp_path / "kinds.csv").read_text().splitlines()
     assert lines[0] == "kind,n" and any(line.startswith("dense,") for line in lines)
+    duckdb = pytest.importorskip("duckdb")
+    sql = "SELECT name, kind, flops, bytes FROM operators ORDER BY workload"
+    assert main(["ops", "query", sql, "--store", str(store), "--parquet", str(tmp_path / "ops.parquet")]) == 0
+    back = duckdb.sql(f"SELECT * FROM read_parquet('{tmp_path / 'ops.parquet'}')")
+    assert back.columns == ["name", "kind", "flops", "bytes"]
+    assert back.fetchall() == [tuple(r) for r in rows(store, sql)]
     assert main(["ops", "top", "--model", MLP, "--store", str(store), "--json", "-"]) == 0
     top = json.loads(capsys.readouterr().out)
     assert "matmul" in top[0]["kernel"] and top[0]["share_percent"] > 30  # the two dense layers lead
@@ -165,6 +171,20 @@ def test_missing_newer_and_unwritable_stores_are_one_line_errors(tmp_path, capsy
     assert main(["ops", "collect", "--models", MLP, "--store", str(blocker / "ops.sqlite"), "-q"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "cannot open the operator store" in err[0]
+
+
+def test_a_store_of_the_previous_schema_gains_the_new_table_when_opened_for_writing(tmp_path):
+    path = tmp_path / "v1.sqlite"
+    OpStore.open(path).close()
+    db = sqlite3.connect(path)
+    db.execute("DROP TABLE tuning_records")
+    db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
+    db.commit()
+    db.close()
+    OpStore.open(path, readonly=True).close()  # readable as it is
+    OpStore.open(path).close()
+    assert rows(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
+    assert rows(path, "SELECT COUNT(*) FROM tuning_records") == [(0,)]
 
 
 def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path):

@@ -46,6 +46,35 @@ def test_tuning_fills_the_database_and_reports_tasks(tuned):
     assert meta["runs"][-1]["trials_after"] == report["trials_after"]
 
 
+def test_a_tuning_database_imported_into_the_operator_store_joins_the_collected_operators(tuned, tmp_path, capsys):
+    """``ops import-db``: every record a row; the records' workload keys are the keys a collection
+    gives the same kernels in the model (so they join); importing again adds nothing; a folder
+    that is not a database is one line."""
+    import sqlite3
+
+    db, report = tuned
+    store = tmp_path / "ops.sqlite"
+    assert main(["ops", "import-db", str(db), "--store", str(store)]) == 0
+    n = TuningDatabase.open(db).count_records()
+    assert f"{n} records" in capsys.readouterr().err
+    assert main(["ops", "collect", "--models", MODEL, "--threads", "1", "--runs", "3", "--no-alone", "--target", "llvm",
+                 "--store", str(store), "-q"]) == 0
+    con = sqlite3.connect(store)
+    joined = con.execute("SELECT DISTINCT mo.kernel, o.kind FROM tuning_records r JOIN model_ops mo USING (workload) "
+                         "JOIN operators o USING (workload)").fetchall()
+    timed = con.execute("SELECT COUNT(*), MIN(run_us) FROM tuning_records WHERE run_us IS NOT NULL").fetchone()
+    records = con.execute("SELECT COUNT(*) FROM tuning_records").fetchone()[0]
+    con.close()
+    tuned_kernels = {t["name"] for t in report["tasks"] if t["trials"] > 0 and "matmul" in t["name"]}
+    assert tuned_kernels and tuned_kernels <= {k for k, _ in joined} and {"dense"} <= {kind for _, kind in joined}
+    assert records == n and timed[0] > 0 and timed[1] > 0
+    assert main(["ops", "import-db", str(db), "--store", str(store)]) == 0
+    assert "0 new in the store" in capsys.readouterr().err
+    assert main(["ops", "import-db", str(tmp_path), "--store", str(store)]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is not a MetaSchedule database" in err[0]
+
+
 def test_tuning_curve_is_written_as_csv_and_png(tuned):
     db, report = tuned
     csvs = list((db / "curves").glob("mlp_model.py_build-*.csv"))

@@ -351,6 +351,23 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
     return counts
 
 
+def import_tuning_db(paths: Sequence[str | Path] | str, store: str | Path | None = None) -> list[dict[str, Any]]:
+    """Import tuning databases into the operator store: every record a ``tuning_records`` row,
+    keyed by the same workload hash as collected operators (``profiling/imports.py``). Returns,
+    per database, how many records it had and how many were new to the store."""
+    from tvmbench.profiling.imports import import_database
+    from tvmbench.profiling.store import OpStore
+
+    dirs = [paths] if isinstance(paths, str | Path) else list(paths)
+    if not dirs:
+        raise UserError("ops import-db: give at least one tuning database folder")
+    opened = OpStore.open(store)
+    try:
+        return [{"database": str(d), **import_database(opened, d)} for d in dirs]
+    finally:
+        opened.close()
+
+
 def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, threads: int | None = None,
             runs: int = 20, db: str | None = None, untuned: bool = False, pretuned: bool = True,
             batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,

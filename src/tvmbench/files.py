@@ -65,6 +65,41 @@ def write_json_atomic(path: str | Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(to_jsonable(data), indent=2) + "\n")
 
 
+def parquet_available() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("duckdb") is not None
+
+
+def write_parquet_atomic(path: str | Path, columns: list[str], rows: list[tuple[Any, ...]]) -> Path:
+    """Parquet of ``rows``, written by DuckDB (the optional ``parquet`` extra). Each column's type
+    is taken from its values: integers BIGINT, numbers DOUBLE, anything else text."""
+    import duckdb
+
+    def sql_type(i: int) -> str:
+        values = [r[i] for r in rows if r[i] is not None]
+        if values and all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return "BIGINT"
+        if values and all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            return "DOUBLE"
+        return "VARCHAR"
+
+    types = [sql_type(i) for i in range(len(columns))]
+    con = duckdb.connect()
+    try:
+        names = ", ".join(f'"{c.replace(chr(34), "")}" {t}' for c, t in zip(columns, types, strict=True))
+        con.execute(f"CREATE TABLE rows ({names})")
+        if rows:
+            cast = [[v if t != "VARCHAR" or v is None else str(v) for v, t in zip(r, types, strict=True)]
+                    for r in rows]
+            con.executemany(f"INSERT INTO rows VALUES ({', '.join('?' * len(columns))})", cast)
+        with replacing(path, ".parquet") as tmp:
+            con.execute(f"COPY rows TO '{str(tmp).replace(chr(39), chr(39) * 2)}' (FORMAT PARQUET)")
+    finally:
+        con.close()
+    return Path(path)
+
+
 def write_csv_atomic(path: str | Path, rows: list[dict[str, Any]], fields: list[str]) -> Path:
     """CSV of ``rows`` (only ``fields``, in that order)."""
     buf = io.StringIO()

@@ -32,7 +32,10 @@ def add_ops_parser(sub: Any) -> None:
     collect.add_argument("--image-size", type=positive_int, default=None)
     collect.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per model and thread count")
     collect.add_argument("--quiet", "-q", action="store_true")
-    for p in (collect, *_reading_parsers(ops_sub)):
+    imp = ops_sub.add_parser("import-db", help="import tuning databases: every record a row of the store's "
+                             "tuning_records table, joinable with the operators by workload")
+    imp.add_argument("databases", nargs="+", metavar="DIR", help="MetaSchedule database folders")
+    for p in (collect, imp, *_reading_parsers(ops_sub)):
         p.add_argument("--store", default=None, help="the store file (default: ops.sqlite in the cache folder)")
     ops.set_defaults(handler=cmd_ops)
 
@@ -64,6 +67,8 @@ def _reading_parsers(ops_sub: Any) -> list[argparse.ArgumentParser]:
     for p in (query, top, roof, predict):
         p.add_argument("--csv", default=None, metavar="FILE", help="write the rows as CSV ('-': stdout)")
         p.add_argument("--json", default=None, metavar="FILE", help="write the rows as JSON ('-': stdout)")
+        p.add_argument("--parquet", default=None, metavar="FILE",
+                       help="write the rows as Parquet (needs DuckDB: pip install 'tvmbench[parquet]')")
     return [query, top, roof, show, *[ops_sub.choices[n] for n in ("fit", "predict")]]
 
 
@@ -73,6 +78,13 @@ def cmd_ops(args: argparse.Namespace) -> int:
 
     if args.ops_command == "collect":
         return _collect(args)
+    if args.ops_command == "import-db":
+        from tvmbench import api
+
+        for r in api.import_tuning_db(args.databases, args.store):
+            make_console(stderr=True).print(f"{r['database']}: {r['records']} records of {r['workloads']} "
+                                            f"workloads, {r['new']} new in the store")
+        return EXIT_OK
     store = OpStore.open(args.store, readonly=True)
     if args.ops_command in ("fit", "predict"):
         return _predictor(args, store)
@@ -179,8 +191,8 @@ def _collect(args: argparse.Namespace) -> int:
 
 
 def _emit(args: argparse.Namespace, columns: list[str], rows: list[tuple[Any, ...]], title: str) -> None:
-    """A table, or CSV / JSON (to a file, written atomically, or to stdout with '-')."""
-    from tvmbench.files import write_csv_atomic, write_json_atomic
+    """A table, or CSV / JSON (to a file, written atomically, or to stdout with '-') / Parquet."""
+    from tvmbench.files import parquet_available, write_csv_atomic, write_json_atomic, write_parquet_atomic
 
     docs = [dict(zip(columns, r, strict=True)) for r in rows]
     if args.csv == "-":
@@ -193,7 +205,11 @@ def _emit(args: argparse.Namespace, columns: list[str], rows: list[tuple[Any, ..
         print(json.dumps(docs, indent=2))
     elif args.json:
         write_json_atomic(args.json, docs)
-    if not args.csv and not args.json:
+    if args.parquet:
+        if not parquet_available():
+            raise UserError("--parquet needs DuckDB: pip install 'tvmbench[parquet]' (or use --csv / --json)")
+        write_parquet_atomic(args.parquet, columns, rows)
+    if not args.csv and not args.json and not args.parquet:
         _table(columns, rows, title)
 
 

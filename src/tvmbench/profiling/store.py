@@ -17,7 +17,10 @@ Tables (schema version in ``meta``):
   arithmetic intensity, epilogue;
 - ``model_ops``: which model runs which workload, under which kernel name, how often;
 - ``measurements``: a workload's time on a machine with given versions, schedule, thread count
-  and context (``in_model``, ``alone_warm``), with the schedule's decisions.
+  and context (``in_model``, ``alone_warm``, ``alone_cold``), with the schedule's decisions;
+- ``tuning_records``: every record of the tuning databases imported with ``ops import-db``: its
+  workload, database, target, measured time (MetaSchedule's runner: alone, caches flushed or
+  not as that run was set) and trace decisions (Lorien's idea: tuning results as queryable rows).
 
 Every write is one transaction: a kill loses at most the operator in flight, and a second
 collection skips what is already stored for this machine, these versions and that schedule.
@@ -36,7 +39,7 @@ from typing import Any
 from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2  # 2: tuning_records (a v1 store gains the table when opened for writing)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -62,6 +65,10 @@ CREATE TABLE IF NOT EXISTS measurements (
     schedule TEXT NOT NULL, threads INTEGER NOT NULL, context TEXT NOT NULL, median_us REAL NOT NULL,
     samples INTEGER NOT NULL, decisions TEXT, created TEXT NOT NULL,
     UNIQUE (workload, machine_id, versions_id, schedule, threads, context));
+CREATE TABLE IF NOT EXISTS tuning_records (
+    id INTEGER PRIMARY KEY, workload TEXT NOT NULL REFERENCES operators(workload), database TEXT NOT NULL,
+    target TEXT, run_us REAL, decisions TEXT, trace TEXT NOT NULL, imported TEXT NOT NULL,
+    UNIQUE (workload, database, trace));
 """
 
 
@@ -104,15 +111,23 @@ class OpStore:
         try:
             if not self.readonly:
                 with self.transaction():
-                    self.db.executescript(_SCHEMA)
-                    self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
+                    row = self._version()
+                    if row is None or int(row[0]) <= SCHEMA_VERSION:  # new, or older: add what is missing
+                        self.db.executescript(_SCHEMA)
+                        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
+                                        (str(SCHEMA_VERSION),))
+            row = self._version()
         except sqlite3.Error as e:
             raise UserError(f"{self.path} is not a tvmbench operator store ({e})") from None
         version = int(row[0]) if row else 0
         if version > SCHEMA_VERSION:
             raise UserError(f"{self.path} has schema version {version}, newer than this tvmbench reads "
                             f"({SCHEMA_VERSION}); upgrade tvmbench or use another --store")
+
+    def _version(self) -> tuple[Any, ...] | None:
+        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
+            return None
+        return self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
@@ -169,13 +184,23 @@ class OpStore:
     def add_operators(self, model_id: int, operators: list[dict[str, Any]]) -> None:
         """The model's operators (features) and how often it runs each, in one transaction."""
         with self.transaction() as db:
+            self._insert_workloads(db, operators, "REPLACE")  # a model's kernel names beat imported ones
             for op in operators:
-                db.execute("INSERT OR IGNORE INTO operators (workload, kind, name, epilogue, inputs, outputs, dtype, "
-                           "flops, bytes, intensity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                           (op["workload"], op["kind"], op["name"], op["epilogue"], json.dumps(op["inputs"]),
-                            json.dumps(op["outputs"]), op["dtype"], op["flops"], op["bytes"], op["intensity"]))
                 db.execute("INSERT OR REPLACE INTO model_ops (model_id, workload, kernel, count) VALUES (?, ?, ?, ?)",
                            (model_id, op["workload"], op["name"], op["count"]))
+
+    def add_workloads(self, operators: list[dict[str, Any]]) -> None:
+        """Operators (features) no model is known to run, e.g. from a tuning database."""
+        with self.transaction() as db:
+            self._insert_workloads(db, operators, "IGNORE")
+
+    @staticmethod
+    def _insert_workloads(db: sqlite3.Connection, operators: list[dict[str, Any]], conflict: str) -> None:
+        for op in operators:
+            db.execute(f"INSERT OR {conflict} INTO operators (workload, kind, name, epilogue, inputs, outputs, dtype, "
+                       "flops, bytes, intensity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (op["workload"], op["kind"], op["name"], op["epilogue"], json.dumps(op["inputs"]),
+                        json.dumps(op["outputs"]), op["dtype"], op["flops"], op["bytes"], op["intensity"]))
 
     def measured(self, workload: str, machine_id: int, versions_id: int, schedule: str, threads: int,
                  context: str) -> bool:
@@ -192,6 +217,19 @@ class OpStore:
                        (workload, machine_id, versions_id, schedule, threads, context, median_us, samples,
                         json.dumps(decisions) if decisions is not None else None,
                         time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+
+    def add_tuning_records(self, database: str, records: list[dict[str, Any]]) -> int:
+        """Records of one tuning database (workload, target, run_us, decisions, trace), in one
+        transaction; a record already imported is skipped. Returns how many were new."""
+        stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        with self.transaction() as db:
+            before = db.total_changes
+            for r in records:
+                db.execute("INSERT OR IGNORE INTO tuning_records (workload, database, target, run_us, decisions, "
+                           "trace, imported) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                           (r["workload"], database, r["target"], r["run_us"], json.dumps(r["decisions"]),
+                            r["trace"], stamp))
+            return db.total_changes - before
 
     # ----- reading
 
