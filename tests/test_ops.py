@@ -230,6 +230,11 @@ def test_explain_against_onnxruntime_accounts_for_each_frameworks_time(tmp_path,
     matmul = next(r for r in doc["kinds"] if r["kind"] == "matmul")
     assert matmul["tvm_ms"] > 0 and matmul["peer_ms"] > 0
     assert matmul["tvm_loss_ms"] == pytest.approx(matmul["tvm_ms"] - matmul["peer_ms"])
+    assert matmul["bound_ms"] > 0 and matmul["peer_percent_of_bound"] == pytest.approx(
+        100 * matmul["bound_ms"] / matmul["peer_ms"])
+    # layer by layer: the two dense layers paired in order, fc1 with the kernel that fused its ReLU
+    pairs = {("fc1" in r["peer_layer"], "relu" in r["tvm_kernel"]) for r in doc["layers"]}
+    assert pairs == {(True, True), (False, False)} and not doc["unmatched"], doc["layers"]
     printed = capsys.readouterr().out
     assert "TVM vs onnxruntime by" in printed and "onnxruntime: end to end" in printed
 

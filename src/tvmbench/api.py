@@ -378,7 +378,7 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     each one's end-to-end median and the part its profile does not explain
     (``profiling/explain.py``). Returns the document ``tvmbench explain --json`` writes."""
     from tvmbench.backends import BackendConfig, backend_class
-    from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job
+    from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job, match_layers
     from tvmbench.tuning.database import database_sources
 
     if vs not in PEERS:
@@ -398,4 +398,4 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
                                            lambda msg, fw=framework: on_event and on_event(fw, msg))
     return {"model": model, "vs": vs, "threads": threads, "target": resolved.config, "runs": runs,
             "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
-            "kinds": compare(breakdowns["tvm"], breakdowns[vs])}
+            "kinds": compare(breakdowns["tvm"], breakdowns[vs]), **match_layers(breakdowns["tvm"], breakdowns[vs])}

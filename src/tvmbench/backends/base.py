@@ -34,6 +34,8 @@ class OpTime:
     op_type: str  # the framework's op type (ONNX Runtime's Conv, OpenVINO's Convolution, aten::addmm)
     kind: str  # one of OP_KINDS
     ms: float
+    order: int | None = None  # position of its first run in one inference; None: the profiler gives none
+    out_elements: int | None = None  # elements of its (first) output, where the profiler says
 
 
 @dataclass(frozen=True)

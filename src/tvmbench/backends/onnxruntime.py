@@ -118,13 +118,15 @@ class OnnxRuntimeBackend(Backend):
         os.remove(path)
         times: dict[str, list[float]] = {}
         types: dict[str, str] = {}
-        for e in events:
+        elements: dict[str, int | None] = {}
+        for e in sorted(events, key=lambda e: e.get("ts", 0)):  # so nodes are first seen in execution order
             if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
                 node = e["name"].removesuffix("_kernel_time")
                 times.setdefault(node, []).append(float(e["dur"]) / 1e3)
                 types[node] = e.get("args", {}).get("op_name", "?")
-        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t))
-                for node, t in times.items()]
+                elements.setdefault(node, _first_output_elements(e.get("args", {})))
+        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order,
+                       elements[node]) for order, (node, t) in enumerate(times.items())]
 
     def run(self) -> None:
         self.session.run_with_iobinding(self.binding)  # synchronous: returns when outputs are ready
@@ -138,3 +140,14 @@ class OnnxRuntimeBackend(Backend):
     def close(self) -> None:
         self.binding = None
         self.session = None
+
+
+def _first_output_elements(args: dict[str, Any]) -> int | None:
+    """Elements of a profiled node's first output (``output_type_shape``: [{"float": [1, 64]}])."""
+    import math
+
+    shapes = args.get("output_type_shape") or []
+    try:
+        return math.prod(next(iter(shapes[0].values())))
+    except (IndexError, AttributeError, StopIteration, TypeError):
+        return None

@@ -111,7 +111,7 @@ class OpenVINOBackend(Backend):
         request = compiled.create_infer_request()
         for port, a in zip(compiled.inputs, self._host_inputs, strict=True):
             request.set_tensor(port, ov.Tensor(a, shared_memory=True))
-        times: dict[str, list[float]] = {}
+        times: dict[str, list[float]] = {}  # in the order the counters list the nodes: execution order
         types: dict[str, str] = {}
         for _ in range(runs):
             request.infer()
@@ -120,8 +120,8 @@ class OpenVINOBackend(Backend):
                     continue
                 times.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
                 types[info.node_name] = info.node_type
-        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t))
-                for node, t in times.items()]
+        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order)
+                for order, (node, t) in enumerate(times.items())]
 
     def run(self) -> None:
         self.request.infer()

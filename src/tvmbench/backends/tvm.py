@@ -187,12 +187,15 @@ class TVMBackend(Backend):
         """The MetaSchedule databases applied to this build (which kernels have a tuning record)."""
         return list(self.schedules.databases)
 
-    def time_kernels(self, runs: int) -> tuple[list[dict[str, float]], dict[str, int]]:
+    def time_kernels(self, runs: int, sequence: list[list[tuple[str, float]]] | None = None
+                     ) -> tuple[list[dict[str, float]], dict[str, int]]:
         """``runs`` inferences with every VM call timed (the device synchronised after each):
-        seconds per kernel name for each run, and how often each kernel is called per run."""
+        seconds per kernel name for each run, and how often each kernel is called per run.
+        ``sequence``, when given, receives each run's calls in order as (name, seconds)."""
         per_run: list[dict[str, float]] = []
         calls: dict[str, int] = {}
         current: dict[str, float] = {}
+        order: list[tuple[str, float]] = []
         started: dict[str, float] = {}
         dev = self.dev
 
@@ -201,7 +204,9 @@ class TVMBackend(Backend):
                 started[name] = time.perf_counter()
             else:
                 dev.sync()
-                current[name] = current.get(name, 0.0) + time.perf_counter() - started.pop(name)
+                took = time.perf_counter() - started.pop(name)
+                current[name] = current.get(name, 0.0) + took
+                order.append((name, took))
                 if not per_run:
                     calls[name] = calls.get(name, 0) + 1
             return 0  # relax.VMInstrumentReturnKind.NO_OP
@@ -209,8 +214,11 @@ class TVMBackend(Backend):
         self.vm.set_instrument(instrument)
         for _ in range(runs):
             current.clear()
+            order.clear()
             self.run()
             per_run.append(dict(current))
+            if sequence is not None:
+                sequence.append(list(order))
         return per_run, calls
 
     def run_with_io(self) -> None:

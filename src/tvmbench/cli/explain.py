@@ -47,14 +47,19 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
     console.print(f"[bold]{doc['model']}: TVM vs {vs} by operator kind, ms per inference "
                   f"({doc['threads']} thread{'s' if doc['threads'] != 1 else ''})", soft_wrap=True)
     table = Table()
-    for col in ("kind", "TVM", vs, "TVM loses by", "TVM / peer"):
+    for col in ("kind", "TVM", vs, "TVM loses by", "TVM / peer", "TVM % of bound", f"{vs} % of bound"):
         table.add_column(col, justify="left" if col == "kind" else "right")
     for r in doc["kinds"]:
-        loss = r["tvm_loss_ms"]
-        table.add_row(r["kind"], f"{r['tvm_ms']:.3f}", f"{r['peer_ms']:.3f}",
-                      f"[red]{loss:+.3f}[/red]" if loss > 0 else f"[green]{loss:+.3f}[/green]",
-                      f"{r['ratio']:.2f}x" if r["ratio"] else "-")
+        table.add_row(r["kind"], f"{r['tvm_ms']:.3f}", f"{r['peer_ms']:.3f}", _loss(r["tvm_loss_ms"]),
+                      f"{r['ratio']:.2f}x" if r["ratio"] else "-", _percent(r.get("tvm_percent_of_bound")),
+                      _percent(r.get("peer_percent_of_bound")))
     console.print(table)
+    roof = doc["frameworks"]["tvm"].get("roofline")
+    if roof:
+        console.print(f"bound: the least time this machine's roofline allows for TVM's kernels of that kind "
+                      f"(roof: the best BLAS SGEMM here, {roof['peak_gflops']:.0f} GFLOP/s; slope: "
+                      f"{roof['bandwidth_gbs']:.1f} GB/s); above 100 %: faster than that SGEMM", soft_wrap=True)
+    _print_layers(doc, console, top)
     for fw, b in doc["frameworks"].items():
         rest = b["end_to_end_ms"] - b["explained_ms"]
         console.print(f"{fw}: end to end {b['end_to_end_ms']:.3f} ms (median, no profiler), its operators "
@@ -67,3 +72,28 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
         for op in b["ops"][:top]:
             ops.add_row(op["layer"][:60], op["op_type"][:30], op["kind"], f"{op['ms']:.3f}")
         console.print(ops)
+
+
+def _loss(ms: float) -> str:
+    return f"[red]{ms:+.3f}[/red]" if ms > 0 else f"[green]{ms:+.3f}[/green]"
+
+
+def _percent(value: float | None) -> str:
+    return f"{value:.0f} %" if value is not None else "-"
+
+
+def _print_layers(doc: dict[str, Any], console: Any, top: int) -> None:
+    """TVM's largest per-layer losses where layers could be paired, and why others could not."""
+    from rich.table import Table
+
+    vs = doc["vs"]
+    if doc.get("layers"):
+        table = Table(title="layer by layer (paired in execution order): TVM's largest losses")
+        for col in ("kind", "TVM kernel", f"{vs} layer", "TVM", vs, "TVM loses by"):
+            table.add_column(col, justify="right" if col in ("TVM", vs, "TVM loses by") else "left")
+        for r in doc["layers"][:top]:
+            table.add_row(r["kind"], r["tvm_kernel"][:40], r["peer_layer"][:50], f"{r['tvm_ms']:.3f}",
+                          f"{r['peer_ms']:.3f}", _loss(r["tvm_loss_ms"]))
+        console.print(table)
+    for kind, reason in doc.get("unmatched", {}).items():
+        console.print(f"{kind} layers not paired: {reason}", soft_wrap=True)

@@ -31,11 +31,19 @@ def tvm_kind(kind: str) -> str:
 
 @dataclass
 class Breakdown:
-    """One framework's per-operator profile and its end-to-end median, both in ms per inference."""
+    """One framework's per-operator profile and its end-to-end median, both in ms per inference.
+    TVM's also has its kernel calls in execution order (``calls``), each kind's roofline bound
+    (``bound_ms``: the least time the machine's measured peak and bandwidth allow for the work of
+    that kind's kernels) and the roofline itself. The compute roof is the best BLAS SGEMM measured
+    here (``measure/peak.py``), not the ISA's theoretical peak: where that BLAS does not know the
+    CPU (this OpenBLAS on Zen 5), TVM's kernels can beat it, and a % of bound above 100 says so."""
 
     framework: str
     end_to_end_ms: float
     ops: list[OpTime] = field(default_factory=list)
+    calls: list[OpTime] = field(default_factory=list)
+    bound_ms: dict[str, float] = field(default_factory=dict)
+    roofline: dict[str, float] | None = None
 
     @property
     def explained_ms(self) -> float:
@@ -48,8 +56,11 @@ class Breakdown:
         return out
 
     def to_json(self) -> dict[str, Any]:
-        return {"framework": self.framework, "end_to_end_ms": self.end_to_end_ms, "explained_ms": self.explained_ms,
-                "per_kind_ms": self.per_kind(), "ops": [asdict(op) for op in self.ops]}
+        doc = {"framework": self.framework, "end_to_end_ms": self.end_to_end_ms, "explained_ms": self.explained_ms,
+               "per_kind_ms": self.per_kind(), "ops": [asdict(op) for op in self.ops]}
+        if self.roofline:
+            doc.update(roofline=self.roofline, bound_ms=self.bound_ms)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -71,32 +82,105 @@ def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
     say("end-to-end runs")
     plain = plain_runs(backend, job.warmup, job.runs)
     say("per-operator profile")
-    ops = _tvm_ops(backend, job) if job.framework in ("tvm", "tvm_untuned") else backend.op_profile(job.runs)
+    if job.framework in ("tvm", "tvm_untuned"):
+        result = _tvm_breakdown(backend, job, statistics.median(plain) * 1e3, say)
+    else:
+        result = Breakdown(job.framework, statistics.median(plain) * 1e3, backend.op_profile(job.runs))
     backend.close()
-    return Breakdown(job.framework, statistics.median(plain) * 1e3, sorted(ops, key=lambda op: -op.ms))
+    result.ops.sort(key=lambda op: -op.ms)
+    return result
 
 
-def _tvm_ops(backend: Any, job: ExplainJob) -> list[OpTime]:
-    """TVM's kernels inside the model, each with its kind; VM builtins (allocation, shape
-    functions) are the rest, reported as unexplained."""
+def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any) -> Breakdown:
+    """TVM's kernels inside the model, each with its kind, per kernel and per call in order, and
+    each kind's roofline bound; VM builtins (allocation, shape functions) are the rest, reported
+    as unexplained."""
+    import math
+
     import tvm
 
     from tvmbench.compile import pipeline
-    from tvmbench.profiling.collect import op_kind
+    from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
+    from tvmbench.profiling.collect import features
 
     legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
     funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    per_run, _ = backend.time_kernels(job.runs)
-    return [OpTime(name, kind, tvm_kind(kind), statistics.median(r.get(name, 0.0) for r in per_run) * 1e3)
-            for name, f in funcs.items() for kind in [op_kind(name, f)]
-            if any(name in r for r in per_run)]
+    sequence: list[list[tuple[str, float]]] = []
+    per_run, calls = backend.time_kernels(job.runs, sequence)
+    feats = {name: features(name, funcs[name]) for name in calls if name in funcs}
+    kinds = {name: tvm_kind(f["kind"]) for name, f in feats.items()}
+    ops = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(r.get(name, 0.0) for r in per_run) * 1e3)
+           for name in feats]
+    in_order = [(i, name) for i, (name, _) in enumerate(sequence[0]) if name in feats]
+    per_call = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(run[i][1] for run in sequence) * 1e3,
+                       order, math.prod(feats[name]["outputs"][0]["shape"]) if feats[name]["outputs"] else None)
+                for order, (i, name) in enumerate(in_order)]
+    say("the machine's roofline")
+    peak, bandwidth = measure_sgemm_peak(job.backend.threads, n=2048), measure_bandwidth(job.backend.threads)
+    bound: dict[str, float] = {}
+    for name, f in feats.items():
+        least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs * 1e9))
+        bound[kinds[name]] = bound.get(kinds[name], 0.0) + least_s * calls[name] * 1e3
+    return Breakdown(job.framework, end_to_end_ms, ops, per_call, bound,
+                     {"peak_gflops": peak.gflops, "bandwidth_gbs": bandwidth.gbs})
 
 
 def compare(tvm: Breakdown, peer: Breakdown) -> list[dict[str, Any]]:
-    """Per kind: both frameworks' ms per inference, TVM's loss (positive: TVM slower) and the
-    ratio, largest loss first."""
+    """Per kind: both frameworks' ms per inference, TVM's loss (positive: TVM slower), the ratio,
+    and each one's % of the kind's roofline bound (the bound comes from TVM's kernels of that
+    kind: the same math, unless a framework fused it into another kind), largest loss first."""
     ours, theirs = tvm.per_kind(), peer.per_kind()
-    rows = [{"kind": k, "tvm_ms": ours[k], "peer_ms": theirs[k], "tvm_loss_ms": ours[k] - theirs[k],
-             "ratio": ours[k] / theirs[k] if theirs[k] > 0 else None}
-            for k in OP_KINDS if ours[k] > 0 or theirs[k] > 0]
+    rows = []
+    for k in OP_KINDS:
+        if ours[k] <= 0 and theirs[k] <= 0:
+            continue
+        bound = tvm.bound_ms.get(k)
+        rows.append({"kind": k, "tvm_ms": ours[k], "peer_ms": theirs[k], "tvm_loss_ms": ours[k] - theirs[k],
+                     "ratio": ours[k] / theirs[k] if theirs[k] > 0 else None, "bound_ms": bound,
+                     "tvm_percent_of_bound": 100 * bound / ours[k] if bound and ours[k] > 0 else None,
+                     "peer_percent_of_bound": 100 * bound / theirs[k] if bound and theirs[k] > 0 else None})
     return sorted(rows, key=lambda r: -r["tvm_loss_ms"])
+
+
+MATCHED_KINDS = ("conv", "matmul")
+
+
+def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
+    """TVM's convolution and matmul kernels paired with the peer's layers, one by one.
+
+    TVM's fused kernels carry no layer names (the ONNX node names of ONNX Runtime and OpenVINO
+    do: ``/layer1/layer1.0/conv1/Conv``), so layers are paired by execution order within a kind,
+    and only where that is safe: both run the same number of that kind's operators, and, where
+    the peer's profiler reports output shapes (ONNX Runtime), each pair's outputs have the same
+    number of elements (layouts differ, sizes do not). Otherwise the kind is listed as unmatched
+    with the reason. A Winograd layer's TVM time is its product kernel only (see ``_layers``).
+    Returns ``{"layers": [...], "unmatched": {kind: reason}}``, layers by TVM's loss, largest
+    first."""
+    layers: list[dict[str, Any]] = []
+    unmatched: dict[str, str] = {}
+    for kind in MATCHED_KINDS:
+        ours = _layers([c for c in tvm.calls if c.kind == kind])
+        theirs = [op for op in peer.ops if op.kind == kind]
+        if not ours and not theirs:
+            continue
+        if any(op.order is None for op in theirs):
+            unmatched[kind] = f"{peer.framework}'s profiler gives no execution order"
+            continue
+        theirs.sort(key=lambda op: op.order)
+        if len(ours) != len(theirs):
+            unmatched[kind] = f"TVM runs {len(ours)} {kind} kernels, {peer.framework} {len(theirs)} {kind} layers"
+            continue
+        if any(a.out_elements and b.out_elements and a.out_elements != b.out_elements
+               for a, b in zip(ours, theirs, strict=True)):
+            unmatched[kind] = "the output sizes in execution order differ (the frameworks order layers differently)"
+            continue
+        layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": b.layer, "tvm_ms": a.ms, "peer_ms": b.ms,
+                    "tvm_loss_ms": a.ms - b.ms} for a, b in zip(ours, theirs, strict=True)]
+    return {"layers": sorted(layers, key=lambda r: -r["tvm_loss_ms"]), "unmatched": unmatched}
+
+
+def _layers(calls: list[OpTime]) -> list[OpTime]:
+    """TVM's calls as layers: a Winograd convolution's transforms are left out (TVM fuses one
+    layer's output transform with the next layer's input transform, so they belong to no single
+    layer); its product kernel stands for the layer."""
+    return [c for c in calls if c.op_type != "winograd transform"]
