@@ -30,6 +30,11 @@ _KINDS = {
 }
 
 
+def op_kind(aten_op: str) -> str:
+    """The op kind of an aten op (``aten::addmm``: matmul); elementwise when not listed."""
+    return _KINDS.get(aten_op, "elementwise")
+
+
 class PyTorchBackend(Backend):
     name = "pytorch"
     result_key = "pytorch"
@@ -74,7 +79,7 @@ class PyTorchBackend(Backend):
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(runs):
                 self.run()
-        return [OpTime(e.key, e.key, _KINDS.get(e.key, "elementwise"), e.self_cpu_time_total / runs / 1e3)
+        return [OpTime(e.key, e.key, op_kind(e.key), e.self_cpu_time_total / runs / 1e3)
                 for e in prof.key_averages() if e.self_cpu_time_total > 0 and e.key.startswith("aten::")]
 
     def run_with_io(self) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tvmbench.backends.base import BackendOptions
+from tvmbench.backends.base import BackendOptions, OpTime
 from tvmbench.backends.pytorch import PyTorchBackend
 from tvmbench.errors import UserError, headline
 from tvmbench.models import LoadedModel
@@ -40,6 +40,7 @@ class TorchCompileBackend(PyTorchBackend):
 
         super().prepare(model)
         mode = self.options.torch_compile_mode
+        self._eager = self.module
         self.module = torch.compile(self.module, mode=mode, dynamic=False)
         t0 = time.perf_counter()
         try:
@@ -48,3 +49,52 @@ class TorchCompileBackend(PyTorchBackend):
             raise RuntimeError(f"torch.compile failed: {type(e).__name__}: {headline(e)}") from e
         self.phases_s["compile_s"] = time.perf_counter() - t0
         self.info.update({"mode": f"torch.compile ({mode})", "backend": "inductor"})
+
+    def op_profile(self, runs: int) -> list[OpTime]:
+        """The PyTorch profiler's self CPU time per kernel of the compiled graph, per inference.
+
+        Inductor's generated C++ kernels are invisible to the profiler unless they are compiled
+        with kernel profiling on, which adds a profiler call to each: so a second copy of the
+        model is compiled that way for the profile, and the end-to-end time stays the plain
+        build's. Rows are Inductor's fused kernels (``graph_0_cpp_fused_add_relu_3``) and the
+        library calls it keeps (``aten::addmm``, ``mkldnn::_convolution_pointwise``)."""
+        import torch
+        import torch._inductor.config as inductor_config
+
+        with inductor_config.patch({"cpp.enable_kernel_profile": True}):
+            torch._dynamo.reset()
+            profiled = torch.compile(self._eager, mode=self.options.torch_compile_mode, dynamic=False)
+            with self._no_grad():
+                profiled(*self.inputs)
+        with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
+            for _ in range(runs):
+                with self._no_grad():
+                    profiled(*self.inputs)
+        return [OpTime(e.key, e.key, kind, e.self_cpu_time_total / runs / 1e3)
+                for e in prof.key_averages() if e.self_cpu_time_total > 0
+                for kind in [inductor_kind(e.key)] if kind is not None]
+
+
+_LAYOUT_WORDS = {"clone", "cat", "permute", "view", "transpose", "copy", "embedding", "index", "select", "slice",
+                 "expand", "constant", "pad", "stack", "split"}
+
+
+def inductor_kind(key: str) -> str | None:
+    """The op kind of a profiler row of a compiled graph; None for rows that are not kernels
+    (the compiled region's own bookkeeping)."""
+    from tvmbench.backends.pytorch import op_kind
+
+    if key.startswith(("aten::", "mkldnn::")):
+        if "convolution" in key:
+            return "conv"
+        if "linear" in key:
+            return "matmul"
+        return op_kind(key)
+    if "cpp_fused" not in key:
+        return None
+    words = [w for w in key.split("cpp_fused", 1)[1].split("_") if w and not w.isdigit()]
+    for kind, marks in (("softmax", ("softmax",)), ("norm", ("norm",)), ("pool", ("pool2d", "mean")),
+                        ("matmul", ("bmm", "mm"))):
+        if any(m in w for w in words for m in marks):
+            return kind
+    return "layout" if words and all(w in _LAYOUT_WORDS for w in words) else "elementwise"

@@ -6,14 +6,14 @@ import argparse
 from typing import Any
 
 from tvmbench.cli.args import add_database_args, add_model_args, model_kwargs, positive_float, positive_int
-from tvmbench.cli.common import EXIT_OK, make_console, write_json
+from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
 def add_explain_parser(sub: Any) -> None:
     explain = sub.add_parser("explain", help="where TVM wins and loses against a peer, operator kind by kind, "
                              "from each framework's own profiler")
     add_model_args(explain)
-    explain.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "openvino", "pytorch"])
+    explain.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "openvino", "pytorch", "torch_compile"])
     explain.add_argument("--db", default=None, help="MetaSchedule database to apply to TVM (as `run --db`)")
     add_database_args(explain)
     explain.add_argument("--runs", type=positive_int, default=20, help="profiled runs per framework")
@@ -28,6 +28,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from tvmbench import api
 
     console = make_console(stderr=True, quiet=args.quiet)
+    check_output(args.json)
     kwargs = {k: v for k, v in model_kwargs(args).items() if k != "input_shapes"}
     with console.status(f"explaining {args.model}") as status:
         doc = api.explain(args.model, args.vs, args.target, threads=args.threads, runs=args.runs, db=args.db,

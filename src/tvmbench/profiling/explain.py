@@ -3,7 +3,8 @@
 Each framework is profiled in its own worker with its own profiler: TVM with the Relax VM's
 instrument hook (each kernel's time inside the model, as ``tvmbench profile``), ONNX Runtime with
 its session profiling, OpenVINO with its per-node performance counters, PyTorch with
-``torch.profiler`` (self time per aten op). Their operators are grouped by the same kinds
+``torch.profiler`` (self time per aten op), torch.compile with ``torch.profiler`` over a copy
+compiled with Inductor's kernel profiling (self time per generated kernel and library call). Their operators are grouped by the same kinds
 (``backends.base.OP_KINDS``: conv, matmul, norm, softmax, pool, layout, elementwise) and set side
 by side. Each framework's end-to-end median is measured in the same worker without the profiler;
 what its per-operator sum does not explain (the runtime's own work, the profiler's overhead) is
@@ -19,7 +20,7 @@ from typing import Any
 from tvmbench.backends.base import OP_KINDS, BackendConfig, OpTime
 from tvmbench.models import ModelOptions
 
-PEERS = ("onnxruntime", "openvino", "pytorch")
+PEERS = ("onnxruntime", "openvino", "pytorch", "torch_compile")
 
 # tvmbench's operator kinds (profiling/collect.py) by the kinds all frameworks share.
 _TVM_KINDS = {"dense": "matmul", "batch matmul": "matmul", "winograd transform": "conv", "reduction": "pool"}
