@@ -3,6 +3,7 @@
 import ctypes
 import os
 import time
+from pathlib import Path
 
 import psutil
 import pytest
@@ -168,3 +169,73 @@ def test_without_nvml_gpu_memory_is_not_reported(monkeypatch):
     assert not sampler.available and sampler.used_by({os.getpid()}) is None
     out = run_isolated(naps, 0.1, timeout_s=60, memory_limit_bytes=8 * GiB, gpu_sampler=sampler)
     assert out.ok and out.peak_gpu_bytes is None
+
+
+def chatters_forever(arg, progress):
+    while True:  # a progress message far more often than the parent's poll interval
+        progress("still here")
+        time.sleep(0.001)
+
+
+def test_a_worker_that_sends_progress_all_the_time_is_still_killed_at_the_timeout():
+    t0 = time.monotonic()
+    out = run_isolated(chatters_forever, None, timeout_s=2, memory_limit_bytes=8 * GiB)
+    assert not out.ok and out.error["kind"] == "timeout"
+    assert time.monotonic() - t0 < 20
+
+
+def reports_pid_and_hangs(arg, progress):
+    progress(str(os.getpid()))
+    time.sleep(3600)
+
+
+PARENT = """
+import sys
+sys.path.insert(0, {tests!r})
+from tvmbench.measure.isolation import run_isolated
+from test_isolation import reports_pid_and_hangs
+
+run_isolated(reports_pid_and_hangs, None, timeout_s=3600, memory_limit_bytes=8 * 2**30,
+             on_progress=lambda pid: print(pid, flush=True))
+"""
+
+
+def test_workers_die_with_their_parent(tmp_path):
+    """kill -9 of tvmbench (no chance to clean up) takes its worker with it."""
+    import signal
+    import subprocess
+    import sys
+
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT.format(tests=str(Path(__file__).parent)))
+    parent = subprocess.Popen([sys.executable, str(script)], stdout=subprocess.PIPE, text=True)
+    worker = int(parent.stdout.readline())
+    assert psutil.pid_exists(worker)
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and psutil.pid_exists(worker):
+        try:
+            if psutil.Process(worker).status() == psutil.STATUS_ZOMBIE:
+                break
+        except psutil.NoSuchProcess:
+            break
+        time.sleep(0.05)
+    alive = psutil.pid_exists(worker) and psutil.Process(worker).status() != psutil.STATUS_ZOMBIE
+    assert not alive, "the worker outlived its killed parent"
+
+
+def compiles_big_then_infers_small(arg, progress):
+    big = bytearray(600 * 2**20)  # "compiling": zero-filled, so its pages are touched
+    time.sleep(0.5)
+    del big  # a large block goes back to the OS
+    progress("first inference")
+    time.sleep(0.5)
+    return 1
+
+
+def test_inference_memory_is_kept_apart_from_the_whole_workers_peak():
+    out = run_isolated(compiles_big_then_infers_small, None, timeout_s=60, memory_limit_bytes=8 * GiB,
+                       mark="first inference")
+    assert out.ok and out.peak_rss_bytes > 600 * 2**20
+    assert out.peak_rss_marked_bytes is not None and out.peak_rss_marked_bytes < out.peak_rss_bytes - 400 * 2**20

@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError
+from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError, WorkFailed
 from tvmbench.measure.runner import Events, RunConfig, default_memory_limit, run_frameworks, thread_env
 from tvmbench.measure.timer import TimerConfig
 from tvmbench.models import ModelOptions, check_model_name
@@ -113,13 +113,15 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
 
 def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, what: str,
                on_progress: Callable[[str], None] | None = None) -> Any:
-    """``fn(job)`` in a worker process with ``threads`` for every runtime; its failure is one line."""
+    """``fn(job)`` in a worker process with ``threads`` for every runtime; its failure is one line:
+    a UserError for a mistake in the user's input, else WorkFailed (exit status 1)."""
     from tvmbench.measure.isolation import run_isolated
 
     outcome = run_isolated(fn, job, timeout_s=timeout, env=thread_env(threads),
                            memory_limit_bytes=default_memory_limit(), on_progress=on_progress)
     if not outcome.ok:
-        raise UserError(f"{what} failed: {outcome.error.get('message')}")
+        error = UserError if outcome.error.get("kind") == "user" else WorkFailed
+        raise error(f"{what} failed: {outcome.error.get('message')}")
     return outcome.value
 
 
@@ -163,13 +165,14 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
          seq_length: int | None = None, image_size: int | None = None, hf_config: dict[str, Any] | None = None,
          input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0, layout: str = "auto",
          timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
-         on_warning: Callable[[str], None] | None = None, **config: Any) -> tuple[Any, Path]:
+         on_warning: Callable[[str], None] | None = None, wait: bool = True, **config: Any) -> tuple[Any, Path]:
     """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
     the cache), in a worker process; a second call resumes. ``config`` are :class:`TuneConfig`
     fields (``trials``, ``time_budget_s``, ``strategy``, ...). ``on_progress(trials done, trials
     budget, estimated ms of the tuned kernels)``; ``on_warning`` hears what the database reports
-    on opening. The tuning curve is written into the database's ``curves/`` folder
-    (``report.curve_files``). Returns the TuneReport and the database path."""
+    on opening and when it waits for another process writing the database (with ``wait=False``
+    that is a UserError instead). The tuning curve is written into the database's ``curves/``
+    folder (``report.curve_files``). Returns the TuneReport and the database path."""
     from tvmbench.measure.isolation import run_isolated
     from tvmbench.tuning.database import TuningDatabase, default_database_dir
     from tvmbench.tuning.tuner import TuneJob, run_tune_job
@@ -183,11 +186,12 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     check_rpc(cfg.rpc_tracker, cfg.rpc_key)
     database = TuningDatabase.open(db or default_database_dir(resolved), resolved, create=True)
-    for warning in database.warnings if on_warning else []:
-        on_warning(warning)
     job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg)
-    outcome = run_isolated(run_tune_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
-                           env=thread_env(cfg.threads), on_progress=lambda m: on_progress and on_progress(*m))
+    with database.writing(wait=wait, on_wait=on_warning):  # the worker appends; no one else may
+        for warning in database.warnings if on_warning else []:
+            on_warning(warning)
+        outcome = run_isolated(run_tune_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
+                               env=thread_env(cfg.threads), on_progress=lambda m: on_progress and on_progress(*m))
     if not outcome.ok:
         if outcome.error.get("kind") == "user":
             raise UserError(outcome.error["message"])
@@ -259,6 +263,8 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
     g = cfg.global_settings
     spec = frameworks if frameworks else (g.frameworks or ["tvm", "pytorch"])
     names = parse_frameworks(spec if isinstance(spec, str) else ",".join(spec))
+    if settings.get("untuned") and tune_first is None:
+        tune_first = False  # --untuned overrides the file's enable_tuning, as every flag overrides it
     points = planning.plan(cfg, list(batch_sizes) if batch_sizes else None,
                            list(seq_lengths) if seq_lengths else None, tune=tune_first, trials=trials)
     for m in dict.fromkeys(p.model for p in points):
@@ -373,7 +379,7 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
             batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
             hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0,
             on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
-    """Where TVM wins and loses against ``vs`` (onnxruntime, openvino, pytorch), by operator
+    """Where TVM wins and loses against ``vs`` (onnxruntime, openvino, pytorch, torch_compile), by operator
     kind: each framework's own per-operator profile next to TVM's kernels inside the model, with
     each one's end-to-end median and the part its profile does not explain
     (``profiling/explain.py``). Returns the document ``tvmbench explain --json`` writes."""

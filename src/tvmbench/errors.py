@@ -46,6 +46,11 @@ def headline(e: BaseException, limit: int = 300) -> str:
     return type(e).__name__
 
 
-class TuningFailed(Exception):
+class WorkFailed(Exception):
+    """The work itself failed (a crash inside TVM or a framework, a timeout), not the user's
+    input: one line, exit status 1."""
+
+
+class TuningFailed(WorkFailed):
     """Tuning crashed inside TVM (not a user mistake): exit status 1; the database keeps every
     batch measured so far."""

@@ -54,11 +54,43 @@ def replacing(path: str | Path, suffix: str = "") -> Iterator[Path]:
 
 
 def write_text_atomic(path: str | Path, text: str) -> Path:
-    with replacing(path) as tmp, open(tmp, "w", newline="") as f:
+    """Write ``text`` to ``path`` in one rename (see :func:`replacing`). A symlink is written
+    through (its target is replaced, the link stays) and a device or pipe (``/dev/stdout``) is
+    written to directly: renaming over them would replace them with a plain file."""
+    p = Path(path).expanduser()
+    if p.is_symlink():
+        p = p.resolve()
+    if p.exists() and not p.is_file() and not p.is_dir():
+        with open(p, "w", newline="") as f:
+            f.write(text)
+        return Path(path)
+    with replacing(p) as tmp, open(tmp, "w", newline="") as f:
         f.write(text)
         f.flush()
         os.fsync(f.fileno())
     return Path(path)
+
+
+def check_writable(path: str | Path) -> None:
+    """Fail now, in one line, if ``path`` cannot be written: before the measuring, not after."""
+    from tvmbench.errors import UserError
+
+    p = Path(path).expanduser()
+    if p.is_symlink():
+        p = p.resolve()
+    if p.is_dir():
+        raise UserError(f"cannot write {path}: it is a folder; give a file name")
+    if p.exists() and not p.is_file():
+        if not os.access(p, os.W_OK):
+            raise UserError(f"cannot write {path}: permission denied")
+        return
+    try:
+        p.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{p.name}.", dir=p.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise UserError(f"cannot write {path}: {e.strerror or e}; choose another output path") from None
 
 
 def write_json_atomic(path: str | Path, data: Any) -> Path:

@@ -51,7 +51,7 @@ class OnnxRuntimeBackend(Backend):
 
         from tvmbench.models.onnx_export import onnx_file
 
-        exported = onnx_file(model)
+        exported = onnx_file(model, use_cache=self.config.use_cache)
         self.phases_s["export_onnx_s"] = exported.export_s
         self._onnx_path = str(exported.path)
         opts = self._session_options()

@@ -68,7 +68,7 @@ class OpenVINOBackend(Backend):
 
         from tvmbench.models.onnx_export import onnx_file
 
-        exported = onnx_file(model)
+        exported = onnx_file(model, use_cache=self.config.use_cache)
         self.phases_s["export_onnx_s"] = exported.export_s
         core = ov.Core()
         device = "GPU" if self.config.target.device == "cuda" else "CPU"

@@ -69,7 +69,7 @@ class TensorRTBackend(Backend):
         if reason:
             raise UserError(reason)
         precision = self.options.precision
-        exported = onnx_file(model)
+        exported = onnx_file(model, use_cache=self.config.use_cache)
         self.phases_s["export_onnx_s"] = exported.export_s
         logger = trt.Logger(trt.Logger.WARNING)
         gpu = torch.cuda.get_device_name(0)

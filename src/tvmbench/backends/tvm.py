@@ -149,6 +149,8 @@ class TVMBackend(Backend):
             "library": str(compiled.path),
             "database": compiled.database or None,
         }
+        if compiled.warnings:
+            self.info["warnings"] = list(compiled.warnings)
         if self._remote is not None:
             self.info.update({"device": f"{self.dev} on the device registered as '{rpc_options['key']}' at "
                                         f"{rpc_options['tracker']}",

@@ -21,9 +21,18 @@ import threading
 from typing import Any
 
 from tvmbench.cli.common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_OK, EXIT_USAGE
-from tvmbench.errors import TuningFailed, UserError
+from tvmbench.errors import UserError, WorkFailed
 
 __all__ = ["EXIT_FAILED", "EXIT_INTERRUPTED", "EXIT_OK", "EXIT_USAGE", "build_parser", "main"]
+
+
+class _Parser(argparse.ArgumentParser):
+    """A usage error is the short usage line and the error, not the whole option list (which
+    ``--help`` prints); subcommand parsers inherit this class."""
+
+    def error(self, message: str) -> Any:
+        self.exit(EXIT_USAGE, f"usage: {self.prog} [options]   ({self.prog} --help lists them)\n"
+                              f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -36,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
     from tvmbench.cli.tune import add_db_parser, add_rpc_parser, add_tune_parser
     from tvmbench.version import __version__
 
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="tvmbench", description="Compile, benchmark and compare deep-learning models with Apache TVM.")
     parser.add_argument("--version", action="version", version=f"tvmbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -61,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
     except UserError as e:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
-    except TuningFailed as e:
+    except WorkFailed as e:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:

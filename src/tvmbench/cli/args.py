@@ -169,6 +169,9 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
                    help="candidates measured in parallel over RPC (one per device)")
     p.add_argument("--tune-timeout", type=duration, default=86400.0,
                    help="kill the tuning worker after this long (default 24h; --time-budget stops it cleanly)")
+    p.add_argument("--no-wait", action="store_true",
+                   help="fail at once if another tvmbench process is writing the tuning database "
+                        "(default: wait for it)")
 
 
 def tune_config(args: argparse.Namespace) -> dict[str, Any]:

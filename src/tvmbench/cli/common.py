@@ -15,9 +15,29 @@ def make_console(stderr: bool = False, quiet: bool = False) -> Any:
 
 
 def write_json(path: str | Path, doc: Any) -> Path:
-    from tvmbench.files import write_json_atomic
+    """Write the document; if that fails after all (a full disk), keep it in the cache folder and
+    say where, in one line (exit status 1)."""
+    import time
 
-    return write_json_atomic(path, doc)
+    from tvmbench.errors import WorkFailed
+    from tvmbench.files import write_json_atomic
+    from tvmbench.paths import cache_dir
+
+    try:
+        return write_json_atomic(path, doc)
+    except OSError as e:
+        kept = write_json_atomic(cache_dir("results") / f"{Path(path).stem}-{time.strftime('%Y%m%d-%H%M%S')}.json",
+                                 doc)
+        raise WorkFailed(f"cannot write {path} ({e.strerror or e}); the result was kept in {kept}") from None
+
+
+def check_output(*paths: str | Path | None) -> None:
+    """Check every output path given (None or '-' skipped) before any work starts."""
+    from tvmbench.files import check_writable
+
+    for p in paths:
+        if p and str(p) != "-":
+            check_writable(p)
 
 
 def status_events(status: Any, started: float) -> Any:

@@ -16,7 +16,7 @@ from tvmbench.cli.args import (
     positive_int,
     run_settings,
 )
-from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, make_console, status_events
+from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, check_output, make_console, status_events
 
 
 def add_compare_parser(sub: Any) -> None:
@@ -56,6 +56,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
 
     console = make_console(stderr=True, quiet=args.quiet)
     output = args.output or time.strftime("results/compare-%Y%m%d-%H%M%S.json")
+    check_output(output)
     started = time.monotonic()
     status_box: dict[str, Any] = {}
 

@@ -6,7 +6,7 @@ import argparse
 from typing import Any
 
 from tvmbench.cli.args import add_database_args, add_model_args, model_kwargs, positive_float, positive_int
-from tvmbench.cli.common import EXIT_OK, make_console, write_json
+from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
 def add_profile_parser(sub: Any) -> None:
@@ -31,6 +31,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from tvmbench.results.report import print_profile
 
     console = make_console(stderr=True, quiet=args.quiet)
+    check_output(args.output)
     with console.status(f"profiling {args.model}") as status:
         profiles = api.profile(args.model, args.target, db=args.db, untuned=args.untuned,
                                pretuned=not args.no_pretuned, vs_untuned=args.vs_untuned, runs=args.runs,

@@ -19,7 +19,15 @@ from tvmbench.cli.args import (
     positive_int,
     run_settings,
 )
-from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, EXIT_USAGE, make_console, status_events, write_json
+from tvmbench.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    EXIT_USAGE,
+    check_output,
+    make_console,
+    status_events,
+    write_json,
+)
 from tvmbench.errors import UserError
 
 
@@ -70,6 +78,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench.results.report import print_run
 
     console = make_console(stderr=True, quiet=args.quiet)
+    check_output(args.output)
     frameworks = parse_frameworks(args.frameworks) if args.frameworks else default_frameworks(args.model)
     options = model_options(args)
     target = api.target(args.target, args.layout)

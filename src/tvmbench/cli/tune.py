@@ -11,7 +11,7 @@ import sys
 from typing import Any
 
 from tvmbench.cli.args import add_model_args, add_tune_args, model_kwargs, positive_int, tune_config
-from tvmbench.cli.common import EXIT_OK, make_console, write_json
+from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
 def add_tune_parser(sub: Any) -> None:
@@ -26,6 +26,7 @@ def add_tune_parser(sub: Any) -> None:
 
 def cmd_tune(args: argparse.Namespace) -> int:
     console = make_console(stderr=True, quiet=args.quiet)
+    check_output(args.output)
     report, _ = tune_with_progress(args, args.model, console)
     print_tune_report(report, make_console())
     if args.output:
@@ -59,7 +60,8 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
         report, path = api.tune(model, target or args.target, db=args.db, layout=getattr(args, "layout", "auto"),
                                 timeout=float(args.tune_timeout), on_progress=on_progress,
                                 on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
-                                threads=args.threads or None, **model_kwargs(args), **config)
+                                wait=not getattr(args, "no_wait", False), threads=args.threads or None,
+                                **model_kwargs(args), **config)
     for file in report.curve_files:
         console.print(f"tuning curve written to {file}")
     return report, path
@@ -127,10 +129,12 @@ def cmd_db(args: argparse.Namespace) -> int:
     elif args.db_command == "merge":
         sources = [dbm.TuningDatabase.open(p) for p in args.sources]
         dest = dbm.TuningDatabase.open(args.into, create=True)
-        print(f"added {dbm.merge_databases(sources, dest)} records to {dest.path}")
+        with dest.writing(on_wait=lambda msg: make_console(stderr=True).print(msg)):
+            print(f"added {dbm.merge_databases(sources, dest)} records to {dest.path}")
     elif args.db_command == "prune":
         db = dbm.TuningDatabase.open(args.path)
-        print(f"dropped {dbm.prune_database(db, args.keep)} records from {db.path}")
+        with db.writing(on_wait=lambda msg: make_console(stderr=True).print(msg)):
+            print(f"dropped {dbm.prune_database(db, args.keep)} records from {db.path}")
     else:
         path = dbm.export_database(dbm.TuningDatabase.open(args.path), Path(args.archive))
         print(f"wrote {path}")
@@ -141,18 +145,24 @@ def add_rpc_parser(sub: Any) -> None:
     rpc = sub.add_parser("rpc", help="start TVM's RPC tracker or a device server (for remote tuning)")
     rpc_sub = rpc.add_subparsers(dest="rpc_command", required=True)
     tracker = rpc_sub.add_parser("tracker", help="a tracker devices register with")
-    tracker.add_argument("--host", default="0.0.0.0")
+    tracker.add_argument("--host", default="127.0.0.1",
+                         help="address to listen on (default: this machine only; another address exposes it)")
     tracker.add_argument("--port", type=positive_int, default=9190)
     server = rpc_sub.add_parser("server", help="serve this device to a tracker under a key")
     server.add_argument("--tracker", required=True, metavar="HOST:PORT")
     server.add_argument("--key", required=True)
-    server.add_argument("--host", default="0.0.0.0")
+    server.add_argument("--host", default="127.0.0.1",
+                        help="address to listen on (default: this machine only; another address lets anyone "
+                             "who reaches the port run code here)")
     server.add_argument("--port", type=positive_int, default=9090)
     rpc.set_defaults(handler=cmd_rpc)
 
 
 def cmd_rpc(args: argparse.Namespace) -> int:
     """Run TVM's own tracker or server in the foreground (Ctrl-C stops it)."""
+    exposed = exposure_warning(args.rpc_command, args.host, args.port)
+    if exposed:
+        make_console(stderr=True).print(f"[yellow]warning:[/yellow] {exposed}")
     if args.rpc_command == "tracker":
         cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
                "--port-end", str(args.port + 10)]
@@ -169,3 +179,21 @@ def cmd_rpc(args: argparse.Namespace) -> int:
         if proc.poll() is None:  # Ctrl-C or SIGTERM: stop TVM's process group (launcher and worker)
             os.killpg(proc.pid, signal.SIGTERM)
             proc.wait(timeout=10)
+
+
+def exposure_warning(kind: str, host: str, port: int) -> str | None:
+    """What binding ``host`` exposes, or None for a loopback address. TVM's RPC has no
+    authentication: a server loads and runs any library uploaded to it, and a tracker hands its
+    devices to anyone who asks."""
+    import ipaddress
+
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        if host == "localhost":
+            return None
+    what = ("anyone who reaches it can upload a library and run it on this machine" if kind == "server"
+            else "anyone who reaches it can register devices and take the devices registered with it")
+    return (f"the RPC {kind} listens on {host}:{port} without authentication: {what}. Use it only on a "
+            "private network, or keep the default 127.0.0.1 and reach it through an SSH tunnel")

@@ -2,12 +2,15 @@
 
 The cache key is the structural hash of the imported Relax module (weights detached, so it is a
 function of the architecture and shapes only), the resolved target dict, the TVM version, the
-pipeline version and the digest of the applied tuning database. A second run of the same model
-skips compilation; any change to one of these compiles again.
+tvmbench version, a digest of the compile package's own sources (an edited pass or rule compiles
+again without anyone bumping a version), the pipeline version and the digest of the applied tuning
+database. A second run of the same model skips compilation; any change to one of these compiles
+again. A damaged cache entry (a truncated ``meta.json``, say) is rebuilt with a warning.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import time
@@ -35,6 +38,18 @@ class CompiledModel:
     load_s: float
     pipeline: list[str] = field(default_factory=list)
     database: dict[str, Any] = field(default_factory=dict)  # what of --db was applied
+    warnings: list[str] = field(default_factory=list)
+
+
+@functools.cache
+def sources_digest() -> str:
+    """SHA-256 of the compile package's Python sources (paths and contents): what tvmbench's own
+    code does to a model, for the cache key."""
+    root = Path(__file__).parent
+    h = hashlib.sha256()
+    for path in sorted(root.rglob("*.py")):
+        h.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
 
 
 def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, cuda_graph: bool) -> str:
@@ -42,12 +57,15 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     import tvm_ffi
 
     from tvmbench.compile.pipeline import PIPELINE_VERSION
+    from tvmbench.version import __version__
 
     parts = {
         "mod": int(tvm_ffi.structural_hash(imported.mod)),
         "target": target.config,
         "layouts": target.layouts,
         "tvm": tvm.__version__,
+        "tvmbench": __version__,
+        "sources": sources_digest(),
         "pipeline": PIPELINE_VERSION,
         "db": db_digest,
         "cuda_graph": cuda_graph,
@@ -78,9 +96,16 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
     folder = cache_dir("compiled") / key
     lib_path = folder / "model.so"
     names = pipeline.describe(target, database, cuda_graph)
-    hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
     compile_s = 0.0
     db_info: dict[str, Any] = {"sources": infos} if infos else {}
+    warnings: list[str] = []
+    hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
+    if hit:
+        try:
+            db_info = json.loads((folder / "meta.json").read_text()).get("database", db_info)
+        except (ValueError, OSError, AttributeError) as e:  # truncated, not UTF-8, not an object
+            hit = False
+            warnings.append(f"the cached build {folder} was damaged ({type(e).__name__}); compiled again")
 
     def count_tuned(legal: Any) -> None:
         """Per source and together: how many of the model's kernels have a tuning record."""
@@ -101,10 +126,8 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
         write_text_atomic(folder / "meta.json", json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
              "database": db_info}, indent=2, default=str))
-    else:
-        db_info = json.loads((folder / "meta.json").read_text()).get("database", db_info)
     t0 = time.perf_counter()
     library = None if remote else tvm.runtime.load_module(str(lib_path))
     load_s = time.perf_counter() - t0
     return CompiledModel(library=library, cache_key=key, cache_hit=hit, path=lib_path, compile_s=compile_s,
-                         load_s=load_s, pipeline=names, database=db_info)
+                         load_s=load_s, pipeline=names, database=db_info, warnings=warnings)

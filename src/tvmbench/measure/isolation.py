@@ -5,7 +5,7 @@ cannot slow down the next framework, its thread count is set in the environment 
 library starts its pool, and a segfault, a hang or runaway memory is recorded as that framework's
 failure while the parent keeps every other framework's result. The parent samples the worker's
 resident memory in the background (the peak is reported) and kills it past the memory limit or
-the timeout.
+the timeout, checking both on every turn of its loop; a worker dies with its parent.
 """
 
 from __future__ import annotations
@@ -33,9 +33,10 @@ class Outcome:
     ok: bool
     value: Any = None
     error: dict[str, Any] = field(default_factory=dict)  # type, message, kind, traceback
-    peak_rss_bytes: int = 0
+    peak_rss_bytes: int = 0  # the whole worker's peak: loading and compiling included
     wall_s: float = 0.0
     peak_gpu_bytes: int | None = None  # device memory held by the worker, when sampled (see gpu_memory)
+    peak_rss_marked_bytes: int | None = None  # the peak from the ``mark`` message on (e.g. inference only)
 
 
 def describe_exception(e: BaseException) -> dict[str, Any]:
@@ -47,7 +48,20 @@ def describe_exception(e: BaseException) -> dict[str, Any]:
             "traceback": traceback.format_exc()}
 
 
-def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str]) -> None:
+def _die_with_parent(parent: int) -> None:
+    """Have the kernel kill this worker when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a
+    ``kill -9`` of tvmbench never leaves a worker running on; if the parent is already gone, go."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        with contextlib.suppress(OSError, AttributeError):
+            ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
+    if os.getppid() != parent:
+        os._exit(1)
+
+
+def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str], parent: int) -> None:
+    _die_with_parent(parent)
     os.environ.update(env)
     try:
         value = fn(arg, lambda msg: conn.send(("progress", msg)))
@@ -106,21 +120,24 @@ def _main_script_hidden() -> Iterator[None]:
 
 def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
                  env: dict[str, str] | None = None, on_progress: Progress | None = None,
-                 poll_s: float = 0.05, gpu_sampler: Any | None = None) -> Outcome:
+                 poll_s: float = 0.05, gpu_sampler: Any | None = None, mark: str | None = None) -> Outcome:
     """Call ``fn(arg, progress)`` in a spawned process and return what happened.
 
     ``fn`` must be a module-level function (it is pickled by reference). With ``gpu_sampler``
-    (a GpuMemorySampler), the peak device memory of the worker's processes is recorded too.
+    (a GpuMemorySampler), the peak device memory of the worker's processes is recorded too. From
+    the progress message ``mark`` on, the peak resident memory is also kept on its own
+    (``peak_rss_marked_bytes``): the worker's memory during inference, without its compile.
     """
     ctx = mp.get_context("spawn")
     recv_conn, send_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}), daemon=True)
+    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}, os.getpid()), daemon=True)
     start = time.monotonic()
     with _main_script_hidden():
         proc.start()
     send_conn.close()
     ps = psutil.Process(proc.pid)
     peak = 0
+    marked: int | None = None
     peak_gpu: int | None = None
     outcome: Outcome | None = None
     try:
@@ -130,14 +147,19 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
                     kind, payload = recv_conn.recv()
                 except (EOFError, OSError):
                     break  # the worker died; its exit code says how
-                if kind == "progress":
-                    if on_progress:
-                        on_progress(payload)
-                    continue
-                outcome = Outcome(ok=kind == "ok", value=payload if kind == "ok" else None,
-                                  error=payload if kind == "error" else {})
-                break
-            peak = max(peak, _tree_rss(ps))
+                if kind != "progress":
+                    outcome = Outcome(ok=kind == "ok", value=payload if kind == "ok" else None,
+                                      error=payload if kind == "error" else {})
+                    break
+                if payload == mark:
+                    marked = 0
+                if on_progress:
+                    on_progress(payload)
+            # the limits are checked on every turn, messages or not (a chatty worker is no exception)
+            rss = _tree_rss(ps)
+            peak = max(peak, rss)
+            if marked is not None:
+                marked = max(marked, rss)
             if gpu_sampler is not None:
                 used = gpu_sampler.used_by({p.pid for p in _tree(ps)})
                 if used is not None:
@@ -169,6 +191,7 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
         outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
                                            "message": f"the worker process {how} (a crash inside the framework)"})
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
+    outcome.peak_rss_marked_bytes = marked or None
     outcome.peak_gpu_bytes = peak_gpu
     outcome.wall_s = time.monotonic() - start
     recv_conn.close()

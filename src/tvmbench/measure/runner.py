@@ -73,6 +73,9 @@ class FrameworkJob:
     include_io: bool = False
 
 
+INFERENCE_STARTS = "first inference"  # the progress message after which memory is inference memory
+
+
 def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> FrameworkRun:
     """Prepare, run once cold, time steady state, return outputs. Runs inside the worker."""
     phases: dict[str, float] = {}
@@ -86,7 +89,7 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
     backend.prepare(model)
     phases["prepare_s"] = time.perf_counter() - t0
     phases.update(backend.phases_s)
-    progress("first inference")
+    progress(INFERENCE_STARTS)
     t0 = time.perf_counter()
     backend.run()
     phases["first_inference_s"] = time.perf_counter() - t0
@@ -161,8 +164,10 @@ def merge_rounds(outcomes: list[isolation.Outcome]) -> isolation.Outcome:
         return ok[0]
     value = pool_rounds([o.value for o in ok], [o.error.get("message") for o in outcomes if not o.ok], len(outcomes))
     gpu = [o.peak_gpu_bytes for o in ok if o.peak_gpu_bytes is not None]
+    inference = [o.peak_rss_marked_bytes for o in ok if o.peak_rss_marked_bytes is not None]
     return isolation.Outcome(ok=True, value=value, peak_rss_bytes=max(o.peak_rss_bytes for o in ok),
                              peak_gpu_bytes=max(gpu) if gpu else None,
+                             peak_rss_marked_bytes=max(inference) if inference else None,
                              wall_s=sum(o.wall_s for o in outcomes))
 
 
@@ -195,4 +200,4 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
         sampler = GpuMemorySampler()
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
                                   memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
-                                  on_progress=progress, gpu_sampler=sampler)
+                                  on_progress=progress, gpu_sampler=sampler, mark=INFERENCE_STARTS)

@@ -92,6 +92,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         return (clock() - t0) / k
 
     # Warm-up, one call at a time (a call's first runs are the ones that differ).
+    if on_progress:  # at most 4 messages a second: they cross a pipe from the process being measured
+        on_progress = _at_most_every(0.25, on_progress)
     warmup: list[float] = []
     start = clock()
     while True:
@@ -140,3 +142,16 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
             on_progress("timed", timed_calls)
     return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
                        total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json())
+
+
+def _at_most_every(seconds: float, fn: Callable[[str, int], None]) -> Callable[[str, int], None]:
+    """``fn``, dropping calls that come less than ``seconds`` after the last one passed on."""
+    last = [-math.inf]
+
+    def call(phase: str, count: int) -> None:
+        now = time.monotonic()
+        if now - last[0] >= seconds:
+            last[0] = now
+            fn(phase, count)
+
+    return call

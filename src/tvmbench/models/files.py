@@ -109,7 +109,7 @@ def load_python(spec: str, options: ModelOptions) -> LoadedModel:
     """``file.py:factory``: ``factory()`` returns an nn.Module (shapes from --input-shape) or a
     ``(module, example_inputs)`` pair."""
     file, _, attr = spec.rpartition(":")
-    path = Path(file)
+    path = Path(file).expanduser()
     if not path.exists():
         raise UserError(f"Python model file {path} does not exist")
     mod_spec = importlib.util.spec_from_file_location(path.stem, path)

@@ -1,5 +1,11 @@
 """One ONNX export per (model, shapes, torch version), cached for every framework that needs it.
 
+A model from a user's file (``file.py:factory``, ``.pt2``) is keyed by its content too (its
+architecture's text and a digest of its weights), so an edited factory or a replaced file is
+exported again; ``--no-cache`` exports again in any case. An export is written in a private
+folder and moved into the cache entry last, external-data files first, under the names the ONNX
+file refers to, so two processes exporting at once or a kill halfway never leave a broken entry.
+
 ONNX Runtime and OpenVINO both read ONNX; exporting once keeps them on the very same graph and
 saves the export time on later runs. The TorchScript-based exporter is tried first: it works
 offline for every zoo model and is several times faster than the dynamo exporter, which is the
@@ -11,15 +17,20 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import shutil
+import tempfile
 import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
 from tvmbench.errors import headline
+from tvmbench.files import write_text_atomic
 from tvmbench.models.base import LoadedModel
 from tvmbench.paths import cache_dir
 from tvmbench.streams import silenced
+
+EXPORTERS = ("torchscript", "dynamo")  # in the order they are tried
 
 
 @dataclass(frozen=True)
@@ -35,22 +46,37 @@ def _key(model: LoadedModel) -> str:
 
     spec = {"model": model.name, "options": model.options.key(), "inputs": [s.to_json() for s in model.input_specs],
             "torch": torch.__version__}
+    if model.family in ("module", "pt2"):  # a user's file: it can change under the same name
+        spec["content"] = content_digest(model.module)
     return hashlib.sha256(json.dumps(spec, sort_keys=True).encode()).hexdigest()[:20]
 
 
-def onnx_file(model: LoadedModel) -> OnnxFile:
-    """The model as an ONNX file: the user's own, or a cached export of the PyTorch module."""
+def content_digest(module: object) -> str:
+    """The module's architecture (its printed form) and every parameter and buffer, hashed."""
+    h = hashlib.sha256(repr(module).encode())
+    for name, tensor in module.state_dict().items():  # type: ignore[attr-defined]
+        h.update(name.encode())
+        h.update(tensor.detach().cpu().contiguous().numpy().tobytes())
+    return h.hexdigest()[:20]
+
+
+def onnx_file(model: LoadedModel, use_cache: bool = True) -> OnnxFile:
+    """The model as an ONNX file: the user's own, or a cached export of the PyTorch module
+    (exported again when ``use_cache`` is False)."""
     if model.onnx_path is not None:
         return OnnxFile(Path(model.onnx_path), "user file", 0.0, True)
     if model.module is None:
         raise RuntimeError(f"{model.name} has neither an ONNX file nor a PyTorch module to export")
     folder = cache_dir("onnx", _key(model))
     path, meta = folder / "model.onnx", folder / "export.json"
-    if path.exists() and meta.exists():
-        return OnnxFile(path, json.loads(meta.read_text())["exporter"], 0.0, True)
+    if use_cache and path.exists() and meta.exists():
+        try:
+            return OnnxFile(path, json.loads(meta.read_text())["exporter"], 0.0, True)
+        except (ValueError, KeyError, TypeError, OSError):
+            pass  # a damaged entry: export again
     t0 = time.perf_counter()
     exporter = _export(model, folder)
-    meta.write_text(json.dumps({"exporter": exporter}))
+    write_text_atomic(meta, json.dumps({"exporter": exporter}))
     return OnnxFile(path, exporter, time.perf_counter() - t0, False)
 
 
@@ -59,19 +85,20 @@ def _export(model: LoadedModel, folder: Path) -> str:
 
     names = list(model.inputs)
     errors = []
-    for exporter in ("torchscript", "dynamo"):
-        tmp = folder / f"model.{os.getpid()}.tmp.onnx"
+    for exporter in EXPORTERS:
+        private = Path(tempfile.mkdtemp(prefix=".export-", dir=folder))
         try:
             with warnings.catch_warnings(), torch.no_grad(), silenced():
                 warnings.simplefilter("ignore")
-                torch.onnx.export(model.module, model.torch_inputs(), str(tmp), input_names=names,
+                torch.onnx.export(model.module, model.torch_inputs(), str(private / "model.onnx"), input_names=names,
                                   dynamo=exporter == "dynamo", opset_version=17 if exporter == "torchscript" else None)
-            # Rename last: a half-written export is never mistaken for a finished one.
-            os.replace(tmp, folder / "model.onnx")
-            for extra in folder.glob(f"model.{os.getpid()}.tmp.onnx.*"):
-                os.replace(extra, folder / extra.name.replace(f".{os.getpid()}.tmp", ""))
+            # External data first, the ONNX file last: a reader that sees model.onnx finds its data.
+            for extra in sorted(p for p in private.iterdir() if p.name != "model.onnx"):
+                os.replace(extra, folder / extra.name)
+            os.replace(private / "model.onnx", folder / "model.onnx")
             return exporter
         except Exception as e:  # noqa: BLE001 - try the next exporter, report both if neither works
             errors.append(f"{exporter}: {type(e).__name__}: {headline(e, 200)}")
-            tmp.unlink(missing_ok=True)
+        finally:
+            shutil.rmtree(private, ignore_errors=True)
     raise RuntimeError(f"ONNX export of {model.name} failed ({'; '.join(errors)})")

@@ -56,6 +56,7 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
     close = close_calls(cfg.rounds, {fw: s.to_json() for fw, s in speedups.items()})
     if close:
         noisy.append(close)
+    noisy += [f"{fw}: {w}" for fw, r in results.items() for w in r.info.get("warnings") or []]
     remote = sorted(fw for fw, r in results.items() if r.info.get("remote"))
     if remote:
         noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
@@ -94,7 +95,8 @@ def framework_result(outcome: isolation.Outcome, ref_outputs: list[Any] | None, 
         status="ok", statistics=summary, total_runs=m.timed_calls if m else 0, device=run.info.get("device"),
         warmup_ms=[s * 1e3 for s in m.warmup_s] if m else [], block_size=m.block_size if m else None,
         stop_reason=m.stop_reason if m else None, phases_s=run.phases_s, peak_rss_bytes=outcome.peak_rss_bytes,
-        peak_gpu_memory_bytes=outcome.peak_gpu_bytes, info=run.info, samples_ms=[s * 1e3 for s in samples],
+        peak_gpu_memory_bytes=outcome.peak_gpu_bytes, peak_inference_rss_bytes=outcome.peak_rss_marked_bytes,
+        info=run.info, samples_ms=[s * 1e3 for s in samples],
         rounds=run.rounds)
     if flops and summary.get("median_ms"):
         result.gflops_per_sec = flops / (summary["median_ms"] * 1e-3) / 1e9

@@ -15,7 +15,7 @@ from tvmbench.measure.records import Rounds
 # Fields of an "ok" framework entry other than the statistics (``stats.summarize``).
 _OK_FIELDS = ("status", "avg_latency_ms", "throughput_samples_per_sec", "total_runs", "device", "warmup_runs",
               "warmup_ms", "block_size", "stop_reason", "first_inference_ms", "phases_s", "peak_rss_bytes",
-              "peak_gpu_memory_bytes", "info", "samples_ms", "rounds", "gflops_per_sec", "accuracy")
+              "peak_inference_rss_bytes", "peak_gpu_memory_bytes", "info", "samples_ms", "rounds", "gflops_per_sec", "accuracy")
 
 
 @dataclass
@@ -40,6 +40,8 @@ class FrameworkResult:
     stop_reason: str | None = None
     phases_s: dict[str, float] = field(default_factory=dict)
     peak_gpu_memory_bytes: int | None = None
+    # the worker's resident memory from its first inference on (peak_rss_bytes includes compiling)
+    peak_inference_rss_bytes: int | None = None
     info: dict[str, Any] = field(default_factory=dict)
     samples_ms: list[float] = field(default_factory=list)
     rounds: Rounds | None = None
@@ -74,6 +76,8 @@ class FrameworkResult:
             "first_inference_ms": self.phases_s.get("first_inference_s", 0) * 1e3,
             "phases_s": self.phases_s,
             "peak_rss_bytes": self.peak_rss_bytes,
+            **({"peak_inference_rss_bytes": self.peak_inference_rss_bytes}
+               if self.peak_inference_rss_bytes is not None else {}),
             **({"peak_gpu_memory_bytes": self.peak_gpu_memory_bytes} if self.peak_gpu_memory_bytes is not None
                else {}),
             "info": self.info,
@@ -98,7 +102,7 @@ class FrameworkResult:
                    warmup_ms=list(doc.get("warmup_ms", [])), block_size=doc.get("block_size"),
                    stop_reason=doc.get("stop_reason"), phases_s=dict(doc.get("phases_s", {})),
                    peak_rss_bytes=doc.get("peak_rss_bytes"), peak_gpu_memory_bytes=doc.get("peak_gpu_memory_bytes"),
-                   info=dict(doc.get("info") or {}), samples_ms=list(doc.get("samples_ms", [])),
+                   peak_inference_rss_bytes=doc.get("peak_inference_rss_bytes"), info=dict(doc.get("info") or {}), samples_ms=list(doc.get("samples_ms", [])),
                    rounds=Rounds.from_json(doc["rounds"]) if "rounds" in doc else None,
                    gflops_per_sec=doc.get("gflops_per_sec"), accuracy=dict(doc.get("accuracy", {})))
 

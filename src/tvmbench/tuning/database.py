@@ -10,16 +10,22 @@ Why tvmbench wraps it:
   for another CPU or GPU would be applied silently. Records are filtered by target before a
   database is applied, and a database made with another TVM minor version is not applied at all.
 * A killed tuning process can leave a truncated last line, on which MetaSchedule refuses to load
-  the file. Lines that do not parse are dropped (with a warning) and the file is rewritten
-  atomically, so nothing else is lost and the run resumes.
+  the file, and a hand-edited or damaged file can hold lines that are not records at all. Readers
+  skip such lines (and never rewrite a file: a tuner may be appending to it); a writer repairs
+  the files under the database's writer lock, with a warning naming the file and line, so
+  nothing else is lost and the run resumes.
+* TVM's JSONDatabase numbers workloads per process, so two tuners appending to one database
+  corrupt it: writers (``tune``, ``db merge``, ``db prune``) take the writer lock
+  (:meth:`TuningDatabase.writing`, a ``filelock`` lock file beside the records); a second one
+  waits, or with ``--no-wait`` fails in one line.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
-import shutil
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -33,6 +39,7 @@ from tvmbench.targets import ResolvedTarget
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
 META = "tvmbench_db.json"
+LOCK = ".tvmbench.lock"
 
 
 def target_slug(target: ResolvedTarget) -> str:
@@ -120,7 +127,8 @@ class TuningDatabase:
 
     @classmethod
     def open(cls, path: str | Path, target: ResolvedTarget | None = None, create: bool = False) -> TuningDatabase:
-        """Open (and repair) a database directory; ``create`` makes a new one for ``target``."""
+        """Open a database directory for reading (nothing is rewritten: see :meth:`writing`);
+        ``create`` makes a new one for ``target``. A damaged metadata file is a one-line error."""
         import tvm
 
         p = Path(path).expanduser()
@@ -132,10 +140,8 @@ class TuningDatabase:
             (p / WORKLOADS).touch()
             (p / RECORDS).touch()
         db = cls(p)
-        meta = db.meta()
-        if not meta and target is not None:
+        if not db.meta() and target is not None:
             db.write_meta({"target": target.config, "tvm_version": tvm.__version__, "runs": []})
-        db.repair()
         return db
 
     def meta(self) -> dict[str, Any]:
@@ -143,38 +149,98 @@ class TuningDatabase:
         if not path.is_file():
             return {}
         try:
-            return json.loads(path.read_text())
-        except json.JSONDecodeError:
-            self.warnings.append(f"{path} is corrupt; ignoring it")
-            return {}
+            meta = json.loads(path.read_text())
+            if not isinstance(meta, dict):
+                raise ValueError("not a JSON object")
+            return meta
+        except (ValueError, OSError) as e:  # never replaced silently: it holds the run history
+            raise UserError(f"{path} is damaged ({type(e).__name__}); it holds the database's target, TVM version "
+                            "and run history: restore it from a copy, or move it away to start them afresh "
+                            "(the records are kept)") from None
 
     def write_meta(self, meta: dict[str, Any]) -> None:
         _write_lines_atomic(self.path / META, [json.dumps(meta, indent=2, default=str)])
 
+    @contextlib.contextmanager
+    def writing(self, wait: bool = True, on_wait: Callable[[str], None] | None = None) -> Iterator[TuningDatabase]:
+        """Hold the database's writer lock (one writer at a time, across processes) and repair
+        the files first. A second writer waits, announcing it through ``on_wait``; with
+        ``wait=False`` it fails in one line instead."""
+        import filelock
+
+        lock = filelock.FileLock(str(self.path / LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except filelock.Timeout:
+            if not wait:
+                raise UserError(f"the tuning database {self.path} is being written by another tvmbench process; "
+                                "wait for it (drop --no-wait) or use another --db") from None
+            if on_wait:
+                on_wait(f"waiting for another tvmbench process writing {self.path} to finish")
+            lock.acquire()
+        try:
+            self.repair()
+            yield self
+        finally:
+            lock.release()
+
     def repair(self) -> None:
-        """Drop lines that do not parse (a run killed mid-write) and records whose workload index
-        does not exist; rewrite the files only when something was dropped."""
-        workloads = self._lines(WORKLOADS)
-        good_wl = [line for line in workloads if _parses(line, list)]
-        records = self._lines(RECORDS)
-        good_rec = [line for line in records if _parses(line, list)
-                    and isinstance(json.loads(line)[0], int) and json.loads(line)[0] < len(good_wl)]
-        if len(good_wl) != len(workloads) and len(good_wl) < len(workloads):
-            # dropping a workload line would shift the indices records refer to: keep only a
-            # truncated *last* line's loss, which no record can refer to yet
-            if any(not _parses(line, list) for line in workloads[:-1]):
-                raise UserError(f"{self.path / WORKLOADS} is corrupt in the middle; restore it from a copy "
-                                "or start a new database")
-            _write_lines_atomic(self.path / WORKLOADS, good_wl)
-            self.warnings.append(f"{self.path / WORKLOADS}: dropped a truncated last line")
-        if len(good_rec) != len(records):
-            _write_lines_atomic(self.path / RECORDS, good_rec)
-            self.warnings.append(f"{self.path / RECORDS}: skipped {len(records) - len(good_rec)} corrupt "
-                                 "or truncated line(s)")
+        """Rewrite the files without the lines readers skip (see :meth:`_scan`), and end them with
+        a newline (so the next append is a line of its own); a warning names each file and line.
+        Only under :meth:`writing`. A bad workload line with good ones after it cannot be dropped
+        (records refer to workloads by position): that is a one-line error."""
+        workloads, records, problems = self._scan()
+        wl_lines = self._decoded(WORKLOADS)
+        if len(workloads) < len(wl_lines) - 1:
+            raise UserError(f"{self.path / WORKLOADS} is damaged in the middle ({problems[0]}); restore it "
+                            "from a copy or start a new database")
+        for name, good in ((WORKLOADS, workloads), (RECORDS, records)):
+            path = self.path / name
+            raw = path.read_bytes() if path.is_file() else b""
+            if len(good) != len(self._decoded(name)) or (raw and not raw.endswith(b"\n")):
+                _write_lines_atomic(path, good)
+        self.warnings += [f"skipped {p}" for p in problems]
+
+    def _decoded(self, name: str) -> list[tuple[int, str | None]]:
+        """The file's non-blank lines with their 1-based numbers; None for a line not in UTF-8."""
+        path = self.path / name
+        if not path.is_file():
+            return []
+        out: list[tuple[int, str | None]] = []
+        for n, raw in enumerate(path.read_bytes().split(b"\n"), 1):
+            if raw.strip():
+                try:
+                    out.append((n, raw.decode()))
+                except UnicodeDecodeError:
+                    out.append((n, None))
+        return out
+
+    def _scan(self) -> tuple[list[str], list[str], list[str]]:
+        """(workload lines, record lines, what was skipped): the workloads up to the first line
+        that is not one (those after it would be renumbered), and the records that parse as
+        ``[index, [trace, run_secs, target, ...]]`` with the index of one of those workloads."""
+        workloads: list[str] = []
+        problems: list[str] = []
+        for n, line in self._decoded(WORKLOADS):
+            if line is None or not _is_list(line, 2):
+                problems.append(f"{self.path / WORKLOADS} line {n}: " + ("not UTF-8" if line is None else "not a workload"))
+                break
+            workloads.append(line)
+        records: list[str] = []
+        for n, line in self._decoded(RECORDS):
+            value = _loads(line) if line is not None else None
+            if (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int)
+                    and 0 <= value[0] < len(workloads) and isinstance(value[1], list) and len(value[1]) >= 3):
+                records.append(line)  # type: ignore[arg-type]
+            else:
+                problems.append(f"{self.path / RECORDS} line {n}: " + ("not UTF-8" if line is None else "not a record "
+                                "of a known workload"))
+        return workloads, records, problems
 
     def _lines(self, name: str) -> list[str]:
-        path = self.path / name
-        return [line for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+        """The valid lines of the workloads or records file (see :meth:`_scan`)."""
+        workloads, records, _ = self._scan()
+        return workloads if name == WORKLOADS else records
 
     def ms_database(self) -> Any:
         from tvm.s_tir import meta_schedule as ms
@@ -259,17 +325,23 @@ class TuningDatabase:
                                                          default=str)).encode())
         view = cache_dir("db-views", key.hexdigest()[:16])
         if not (view / RECORDS).is_file():
-            shutil.copyfile(self.path / WORKLOADS, view / ".wl.tmp")
-            os.replace(view / ".wl.tmp", view / WORKLOADS)
+            # the valid lines only (a tuner may be appending a line right now), each file written
+            # under a unique temporary name: two runs on a fresh cache build one view at once
+            _write_lines_atomic(view / WORKLOADS, self._lines(WORKLOADS))
             _write_lines_atomic(view / RECORDS, keep)
         return view, info
 
 
-def _parses(line: str, kind: type) -> bool:
+def _loads(line: str) -> Any:
     try:
-        return isinstance(json.loads(line), kind)
-    except json.JSONDecodeError:
-        return False
+        return json.loads(line)
+    except ValueError:
+        return None
+
+
+def _is_list(line: str, min_len: int) -> bool:
+    value = _loads(line)
+    return isinstance(value, list) and len(value) >= min_len
 
 
 # -- management (``tvmbench db``): plain line operations on MetaSchedule's files, no TVM needed --
@@ -293,7 +365,10 @@ def list_databases(root: Path | None = None) -> list[dict[str, Any]]:
     rows = []
     for path in sorted(p for p in root.iterdir() if (p / WORKLOADS).is_file()):
         db = TuningDatabase(path)
-        meta = db.meta()
+        try:
+            meta = db.meta()
+        except UserError:
+            meta = {"target": "(damaged tvmbench_db.json)"}
         runs = meta.get("runs", [])
         rows.append({"path": str(path), "target": meta.get("target"), "tvm_version": meta.get("tvm_version"),
                      "workloads": len(db._lines(WORKLOADS)), "records": db.count_records(),
