@@ -239,3 +239,17 @@ def test_inference_memory_is_kept_apart_from_the_whole_workers_peak():
                        mark="first inference")
     assert out.ok and out.peak_rss_bytes > 600 * 2**20
     assert out.peak_rss_marked_bytes is not None and out.peak_rss_marked_bytes < out.peak_rss_bytes - 400 * 2**20
+
+
+def reads_its_oom_score(arg, progress):
+    return int(open("/proc/self/oom_score_adj").read())
+
+
+def killed_by_sigkill(arg, progress):
+    os.kill(os.getpid(), 9)  # what the kernel's OOM killer does
+
+
+def test_the_oom_killer_takes_the_worker_first_and_a_sigkill_is_reported_as_out_of_memory():
+    assert run_isolated(reads_its_oom_score, None, timeout_s=60, memory_limit_bytes=8 * GiB).value == 1000
+    out = run_isolated(killed_by_sigkill, None, timeout_s=60, memory_limit_bytes=8 * GiB)
+    assert not out.ok and out.error["kind"] == "oom" and "out-of-memory killer" in out.error["message"]

@@ -60,8 +60,18 @@ def _die_with_parent(parent: int) -> None:
         os._exit(1)
 
 
+def _first_to_go_when_memory_runs_out() -> None:
+    """Make this worker the kernel's first choice when the machine runs out of memory, so its OOM
+    killer takes the worker (reported as that framework's out-of-memory failure), never tvmbench
+    with every other framework's result. Raising one's own score needs no privilege."""
+    with contextlib.suppress(OSError):
+        with open("/proc/self/oom_score_adj", "w") as f:
+            f.write("1000")
+
+
 def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str], parent: int) -> None:
     _die_with_parent(parent)
+    _first_to_go_when_memory_runs_out()
     os.environ.update(env)
     try:
         value = fn(arg, lambda msg: conn.send(("progress", msg)))
@@ -187,9 +197,16 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
         _kill(proc)
     if outcome is None:
         code = proc.exitcode
-        how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
-        outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
-                                           "message": f"the worker process {how} (a crash inside the framework)"})
+        if code == -signal.SIGKILL:  # not ours (we set an outcome when we kill): most likely the OOM killer
+            outcome = Outcome(ok=False, error={
+                "kind": "oom", "type": "MemoryLimitExceeded",
+                "message": f"the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
+                           f"(it had used up to {peak / 2**30:.1f} GiB; use a smaller batch or sequence, or lower "
+                           "--memory-limit so tvmbench stops it first)"})
+        else:
+            how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
+            outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
+                                               "message": f"the worker process {how} (a crash inside the framework)"})
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
     outcome.peak_rss_marked_bytes = marked or None
     outcome.peak_gpu_bytes = peak_gpu
