@@ -187,3 +187,35 @@ def test_shipped_configs_are_valid_and_name_zoo_models(name):
     cfg = compare.load_config(Path(__file__).parents[1] / "configs" / name)
     for point in compare.plan(cfg):
         check_model_name(point.model)
+
+
+def test_an_interrupted_comparison_resumes_where_it_stopped_and_untuned_overrides_the_config(tmp_path):
+    """Ctrl-C after the first point, then ``resume``: only the second point is measured, the first
+    is kept as it was; ``untuned`` overrides the file's enable_tuning (the tuner is never called);
+    a file made with other options is refused."""
+    from pathlib import Path
+
+    from tvmbench import api
+
+    mlp = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+    cfg = write(tmp_path, {"models": [{"name": mlp, "batch_size": [1, 2], "enable_tuning": True}]})
+    out = tmp_path / "sweep.json"
+
+    def never_tune(*args):
+        raise AssertionError("--untuned must not tune")
+
+    def stop_after_first(doc):
+        raise KeyboardInterrupt
+
+    common = dict(config=str(cfg), output=out, tuner=never_tune, untuned=True, runs=5, warmup=1)
+    with pytest.raises(KeyboardInterrupt):
+        api.compare(None, "pytorch", "llvm", on_result=stop_after_first, **common)
+    first = json.loads(out.read_text())
+    assert len(first["points"]) == 1 and not first["complete"]
+    started = []
+    doc = api.compare(None, "pytorch", "llvm", resume=True, on_point=lambda i, n, p: started.append(p.batch_size),
+                      **common)
+    assert started == [2] and doc["resumed_points"] == 1 and doc["complete"]
+    assert [p["batch_size"] for p in doc["points"]] == [1, 2] and doc["points"][0] == first["points"][0]
+    with pytest.raises(UserError, match="other options"):
+        api.compare(None, "pytorch", "llvm", resume=True, **{**common, "runs": 7})

@@ -242,13 +242,14 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
             image_size: int | None = None, seed: int = 0, tune_first: bool | None = None, trials: int | None = None,
             output: str | Path | None = None, on_point: Callable[[int, int, Any], None] | None = None,
             on_result: Callable[[dict[str, Any]], None] | None = None, on_event: Events | None = None,
-            tuner: Callable[..., Any] | None = None, **settings: Any) -> dict[str, Any]:
+            tuner: Callable[..., Any] | None = None, resume: bool = False, **settings: Any) -> dict[str, Any]:
     """Several models, shapes and frameworks in one document: the points of ``models`` (names)
     or of ``config`` (a JSON file or a ``compare.CompareConfig``; arguments override it), each
     measured as :func:`run` measures, in order, then summarised (``results.summary``).
 
     With ``output`` the document is rewritten after every point, and on Ctrl-C it keeps the
-    points measured. ``on_point(i, n, point)`` before each point, ``on_result(result document)``
+    points measured; ``resume`` keeps the points an earlier, interrupted call with the same
+    options already wrote to ``output`` and measures only the rest. ``on_point(i, n, point)`` before each point, ``on_result(result document)``
     after it; ``tuner(point, options, target)`` tunes a point that asks for it and returns its
     database (default: :func:`tune` with the point's trials). ``settings`` as for :func:`run`."""
     import sys
@@ -278,7 +279,9 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
     settings["threads"] = settings["threads"] or physical_cores()
     doc: dict[str, Any] = {"kind": "tvmbench.comparison", "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                            "command": sys.argv[1:], "config": cfg.model_dump(), "target": resolved.to_json(),
-                           "frameworks": names, "threads": settings["threads"], "points": [], "complete": False}
+                           "frameworks": names, "threads": settings["threads"], "points": [], "complete": False,
+                           "options_key": planning.options_key(names, resolved.to_json(), settings, seed, image_size)}
+    done = planning.resumable_points(output, doc["options_key"]) if resume else {}
 
     def save() -> None:
         doc["summary"] = summarize(doc["points"])
@@ -287,6 +290,10 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
 
     try:
         for i, point in enumerate(points, 1):
+            key = planning.point_key(point, image_size)
+            if key in done:
+                doc["points"].append(done[key])
+                continue
             if on_point:
                 on_point(i, len(points), point)
             options = ModelOptions(batch_size=point.batch_size, seq_length=point.seq_length,
@@ -296,7 +303,7 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
             if point.tune:
                 point_settings["db"] = str((tuner or _tune_point)(point, options, resolved))
             result = run_benchmark(run_config(point.model, options, resolved, names, **point_settings), on_event)
-            doc["points"].append({**result.to_json(), "model_type": point.type})
+            doc["points"].append({**result.to_json(), "model_type": point.type, "point_key": key})
             if on_result:
                 on_result(doc["points"][-1])
             save()
@@ -305,6 +312,7 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
             save()
         raise
     doc["complete"] = True
+    doc["resumed_points"] = sum(1 for p in points if planning.point_key(p, image_size) in done)
     save()
     return doc
 

@@ -16,6 +16,7 @@ Config file (validated; a bad file is one line naming the field and the problem)
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -157,3 +158,32 @@ def parse_int_list(text: str, flag: str) -> list[int]:
     if not values or any(v < 1 for v in values):
         raise UserError(f"bad {flag} '{text}': expected positive integers separated by commas, e.g. 1,2,4")
     return values
+
+
+def point_key(point: ComparePoint, image_size: int | None) -> str:
+    """What makes two comparison points the same measurement (for ``compare --resume``)."""
+    return json.dumps([point.model, point.batch_size, point.seq_length, image_size or point.image_size,
+                       list(point.hf_config), point.tune, point.trials], default=str)
+
+
+def options_key(frameworks: list[str], target: dict[str, Any], settings: dict[str, Any], seed: int,
+                image_size: int | None) -> str:
+    """What every point of a comparison shares; a resumed comparison must have the same."""
+    spec = {"frameworks": frameworks, "target": target, "settings": settings, "seed": seed, "image_size": image_size}
+    return hashlib.sha256(json.dumps(spec, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def resumable_points(output: str | Path | None, key: str) -> dict[str, dict[str, Any]]:
+    """The points an interrupted comparison with the same options wrote to ``output``, by
+    point key; a missing file resumes nothing, a file of other options is a UserError."""
+    if not output or not Path(output).is_file():
+        return {}
+    try:
+        prior = json.loads(Path(output).read_text())
+    except ValueError:
+        raise UserError(f"--resume: {output} is not a comparison document; drop --resume or use another "
+                        "--output") from None
+    if not isinstance(prior, dict) or prior.get("options_key") != key:
+        raise UserError(f"--resume: {output} was made with other options (frameworks, target, threads or "
+                        "measurement settings); run with the same ones, or drop --resume")
+    return {p["point_key"]: p for p in prior.get("points", []) if isinstance(p, dict) and "point_key" in p}

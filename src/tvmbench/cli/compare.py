@@ -17,6 +17,7 @@ from tvmbench.cli.args import (
     run_settings,
 )
 from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, check_output, make_console, status_events
+from tvmbench.errors import UserError
 
 
 def add_compare_parser(sub: Any) -> None:
@@ -43,6 +44,9 @@ def add_compare_parser(sub: Any) -> None:
     compare.add_argument("--output", "-o", default=None,
                          help="result JSON (default results/compare-DATE.json), rewritten after every model")
     compare.add_argument("--plots", default=None, metavar="DIR", help="write throughput-vs-batch PNGs here")
+    compare.add_argument("--resume", action="store_true",
+                         help="keep the points an interrupted run with the same options wrote to --output, "
+                              "measure the rest")
     compare.add_argument("--quiet", "-q", action="store_true")
     compare.set_defaults(handler=cmd_compare)
 
@@ -55,6 +59,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     from tvmbench.results.summary import print_summary
 
     console = make_console(stderr=True, quiet=args.quiet)
+    if args.resume and not args.output:
+        raise UserError("--resume continues the document of --output FILE: give the file of the interrupted run")
     output = args.output or time.strftime("results/compare-%Y%m%d-%H%M%S.json")
     check_output(output)
     started = time.monotonic()
@@ -92,7 +98,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                           image_size=args.image_size, seed=args.seed,
                           tune_first=True if (args.tune or args.trials) else None, trials=args.trials,
                           output=output, on_point=on_point, on_result=on_result, on_event=on_event, tuner=tuner,
-                          db=args.db, **run_settings(args))
+                          resume=args.resume, db=args.db, **run_settings(args))
     except KeyboardInterrupt:
         if measured:
             console.print(f"interrupted: the {len(measured)} point(s) measured are in {output}")
@@ -100,6 +106,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     finally:
         if "status" in status_box:
             status_box.pop("status").stop()
+    if doc.get("resumed_points"):
+        console.print(f"resumed: {doc['resumed_points']} point(s) were already in {output}")
     _plots(args.plots, doc, console)
     print_summary(doc["summary"], make_console())
     console.print(f"results written to {output}")

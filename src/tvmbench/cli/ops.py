@@ -185,8 +185,9 @@ def _collect(args: argparse.Namespace) -> int:
                                  seq_length=args.seq_length, image_size=args.image_size, timeout=args.timeout,
                                  on_job=on_job, on_event=lambda msg: progress.update(bar, step=msg))
     for c in counts:
+        failed = f"; {c['failed']} schedules failed to build or run (not stored)" if c.get("failed") else ""
         console.print(f"{c['model']} ({c['threads']} threads): {c['operators']} operators, {c['measured']} "
-                      f"measurements stored, {c['skipped']} already in the store")
+                      f"measurements stored, {c['skipped']} already in the store{failed}")
     return EXIT_OK
 
 

@@ -10,8 +10,9 @@ count is fixed when TVM's runtime starts). Per schedule source (``profiling/sour
 
 Per kernel, three contexts: ``in_model`` (its time per call inside the compiled model, from the
 Relax VM's instrument hook, median over the instrumented runs), ``alone_warm`` (the kernel
-built by itself with the same schedule and timed with TVM's time evaluator, inputs hot in
-cache) and ``alone_cold`` (the same with the caches flushed of its weights before each call).
+built by itself with the same schedule and timed as MetaSchedule times tuning candidates, in its
+runner's worker processes, inputs hot in cache) and ``alone_cold`` (the same with the caches
+flushed of its weights before each call); see ``profiling/alone.py``.
 The gaps between them are what the neighbours cost a kernel (cold inputs, evicted weights) and
 what a tuner that measures kernels alone cannot see.
 
@@ -31,7 +32,7 @@ from tvmbench.models import ModelOptions
 from tvmbench.targets import ResolvedTarget
 
 ALONE = ("alone_warm", "alone_cold")
-ALONE_SAMPLES = {"alone_warm": 5, "alone_cold": 20}  # the time evaluator's repeats (see time_alone)
+ALONE_SAMPLES = {"alone_warm": 5, "alone_cold": 20}  # the runner's repeats (profiling/alone.py)
 # Relax ops that fuse into a kernel's write-back (its epilogue), as they appear in kernel names.
 _ELEMENTWISE_OPS = {"add", "subtract", "multiply", "divide", "relu", "clip", "minimum", "maximum", "tanh", "erf",
                     "sigmoid", "exp", "gelu", "silu", "power", "sqrt", "rsqrt", "negative"}
@@ -126,34 +127,6 @@ def workload_key(func: Any) -> str:
     return str(tvm_ffi.structural_hash(_normalize_mod(func)))
 
 
-def time_alone(func: Any, sch: Any, target: ResolvedTarget) -> dict[str, float]:
-    """Microseconds per call of ``func`` built alone with ``sch``, warm and cold, each the median
-    of its repeats: ``{"alone_warm": us, "alone_cold": us}``.
-
-    Warm: each repeat is calls back to back for at least 20 ms, inputs hot in cache after the
-    first. Cold: 20 single calls, before each of which every argument but the first is evicted
-    from the CPU caches (TVM's ``cache_flush_cpu_non_first_arg``, what MetaSchedule's runner does
-    with cache flushing on), so weights come from memory, as for a layer that runs once per
-    inference in a model larger than the cache."""
-    import numpy as np
-    import tvm
-
-    # A public entry: the fused kernels are private functions of the model's module.
-    scheduled = (sch.mod["main"] if sch is not None else func).with_attr("global_symbol", "main")
-    lib = tvm.compile(tvm.IRModule({"main": scheduled}), target.tvm()).jit()
-    dev = tvm.cpu(0)
-    rng = np.random.default_rng(0)
-    args = []
-    for p in func.params:
-        shape, dtype = [int(d) for d in p.shape], str(p.dtype)
-        data = rng.standard_normal(shape).astype(dtype) if "float" in dtype else np.zeros(shape, dtype)
-        args.append(tvm.runtime.tensor(data, dev))
-    warm = lib.time_evaluator("main", dev, number=10, repeat=5, min_repeat_ms=20)
-    cold = lib.time_evaluator("main", dev, number=1, repeat=20, f_preproc="cache_flush_cpu_non_first_arg")
-    return {"alone_warm": float(np.median(warm(*args).results)) * 1e6,
-            "alone_cold": float(np.median(cold(*args).results)) * 1e6}
-
-
 def collect_job(job: CollectJob, progress: Any = None) -> dict[str, Any]:
     """Worker entry: measure the model's operators and store them; returns counts for the report."""
     import tvm
@@ -177,8 +150,8 @@ def collect_job(job: CollectJob, progress: Any = None) -> dict[str, Any]:
         counts["operators"] = max(counts["operators"], len(ops))
         for i, (name, op) in enumerate(sorted(ops.items()), 1):
             say(f"{build}: operator {i}/{len(ops)}")
-            for source, label, sch in _schedules(job, build, funcs[name], databases, ctx, op):
-                ctx.measure(op, funcs[name], sch, label, source, per_run if source == build else None, counts)
+            schedules = list(_schedules(job, build, funcs[name], databases, ctx, op))
+            ctx.measure(op, funcs[name], schedules, per_run, build, counts)
     if not store.has_roofline(ctx.machine, job.threads):
         from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
 
@@ -231,7 +204,9 @@ def _schedules(job: CollectJob, build: str, func: Any, databases: list[Any], ctx
             yield "tuned", "tuning record", sch
         return
     if "default" in job.schedules:
-        rule, sch = default_schedule(func, job.target)
+        from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
+
+        rule, sch = default_schedule(_normalize_mod(func)["main"], job.target)  # public, as a tuning task
         yield "default", rule, sch
     n = sample_count(job.schedules)
     if n and job.alone and not all(ctx.stored(op, f"sampled:{k}", c) for k in range(1, n + 1)
@@ -241,34 +216,58 @@ def _schedules(job: CollectJob, build: str, func: Any, databases: list[Any], ctx
 
 
 class _Context:
-    """The store and the keys a worker writes under: machine, versions, thread count."""
+    """The store and the keys a worker writes under (machine, versions, thread count), and the
+    timer of kernels alone (started on first use: MetaSchedule's worker pools)."""
 
     def __init__(self, store: Any, job: CollectJob, machine: int, versions: int) -> None:
         self.store, self.job, self.machine, self.versions = store, job, machine, versions
+        self._timer: Any = None
 
     def stored(self, op: dict[str, Any], source: str, context: str) -> bool:
         return self.store.measured(op["workload"], self.machine, self.versions, source, self.job.threads, context)
 
-    def measure(self, op: dict[str, Any], func: Any, sch: Any, label: str | None, source: str,
-                per_run: list[dict[str, float]] | None, counts: dict[str, int]) -> None:
-        """Store the operator's in-model time (when ``per_run`` is given) and its alone times
-        under ``source``, each unless already stored."""
+    def measure(self, op: dict[str, Any], func: Any, schedules: list[tuple[str, str | None, Any]],
+                per_run: list[dict[str, float]], build: str, counts: dict[str, int]) -> None:
+        """Store the operator's in-model time under the ``build``'s own source and every
+        schedule's alone times, each unless already stored; a schedule whose build or run fails
+        (a crash in MetaSchedule's worker) is counted, not stored."""
         from tvmbench.profiling.sources import decisions
 
-        chosen = {"schedule": label, **decisions(sch)}
-        key = (op["workload"], self.machine, self.versions, source, self.job.threads)
-        times: dict[str, tuple[float, int]] = {}
-        if per_run is not None and not self.stored(op, source, "in_model"):
-            per_call = statistics.median(r.get(op["name"], 0.0) for r in per_run) / op["count"]
-            times["in_model"] = (per_call * 1e6, len(per_run))
-        missing = [c for c in ALONE if not self.stored(op, source, c)] if self.job.alone else []
-        if missing:
-            alone = time_alone(func, sch, self.job.target)
-            times.update({c: (alone[c], ALONE_SAMPLES[c]) for c in missing})
-        for context, (us, samples) in times.items():
-            self.store.add_measurement(*key, context, us, samples, chosen)
-        counts["measured"] += len(times)
-        counts["skipped"] += (1 if per_run is not None else 0) + (len(ALONE) if self.job.alone else 0) - len(times)
+        for source, label, sch in schedules:
+            chosen = {"schedule": label, **decisions(sch)}
+            key = (op["workload"], self.machine, self.versions, source, self.job.threads)
+            if source == build and not self.stored(op, source, "in_model"):
+                per_call = statistics.median(r.get(op["name"], 0.0) for r in per_run) / op["count"]
+                self.store.add_measurement(*key, "in_model", per_call * 1e6, len(per_run), chosen)
+                counts["measured"] += 1
+            elif source == build:
+                counts["skipped"] += 1
+        todo = [(s, label, sch) for s, label, sch in schedules
+                if self.job.alone and not all(self.stored(op, s, c) for c in ALONE)]
+        counts["skipped"] += (len(schedules) - len(todo)) * len(ALONE) if self.job.alone else 0
+        if not todo:
+            return
+        if self._timer is None:
+            from tvmbench.profiling.alone import AloneTimer
+
+            self._timer = AloneTimer(self.job.target)
+        mods = [sch.mod if sch is not None else _as_module(func) for _, _, sch in todo]  # public "main" each
+        for (source, label, sch), times in zip(todo, self._timer.time(mods), strict=True):
+            if "error" in times:
+                counts["failed"] = counts.get("failed", 0) + 1
+                continue
+            chosen = {"schedule": label, **decisions(sch)}
+            for context in ALONE:
+                if not self.stored(op, source, context):
+                    self.store.add_measurement(op["workload"], self.machine, self.versions, source, self.job.threads,
+                                               context, times[context], ALONE_SAMPLES[context], chosen)
+                    counts["measured"] += 1
+
+
+def _as_module(func: Any) -> Any:
+    import tvm
+
+    return tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
 
 
 def machine_fingerprint(target: ResolvedTarget) -> dict[str, Any]:
