@@ -140,7 +140,7 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
         batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
         hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
         seed: int = 0, layout: str = "auto", rpc: str | None = None, rpc_key: str | None = None,
-        on_event: Events | None = None, **settings: Any) -> RunResult:
+        on_event: Events | None = None, history: str | Path | bool | None = None, **settings: Any) -> RunResult:
     """Benchmark ``model`` (a zoo name, ``torchvision:NAME``, a .onnx/.pt2 file or
     ``file.py:factory``) with ``frameworks`` (default TVM and PyTorch; TVM alone for an ONNX file)
     on ``target_spec`` (``auto``, ``llvm``, ``cuda``, a dict, a tag or a legacy string).
@@ -148,8 +148,11 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
     ``settings`` are those of :func:`run_config`: ``threads``, ``runs``/``warmup`` (exact counts;
     adaptive without them), ``min_time``/``max_time``, ``rounds``, ``db``, ``pretuned``,
     ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
-    ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``."""
+    ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``. The result is appended
+    to the history (``results/history.py``; ``history`` names another file, False skips it) and
+    carries its entry id in ``extra["history_entry"]``."""
     from tvmbench.backends import default_frameworks, parse_frameworks
+    from tvmbench.results.history import record
 
     names = parse_frameworks(frameworks if isinstance(frameworks, str) else ",".join(frameworks)) \
         if frameworks else default_frameworks(model)
@@ -158,14 +161,20 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
     remote = check_rpc(rpc, rpc_key)
     if remote is None:
         require_device(resolved)
-    return run_benchmark(run_config(model, options, resolved, names, remote=remote, **settings), on_event)
+    result = run_benchmark(run_config(model, options, resolved, names, remote=remote, **settings), on_event)
+    entry = record("run", result.to_json(), history=history, environment=result.environment,
+                   target=result.target_config)
+    if entry is not None:
+        result.extra["history_entry"] = entry
+    return result
 
 
 def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_size: int = 1,
          seq_length: int | None = None, image_size: int | None = None, hf_config: dict[str, Any] | None = None,
          input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0, layout: str = "auto",
          timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
-         on_warning: Callable[[str], None] | None = None, wait: bool = True, **config: Any) -> tuple[Any, Path]:
+         on_warning: Callable[[str], None] | None = None, wait: bool = True,
+         history: str | Path | bool | None = None, **config: Any) -> tuple[Any, Path]:
     """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
     the cache), in a worker process; a second call resumes. ``config`` are :class:`TuneConfig`
     fields (``trials``, ``time_budget_s``, ``strategy``, ...). ``on_progress(trials done, trials
@@ -199,6 +208,11 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
                            f"measured so far; run the command again to resume)")
     report = outcome.value
     report.curve_files = [str(p) for p in report.write_curve(Path(model).name)]
+    from tvmbench.measure import environment
+    from tvmbench.results.history import record
+
+    record("tune", {"model": model, "database": str(database.path), **report.to_json()}, history=history,
+           environment=environment.collect(cfg.threads), target=resolved.config)
     return report, database.path
 
 
@@ -242,7 +256,8 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
             image_size: int | None = None, seed: int = 0, tune_first: bool | None = None, trials: int | None = None,
             output: str | Path | None = None, on_point: Callable[[int, int, Any], None] | None = None,
             on_result: Callable[[dict[str, Any]], None] | None = None, on_event: Events | None = None,
-            tuner: Callable[..., Any] | None = None, resume: bool = False, **settings: Any) -> dict[str, Any]:
+            tuner: Callable[..., Any] | None = None, resume: bool = False,
+            history: str | Path | bool | None = None, **settings: Any) -> dict[str, Any]:
     """Several models, shapes and frameworks in one document: the points of ``models`` (names)
     or of ``config`` (a JSON file or a ``compare.CompareConfig``; arguments override it), each
     measured as :func:`run` measures, in order, then summarised (``results.summary``).
@@ -313,6 +328,10 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
         raise
     doc["complete"] = True
     doc["resumed_points"] = sum(1 for p in points if planning.point_key(p, image_size) in done)
+    from tvmbench.results.history import record
+
+    doc["history_entry"] = record("compare", doc, history=history, target=resolved.config,
+                                  environment=doc["points"][0].get("environment") if doc["points"] else None)
     save()
     return doc
 
@@ -331,7 +350,8 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
                 seq_length: int | None = None, image_size: int | None = None,
                 hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0,
                 on_job: Callable[[int, int, str, int], None] | None = None,
-                on_event: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+                on_event: Callable[[str], None] | None = None,
+                history: str | Path | bool | None = None) -> list[dict[str, Any]]:
     """Collect every operator of ``models`` into the operator store (``profiling/store.py``):
     features, and times inside the model and alone, per thread count and schedule source
     ("default", "tuned", "sampled:N"; see ``profiling/sources.py``). One worker per model and thread count; what the store already has for
@@ -362,6 +382,11 @@ def collect_ops(models: Sequence[str] | str, target_spec: Any = "auto", *, threa
                          schedules=schedules, databases=sources, runs=runs, alone=alone)
         counts.append({"model": m, "threads": n,
                        **_in_worker(collect_job, job, n, timeout, f"collecting {m} ({n} threads)", on_event)})
+    from tvmbench.measure import environment
+    from tvmbench.results.history import record
+
+    record("ops collect", {"models": names, "schedules": list(schedules), "store": str(path), "jobs": counts},
+           history=history, environment=environment.collect(max(n for _, n in jobs)), target=resolved.config)
     return counts
 
 

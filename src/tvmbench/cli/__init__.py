@@ -3,7 +3,9 @@
 ``run`` (one model, several frameworks), ``compare`` (models x shapes x frameworks, summarised),
 ``export`` (a built package), ``profile`` (per-kernel times), ``tune`` (MetaSchedule into a
 database), ``db`` (inspect and manage databases), ``rpc`` (a tracker or device server),
-``ops`` (the operator lab's store), ``explain`` (TVM against a peer, operator kind by kind), ``models``, ``frameworks``, ``target`` and ``doctor``. One module per group of commands, each
+``ops`` (the operator lab's store), ``explain`` (TVM against a peer, operator kind by kind),
+``history`` and ``diff`` (past results, regressions), ``models``, ``frameworks``, ``target`` and
+``doctor``. One module per group of commands, each
 with its parsers beside its command functions; shared argument groups in ``args``.
 
 User mistakes (unknown model, bad target, bad shape flag, missing framework) end with one line on
@@ -38,6 +40,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from tvmbench.cli.compare import add_compare_parser
     from tvmbench.cli.explain import add_explain_parser
+    from tvmbench.cli.history import add_history_parsers
     from tvmbench.cli.info import add_info_parsers
     from tvmbench.cli.ops import add_ops_parser
     from tvmbench.cli.profile import add_profile_parser
@@ -50,7 +53,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"tvmbench {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     for add in (add_run_parser, add_export_parser, add_profile_parser, add_compare_parser, add_tune_parser,
-                add_db_parser, add_rpc_parser, add_ops_parser, add_explain_parser, add_info_parsers):
+                add_db_parser, add_rpc_parser, add_ops_parser, add_explain_parser, add_history_parsers,
+                add_info_parsers):
         add(sub)
     return parser
 

@@ -183,3 +183,14 @@ def tune_config(args: argparse.Namespace) -> dict[str, Any]:
             "runner_number": args.runner_number, "runner_repeat": args.runner_repeat,
             "runner_min_repeat_ms": args.min_repeat_ms, "cpu_cache_flush": args.cpu_flush,
             "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers}
+
+
+def add_history_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--history", default=None, metavar="FILE",
+                   help="the results history to append to (default: $TVMBENCH_HISTORY or the cache folder's)")
+    p.add_argument("--no-history", action="store_true", help="do not add this result to the history")
+
+
+def history_arg(args: argparse.Namespace) -> str | bool | None:
+    """What ``history=`` of the API takes: False with --no-history, else the file or None."""
+    return False if getattr(args, "no_history", False) else getattr(args, "history", None)

@@ -10,8 +10,10 @@ from typing import Any
 from tvmbench.cli.args import (
     add_database_args,
     add_framework_args,
+    add_history_args,
     add_timer_args,
     add_tune_args,
+    history_arg,
     positive_float,
     positive_int,
     run_settings,
@@ -22,6 +24,7 @@ from tvmbench.errors import UserError
 
 def add_compare_parser(sub: Any) -> None:
     compare = sub.add_parser("compare", help="several models, shapes and frameworks in one run, with summaries")
+    add_history_args(compare)
     compare.add_argument("--models", default=None, help="comma-separated zoo names or files, e.g. resnet50,gpt2")
     compare.add_argument("--config", default=None, help="a JSON comparison config (see configs/); flags override it")
     compare.add_argument("--frameworks", default=None, help="comma-separated frameworks (default tvm,pytorch)")
@@ -98,7 +101,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
                           image_size=args.image_size, seed=args.seed,
                           tune_first=True if (args.tune or args.trials) else None, trials=args.trials,
                           output=output, on_point=on_point, on_result=on_result, on_event=on_event, tuner=tuner,
-                          resume=args.resume, db=args.db, **run_settings(args))
+                          resume=args.resume, history=history_arg(args), db=args.db, **run_settings(args))
     except KeyboardInterrupt:
         if measured:
             console.print(f"interrupted: the {len(measured)} point(s) measured are in {output}")

@@ -8,7 +8,7 @@ import json
 import sys
 from typing import Any
 
-from tvmbench.cli.args import positive_float, positive_int
+from tvmbench.cli.args import add_history_args, history_arg, positive_float, positive_int
 from tvmbench.cli.common import EXIT_OK, make_console
 from tvmbench.errors import UserError
 
@@ -32,6 +32,7 @@ def add_ops_parser(sub: Any) -> None:
     collect.add_argument("--image-size", type=positive_int, default=None)
     collect.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per model and thread count")
     collect.add_argument("--quiet", "-q", action="store_true")
+    add_history_args(collect)
     imp = ops_sub.add_parser("import-db", help="import tuning databases: every record a row of the store's "
                              "tuning_records table, joinable with the operators by workload")
     imp.add_argument("databases", nargs="+", metavar="DIR", help="MetaSchedule database folders")
@@ -183,7 +184,8 @@ def _collect(args: argparse.Namespace) -> int:
         counts = api.collect_ops(args.models, args.target, threads=threads, schedules=schedules, store=args.store,
                                  runs=args.runs, alone=not args.no_alone, db=args.db, batch_size=args.batch_size,
                                  seq_length=args.seq_length, image_size=args.image_size, timeout=args.timeout,
-                                 on_job=on_job, on_event=lambda msg: progress.update(bar, step=msg))
+                                 on_job=on_job, on_event=lambda msg: progress.update(bar, step=msg),
+                                 history=history_arg(args))
     for c in counts:
         failed = f"; {c['failed']} schedules failed to build or run (not stored)" if c.get("failed") else ""
         console.print(f"{c['model']} ({c['threads']} threads): {c['operators']} operators, {c['measured']} "

@@ -11,9 +11,11 @@ from tvmbench.cli.args import (
     PRECISIONS,
     add_database_args,
     add_framework_args,
+    add_history_args,
     add_model_args,
     add_timer_args,
     add_tune_args,
+    history_arg,
     model_options,
     positive_float,
     positive_int,
@@ -36,6 +38,7 @@ def add_run_parser(sub: Any) -> None:
 
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
     add_model_args(run)
+    add_history_args(run)
     run.add_argument("--frameworks", default=None,
                      help=f"comma-separated from {', '.join(REGISTRY)} "
                           "(default tvm,pytorch; tvm alone for an ONNX file)")
@@ -75,6 +78,7 @@ def add_run_parser(sub: Any) -> None:
 def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench import api
     from tvmbench.backends import default_frameworks, parse_frameworks
+    from tvmbench.results.history import record
     from tvmbench.results.report import print_run
 
     console = make_console(stderr=True, quiet=args.quiet)
@@ -105,6 +109,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     with console.status("starting") as status:
         result = api.run_benchmark(cfg, status_events(status, time.monotonic()))
     doc = result.to_json()
+    entry = record("run", doc, history=history_arg(args), environment=result.environment,
+                   target=result.target_config)
+    if entry is not None:
+        doc["history_entry"] = entry
     print_run(doc)
     if args.output:
         console.print(f"results written to {write_json(args.output, doc)}")

@@ -10,7 +10,15 @@ import subprocess
 import sys
 from typing import Any
 
-from tvmbench.cli.args import add_model_args, add_tune_args, model_kwargs, positive_int, tune_config
+from tvmbench.cli.args import (
+    add_history_args,
+    add_model_args,
+    add_tune_args,
+    history_arg,
+    model_kwargs,
+    positive_int,
+    tune_config,
+)
 from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
@@ -21,6 +29,7 @@ def add_tune_parser(sub: Any) -> None:
     tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
     tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    add_history_args(tune)
     tune.set_defaults(handler=cmd_tune)
 
 
@@ -60,7 +69,8 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
         report, path = api.tune(model, target or args.target, db=args.db, layout=getattr(args, "layout", "auto"),
                                 timeout=float(args.tune_timeout), on_progress=on_progress,
                                 on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
-                                wait=not getattr(args, "no_wait", False), threads=args.threads or None,
+                                wait=not getattr(args, "no_wait", False), history=history_arg(args),
+                                threads=args.threads or None,
                                 **model_kwargs(args), **config)
     for file in report.curve_files:
         console.print(f"tuning curve written to {file}")

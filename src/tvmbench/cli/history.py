@@ -1,0 +1,149 @@
+"""``tvmbench history`` (past results, newest first, with a trend) and ``tvmbench diff A B``
+(regressions that are real; exit status 1 when there is one)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, make_console
+from tvmbench.errors import UserError
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def add_history_parsers(sub: Any) -> None:
+    hist = sub.add_parser("history", help="past results from the history, newest first, with each series' trend")
+    hist.add_argument("--model", default=None)
+    hist.add_argument("--framework", default=None)
+    hist.add_argument("--since", default=None, metavar="DATE", help="e.g. 2026-11-01")
+    hist.add_argument("--machine", default="this", choices=["this", "all"], help="this machine only (default) or all")
+    hist.add_argument("--limit", type=int, default=50)
+    hist.add_argument("--csv", action="store_true", help="print CSV")
+    hist.add_argument("--json", action="store_true", help="print JSON")
+    hist.add_argument("--history", default=None, metavar="FILE")
+    hist.set_defaults(handler=cmd_history)
+    diff = sub.add_parser("diff", help="compare two results: faster, slower or no change, with intervals; exit "
+                          "status 1 when anything got slower (a CI gate)")
+    diff.add_argument("a", help="the baseline: a history entry id, latest, latest~N, or a result JSON file")
+    diff.add_argument("b", help="the candidate, likewise")
+    diff.add_argument("--band", type=float, default=3.0, metavar="PERCENT",
+                      help="the noise band: a change is a verdict only when its whole 95%% interval lies "
+                           "outside +-this (default 3)")
+    diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
+    diff.add_argument("--history", default=None, metavar="FILE")
+    diff.set_defaults(handler=cmd_diff)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    from tvmbench.results.history import History, machine_key, machine_of
+
+    history = History.open(args.history, readonly=True)
+    machine = None
+    if args.machine == "this":
+        from tvmbench import api
+        from tvmbench.measure.environment import collect
+
+        machine = machine_key(machine_of(collect(1), api.target("auto").config))
+    rows = history.points(args.model, args.framework, args.since, machine, args.limit)
+    if args.json:
+        print(json.dumps(rows, indent=2))
+    elif args.csv:
+        import csv
+        import sys
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=list(rows[0]) if rows else ["entry"])
+        writer.writeheader()
+        writer.writerows(rows)
+    else:
+        _print_history(rows, make_console())
+    return EXIT_OK
+
+
+def _print_history(rows: list[dict[str, Any]], console: Any) -> None:
+    from rich.table import Table
+
+    if not rows:
+        console.print("no results in the history for that selection")
+        return
+    trend: dict[tuple[Any, ...], list[float]] = {}
+    for r in reversed(rows):  # oldest first for the trend
+        if r["median_ms"]:
+            trend.setdefault((r["model"], r["framework"], r["batch_size"], r["seq_length"]), []).append(r["median_ms"])
+    table = Table(title="history, newest first")
+    for col in ("entry", "date", "kind", "commit", "model", "framework", "batch", "median ms", "trend"):
+        table.add_column(col, justify="right" if col in ("entry", "median ms") else "left")
+    for r in rows:
+        series = trend.get((r["model"], r["framework"], r["batch_size"], r["seq_length"]), [])
+        table.add_row(str(r["entry"]), r["created"][:16], r["kind"], r["commit"] or "", r["model"], r["framework"],
+                      str(r["batch_size"]), f"{r['median_ms']:.3f}" if r["median_ms"] else r["status"],
+                      sparkline(series[-20:]))
+    console.print(table)
+
+
+def sparkline(values: list[float]) -> str:
+    """The series as block characters, lowest to highest (lower is faster)."""
+    if len(values) < 2:
+        return ""
+    lo, hi = min(values), max(values)
+    span = hi - lo or 1.0
+    return "".join(_SPARKS[min(len(_SPARKS) - 1, int((v - lo) / span * len(_SPARKS)))] for v in values)
+
+
+def cmd_diff(args: argparse.Namespace) -> int:
+    from tvmbench.results.diff import comparability, compare_runs
+
+    if not 0 <= args.band < 100:
+        raise UserError(f"--band is a percentage from 0 to 100, got {args.band}")
+    a, b = (_side(ref, args.history) for ref in (args.a, args.b))
+    notes = comparability(a["environment"], b["environment"], a["machine"], b["machine"])
+    changes = compare_runs(a["runs"], b["runs"], args.band / 100)
+    if not changes:
+        raise UserError(f"{args.a} and {args.b} have no model point and framework in common to compare")
+    regressed = [c for c in changes if c.verdict == "slower"]
+    if args.json:
+        print(json.dumps({"a": args.a, "b": args.b, "band": args.band / 100, "notes": notes,
+                          "changes": [c.to_json() for c in changes], "regressed": bool(regressed)}, indent=2))
+    else:
+        _print_diff(args, notes, changes, make_console())
+    return EXIT_FAILED if regressed else EXIT_OK
+
+
+def _side(ref: str, history_path: str | None) -> dict[str, Any]:
+    """A diff side: its run documents, environment and machine, from the history or a file."""
+    from tvmbench.results.history import History, machine_of
+
+    if Path(ref).is_file():
+        try:
+            doc = json.loads(Path(ref).read_text())
+        except (ValueError, OSError) as e:
+            raise UserError(f"{ref} is not a tvmbench result JSON ({e})") from None
+        runs = doc.get("points", []) if isinstance(doc, dict) and "points" in doc else [doc]
+        env = (runs[0].get("environment") if runs and isinstance(runs[0], dict) else None) or {}
+        return {"runs": runs, "environment": env, "machine": machine_of(env, runs[0].get("target_config") if runs
+                                                                         else None)}
+    history = History.open(history_path, readonly=True)
+    entry = history.entry(ref)
+    runs = entry.runs()
+    env = (runs[0].get("environment") if runs else None) or {}
+    return {"runs": runs, "environment": env, "machine": entry.machine}
+
+
+def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], console: Any) -> None:
+    from rich.table import Table
+
+    for note in notes or ["same machine and versions"]:
+        console.print(f"[bold]{note}[/bold]" if notes else note, soft_wrap=True)
+    table = Table(title=f"{args.a} -> {args.b}: median of B / median of A (band +-{args.band:g} %)")
+    for col in ("model", "batch", "framework", "A ms", "B ms", "B / A", "95 % interval", "verdict"):
+        table.add_column(col, justify="right" if col not in ("model", "framework", "verdict") else "left")
+    colour = {"slower": "red", "faster": "green", "no change": "dim"}
+    for c in changes:
+        ci = f"{c.ci95[0]:.3f}-{c.ci95[1]:.3f}" if c.ci95 else "-"
+        table.add_row(c.model, str(c.batch_size), c.framework, f"{c.a_ms:.3f}", f"{c.b_ms:.3f}", f"{c.ratio:.3f}",
+                      ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
+    console.print(table)
+    slower = sum(c.verdict == "slower" for c in changes)
+    console.print(f"{slower} regression(s)" if slower else "no regression")
