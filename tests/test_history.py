@@ -1,6 +1,7 @@
 """The results history (a real SQLite file) and ``tvmbench diff``'s verdicts."""
 
 import json
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -112,3 +113,41 @@ def test_a_damaged_or_newer_history_is_one_line_and_never_replaced(tmp_path, cap
     assert "newer than this tvmbench reads" in capsys.readouterr().err
     assert main(["history", "--history", str(tmp_path / "none.sqlite")]) == 2
     assert "no history" in capsys.readouterr().err
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def test_the_html_report_renders_in_a_real_browser(tmp_path):
+    """report.html from a small real run, opened in headless Chromium: every figure loaded with
+    a size, every table has rows; a screenshot is kept next to it."""
+    if CHROMIUM is None:
+        pytest.skip("no Chromium on this machine (apt-get install chromium; `make test` installs it)")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="playwright is not installed (the dev extra)")
+    history = tmp_path / "history.sqlite"
+    result = tmp_path / "run.json"
+    assert main(["run", "--model", MLP, "--frameworks", "tvm,pytorch", "--target", "llvm", "--runs", "20",
+                 "--warmup", "2", "--history", str(history), "-o", str(result), "-q"]) == 0
+    report = tmp_path / "report.html"
+    assert main(["report", str(result), "-o", str(report), "--markdown", str(tmp_path / "report.md"),
+                 "--history", str(history)]) == 0
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=[
+            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
+            "--disable-sync", "--no-first-run"])
+        try:
+            page = browser.new_page(viewport={"width": 1200, "height": 900})
+            page.goto(report.as_uri())
+            images = page.eval_on_selector_all("img", "els => els.map(e => [e.complete, e.naturalWidth, "
+                                                      "e.naturalHeight])")
+            rows = page.eval_on_selector_all("table", "els => els.map(e => e.querySelectorAll('tbody tr').length)")
+            headings = page.eval_on_selector_all("h2", "els => els.map(e => e.textContent)")
+            page.screenshot(path=str(tmp_path / "report.png"), full_page=True)
+        finally:
+            browser.close()
+    assert images and all(done and w > 0 and h > 0 for done, w, h in images), images
+    assert rows and all(n > 0 for n in rows), rows
+    assert {"Environment", "Latency", "Latency distributions"} <= set(headings)
+    assert (tmp_path / "report.png").stat().st_size > 10_000
+    markdown = (tmp_path / "report.md").read_text()
+    assert "| point | framework | median ms" in markdown and "report_files/distribution-0.png" in markdown

@@ -106,3 +106,52 @@ def roofline_png(points: Sequence[dict[str, Any]], peak_gflops: float, bandwidth
         return _save(fig, Path(path))
     finally:
         plt.close(fig)
+
+
+def distribution_png(samples_ms: dict[str, Sequence[float]], path: str | Path, title: str) -> Path | None:
+    """Each framework's timed samples as a violin (the shape of its latency distribution), with
+    its median marked; one row per framework, on a shared log time axis."""
+    if not available():
+        return None
+    series = {k: list(v) for k, v in samples_ms.items() if len(v) >= 2}
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 0.7 + 0.6 * len(series)))
+    names = list(series)
+    ax.violinplot([series[n] for n in names], vert=False, showmedians=True, showextrema=False)
+    ax.set_yticks(range(1, len(names) + 1), names)
+    ax.set_xscale("log")
+    ax.set_xlabel("latency per inference (ms, log scale)")
+    ax.grid(alpha=0.3, axis="x", which="both")
+    ax.set_title(title, fontsize=10)
+    try:
+        return _save(fig, Path(path))
+    finally:
+        plt.close(fig)
+
+
+def trend_png(series: dict[str, Sequence[tuple[str, float]]], path: str | Path, title: str) -> Path | None:
+    """Median latency of each series over the history entries, oldest first (x: entry order,
+    labelled with dates)."""
+    if not available():
+        return None
+    series = {k: list(v) for k, v in series.items() if v}
+    if not series:
+        return None
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    for name, points in sorted(series.items()):
+        ax.plot(range(len(points)), [m for _, m in points], marker="o", label=name)
+    longest = max(series.values(), key=len)
+    step = max(1, len(longest) // 6)
+    ax.set_xticks(range(0, len(longest), step), [d[:10] for d, _ in longest][::step], fontsize=7)
+    ax.set_ylabel("median latency (ms)")
+    ax.set_ylim(bottom=0)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7)
+    ax.set_title(title, fontsize=10)
+    try:
+        return _save(fig, Path(path))
+    finally:
+        plt.close(fig)

@@ -35,6 +35,16 @@ def add_history_parsers(sub: Any) -> None:
     diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
     diff.add_argument("--history", default=None, metavar="FILE")
     diff.set_defaults(handler=cmd_diff)
+    report = sub.add_parser("report", help="results as one self-contained HTML page (plots embedded), or Markdown")
+    report.add_argument("results", nargs="*", default=["latest"],
+                        help="history entry ids, latest, latest~N, or result JSON files (default: latest)")
+    report.add_argument("--output", "-o", default="report.html", help="the HTML file (default report.html)")
+    report.add_argument("--markdown", default=None, metavar="FILE.md", help="also write Markdown (PNGs beside it)")
+    report.add_argument("--store", default=None, help="the operator store for the per-operator sections "
+                        "(default: the cache folder's, when it exists)")
+    report.add_argument("--history", default=None, metavar="FILE")
+    report.add_argument("--title", default="tvmbench report")
+    report.set_defaults(handler=cmd_report)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
@@ -147,3 +157,23 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
     console.print(table)
     slower = sum(c.verdict == "slower" for c in changes)
     console.print(f"{slower} regression(s)" if slower else "no regression")
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from tvmbench.cli.common import check_output
+    from tvmbench.profiling.store import OpStore, default_store_path
+    from tvmbench.results.history import History, default_history_path
+    from tvmbench.results.html import write_report
+
+    check_output(args.output, args.markdown)
+    runs = [run for ref in args.results for run in _side(ref, args.history)["runs"]]
+    runs = [r for r in runs if isinstance(r, dict) and r.get("frameworks")]
+    if not runs:
+        raise UserError("nothing to report: the results hold no model runs")
+    store_path = Path(args.store) if args.store else default_store_path()
+    store = OpStore.open(store_path, readonly=True) if args.store or store_path.is_file() else None
+    history_path = Path(args.history) if args.history else default_history_path()
+    history = History.open(history_path, readonly=True) if history_path.is_file() else None
+    written = write_report(runs, args.output, args.markdown, args.title, store, history)
+    make_console(stderr=True).print("written: " + ", ".join(str(p) for p in written))
+    return EXIT_OK
