@@ -151,3 +151,14 @@ def test_the_html_report_renders_in_a_real_browser(tmp_path):
     assert (tmp_path / "report.png").stat().st_size > 10_000
     markdown = (tmp_path / "report.md").read_text()
     assert "| point | framework | median ms" in markdown and "report_files/distribution-0.png" in markdown
+
+
+def test_run_json_prints_the_document_on_stdout_and_the_table_has_tail_percentiles(capsys):
+    assert main(["run", "--model", MLP, "--frameworks", "pytorch", "--runs", "20", "--warmup", "2", "--json",
+                 "--no-history"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["pytorch"]["status"] == "ok" and doc["pytorch"]["p99_ms"] >= doc["pytorch"]["median_ms"]
+    from tvmbench.results.report import print_run
+
+    print_run(doc)
+    assert "p90 ms" in capsys.readouterr().out

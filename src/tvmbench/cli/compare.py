@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from typing import Any
@@ -46,6 +47,8 @@ def add_compare_parser(sub: Any) -> None:
     compare.add_argument("--timeout", type=positive_float, default=3600.0, help="seconds per framework")
     compare.add_argument("--output", "-o", default=None,
                          help="result JSON (default results/compare-DATE.json), rewritten after every model")
+    compare.add_argument("--json", action="store_true",
+                         help="print the comparison document to stdout instead of the tables (messages to stderr)")
     compare.add_argument("--plots", default=None, metavar="DIR", help="write throughput-vs-batch PNGs here")
     compare.add_argument("--resume", action="store_true",
                          help="keep the points an interrupted run with the same options wrote to --output, "
@@ -83,7 +86,7 @@ def cmd_compare(args: argparse.Namespace) -> int:
         measured.append(doc["model"])
         if "status" in status_box:
             status_box.pop("status").stop()
-        if not args.quiet:
+        if not args.quiet and not args.json:
             print_run(doc, console=console, errors=console)
 
     def tuner(point: Any, options: Any, target: Any) -> Any:
@@ -112,7 +115,10 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if doc.get("resumed_points"):
         console.print(f"resumed: {doc['resumed_points']} point(s) were already in {output}")
     _plots(args.plots, doc, console)
-    print_summary(doc["summary"], make_console())
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print_summary(doc["summary"], make_console())
     console.print(f"results written to {output}")
     failed = [p[result_key(fw)] for p in doc["points"] for fw in doc["frameworks"]
               if p[result_key(fw)]["status"] == "failed" and p[result_key(fw)].get("error_kind") != "missing"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import time
 from typing import Any
@@ -65,6 +66,8 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--tune", action="store_true", help="tune with MetaSchedule first, then benchmark")
     add_tune_args(run, trials_default=None)
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
+    run.add_argument("--json", action="store_true",
+                     help="print the result document to stdout instead of the table (messages go to stderr)")
     run.add_argument("--no-cache", action="store_true", help="compile again even if a cached library exists")
     run.add_argument("--no-isolation", action="store_true",
                      help="measure in this process instead of one worker process per framework (debugging)")
@@ -113,7 +116,10 @@ def cmd_run(args: argparse.Namespace) -> int:
                    target=result.target_config)
     if entry is not None:
         doc["history_entry"] = entry
-    print_run(doc)
+    if args.json:
+        print(json.dumps(doc, indent=2, default=str))
+    else:
+        print_run(doc)
     if args.output:
         console.print(f"results written to {write_json(args.output, doc)}")
     failed = [r for r in result.results.values() if not r.ok]

@@ -44,18 +44,19 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
         shape.append(f"image {result['image_size']}")
     title = f"{result['model']} ({', '.join(shape)}) on {result['target']} {result['target_config'].get('mcpu') or result['target_config'].get('arch', '')}"
     table = Table(title=title)
-    for col in ("framework", "mean ms", "median ms", "max ms", "min ms", "std ms", "throughput /s", "runs",
-                "accuracy"):
+    for col in ("framework", "mean ms", "median ms", "p90 ms", "p99 ms", "max ms", "min ms", "std ms",
+                "throughput /s", "runs", "accuracy"):
         table.add_column(col, justify="left" if col in ("framework", "accuracy") else "right")
     failures = []
     for fw in result["frameworks"]:
         e = result[result_key(fw)]
         if e["status"] != "ok":
-            table.add_row(fw, *["-"] * 7, "[dim]unavailable[/dim]" if e["status"] == "unavailable"
+            table.add_row(fw, *["-"] * 9, "[dim]unavailable[/dim]" if e["status"] == "unavailable"
                           else "[red]failed[/red]")
             failures.append((fw, e))
             continue
-        table.add_row(fw, _ms(e["mean_ms"]), _ms(e["median_ms"]), _ms(e["max_ms"]), _ms(e["min_ms"]),
+        table.add_row(fw, _ms(e["mean_ms"]), _ms(e["median_ms"]), _ms(e.get("p90_ms")), _ms(e.get("p99_ms")),
+                      _ms(e["max_ms"]), _ms(e["min_ms"]),
                       _ms(e["std_ms"]), f"{e['throughput_samples_per_sec']:.2f}", str(e["total_runs"]),
                       _accuracy(e.get("accuracy")))
     console.print(table)
