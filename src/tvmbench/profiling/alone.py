@@ -32,15 +32,19 @@ CONTEXTS = {"alone_warm": (10, 5, 20, False), "alone_cold": (1, 20, 0, True)}  #
 class AloneTimer:
     """One builder and one runner per context, their worker pools kept for every kernel."""
 
-    def __init__(self, target: ResolvedTarget, timeout_s: float = 60.0) -> None:
+    def __init__(self, target: ResolvedTarget, build_timeout_s: float = 30.0, run_timeout_s: float = 15.0) -> None:
         from tvm.s_tir import meta_schedule as ms
 
         from tvmbench.tuning.build import fast_build
 
         self.target = target
-        self.builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=1, timeout_sec=timeout_s)
+        # Builds run in parallel (nothing is being measured meanwhile); a schedule LLVM needs more than
+        # build_timeout_s to compile (a random draw can unroll a transform into a huge function) or
+        # that runs more than run_timeout_s is a failed candidate, as in MetaSchedule's own search.
+        self.builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=os.cpu_count() or 1,
+                                               timeout_sec=build_timeout_s)
         self.runners = {
-            context: ms.runner.LocalRunner(timeout_sec=timeout_s, evaluator_config=ms.runner.EvaluatorConfig(
+            context: ms.runner.LocalRunner(timeout_sec=run_timeout_s, evaluator_config=ms.runner.EvaluatorConfig(
                 number=number, repeat=repeat, min_repeat_ms=min_ms, enable_cpu_cache_flush=flush))
             for context, (number, repeat, min_ms, flush) in CONTEXTS.items()}
 
