@@ -111,3 +111,11 @@ def build_first_layer():
     32x256 by 256x512) with ``build``."""
     torch.manual_seed(0)
     return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU()).eval(), (torch.randn(32, 256),)
+
+
+def build_classifier():
+    """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
+                              torch.nn.Flatten(), torch.nn.Linear(8, 10))
+    return net.eval(), (torch.randn(1, 3, 16, 16),)

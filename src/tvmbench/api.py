@@ -27,7 +27,7 @@ from typing import Any
 from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError, WorkFailed
 from tvmbench.measure.runner import Events, RunConfig, default_memory_limit, run_frameworks, thread_env
 from tvmbench.measure.timer import TimerConfig
-from tvmbench.models import ModelOptions, check_model_name
+from tvmbench.models import ModelOptions, check_model_name, is_package
 from tvmbench.results.records import RunResult
 from tvmbench.targets import ResolvedTarget, physical_cores, resolve_target
 from tvmbench.tuning.config import TuneConfig
@@ -48,12 +48,25 @@ def target(spec: str | dict[str, Any] | ResolvedTarget = "auto", layout: str = "
 
 def model_options(model: str, batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
                   hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
-                  seed: int = 0) -> ModelOptions:
-    """The model's shape options; an unknown name or a missing file fails here, before any work."""
+                  seed: int = 0, fill_mode: str = "random", inputs_file: str | None = None) -> ModelOptions:
+    """The model's shape options and input values (seeded random, zeros, ones, or the arrays of
+    an .npz file); an unknown name, a missing file or a bad fill mode fails here, before any work."""
+    from tvmbench.models import FILL_MODES
+
     check_model_name(model)
-    return ModelOptions(batch_size=batch_size, seq_length=seq_length, image_size=image_size,
+    if fill_mode not in FILL_MODES:
+        raise UserError(f"--fill-mode must be one of {', '.join(FILL_MODES)}, got '{fill_mode}'")
+    if inputs_file and not Path(inputs_file).expanduser().is_file():
+        raise UserError(f"--inputs {inputs_file} does not exist")
+    options = ModelOptions(batch_size=batch_size, seq_length=seq_length, image_size=image_size,
                         config_overrides=dict(hf_config or {}),
-                        input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()}, seed=seed)
+                        input_shapes={k: tuple(v) for k, v in (input_shapes or {}).items()}, seed=seed,
+                        fill_mode=fill_mode, inputs_file=str(Path(inputs_file).expanduser()) if inputs_file else None)
+    if inputs_file and is_package(model):  # a package's input specs are at hand: check the file now
+        from tvmbench.models import load_model
+
+        load_model(model, options)
+    return options
 
 
 def require_device(resolved: ResolvedTarget) -> None:
@@ -132,8 +145,8 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
     from tvmbench.results.build import build_result
 
     env = environment.collect(cfg.threads)
-    order, raw, ref_outputs = run_frameworks(cfg, on_event)
-    return build_result(cfg, order, raw, ref_outputs, env)
+    order, raw, ref_outputs, source = run_frameworks(cfg, on_event)
+    return build_result(cfg, order, raw, ref_outputs, env, source)
 
 
 def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: Any = "auto", *,

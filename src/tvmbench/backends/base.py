@@ -76,6 +76,7 @@ class Backend(ABC):
     extra: ClassVar[str | None] = None  # pip extra that installs them
     distribution: ClassVar[str | None] = None  # pip distribution name, when not requires[0]
     runs_onnx_files: ClassVar[bool] = True  # can run a model given as a .onnx file
+    runs_packages: ClassVar[bool] = False  # can run a package written by ``tvmbench export`` (TVM only)
     # honours --precision (fp16/bf16/amp); its outputs are then checked at the fp16 tolerance
     reduced_precision: ClassVar[bool] = False
     options_type: ClassVar[type[BackendOptions]] = BackendOptions  # its settings, typed
@@ -102,6 +103,10 @@ class Backend(ABC):
     @classmethod
     def can_run(cls, model: str) -> bool:
         """Whether this framework can run the model named ``model`` at all."""
+        from tvmbench.models import is_package
+
+        if is_package(model):
+            return cls.runs_packages
         return cls.runs_onnx_files or not model.lower().endswith(".onnx")
 
     @classmethod
@@ -168,11 +173,3 @@ class Backend(ABC):
         """Release what the backend holds."""
 
 
-def flatten(value: Any) -> list[Any]:
-    """Nested tuples/lists of tensors to a flat list, in order."""
-    if isinstance(value, list | tuple):
-        out: list[Any] = []
-        for v in value:
-            out.extend(flatten(v))
-        return out
-    return [value]

@@ -6,9 +6,10 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, OpTime, flatten
+from tvmbench.backends.base import Backend, OpTime
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
+from tvmbench.models.base import flatten
 
 # aten ops by operator kind (self times, so nested ops are not counted twice); the rest elementwise.
 _KINDS = {

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -68,6 +70,7 @@ class TVMBackend(Backend):
     reduced_precision = True
     options_type = TVMOptions
     requires = ("tvm",)
+    runs_packages = True
     distribution = "apache-tvm"
 
     @classmethod
@@ -78,12 +81,27 @@ class TVMBackend(Backend):
 
     def prepare(self, model: LoadedModel) -> None:
         t0 = time.perf_counter()
-        import tvm
-        from tvm import relax
+        import tvm  # noqa: F401  (timed: the framework's import)
+        from tvm import relax  # noqa: F401
 
         self.phases_s["import_framework_s"] = time.perf_counter() - t0
+        if model.family == "package":
+            path, library, params, facts = self._from_package(model)
+        else:
+            path, library, params, facts = self._compile(model)
+        self._bind(model, path, library, params)
+        self.info = {"device": str(self.dev), "version": tvm.__version__, "target": self.config.target.config,
+                     "threads": self._threads(), "library": str(path), **facts}
+        rpc_options = self.options.rpc
+        if self._remote is not None:
+            self.info.update({"device": f"{self.dev} on the device registered as '{rpc_options['key']}' at "
+                                        f"{rpc_options['tracker']}",
+                              "remote": dict(rpc_options), "clock": "device (VM time_evaluator over RPC)"})
 
+    def _compile(self, model: LoadedModel) -> tuple[Any, Any, list[Any], dict[str, Any]]:
+        """Import and compile (or take the cached library): (path, library, weights, facts)."""
         from tvmbench.compile import compile_model, import_model
+        from tvmbench.tuning.database import load_databases
 
         target = self.config.target
         imported = import_model(model)
@@ -94,33 +112,65 @@ class TVMBackend(Backend):
             imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
-        rpc_options = self.options.rpc
-        from tvmbench.tuning.database import load_databases
-
         self.schedules = load_databases(self.config.databases, target)  # what the profiler reports per kernel
         compiled = compile_model(imported, target, self.schedules, use_cache=self.config.use_cache,
-                                 cuda_graph=self.options.cuda_graph, remote=bool(rpc_options))
+                                 cuda_graph=self.options.cuda_graph, remote=bool(self.options.rpc))
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
+        facts = {"frontend": imported.frontend, "precision": precision, "pipeline": compiled.pipeline,
+                 "cache_hit": compiled.cache_hit, "cache_key": compiled.cache_key,
+                 "database": compiled.database or None}
+        if compiled.warnings:
+            facts["warnings"] = list(compiled.warnings)
+        return compiled.path, compiled.library, list(imported.params), facts
+
+    def _from_package(self, model: LoadedModel) -> tuple[Any, Any, list[Any], dict[str, Any]]:
+        """A package written by ``export``: checked (digests, TVM version, machine class), its
+        library loaded and its weights read; nothing compiled, no torch (models/package.py)."""
+        import tvm
+
+        from tvmbench.models import package
+
+        folder = Path(model.details["package"])
+        spec = package.read_spec(folder)
+        package.verify(folder, spec, remote=bool(self.options.rpc))
+        t0 = time.perf_counter()
+        library = None if self.options.rpc else tvm.runtime.load_module(str(folder / package.LIBRARY))
+        with np.load(folder / package.PARAMS, allow_pickle=False) as weights:
+            params = [tvm.runtime.tensor(weights[f"arr_{i}"]) for i in range(len(weights.files))]
+        self.phases_s["load_library_s"] = time.perf_counter() - t0
+        facts = {"package": str(folder), "precision": spec.get("precision"), "built_for": spec["target"],
+                 "built_with": {"tvm": spec.get("tvm_version"), "tvmbench": spec.get("tvmbench_version")},
+                 "database": {"sources": spec.get("databases") or []},
+                 "torch_loaded": sys.modules.get("torch") is not None}  # a package run needs no torch
+        return folder / package.LIBRARY, library, params, facts
+
+    def _bind(self, model: LoadedModel, path: Any, library: Any, params: list[Any]) -> None:
+        """Load the library on the device (here, or uploaded over RPC), run the weight
+        transforms once, and bind the arguments so each timed call is a bare call into the VM."""
+        import tvm
+        from tvm import relax
+
+        target = self.config.target
+        rpc_options = self.options.rpc
         t0 = time.perf_counter()
         self._remote = None
         if rpc_options:
             from tvmbench.rpc import connect
 
             self._remote = connect(rpc_options["tracker"], rpc_options["key"])
-            self._remote.upload(str(compiled.path))
-            library = self._remote.load_module(compiled.path.name)
+            self._remote.upload(str(path))
+            library = self._remote.load_module(Path(path).name)
             self.dev = self._remote.cuda(0) if target.device == "cuda" else self._remote.cpu(0)
             self.phases_s["upload_s"] = time.perf_counter() - t0
             t0 = time.perf_counter()
         else:
-            library = compiled.library
             self.dev = tvm.cuda(0) if target.device == "cuda" else tvm.cpu(0)
         self.vm = relax.VirtualMachine(library, self.dev)
         self._host_inputs = list(model.inputs.values())
         self._to_device = tvm.runtime.tensor
         params = [tvm.runtime.tensor(p.numpy(), self.dev) if self._remote is not None
-                  else p.copyto(self.dev) if target.device != "cpu" else p for p in imported.params]
+                  else p.copyto(self.dev) if target.device != "cpu" else p for p in params]
         self.phases_s["load_inputs_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
         self._params = transform_params(self.vm, params, stateful=self._remote is not None)
@@ -136,25 +186,6 @@ class TVMBackend(Backend):
             self._fn = lambda: self.vm.invoke_stateful("main")
         self._out: Any = None
         self.phases_s["bind_s"] = time.perf_counter() - t0
-        self.info = {
-            "device": str(self.dev),
-            "version": tvm.__version__,
-            "target": target.config,
-            "threads": self._threads(),
-            "frontend": imported.frontend,
-            "precision": precision,
-            "pipeline": compiled.pipeline,
-            "cache_hit": compiled.cache_hit,
-            "cache_key": compiled.cache_key,
-            "library": str(compiled.path),
-            "database": compiled.database or None,
-        }
-        if compiled.warnings:
-            self.info["warnings"] = list(compiled.warnings)
-        if self._remote is not None:
-            self.info.update({"device": f"{self.dev} on the device registered as '{rpc_options['key']}' at "
-                                        f"{rpc_options['tracker']}",
-                              "remote": dict(rpc_options), "clock": "device (VM time_evaluator over RPC)"})
 
     def _threads(self) -> int | None:
         import tvm
@@ -254,6 +285,7 @@ class TVMUntunedBackend(TVMBackend):
     name = "tvm_untuned"
     result_key = "tvm_untuned"
     label = "TVM untuned"
+    runs_packages = False  # a package's schedules are built in
 
     def prepare(self, model: LoadedModel) -> None:
         self.config = dataclasses.replace(self.config, databases=())

@@ -69,9 +69,19 @@ def config_overrides(items: list[str] | None) -> dict[str, Any]:
 PRECISIONS = ["fp32", "fp16", "amp", "bf16"]  # as compile/precision.py (not imported here: no TVM)
 
 
-def add_model_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True,
-                   help="zoo name (see 'tvmbench models'), torchvision:NAME, a .onnx/.pt2 file or file.py:factory")
+def add_model_args(p: argparse.ArgumentParser, package: bool = False) -> None:
+    """The model and its shapes; with ``package``, ``--package DIR`` instead of ``--model`` and
+    the input-value options (``--inputs``, ``--fill-mode``)."""
+    which = p.add_mutually_exclusive_group(required=True) if package else p
+    which.add_argument("--model", required=not package,
+                       help="zoo name (see 'tvmbench models'), torchvision:NAME, a .onnx/.pt2 file or file.py:factory")
+    if package:
+        which.add_argument("--package", default=None, metavar="DIR",
+                           help="a package written by 'tvmbench export' (or --compile-only): run it as built")
+        p.add_argument("--inputs", default=None, metavar="FILE.npz",
+                       help="input values by input name (shapes and dtypes must match the model's)")
+        p.add_argument("--fill-mode", choices=["random", "zeros", "ones"], default="random",
+                       help="input values without --inputs: seeded random (default), zeros or ones")
     p.add_argument("--batch-size", type=positive_int, default=1)
     p.add_argument("--seq-length", type=positive_int, default=None, help="tokens per sequence (text models)")
     p.add_argument("--image-size", type=positive_int, default=None, help="image height = width (vision models)")
@@ -93,9 +103,12 @@ def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
     """The model arguments as the API takes them."""
     from tvmbench.models import parse_input_shapes
 
-    return {"batch_size": args.batch_size, "seq_length": args.seq_length, "image_size": args.image_size,
-            "hf_config": config_overrides(args.hf_config), "input_shapes": parse_input_shapes(args.input_shape),
-            "seed": args.seed}
+    kwargs = {"batch_size": args.batch_size, "seq_length": args.seq_length, "image_size": args.image_size,
+              "hf_config": config_overrides(args.hf_config), "input_shapes": parse_input_shapes(args.input_shape),
+              "seed": args.seed}
+    if getattr(args, "inputs", None) or getattr(args, "fill_mode", "random") != "random":
+        kwargs.update(fill_mode=args.fill_mode, inputs_file=args.inputs)
+    return kwargs
 
 
 def model_options(args: argparse.Namespace) -> Any:

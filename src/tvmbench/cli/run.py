@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 from tvmbench.cli.args import (
@@ -38,7 +40,7 @@ def add_run_parser(sub: Any) -> None:
     from tvmbench.backends import REGISTRY
 
     run = sub.add_parser("run", help="compile a model with TVM and benchmark it against PyTorch")
-    add_model_args(run)
+    add_model_args(run, package=True)
     add_history_args(run)
     run.add_argument("--frameworks", default=None,
                      help=f"comma-separated from {', '.join(REGISTRY)} "
@@ -66,6 +68,10 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--tune", action="store_true", help="tune with MetaSchedule first, then benchmark")
     add_tune_args(run, trials_default=None)
     run.add_argument("--output", "-o", default=None, help="write the result JSON here")
+    run.add_argument("--save-outputs", default=None, metavar="FILE.npz",
+                     help="write every framework's outputs (arrays 'FRAMEWORK/INDEX') for the run's inputs")
+    run.add_argument("--print-top", type=positive_int, default=None, metavar="N",
+                     help="print the top-N classes of a classifier's output, framework by framework")
     run.add_argument("--json", action="store_true",
                      help="print the result document to stdout instead of the table (messages go to stderr)")
     run.add_argument("--no-cache", action="store_true", help="compile again even if a cached library exists")
@@ -80,12 +86,14 @@ def add_run_parser(sub: Any) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     from tvmbench import api
-    from tvmbench.backends import default_frameworks, parse_frameworks
+    from tvmbench.backends import default_frameworks, parse_frameworks, result_key
     from tvmbench.results.history import record
-    from tvmbench.results.report import print_run
+    from tvmbench.results.report import print_run, print_top, save_outputs
 
     console = make_console(stderr=True, quiet=args.quiet)
-    check_output(args.output)
+    check_output(args.output, args.save_outputs)
+    if args.package:
+        args.model = _package_target(args)
     frameworks = parse_frameworks(args.frameworks) if args.frameworks else default_frameworks(args.model)
     options = model_options(args)
     target = api.target(args.target, args.layout)
@@ -118,14 +126,38 @@ def cmd_run(args: argparse.Namespace) -> int:
         doc["history_entry"] = entry
     if args.json:
         print(json.dumps(doc, indent=2, default=str))
+        for fw in doc["frameworks"]:  # failures still reach stderr, one line each
+            entry = doc[result_key(fw)]
+            if entry["status"] == "failed":
+                print(f"tvmbench: {fw}: {entry['error']}", file=sys.stderr)
     else:
         print_run(doc)
+    if args.print_top:
+        print_top(result.outputs, args.print_top, make_console(stderr=args.json))
+    if args.save_outputs:
+        console.print(f"outputs written to {save_outputs(args.save_outputs, result.outputs)}")
     if args.output:
         console.print(f"results written to {write_json(args.output, doc)}")
     failed = [r for r in result.results.values() if not r.ok]
     if any(r.error_kind in ("user", "missing") for r in failed):
         return EXIT_USAGE
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _package_target(args: argparse.Namespace) -> str:
+    """``--package DIR``: the model is the package; its target is the one it was built for."""
+    from tvmbench.errors import UserError
+    from tvmbench.models import is_package
+    from tvmbench.models.package import read_spec
+
+    if not is_package(args.package):
+        raise UserError(f"{args.package} is not a package (no package.json); write one with 'tvmbench export' "
+                        "or 'run --compile-only'")
+    if args.target == "auto":
+        args.target = json.dumps(read_spec(Path(args.package).expanduser())["target"])
+    if args.tune or args.trials is not None or args.db:
+        raise UserError("a package runs as it was built: --tune, --trials and --db apply when exporting it")
+    return args.package
 
 
 def add_export_parser(sub: Any) -> None:

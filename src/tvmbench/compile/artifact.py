@@ -10,7 +10,10 @@
   compiler and its ELF machine type is checked.
 
 Every artifact folder holds the library, the parameters (``params.npz``, in the order ``main``
-takes them after the model's inputs) and ``report.json``.
+takes them after the model's inputs) and ``report.json``; and it is a package that ``tvmbench run
+--package`` runs without the model's source (``models/package.py``): the seeded inputs, the
+reference outputs for them, and ``package.json`` with the input specs, target, versions and the
+digests of the library and weights.
 """
 
 from __future__ import annotations
@@ -99,7 +102,33 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     else:
         report.update(_cpu_outputs(executable, target, out))
     write_json_atomic(out / "report.json", report)
+    _write_package(model, target, out, report)
     return report
+
+
+def _write_package(model: LoadedModel, target: ResolvedTarget, out: Path, report: dict[str, Any]) -> None:
+    """What ``run --package`` needs to run the artifact and to trust it (``models/package.py``)."""
+    import tvm
+
+    from tvmbench.models import package
+    from tvmbench.targets import isa_class
+    from tvmbench.version import __version__
+
+    np.savez(out / package.INPUTS, **model.inputs)
+    reference = model.reference_outputs()
+    if reference is not None:
+        np.savez(out / package.REFERENCE, *reference)
+    elif (out / package.REFERENCE).exists():
+        (out / package.REFERENCE).unlink()  # a stale one from an earlier export of another model
+    write_json_atomic(out / package.SPEC, {
+        "format": package.FORMAT, "model": model.name, "options": model.options.key(),
+        "inputs": [s.to_json() for s in model.input_specs],
+        "outputs": len(reference) if reference is not None else None,
+        "target": target.config, "arch": target.arch,
+        "isa_class": isa_class(target.tvm()) if target.kind == "llvm" else None,
+        "precision": report["precision"], "tvm_version": tvm.__version__, "tvmbench_version": __version__,
+        "databases": report["databases"], "param_count": model.param_count, "param_bytes": model.param_bytes,
+        "digests": {name: package.digest(out / name) for name in (package.LIBRARY, package.PARAMS)}})
 
 
 def _cuda_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str, Any]:

@@ -9,6 +9,7 @@ returns each framework's :class:`~tvmbench.measure.records.FrameworkRun` (or why
 
 from __future__ import annotations
 
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -78,6 +79,12 @@ INFERENCE_STARTS = "first inference"  # the progress message after which memory 
 
 def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> FrameworkRun:
     """Prepare, run once cold, time steady state, return outputs. Runs inside the worker."""
+    from tvmbench.models import is_package
+
+    if is_package(job.model) and "torch" not in sys.modules:
+        # A package needs no torch, and proves it: TVM's FFI imports torch whenever it can (for
+        # DLPack), so it is made unimportable here; a code path that needed it would fail loudly.
+        sys.modules["torch"] = None  # type: ignore[assignment]
     phases: dict[str, float] = {}
     t0 = time.perf_counter()
     progress("building the model")
@@ -115,10 +122,10 @@ def thread_env(threads: int) -> dict[str, str]:
 
 
 def run_frameworks(cfg: RunConfig, on_event: Events | None = None
-                   ) -> tuple[list[str], dict[str, isolation.Outcome], list[Any] | None]:
+                   ) -> tuple[list[str], dict[str, isolation.Outcome], list[Any] | None, str | None]:
     """Measure every framework, ``cfg.rounds`` times in alternating order. Returns the order
-    (the reference first), each framework's outcome (its value a FrameworkRun), and the reference
-    outputs (None when PyTorch could not give them).
+    (the reference first), each framework's outcome (its value a FrameworkRun), the reference
+    outputs and where they came from: PyTorch, else ``fallback_reference`` (None, None without).
 
     Alternating (A B, B A, ...) with a fresh worker each time spreads slow drift of the machine
     (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
@@ -144,7 +151,35 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
         ref = _run_job(cfg, FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_cfg, cfg.timer,
                                          timed=False, count_flops=True), events)
         raw["_reference"] = ref
-    return base, raw, ref.value.outputs if ref is not None and ref.ok else None
+    if ref is not None and ref.ok:
+        return base, raw, ref.value.outputs, REFERENCE
+    outputs, source = fallback_reference(cfg, raw)
+    return base, raw, outputs, source
+
+
+# Peers whose outputs serve as the reference when PyTorch cannot run the model (an ONNX file):
+# ONNX Runtime first, the ONNX reference implementation in practice.
+REFERENCE_PEERS = ("onnxruntime", "openvino")
+
+
+def fallback_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome]) -> tuple[list[Any] | None, str | None]:
+    """Reference outputs without PyTorch: a package's stored outputs for its own inputs, else
+    those of a peer that ran the model file. (outputs, where they came from), or (None, None)."""
+    from tvmbench.models import is_package
+
+    if is_package(cfg.model) and cfg.options.fill_mode == "random" and not cfg.options.inputs_file:
+        from pathlib import Path
+
+        from tvmbench.models.package import reference_outputs
+
+        stored = reference_outputs(Path(cfg.model).expanduser())
+        if stored is not None:
+            return stored, "package"
+    for peer in REFERENCE_PEERS:
+        outcome = raw.get(peer)
+        if outcome is not None and outcome.ok:
+            return outcome.value.outputs, peer
+    return None, None
 
 
 def backend_class_runs(framework: str, model: str) -> bool:

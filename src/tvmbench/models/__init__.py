@@ -14,24 +14,81 @@ __all__ = ["ZOO", "InputSpec", "LoadedModel", "ModelOptions", "ZooEntry", "check
 
 
 def load_model(name: str, options: ModelOptions | None = None) -> LoadedModel:
-    """A zoo name, ``torchvision:NAME``, a ``.onnx`` / ``.pt2`` file or ``file.py:factory``."""
-    from tvmbench.models import builders, files
-
+    """A zoo name, ``torchvision:NAME``, a ``.onnx`` / ``.pt2`` file, ``file.py:factory`` or a
+    package folder (which needs no torch: the builders, which import it, load only when used)."""
     options = options or ModelOptions()
     if options.batch_size < 1:
         raise UserError(f"--batch-size must be at least 1, got {options.batch_size}")
+    if options.fill_mode not in FILL_MODES:
+        raise UserError(f"--fill-mode must be one of {', '.join(FILL_MODES)}, got '{options.fill_mode}'")
     lower = name.lower()
-    if lower.endswith(".onnx"):
-        return files.load_onnx(_existing(name), options)
-    if lower.endswith(".pt2"):
-        return files.load_pt2(_existing(name), options)
-    if ".py:" in name:
-        return files.load_python(name, options)
-    return builders.build(lookup(name), options)
+    if is_package(name):
+        from tvmbench.models import package
+
+        model = package.load_package(Path(name).expanduser(), options)
+    elif lower.endswith((".onnx", ".pt2")) or ".py:" in name:
+        from tvmbench.models import files
+
+        if lower.endswith(".onnx"):
+            model = files.load_onnx(_existing(name), options)
+        elif lower.endswith(".pt2"):
+            model = files.load_pt2(_existing(name), options)
+        else:
+            model = files.load_python(name, options)
+    else:
+        from tvmbench.models import builders
+
+        model = builders.build(lookup(name), options)
+    return with_inputs(model, options)
+
+
+FILL_MODES = ("random", "zeros", "ones")
+
+
+def is_package(name: str) -> bool:
+    """A folder written by ``tvmbench export`` (it holds package.json)."""
+    return (Path(name).expanduser() / "package.json").is_file()
+
+
+def with_inputs(model: LoadedModel, options: ModelOptions) -> LoadedModel:
+    """The model with the input values the options ask for: its seeded random ones, all zeros,
+    all ones, or the arrays of ``options.inputs_file`` (each checked against the model's input:
+    a missing, extra or mis-shaped array is a one-line error naming it)."""
+    import dataclasses
+
+    import numpy as np
+
+    if options.inputs_file:
+        path = Path(options.inputs_file).expanduser()
+        try:
+            given = dict(np.load(path, allow_pickle=False))
+        except (OSError, ValueError) as e:
+            raise UserError(f"--inputs {path}: not a readable .npz file ({e})") from None
+        for spec in model.input_specs:
+            if spec.name not in given:
+                raise UserError(f"--inputs {path} has no array '{spec.name}' (the model's inputs: "
+                                f"{', '.join(s.name for s in model.input_specs)})")
+            a = given[spec.name]
+            if tuple(a.shape) != tuple(spec.shape) or str(a.dtype) != spec.dtype:
+                raise UserError(f"--inputs {path}: '{spec.name}' is {str(a.dtype)} {list(a.shape)}, the model "
+                                f"takes {spec.dtype} {list(spec.shape)}")
+        extra = sorted(set(given) - {s.name for s in model.input_specs})
+        if extra:
+            raise UserError(f"--inputs {path} has arrays the model does not take: {', '.join(extra)}")
+        inputs = {s.name: np.ascontiguousarray(given[s.name]) for s in model.input_specs}
+    elif options.fill_mode == "zeros":
+        inputs = {k: np.zeros_like(v) for k, v in model.inputs.items()}
+    elif options.fill_mode == "ones":
+        inputs = {k: np.ones_like(v) for k, v in model.inputs.items()}
+    else:
+        return model
+    return dataclasses.replace(model, inputs=inputs)
 
 
 def check_model_name(name: str) -> None:
     """Fail fast on an unknown zoo name or a missing file, without building anything."""
+    if is_package(name):
+        return
     if name.lower().endswith((".onnx", ".pt2")):
         _existing(name)
     elif ".py:" in name:

@@ -21,10 +21,15 @@ class ModelOptions:
     # Shapes for dynamic inputs of user files: {"input": (1, 3, 224, 224)}.
     input_shapes: dict[str, tuple[int, ...]] = field(default_factory=dict)
     seed: int = 0
+    # The input values: "random" (seeded, the default), "zeros" or "ones"; or arrays by input name
+    # from an .npz file (``--inputs``), checked against the model's input specs.
+    fill_mode: str = "random"
+    inputs_file: str | None = None
 
     def key(self) -> dict[str, Any]:
-        """The options as plain data, for cache keys and results."""
-        return {
+        """The options as plain data, for cache keys and results (the input values only when
+        they are not the default seeded ones)."""
+        key: dict[str, Any] = {
             "batch_size": self.batch_size,
             "seq_length": self.seq_length,
             "image_size": self.image_size,
@@ -32,6 +37,11 @@ class ModelOptions:
             "input_shapes": {k: list(v) for k, v in sorted(self.input_shapes.items())},
             "seed": self.seed,
         }
+        if self.fill_mode != "random":
+            key["fill_mode"] = self.fill_mode
+        if self.inputs_file:
+            key["inputs_file"] = self.inputs_file
+        return key
 
 
 @dataclass(frozen=True)
@@ -78,6 +88,17 @@ class LoadedModel:
 
         return tuple(torch.from_numpy(a) for a in self.inputs.values())
 
+    def reference_outputs(self) -> list[np.ndarray] | None:
+        """The PyTorch module's outputs for the model's inputs (None without a module)."""
+        if self.module is None:
+            return None
+        import torch
+
+        with torch.inference_mode():
+            out = self.module(*self.torch_inputs())
+        return [t.detach().float().cpu().numpy() if t.dtype.is_floating_point else t.detach().cpu().numpy()
+                for t in flatten(out)]
+
     def describe(self) -> dict[str, Any]:
         return {
             "name": self.name,
@@ -87,3 +108,13 @@ class LoadedModel:
             "param_bytes": self.param_bytes,
             **self.details,
         }
+
+
+def flatten(value: Any) -> list[Any]:
+    """Nested tuples/lists of tensors to a flat list, in order."""
+    if isinstance(value, list | tuple):
+        out: list[Any] = []
+        for v in value:
+            out.extend(flatten(v))
+        return out
+    return [value]

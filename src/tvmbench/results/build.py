@@ -13,9 +13,10 @@ from tvmbench.results.records import FrameworkResult, RunResult, Speedup
 
 
 def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
-                 ref_outputs: list[Any] | None, env: dict[str, Any]) -> RunResult:
+                 ref_outputs: list[Any] | None, env: dict[str, Any], source: str | None = REFERENCE) -> RunResult:
     """The run's result from each framework's outcome (``raw``, by framework; ``_reference`` for
-    reference outputs computed without timing) and the reference outputs."""
+    reference outputs computed without timing) and the reference outputs, which came from
+    ``source`` (PyTorch, a peer, or "package": the package's stored outputs)."""
     runs: list[FrameworkRun] = [o.value for o in raw.values() if o.ok]
     model_info = next((r.model for r in runs), {})
     flops = next((r.flops for r in runs if r.flops is not None), None)
@@ -26,7 +27,10 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         # Frameworks that honour --precision are checked at the fp16 tolerance when it is reduced.
         dtype = "float16" if reduced and load_class(fw).reduced_precision else "float32"
         results[fw] = framework_result(raw[fw], ref_outputs, accuracy.tolerance_for(dtype, cfg.tolerance), batch,
-                                       flops, fw == REFERENCE)
+                                       flops, fw == source)
+        if source != REFERENCE and ref_outputs is not None and fw != source and results[fw].accuracy:
+            results[fw].accuracy["reference_from"] = ("the package's stored outputs for its inputs"
+                                                      if source == "package" else source)
     speedups = tvm_speedups(results)
     tvm_db = (results["tvm"].info.get("database") or {}) if "tvm" in results else {}
     return RunResult(
@@ -36,7 +40,8 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         tvm_speedups=speedups,
         tuning_enabled=bool(tvm_db.get("tasks_with_records")),  # some kernel ran a tuned schedule
         tuning_database=tvm_db or None, model_info={**model_info, "flops": flops},
-        measurement=_method(cfg), environment=env, warnings=_warnings(cfg, env, results, speedups))
+        measurement=_method(cfg), environment=env, warnings=_warnings(cfg, env, results, speedups),
+        outputs={fw: raw[fw].value.outputs for fw in order if raw[fw].ok})
 
 
 def _method(cfg: RunConfig) -> dict[str, Any]:
@@ -103,7 +108,8 @@ def framework_result(outcome: isolation.Outcome, ref_outputs: list[Any] | None, 
     if is_reference:
         result.accuracy = {"passed": True, "reference": True}
     elif ref_outputs is None:
-        result.accuracy = {"passed": None, "reason": "no PyTorch reference outputs"}
+        result.accuracy = {"passed": None, "reason": "no reference outputs (PyTorch cannot run this model and "
+                                                     "no peer or package reference was available)"}
     else:
         result.accuracy = accuracy.compare(run.outputs, ref_outputs, tolerance)
     return result

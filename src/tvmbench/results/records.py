@@ -150,6 +150,8 @@ class RunResult:
     environment: dict[str, Any]
     warnings: list[str] = field(default_factory=list)
     extra: dict[str, Any] = field(default_factory=dict)
+    # each framework's outputs for the run's inputs (``--save-outputs``); not part of the document
+    outputs: dict[str, list[Any]] = field(default_factory=dict, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         from tvmbench.backends import result_key

@@ -144,3 +144,41 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
     if drift is not None:
         console.print(f"[dim]drift: kernels with the same (default) schedule in both builds ran {drift:.2f}x as "
                       "fast in the untuned build's process; 'corrected' divides each gain by it[/dim]")
+
+
+def save_outputs(path: str, outputs: dict[str, list[Any]]) -> str:
+    """Every framework's outputs in one .npz, written atomically: array ``FRAMEWORK/INDEX``."""
+    import numpy as np
+
+    from tvmbench.files import replacing
+
+    arrays = {f"{fw}/{i}": np.asarray(a) for fw, outs in outputs.items() for i, a in enumerate(outs)}
+    with replacing(path, suffix=".npz") as tmp:
+        np.savez(tmp, **arrays)
+    return path
+
+
+def print_top(outputs: dict[str, list[Any]], n: int, console: Console) -> None:
+    """The top-``n`` classes of the first output (first item of the batch), each framework's
+    class index and score side by side, as tvmc run printed them."""
+    import numpy as np
+
+    tops = {}
+    for fw, outs in outputs.items():
+        first = np.asarray(outs[0]) if outs else None
+        if first is None or first.ndim != 2 or first.shape[1] < 2:
+            continue
+        row = first[0].astype("float64")
+        order = np.argsort(-row, kind="stable")[:n]
+        tops[fw] = [(int(i), float(row[i])) for i in order]
+    if not tops:
+        console.print("--print-top: the first output is not a batch of class scores (rows x classes)")
+        return
+    table = Table(title=f"top {n} classes of the first output (first item of the batch)")
+    table.add_column("rank", justify="right")
+    for fw in tops:
+        table.add_column(f"{fw}: class", justify="right")
+        table.add_column(f"{fw}: score", justify="right")
+    for rank in range(min(n, min(len(t) for t in tops.values()))):
+        table.add_row(str(rank + 1), *[v for fw in tops for v in (str(tops[fw][rank][0]), f"{tops[fw][rank][1]:.4f}")])
+    console.print(table)

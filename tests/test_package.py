@@ -1,0 +1,105 @@
+"""Compile once, run anywhere: a package written by ``export`` runs with no model source and no
+torch, with the user's inputs, and refuses in one line what it must not load."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tvmbench.cli import main
+
+from .rpc_devices import loopback_devices
+
+CNN = str(Path(__file__).with_name("mlp_model.py")) + ":build_classifier"
+
+
+@pytest.fixture(scope="module")
+def package(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("pkg") / "classifier"
+    assert main(["export", "--model", CNN, "--target", "llvm", "--output-dir", str(folder)]) == 0
+    return folder
+
+
+def run_package(folder, *extra, cwd=None):
+    """``tvmbench run --package`` in a fresh process, from a folder without the model source."""
+    out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "run", "--package", str(folder), "--runs", "10",
+                          "--warmup", "1", "--no-history", "--json", *extra], capture_output=True, text=True,
+                         timeout=300, cwd=cwd)
+    return out.returncode, out.stdout, out.stderr
+
+
+def test_the_package_runs_without_its_source_or_torch_and_checks_its_reference(package, tmp_path):
+    code, stdout, stderr = run_package(package, "--save-outputs", str(tmp_path / "out.npz"), cwd=tmp_path)
+    assert code == 0, stderr
+    tvm = json.loads(stdout)["tvm_relax"]
+    assert tvm["status"] == "ok" and tvm["info"]["package"] == str(package)
+    assert tvm["info"]["torch_loaded"] is False  # the worker never imported torch
+    assert tvm["accuracy"]["passed"] and "package" in tvm["accuracy"]["reference_from"]
+    with np.load(tmp_path / "out.npz") as saved, np.load(package / "reference.npz") as ref:
+        assert list(saved.files) == ["tvm/0"]
+        np.testing.assert_allclose(saved["tvm/0"], ref["arr_0"], rtol=1e-4, atol=1e-5)
+
+
+def test_inputs_from_a_file_and_each_fill_mode(package, tmp_path):
+    with np.load(package / "inputs.npz") as seeded:
+        x = seeded["input0"]
+    np.savez(tmp_path / "mine.npz", input0=(x * 0.5).astype(np.float32))
+    outputs = {}
+    for name, extra in {"file": ["--inputs", str(tmp_path / "mine.npz")], "zeros": ["--fill-mode", "zeros"],
+                        "ones": ["--fill-mode", "ones"]}.items():
+        code, stdout, stderr = run_package(package, *extra, "--save-outputs", str(tmp_path / f"{name}.npz"))
+        assert code == 0, stderr
+        assert json.loads(stdout)["tvm_relax"]["accuracy"]["passed"] is None  # user inputs: no stored reference
+        with np.load(tmp_path / f"{name}.npz") as saved:
+            outputs[name] = saved["tvm/0"]
+    assert not np.allclose(outputs["zeros"], outputs["ones"]) and not np.allclose(outputs["file"], outputs["ones"])
+    np.savez(tmp_path / "bad_shape.npz", input0=np.zeros((1, 3, 8, 8), np.float32))
+    np.savez(tmp_path / "bad_dtype.npz", input0=x.astype(np.float64))
+    np.savez(tmp_path / "bad_name.npz", image=x)
+    for bad, words in (("bad_shape", "float32 [1, 3, 8, 8], the model takes float32 [1, 3, 16, 16]"),
+                       ("bad_dtype", "'input0' is float64"), ("bad_name", "has no array 'input0'")):
+        code, _, stderr = run_package(package, "--inputs", str(tmp_path / f"{bad}.npz"))
+        lines = stderr.strip().splitlines()
+        assert code == 2 and len(lines) == 1 and words in lines[0], stderr
+
+
+def test_print_top_lists_the_classes_side_by_side(package):
+    code, _, stderr = run_package(package, "--print-top", "3")
+    assert code == 0 and "top 3 classes" in stderr and "tvm: class" in stderr, stderr
+
+
+@pytest.mark.parametrize("damage, words", [
+    ("library", "model.so does not match its digest"),
+    ("params", "params.npz does not match its digest"),
+    ("tvm_version", "built with TVM 0.26.0"),
+    ("aarch64", "cannot run on this machine"),
+])
+def test_a_package_it_must_not_load_is_one_line(package, tmp_path, damage, words):
+    import shutil
+
+    broken = tmp_path / "broken"
+    shutil.copytree(package, broken)
+    spec = json.loads((broken / "package.json").read_text())
+    if damage == "library":
+        (broken / "model.so").write_bytes((broken / "model.so").read_bytes()[:1000])
+    elif damage == "params":
+        (broken / "params.npz").write_bytes((package / "params.npz").read_bytes()[:-10] + b"0123456789")
+    elif damage == "tvm_version":
+        spec["tvm_version"] = "0.26.0"
+    else:
+        spec["target"] = {"kind": "llvm", "mtriple": "aarch64-linux-gnu", "mcpu": "cortex-a72"}
+    (broken / "package.json").write_text(json.dumps(spec))
+    code, _, stderr = run_package(broken)
+    lines = stderr.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and words in lines[0] and "Traceback" not in stderr, stderr
+
+
+def test_the_package_runs_on_a_device_server_over_rpc(package):
+    with loopback_devices("pkg", servers=1) as port:
+        code, stdout, stderr = run_package(package, "--rpc", f"127.0.0.1:{port}", "--rpc-key", "pkg")
+    assert code == 0, stderr
+    tvm = json.loads(stdout)["tvm_relax"]
+    assert tvm["status"] == "ok" and tvm["info"]["remote"]["key"] == "pkg" and tvm["accuracy"]["passed"]
