@@ -18,6 +18,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tvmbench"
 # one. The data flow: spec -> model -> compiled artifact (tuned) -> measurement -> result -> report.
 LAYERS = [
     ("core", ["tvmbench.version", "tvmbench.errors", "tvmbench.paths", "tvmbench.files", "tvmbench.streams", "tvmbench.plots",
+              "tvmbench.sqlfile",
               "tvmbench.rpc", "tvmbench.targets"]),
     ("models", ["tvmbench.models"]),
     ("compile", ["tvmbench.compile"]),

@@ -28,21 +28,19 @@ collection skips what is already stored for this machine, these versions and tha
 
 from __future__ import annotations
 
-import contextlib
 import json
 import sqlite3
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
+from tvmbench.sqlfile import SQLiteFile
 
 SCHEMA_VERSION = 2  # 2: tuning_records (a v1 store gains the table when opened for writing)
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS machines (
     id INTEGER PRIMARY KEY, fingerprint TEXT UNIQUE NOT NULL, cpu_model TEXT, isa TEXT, cores INTEGER);
 CREATE TABLE IF NOT EXISTS rooflines (
@@ -80,74 +78,18 @@ def default_store_path() -> Path:
     return cache_dir("ops") / "ops.sqlite"
 
 
-class OpStore:
-    """One store file. ``open`` checks it; writes go through :meth:`transaction`."""
+class OpStore(SQLiteFile):
+    """One store file (``sqlfile.SQLiteFile``: versioned, shared, transactions)."""
 
-    def __init__(self, path: Path, connection: sqlite3.Connection, readonly: bool) -> None:
-        self.path, self.db, self.readonly = path, connection, readonly
+    NAME = "operator store"
+    SCHEMA = _SCHEMA
+    VERSION = SCHEMA_VERSION
+    MISSING = "collect one with 'tvmbench ops collect' or pass --store FILE"
+    ELSEWHERE = "use another --store"
 
     @classmethod
-    def open(cls, path: str | Path | None = None, readonly: bool = False) -> OpStore:
-        """The store at ``path`` (default: the cache folder's), created when writing to a new one.
-        A missing store for reading, an unwritable path, a file that is not a store, or a store of
-        a newer schema is a one-line UserError."""
-        p = Path(path) if path else default_store_path()
-        if readonly and not p.is_file():
-            raise UserError(f"no operator store at {p}; collect one with 'tvmbench ops collect' or pass --store FILE")
-        try:
-            if readonly:
-                db = sqlite3.connect(_read_only_uri(p), uri=True, timeout=60)
-            else:
-                p.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(p, timeout=60)
-                db.execute("PRAGMA journal_mode=WAL")
-        except (OSError, sqlite3.Error) as e:
-            raise UserError(f"cannot open the operator store {p}: {e}") from None
-        store = cls(p, db, readonly)
-        store._check_schema()
-        return store
-
-    def _check_schema(self) -> None:
-        try:
-            if not self.readonly:
-                with self.transaction():
-                    row = self._version()
-                    if row is None or int(row[0]) <= SCHEMA_VERSION:  # new, or older: add what is missing
-                        self.db.executescript(_SCHEMA)
-                        self.db.execute("INSERT OR REPLACE INTO meta VALUES ('schema_version', ?)",
-                                        (str(SCHEMA_VERSION),))
-            row = self._version()
-        except sqlite3.Error as e:
-            raise UserError(f"{self.path} is not a tvmbench operator store ({e})") from None
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
-            raise UserError(f"{self.path} has schema version {version}, newer than this tvmbench reads "
-                            f"({SCHEMA_VERSION}); upgrade tvmbench or use another --store")
-
-    def _version(self) -> tuple[Any, ...] | None:
-        if not self.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'meta'").fetchone():
-            return None
-        return self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        """One write transaction (BEGIN IMMEDIATE: a second writer waits for this one)."""
-        if self.readonly:
-            raise UserError(f"the operator store {self.path} is open read-only")
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            raise UserError(f"cannot write the operator store {self.path}: {e}") from None
-        try:
-            yield self.db
-        except BaseException:
-            self.db.rollback()
-            raise
-        else:
-            self.db.commit()
-
-    def close(self) -> None:
-        self.db.close()
+    def default_path(cls) -> Path:
+        return default_store_path()
 
     # ----- rows
 

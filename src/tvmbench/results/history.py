@@ -17,11 +17,9 @@ one of a newer schema is a one-line error, never silently replaced.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import os
-import sqlite3
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -30,12 +28,12 @@ from typing import Any
 
 from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
+from tvmbench.sqlfile import SQLiteFile
 
 SCHEMA_VERSION = 1
 KINDS = ("run", "compare", "tune", "ops collect")
 
 _SCHEMA = """
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS entries (
     id INTEGER PRIMARY KEY, created TEXT NOT NULL, kind TEXT NOT NULL, command TEXT NOT NULL,
     machine TEXT NOT NULL, machine_key TEXT NOT NULL, versions TEXT NOT NULL, git_commit TEXT, target TEXT,
@@ -87,61 +85,18 @@ class Entry:
         return list(self.document.get("points", [])) if self.kind == "compare" else []
 
 
-class History:
-    """One history file; writes are transactions."""
+class History(SQLiteFile):
+    """One history file (``sqlfile.SQLiteFile``: versioned, shared, transactions)."""
 
-    def __init__(self, path: Path, db: sqlite3.Connection, readonly: bool) -> None:
-        self.path, self.db, self.readonly = path, db, readonly
+    NAME = "history"
+    SCHEMA = _SCHEMA
+    VERSION = SCHEMA_VERSION
+    MISSING = "run something first, or pass --history FILE"
+    ELSEWHERE = "move it away or pass another --history FILE"
 
     @classmethod
-    def open(cls, path: str | Path | None = None, readonly: bool = False) -> History:
-        p = Path(path).expanduser() if path else default_history_path()
-        if readonly and not p.is_file():
-            raise UserError(f"no history at {p}: run something first, or pass --history FILE")
-        try:
-            if readonly:
-                db = sqlite3.connect(p.resolve().as_uri() + "?mode=ro", uri=True, timeout=60)
-            else:
-                p.parent.mkdir(parents=True, exist_ok=True)
-                db = sqlite3.connect(p, timeout=60)
-                db.execute("PRAGMA journal_mode=WAL")
-        except (OSError, sqlite3.Error) as e:
-            raise UserError(f"cannot open the history {p}: {e}") from None
-        history = cls(p, db, readonly)
-        history._check_schema()
-        return history
-
-    def _check_schema(self) -> None:
-        try:
-            if not self.readonly:
-                with self.transaction():
-                    self.db.executescript(_SCHEMA)
-                    self.db.execute("INSERT OR IGNORE INTO meta VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-            row = self.db.execute("SELECT value FROM meta WHERE key = 'schema_version'").fetchone()
-        except sqlite3.Error as e:
-            raise UserError(f"{self.path} is not a tvmbench history ({e}); move it away or pass another "
-                            "--history FILE") from None
-        version = int(row[0]) if row else 0
-        if version > SCHEMA_VERSION:
-            raise UserError(f"{self.path} has history schema {version}, newer than this tvmbench reads "
-                            f"({SCHEMA_VERSION}); upgrade tvmbench or pass another --history FILE")
-
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[sqlite3.Connection]:
-        try:
-            self.db.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as e:
-            raise UserError(f"cannot write the history {self.path}: {e}") from None
-        try:
-            yield self.db
-        except BaseException:
-            self.db.rollback()
-            raise
-        else:
-            self.db.commit()
-
-    def close(self) -> None:
-        self.db.close()
+    def default_path(cls) -> Path:
+        return default_history_path()
 
     def add(self, kind: str, document: dict[str, Any], command: list[str] | None = None,
             environment: dict[str, Any] | None = None, target: dict[str, Any] | None = None) -> int:
