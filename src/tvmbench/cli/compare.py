@@ -73,8 +73,12 @@ def cmd_compare(args: argparse.Namespace) -> int:
     status_box: dict[str, Any] = {}
 
     def on_point(i: int, n: int, point: Any) -> None:
+        done = len(measured)
+        spent = time.monotonic() - started
+        eta = f", about {spent / done * (n - i + 1) / 60:.0f} min left" if done else ""
         console.print(f"[bold]{i}/{n}[/bold] {point.model} batch {point.batch_size}"
-                      + (f" seq {point.seq_length}" if point.seq_length else ""))
+                      + (f" seq {point.seq_length}" if point.seq_length else "") + f"  [dim]({spent / 60:.0f} min"
+                      + f"{eta})[/dim]")
 
     def on_event(fw: str, msg: str) -> None:
         if "status" not in status_box:
