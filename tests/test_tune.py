@@ -75,6 +75,26 @@ def test_a_tuning_database_imported_into_the_operator_store_joins_the_collected_
     assert len(err) == 1 and "is not a MetaSchedule database" in err[0]
 
 
+def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
+    """From the MLP's MetaSchedule records (a copy of the module's database), DPMeta measures
+    neighbours of the best and commits every one as a record with several times each (the test's
+    input); a wrong --alpha is one line."""
+    src, _ = tuned
+    db = tmp_path / "db"
+    shutil.copytree(src, db)
+    first = TuningDatabase.open(db).count_records()
+    report = tmp_path / "report.json"
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--strategy", "dpmeta", "--top-k", "2",
+                 "--trials", str(first + 12), "--db", str(db), "-q", "--no-history", "-o", str(report)]) == 0
+    assert TuningDatabase.open(db).count_records() > first
+    lines = (db / RECORDS).read_text().splitlines()
+    runs = [json.loads(line)[1][1] for line in lines[first:]]
+    assert runs and all(len(r) >= 5 for r in runs if r)
+    assert json.loads(report.read_text())["trials_after"] > first
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--strategy", "droplet", "--alpha", "2",
+                 "--db", str(db), "-q", "--no-history"]) == 2
+
+
 def test_tuning_curve_is_written_as_csv_and_png(tuned):
     db, report = tuned
     csvs = list((db / "curves").glob("mlp_model.py_build-*.csv"))

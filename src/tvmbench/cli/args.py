@@ -165,7 +165,13 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--trials-per-iter", type=positive_int, default=32, help="candidates measured per batch")
     p.add_argument("--time-budget", type=duration, default=None,
                    help="search time, e.g. 30m: then no new batch starts and those in flight finish")
-    p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary")
+    p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary",
+                   help="MetaSchedule's evolutionary or replay-trace search; droplet: coordinate descent from each "
+                        "task's best record, a move kept only when Welch's test says it is faster; dpmeta: droplet "
+                        "from MetaSchedule's --top-k best records (a MetaSchedule search first where there are none)")
+    p.add_argument("--top-k", type=positive_int, default=3, help="dpmeta: records per task Droplet starts from")
+    p.add_argument("--alpha", type=float, default=0.05,
+                   help="droplet/dpmeta: significance level of the test that accepts a move (default 0.05)")
     p.add_argument("--cost-model", choices=list(COST_MODELS), default="xgb")
     p.add_argument("--task-scheduler", choices=list(SCHEDULERS), default="gradient")
     p.add_argument("--builder-timeout", type=positive_float, default=60.0, help="seconds per build")
@@ -195,7 +201,8 @@ def tune_config(args: argparse.Namespace) -> dict[str, Any]:
             "builder_timeout_s": args.builder_timeout, "runner_timeout_s": args.runner_timeout,
             "runner_number": args.runner_number, "runner_repeat": args.runner_repeat,
             "runner_min_repeat_ms": args.min_repeat_ms, "cpu_cache_flush": args.cpu_flush,
-            "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers}
+            "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers,
+            "top_k": args.top_k, "alpha": args.alpha}
 
 
 def add_history_args(p: argparse.ArgumentParser) -> None:

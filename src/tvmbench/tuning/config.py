@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
-STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule search strategies, by its names
+MS_STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule's own search strategies, by its names
+# Droplet: coordinate descent with a statistical test (tuning/droplet.py); DPMeta: Droplet from
+# MetaSchedule's K best records (a MetaSchedule search first where a task has none).
+STRATEGIES = (*MS_STRATEGIES, "droplet", "dpmeta")
 COST_MODELS = ("xgb", "mlp", "random")
 SCHEDULERS = ("gradient", "round-robin")
 
@@ -30,6 +33,8 @@ class TuneConfig:
     rpc_tracker: str | None = None  # "host:port" of a TVM RPC tracker: measure on its devices
     rpc_key: str | None = None
     rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
+    top_k: int = 3  # dpmeta: records per task Droplet starts from
+    alpha: float = 0.05  # droplet / dpmeta: significance of Welch's test for accepting a move
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

@@ -23,7 +23,7 @@ from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
-from tvmbench.tuning.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
+from tvmbench.tuning.config import COST_MODELS, MS_STRATEGIES, SCHEDULERS, STRATEGIES, TuneConfig
 from tvmbench.tuning.database import TuningDatabase
 
 
@@ -312,58 +312,27 @@ def run_tune_job(job: TuneJob, progress: Callable[[Any], None]) -> TuneReport:
     return tune_model(model, job.target, db, job.config, lambda done, total, est: progress((done, total, est)))
 
 
-def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,
-               on_progress: Callable[[int, int, float | None], None] | None = None) -> TuneReport:
-    """Tune ``model``'s tasks for ``target`` into ``db`` within the budgets of ``cfg``."""
-    if target.kind == "cuda":
-        from tvmbench.targets import query_gpu
+@dataclass(frozen=True)
+class _SearchPlan:
+    todo: list[Any]  # (task, TaskReport) pairs still below the per-task budget
+    before: list[Any]  # TaskReport per task before this run
+    per_task: int
+    remaining: int  # trials this search may spend
+    done: int  # trials already in the database
+    start: float  # when the run began (monotonic)
 
-        if query_gpu() is None:
-            raise UserError("tuning a CUDA target measures candidates on a GPU, and this machine has none; "
-                            "tune on a machine with the GPU (remote measurement over RPC is planned)")
-    elif not target.is_native and not cfg.rpc_tracker:
-        raise UserError(f"tuning {target.arch} needs that device to measure on: register it with a TVM RPC "
-                        "tracker ('tvmbench rpc server') and pass --rpc HOST:PORT --rpc-key KEY")
-    if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
-        raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
-                        f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
-    from tvmbench.compile.intrinsics import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
 
-    if target.kind == "llvm":
-        stub_cuda_tensor_intrin()
-    else:
-        import_cuda_tensor_intrin()  # the tuning context imports them otherwise, slowly
-    os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
+def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase, cfg: TuneConfig,
+                         builder: Any, runner: Any, on_progress: Callable[[int, int, float | None], None] | None
+                         ) -> tuple[str, list[dict[str, float]]]:
+    """MetaSchedule's own search (evolutionary or replay-trace) over the tasks below their
+    budget; returns why it stopped and the tuning curve."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmbench.tuning.build import cross_export, fast_build
-
-    start = time.monotonic()
-    tasks = extract_tasks(model, target)
-    ms_db = db.ms_database()
-    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
-                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
-    runner = make_runner(cfg)
-    meta = db.meta()
-    defaults = commit_default_schedules(tasks, ms_db, target, builder, runner, meta.get("default_us", {}))
-    if defaults != meta.get("default_us"):
-        meta["default_us"] = defaults
-        db.write_meta(meta)
-    before = report_tasks(tasks, ms_db, defaults, db.records_per_workload())
-    done = sum(t.trials for t in before)
-    per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
-    todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
-    remaining = cfg.trials - done
+    todo, before, per_task, remaining, done, start = (plan.todo, plan.before, plan.per_task, plan.remaining,
+                                                      plan.done, plan.start)
     curve: list[dict[str, float]] = []
-    stop = ""
-    if not todo:
-        stop = f"every task already has {per_task} trials"
-    elif remaining <= 0:
-        stop = f"the database already holds {done} trials for this model (budget {cfg.trials})"
-    if stop:
-        return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
-
     state: dict[str, Any] = {"trials": done, "stopped": ""}
     # Best latency per task so far (us), to estimate the tuned kernels' time after every batch:
     # sum of weight x best over all tasks, once every task has a measurement.
@@ -401,7 +370,8 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
                                exclusive=not cfg.rpc_tracker)
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
-        [t for t, _ in todo], work_dir=work_dir, strategy=cfg.strategy, num_threads=cfg.threads,
+        [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
+        strategy=cfg.strategy if cfg.strategy in MS_STRATEGIES else "evolutionary",
         seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
@@ -410,13 +380,83 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
                        max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
                        runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
                        task_scheduler=scheduler)
+    return state["stopped"] or "trial budget reached", curve
+
+
+def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,
+               on_progress: Callable[[int, int, float | None], None] | None = None) -> TuneReport:
+    """Tune ``model``'s tasks for ``target`` into ``db`` within the budgets of ``cfg``."""
+    if target.kind == "cuda":
+        from tvmbench.targets import query_gpu
+
+        if query_gpu() is None:
+            raise UserError("tuning a CUDA target measures candidates on a GPU, and this machine has none; "
+                            "tune on a machine with the GPU (remote measurement over RPC is planned)")
+    elif not target.is_native and not cfg.rpc_tracker:
+        raise UserError(f"tuning {target.arch} needs that device to measure on: register it with a TVM RPC "
+                        "tracker ('tvmbench rpc server') and pass --rpc HOST:PORT --rpc-key KEY")
+    if cfg.strategy not in STRATEGIES or cfg.cost_model not in COST_MODELS or cfg.task_scheduler not in SCHEDULERS:
+        raise UserError(f"unknown tuning option: strategy one of {list(STRATEGIES)}, cost model one of "
+                        f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
+    if not 0 < cfg.alpha < 1:
+        raise UserError(f"--alpha is a significance level between 0 and 1, got {cfg.alpha}")
+    from tvmbench.compile.intrinsics import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+
+    if target.kind == "llvm":
+        stub_cuda_tensor_intrin()
+    else:
+        import_cuda_tensor_intrin()  # the tuning context imports them otherwise, slowly
+    os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmbench.tuning.build import cross_export, fast_build
+
+    start = time.monotonic()
+    tasks = extract_tasks(model, target)
+    ms_db = db.ms_database()
+    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
+                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
+    runner = make_runner(cfg)
+    meta = db.meta()
+    defaults = commit_default_schedules(tasks, ms_db, target, builder, runner, meta.get("default_us", {}))
+    if defaults != meta.get("default_us"):
+        meta["default_us"] = defaults
+        db.write_meta(meta)
+    before = report_tasks(tasks, ms_db, defaults, db.records_per_workload())
+    done = before_total = sum(t.trials for t in before)
+    per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
+    todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
+    remaining = cfg.trials - done
+    curve: list[dict[str, float]] = []
+    stop = ""
+    if not todo:
+        stop = f"every task already has {per_task} trials"
+    elif remaining <= 0:
+        stop = f"the database already holds {done} trials for this model (budget {cfg.trials})"
+    if stop:
+        return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
+
+    if cfg.strategy in ("droplet", "dpmeta"):
+        from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
+
+        stop, curve = "", []
+        if cfg.strategy == "dpmeta" and droplet_needs_records(tasks, ms_db):
+            # DPMeta refines MetaSchedule's best records: a task without any gets a search first
+            half = _SearchPlan(todo, before, per_task, remaining // 2, done, start)
+            stop, curve = _metaschedule_search(tasks, half, ms_db, db, cfg, builder, runner, on_progress)
+            done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
+        remaining = cfg.trials - done
+        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress)
+        curve += more
+    else:
+        plan = _SearchPlan(todo, before, per_task, remaining, done, start)
+        stop, curve = _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress)
     after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload())
-    stop = state["stopped"] or "trial budget reached"
-    report = TuneReport(str(db.path), after, done, sum(t.trials for t in after), time.monotonic() - start, stop,
-                        curve)
+    report = TuneReport(str(db.path), after, before_total, sum(t.trials for t in after), time.monotonic() - start,
+                        stop, curve)
     meta = db.meta()
     meta.setdefault("runs", []).append({"model": model.name, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-                                        "trials_before": done, "trials_after": report.trials_after,
+                                        "trials_before": before_total, "trials_after": report.trials_after,
                                         "wall_s": report.wall_s, "config": cfg.to_json()})
     db.write_meta(meta)
     return report

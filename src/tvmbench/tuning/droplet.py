@@ -1,0 +1,278 @@
+"""Droplet search: coordinate descent over a schedule's decisions, accepting only what is faster
+beyond the noise (the Bennu work's Droplet; DPMeta is Droplet started from MetaSchedule's best).
+
+A MetaSchedule trace's sampling instructions are the knobs: each ``SamplePerfectTile`` (a loop's
+split factors) and each ``SampleCategorical`` (an unroll depth, a vector width). From the best
+schedule so far, one knob at a time is moved to its neighbouring legal values:
+
+- a tile moves one prime factor from one of its positions to another (``[4, 8, 2]`` ->
+  ``[2, 16, 2]``): the factors always multiply to the loop's extent, and the innermost factor
+  stays within the instruction's ``max_innermost_factor``;
+- a categorical decision moves to the candidate before or after it (no wrap-around).
+
+Each neighbour is built and measured several times, and the fastest replaces the best only when
+Welch's t-test on the two sets of times says it is faster at the set significance (one-sided):
+a candidate that is 1 % faster by the luck of one noisy measurement is not progress. The search
+moves on to the next knob either way and stops when a full pass over the knobs brings nothing,
+or when the trial or time budget is spent.
+
+TVM 0.27 ships an attempt (``meta_schedule.post_optimization.droplet``): it moves knobs by index
+modulo the number of choices (a wrap-around is not a neighbour), accepts any lower mean (its
+p-value parameter is unused), and rebuilds decisions from indices in a way that can lose the
+product of a tile. None of it is used here; the tests pin the three properties.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+Measure = Callable[[list[Any]], list[list[float] | None]]  # schedules -> seconds per run, or None: failed
+
+
+def prime_factors(n: int) -> list[int]:
+    out, p = [], 2
+    while p * p <= n:
+        while n % p == 0:
+            out.append(p)
+            n //= p
+        p += 1
+    if n > 1:
+        out.append(n)
+    return out
+
+
+def tile_moves(decision: Sequence[int], max_innermost: int = -1) -> list[list[int]]:
+    """Every tile one prime factor away: a prime ``p`` of position ``i`` moved to position ``j``.
+    The product stays the loop's extent; the innermost factor stays <= ``max_innermost``."""
+    out: list[list[int]] = []
+    seen = {tuple(decision)}
+    for i, f in enumerate(decision):
+        for p in sorted(set(prime_factors(f))):
+            for j in range(len(decision)):
+                if j == i:
+                    continue
+                new = list(decision)
+                new[i] //= p
+                new[j] *= p
+                if max_innermost > 0 and new[-1] > max_innermost:
+                    continue
+                if tuple(new) not in seen:
+                    seen.add(tuple(new))
+                    out.append(new)
+    return out
+
+
+def categorical_moves(index: int, choices: int) -> list[int]:
+    """The candidates next to ``index``: before and after it, never wrapping around."""
+    return [i for i in (index - 1, index + 1) if 0 <= i < choices]
+
+
+def faster(candidate_s: Sequence[float], best_s: Sequence[float], alpha: float = 0.05) -> bool:
+    """Whether the candidate is faster than the best, by Welch's t-test (one-sided, level
+    ``alpha``): a lower mean alone is not enough."""
+    from scipy import stats
+
+    if len(candidate_s) < 2 or len(best_s) < 2 or sum(candidate_s) / len(candidate_s) >= sum(best_s) / len(best_s):
+        return False
+    if max(candidate_s) < min(best_s):  # no overlap at all (also when both spreads are zero)
+        return True
+    p = stats.ttest_ind(candidate_s, best_s, equal_var=False, alternative="less").pvalue
+    return bool(p < alpha) if not math.isnan(p) else False
+
+
+def knobs(trace: Any) -> list[Any]:
+    """The trace's sampling instructions that Droplet moves (tiles and categorical choices)."""
+    return [inst for inst in trace.insts if inst in trace.decisions
+            and inst.kind.name in ("SamplePerfectTile", "SampleCategorical")]
+
+
+def moves(inst: Any, decision: Any) -> list[Any]:
+    """The neighbouring decisions of one knob, as TVM values for ``Trace.with_decision``."""
+    if inst.kind.name == "SamplePerfectTile":
+        max_innermost = int(inst.attrs[1]) if len(inst.attrs) > 1 else -1
+        return tile_moves([int(x) for x in decision], max_innermost)
+    return categorical_moves(int(decision), len(inst.attrs[0]))
+
+
+@dataclass
+class Candidate:
+    trace: Any
+    secs: list[float]
+
+    @property
+    def mean_s(self) -> float:
+        return sum(self.secs) / len(self.secs)
+
+
+@dataclass
+class Outcome:
+    best: Candidate
+    trials: int
+    accepted: int  # moves that passed the test
+    stopped: str
+    history: list[float] = field(default_factory=list)  # the best mean after each knob visited
+
+
+def search(start: Candidate, knob_count: int, neighbours: Callable[[Any, int], list[Any]], measure: Measure, *,
+           trials: int, deadline: float | None = None, alpha: float = 0.05) -> Outcome:
+    """Coordinate descent from ``start`` over ``knob_count`` knobs: ``neighbours(trace, k)`` gives
+    the traces one move away on knob ``k``, ``measure`` times them (several runs each). Stops
+    after a pass over every knob without an accepted move, or at the budgets."""
+    best, used, accepted = start, 0, 0
+    history = [start.mean_s]
+    while True:
+        improved = False
+        for position in range(knob_count):
+            if used >= trials:
+                return Outcome(best, used, accepted, "trial budget reached", history)
+            if deadline is not None and time.monotonic() >= deadline:
+                return Outcome(best, used, accepted, "time budget reached", history)
+            tries = neighbours(best.trace, position)[: trials - used]
+            if not tries:
+                continue
+            used += len(tries)
+            timed = [Candidate(t, s) for t, s in zip(tries, measure(tries), strict=True) if s]
+            winner = min(timed, key=lambda c: c.mean_s, default=None)
+            if winner is not None and faster(winner.secs, best.secs, alpha):
+                best, improved, accepted = winner, True, accepted + 1
+            history.append(best.mean_s)
+        if not improved:
+            return Outcome(best, used, accepted, "no move of any knob is faster (a local optimum)", history)
+
+
+# ----- on MetaSchedule traces
+
+
+class TraceSpace:
+    """One tuning task's schedules as Droplet sees them: a trace with new decisions is replayed on
+    the task's module (postprocessors included, which refuse what they cannot make legal), built
+    and timed by ``timer`` (``tuning/candidates.py``), and every measured candidate is handed to
+    ``on_measured`` (the tuner commits it to the database: an interrupted search resumes from it)."""
+
+    def __init__(self, mod: Any, target: Any, timer: Any, on_measured: Callable[[Any, list[float]], None]) -> None:
+        from tvm.s_tir import meta_schedule as ms
+
+        self.mod, self.timer, self.on_measured = mod, timer, on_measured
+        with target.tvm() as tvm_target:
+            ctx = ms.TuneContext(mod=mod, target=tvm_target, space_generator="post-order-apply",
+                                 task_name="droplet", num_threads=1, rand_state=0)
+        self.postprocs = ctx.space_generator.postprocs
+
+    def schedule(self, trace: Any) -> Any | None:
+        from tvm.s_tir.schedule import Schedule
+
+        sch = Schedule(self.mod)
+        try:
+            trace.apply_to_schedule(sch, remove_postproc=True)
+            return sch if all(p.apply(sch) for p in self.postprocs) else None
+        except Exception:  # decisions the primitives refuse
+            return None
+
+    def neighbours(self, trace: Any, position: int) -> list[Any]:
+        knob = knobs(trace)[position]
+        return [trace.with_decision(knob, value, remove_postproc=True) for value in moves(knob, trace.decisions[knob])]
+
+    def measure(self, traces: list[Any]) -> list[list[float] | None]:
+        schedules = [self.schedule(t) for t in traces]
+        valid = [(i, s) for i, s in enumerate(schedules) if s is not None]
+        out: list[list[float] | None] = [None] * len(traces)
+        timed = self.timer.time([s.mod for _, s in valid]) if valid else []
+        for (i, sch), secs in zip(valid, timed, strict=True):
+            if not isinstance(secs, str):
+                out[i] = secs
+                self.on_measured(sch.trace, secs)
+        return out
+
+
+def refine(space: TraceSpace, starts: list[Any], trials: int, deadline: float | None = None,
+           alpha: float = 0.05) -> Outcome | None:
+    """Droplet from each of ``starts`` (traces, best first) in turn, within ``trials`` in all:
+    each start is measured again by the same timer (a record's own time is one number, and the
+    test needs the spread), then descended. The best outcome, or None when no start could run."""
+    best: Outcome | None = None
+    used = 0
+    for trace in starts:
+        if used >= trials or (deadline is not None and time.monotonic() >= deadline):
+            break
+        measured = space.measure([trace])[0]
+        used += 1
+        if measured is None:
+            continue
+        start = Candidate(trace, measured)
+        done = search(start, len(knobs(trace)), space.neighbours, space.measure, trials=trials - used,
+                      deadline=deadline, alpha=alpha)
+        used += done.trials
+        done.trials = used
+        if best is None or done.best.mean_s < best.best.mean_s:
+            best = done
+    if best is not None:
+        best.trials = used
+    return best
+
+
+def _starts(ms_db: Any, workload: Any, task: Any, target: Any, top_k: int) -> list[Any]:
+    """Where Droplet starts on a task: its ``top_k`` best records that have knobs (the default
+    schedule's record has none), else points drawn from MetaSchedule's design space."""
+    records = [r.trace for r in ms_db.get_top_k(workload, max(top_k * 4, 8)) if knobs(r.trace)][:top_k]
+    if records:
+        return records
+    from tvmbench.tuning.space import sampled_schedules
+
+    return [sch.trace for _, sch in sampled_schedules(task.dispatched[0]["main"], target, max(top_k, 4))]
+
+
+def droplet_needs_records(tasks: list[Any], ms_db: Any) -> bool:
+    """Whether some task has no record Droplet could start from (DPMeta then searches first)."""
+    for t in tasks:
+        workload = ms_db.commit_workload(t.dispatched[0])
+        if not any(knobs(r.trace) for r in ms_db.get_top_k(workload, 8)):
+            return True
+    return False
+
+
+def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
+                   on_progress: Callable[[int, int, float | None], None] | None = None
+                   ) -> tuple[str, list[dict[str, float]]]:
+    """Droplet (``cfg.strategy`` "droplet": from each task's best record) or the Droplet half of
+    DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
+    ``remaining`` trials; every candidate measured is committed to ``ms_db`` as a tuning record.
+    Returns why it stopped and the curve (trials, seconds, the task's best us)."""
+    from tvm.s_tir.meta_schedule.arg_info import ArgInfo
+    from tvm.s_tir.meta_schedule.database import TuningRecord
+
+    from tvmbench.tuning.candidates import CandidateTimer
+
+    timer = CandidateTimer(target, number=cfg.runner_number, repeat=max(5, cfg.runner_repeat),
+                           min_repeat_ms=cfg.runner_min_repeat_ms, flush=cfg.cpu_cache_flush,
+                           build_timeout_s=cfg.builder_timeout_s, run_timeout_s=cfg.runner_timeout_s)
+    deadline = start + cfg.time_budget_s if cfg.time_budget_s else None
+    top_k = cfg.top_k if cfg.strategy == "dpmeta" else 1
+    curve: list[dict[str, float]] = []
+    tvm_target = target.tvm()
+    used, share = 0, max(1, remaining // max(1, len(tasks)))
+    for t in sorted(tasks, key=lambda t: -t.weight):  # the most called kernels first
+        if used >= remaining or (deadline is not None and time.monotonic() >= deadline):
+            break
+        mod = t.dispatched[0]
+        workload = ms_db.commit_workload(mod)
+
+        def commit(trace: Any, secs: list[float], workload: Any = workload, mod: Any = mod) -> None:
+            ms_db.commit_tuning_record(TuningRecord(trace, workload, run_secs=[float(s) for s in secs],
+                                                    target=tvm_target, args_info=ArgInfo.from_prim_func(mod["main"])))
+
+        space = TraceSpace(mod, target, timer, commit)
+        outcome = refine(space, _starts(ms_db, workload, t, target, top_k), min(share, remaining - used), deadline,
+                         cfg.alpha)
+        used += outcome.trials if outcome else 0
+        best_us = outcome.best.mean_s * 1e6 if outcome else None
+        curve.append({"trials": done + used, "seconds": time.monotonic() - start, "estimate_ms": None,
+                      "task": t.task_name, "best_us": best_us, "accepted": outcome.accepted if outcome else 0})
+        if on_progress:
+            on_progress(done + used, done + remaining, None)
+    if deadline is not None and time.monotonic() >= deadline:
+        return f"time budget of {cfg.time_budget_s:g} s reached", curve
+    return ("trial budget reached" if used >= remaining else "every task reached a local optimum"), curve
