@@ -8,7 +8,8 @@ from typing import Any
 MS_STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule's own search strategies, by its names
 # Droplet: coordinate descent with a statistical test (tuning/droplet.py); DPMeta: Droplet from
 # MetaSchedule's K best records (a MetaSchedule search first where a task has none).
-STRATEGIES = (*MS_STRATEGIES, "droplet", "dpmeta")
+# random: MetaSchedule's replay-trace (random points of the design space, no cost model), by its usual name.
+STRATEGIES = (*MS_STRATEGIES, "random", "droplet", "dpmeta")
 COST_MODELS = ("xgb", "mlp", "random")
 SCHEDULERS = ("gradient", "round-robin")
 

@@ -371,7 +371,8 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     work_dir = str(db.path)
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
-        strategy=cfg.strategy if cfg.strategy in MS_STRATEGIES else "evolutionary",
+        strategy={"random": "replay-trace"}.get(cfg.strategy, cfg.strategy if cfg.strategy in MS_STRATEGIES
+                                                 else "evolutionary"),
         seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
