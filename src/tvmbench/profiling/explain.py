@@ -151,10 +151,11 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
 
     TVM's fused kernels carry no layer names (the ONNX node names of ONNX Runtime and OpenVINO
     do: ``/layer1/layer1.0/conv1/Conv``), so layers are paired by execution order within a kind,
-    and only where that is safe: both run the same number of that kind's operators, and, where
-    the peer's profiler reports output shapes (ONNX Runtime), each pair's outputs have the same
-    number of elements (layouts differ, sizes do not). Otherwise the kind is listed as unmatched
-    with the reason. A Winograd layer's TVM time is its product kernel only (see ``_layers``).
+    and only where that can be checked: both run the same number of that kind's operators, the
+    peer's profiler reports output shapes (ONNX Runtime does; OpenVINO's counters do not), and
+    each pair's outputs have the same number of elements (layouts differ, sizes do not).
+    Otherwise the kind is listed as unmatched with the reason. Equal-sized layers that the two
+    frameworks run in different orders (a residual block's branches) would still pair crosswise. A Winograd layer's TVM time is its product kernel only (see ``_layers``).
     Returns ``{"layers": [...], "unmatched": {kind: reason}}``, layers by TVM's loss, largest
     first."""
     layers: list[dict[str, Any]] = []
@@ -167,12 +168,15 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
         if any(op.order is None for op in theirs):
             unmatched[kind] = f"{peer.framework}'s profiler gives no execution order"
             continue
+        if any(op.out_elements is None for op in theirs):
+            # by order alone a residual block's branches could be paired crosswise, unseen
+            unmatched[kind] = f"{peer.framework}'s profiler gives no output shapes to check an order-based pairing"
+            continue
         theirs.sort(key=lambda op: op.order)
         if len(ours) != len(theirs):
             unmatched[kind] = f"TVM runs {len(ours)} {kind} kernels, {peer.framework} {len(theirs)} {kind} layers"
             continue
-        if any(a.out_elements and b.out_elements and a.out_elements != b.out_elements
-               for a, b in zip(ours, theirs, strict=True)):
+        if any(a.out_elements != b.out_elements for a, b in zip(ours, theirs, strict=True)):
             unmatched[kind] = "the output sizes in execution order differ (the frameworks order layers differently)"
             continue
         layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": b.layer, "tvm_ms": a.ms, "peer_ms": b.ms,
