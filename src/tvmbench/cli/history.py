@@ -130,7 +130,9 @@ def _side(ref: str, history_path: str | None) -> dict[str, Any]:
             doc = json.loads(Path(ref).read_text())
         except (ValueError, OSError) as e:
             raise UserError(f"{ref} is not a tvmbench result JSON ({e})") from None
-        runs = doc.get("points", []) if isinstance(doc, dict) and "points" in doc else [doc]
+        if not isinstance(doc, dict) or not ("points" in doc or "frameworks" in doc):
+            raise UserError(f"{ref} is not a tvmbench result JSON (a 'run -o' or 'compare -o' document)")
+        runs = doc.get("points", []) if "points" in doc else [doc]
         env = (runs[0].get("environment") if runs and isinstance(runs[0], dict) else None) or {}
         return {"runs": runs, "environment": env, "machine": machine_of(env, runs[0].get("target_config") if runs
                                                                          else None)}
