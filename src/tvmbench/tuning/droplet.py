@@ -154,23 +154,12 @@ class TraceSpace:
     ``on_measured`` (the tuner commits it to the database: an interrupted search resumes from it)."""
 
     def __init__(self, mod: Any, target: Any, timer: Any, on_measured: Callable[[Any, list[float]], None]) -> None:
-        from tvm.s_tir import meta_schedule as ms
+        from tvmbench.tuning.space import DesignSpace
 
-        self.mod, self.timer, self.on_measured = mod, timer, on_measured
-        with target.tvm() as tvm_target:
-            ctx = ms.TuneContext(mod=mod, target=tvm_target, space_generator="post-order-apply",
-                                 task_name="droplet", num_threads=1, rand_state=0)
-        self.postprocs = ctx.space_generator.postprocs
+        self.space, self.timer, self.on_measured = DesignSpace(mod, target), timer, on_measured
 
     def schedule(self, trace: Any) -> Any | None:
-        from tvm.s_tir.schedule import Schedule
-
-        sch = Schedule(self.mod)
-        try:
-            trace.apply_to_schedule(sch, remove_postproc=True)
-            return sch if all(p.apply(sch) for p in self.postprocs) else None
-        except Exception:  # decisions the primitives refuse
-            return None
+        return self.space.replay(trace)
 
     def neighbours(self, trace: Any, position: int) -> list[Any]:
         knob = knobs(trace)[position]

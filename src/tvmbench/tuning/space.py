@@ -8,35 +8,52 @@ from typing import Any
 from tvmbench.targets import ResolvedTarget
 
 
+class DesignSpace:
+    """A kernel's MetaSchedule design space on ``target`` (the CPU search's schedule rules) and
+    the postprocessors that make a replayed trace legal or reject it."""
+
+    def __init__(self, mod: Any, target: ResolvedTarget) -> None:
+        from tvmbench.compile.intrinsics import stub_cuda_tensor_intrin
+
+        if target.kind == "llvm":
+            stub_cuda_tensor_intrin()  # the tuning context imports them: ~15 s, for nothing on a CPU
+        from tvm.s_tir import meta_schedule as ms
+
+        self.mod = mod
+        with target.tvm() as tvm_target:
+            ctx = ms.TuneContext(mod=mod, target=tvm_target, space_generator="post-order-apply",
+                                 task_name="space", num_threads=1, rand_state=0)
+            self.spaces = ctx.generate_design_space()
+        self.postprocs = ctx.space_generator.postprocs
+
+    def replay(self, trace: Any, seed: int = 1) -> Any | None:
+        """``trace`` on the kernel (sampling instructions without a decision draw with ``seed``),
+        then the postprocessors; None when the primitives or the postprocessors refuse it."""
+        from tvm.s_tir.schedule import Schedule
+
+        sch = Schedule(self.mod, seed=seed)
+        try:
+            trace.apply_to_schedule(sch, remove_postproc=True)
+            return sch if all(p.apply(sch) for p in self.postprocs) else None
+        except Exception:  # decisions the schedule primitives refuse
+            return None
+
+
 def sampled_schedules(func: Any, target: ResolvedTarget, n: int, attempts: int = 4) -> list[tuple[int, Any]]:
     """Up to ``n`` (k, schedule) drawn from MetaSchedule's design space for ``func``, as its
     evolutionary search draws its first population: a design space's instructions replayed
     without their decisions (so every sampling instruction draws afresh, with seed k), then the
     space's postprocessors, which reject a draw they cannot make legal. Design spaces are taken
     in turn; a rejected draw is retried with the next seed, up to ``attempts`` x n seeds."""
-    from tvmbench.compile.intrinsics import stub_cuda_tensor_intrin
-
-    if target.kind == "llvm":
-        stub_cuda_tensor_intrin()  # the tuning context imports them: ~15 s, for nothing on a CPU
-    from tvm.s_tir import meta_schedule as ms
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
-    from tvm.s_tir.schedule import Schedule, Trace
+    from tvm.s_tir.schedule import Trace
 
-    mod = _normalize_mod(func)
-    with target.tvm() as tvm_target:
-        ctx = ms.TuneContext(mod=mod, target=tvm_target, space_generator="post-order-apply",
-                             task_name="sample", num_threads=1, rand_state=0)
-        spaces = ctx.generate_design_space()
-        postprocs = ctx.space_generator.postprocs
-        out: list[tuple[int, Any]] = []
-        for seed in range(1, attempts * n + 1):
-            if len(out) == n or not spaces:
-                break
-            sch = Schedule(mod, seed=seed)
-            try:
-                Trace(spaces[seed % len(spaces)].trace.insts, {}).apply_to_schedule(sch, remove_postproc=True)
-                if all(p.apply(sch) for p in postprocs):
-                    out.append((len(out) + 1, sch))
-            except Exception:  # a draw the schedule primitives refuse: try the next seed
-                continue
+    space = DesignSpace(_normalize_mod(func), target)
+    out: list[tuple[int, Any]] = []
+    for seed in range(1, attempts * n + 1):
+        if len(out) == n or not space.spaces:
+            break
+        sch = space.replay(Trace(space.spaces[seed % len(space.spaces)].trace.insts, {}), seed)
+        if sch is not None:
+            out.append((len(out) + 1, sch))
     return out
