@@ -4,11 +4,13 @@ import numpy as np
 import pytest
 import torch
 
+import tvmbench
 from tvmbench.backends import BackendConfig
 from tvmbench.backends.pytorch import PyTorchBackend
 from tvmbench.backends.tvm import TVMBackend
 from tvmbench.compile import compile_model, import_model
 from tvmbench.compile.pipeline import PIPELINE_VERSION
+from tvmbench.errors import UserError
 from tvmbench.measure import accuracy
 from tvmbench.models import ModelOptions, load_model
 from tvmbench.targets import resolve_target
@@ -231,3 +233,79 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     assert passes_winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
+
+
+class PadThenReshape(torch.nn.Module):
+    """Swin's window partition in small: the feature map is padded to a multiple of the window
+    by an amount computed from its size at run time, then reshaped into windows. Exported with
+    the TorchScript exporter, the pads are a shape subgraph TVM's importer cannot see through."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = torch.nn.Conv2d(3, 8, 3, 2)
+        self.fc = torch.nn.Linear(8 * 16, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.conv(x).permute(0, 2, 3, 1)
+        b, h, w, c = x.shape
+        x = torch.nn.functional.pad(x, (0, 0, 0, (4 - w % 4) % 4, 0, (4 - h % 4) % 4))
+        return self.fc(x.reshape(b, -1, 4, 4, c).mean(1).reshape(b, -1))
+
+
+@pytest.fixture(scope="module")
+def pad_reshape_onnx(tmp_path_factory):
+    pytest.importorskip("onnx")
+    path = tmp_path_factory.mktemp("onnx") / "pad_reshape.onnx"
+    torch.manual_seed(0)
+    torch.onnx.export(PadThenReshape().eval(), (torch.randn(1, 3, 29, 29),), str(path), input_names=["x"],
+                      dynamo=False, opset_version=17)
+    return path
+
+
+def test_onnx_reshape_of_a_run_time_shape_imports_after_folding(pad_reshape_onnx, tmp_path):
+    """The file as given fails in TVM's importer; the folded route imports it, and TVM's outputs
+    match ONNX Runtime's, which are the reference for an ONNX file."""
+    import onnx
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvmbench.compile.onnx_routes import failing_node, fold_shapes
+
+    proto = onnx.load(str(pad_reshape_onnx))
+    with pytest.raises(Exception, match="Reshape expects the input tensor to have known shape") as info:
+        from_onnx(proto, shape_dict={"x": [1, 3, 29, 29]}, keep_params_in_input=True)
+    assert failing_node(info.value) == ("Reshape", "/Reshape")  # the node a failure would name
+    folded = fold_shapes(proto, {"x": [1, 3, 29, 29]})
+    assert not [n for n in folded.graph.node if n.op_type == "Shape"]
+    pytest.importorskip("onnxruntime")
+    result = tvmbench.run(str(pad_reshape_onnx), "tvm,onnxruntime", "llvm", runs=3, warmup=1, history=False)
+    tvm = result.results["tvm"]
+    assert tvm.info["onnx_route"] == "folded"
+    assert tvm.accuracy["passed"] is True and tvm.accuracy["reference_from"] == "onnxruntime"
+
+
+def test_a_wrong_tvm_output_fails_against_the_onnxruntime_reference(pad_reshape_onnx, monkeypatch):
+    pytest.importorskip("onnxruntime")
+    from tvmbench.backends.tvm import TVMBackend as Backend
+
+    right = Backend.outputs
+    monkeypatch.setattr(Backend, "outputs", lambda self: [o * 1.01 + 0.01 for o in right(self)])
+    result = tvmbench.run(str(pad_reshape_onnx), "tvm", "llvm", runs=3, warmup=1, history=False, isolate=False)
+    accuracy = result.results["tvm"].accuracy
+    assert accuracy["passed"] is False and accuracy["reference_from"] == "onnxruntime"
+
+
+def test_an_onnx_file_no_route_imports_names_the_node(tmp_path):
+    """A node TVM's importer rejects under every route is one line naming it."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Reshape", ["x", "shape"], ["y"], name="bad_reshape")
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 6]),
+                                            helper.make_tensor_value_info("shape", TensorProto.INT64, [2])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    path = tmp_path / "bad.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    with pytest.raises(UserError) as info:
+        import_model(load_model(str(path), ModelOptions(input_shapes={"shape": (2,)})))
+    message = str(info.value)
+    assert "\n" not in message and "bad_reshape (Reshape)" in message, message

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from tvmbench.errors import UserError
-from tvmbench.models import ZOO, ModelOptions, count_flops, load_model, parse_input_shapes
+from tvmbench.models import ZOO, ModelOptions, count_flops, load_model, lookup, parse_input_shapes
 
 SMALL = ModelOptions(batch_size=2, seq_length=16, image_size=96)
 
@@ -145,3 +145,43 @@ def test_pt2_file_round_trip(tmp_path):
 def test_missing_model_file():
     with pytest.raises(UserError, match="does not exist"):
         load_model("/nonexistent/model.onnx")
+
+
+def test_every_torchvision_classifier_constructs(monkeypatch):
+    """Every classifier torchvision lists builds through ``torchvision:NAME`` at its default size,
+    and at 160 px where its constructor takes a size (ViT, MaxViT refuse in one line). Built on
+    the meta device (no weights) where the architecture allows, for speed."""
+    import torchvision
+
+    # RegNet computes its block widths with tensors (``.tolist()``), which the meta device cannot
+    # hold: those few lines run on the CPU, the layers still on meta.
+    from torchvision.models.regnet import BlockParams
+
+    from tvmbench.models.builders import construct_torchvision, size_keyword
+
+    widths = BlockParams.from_init_params.__func__
+
+    def on_cpu(cls, *args, **kwargs):
+        with torch.device("cpu"):
+            return widths(cls, *args, **kwargs)
+
+    monkeypatch.setattr(BlockParams, "from_init_params", classmethod(on_cpu))
+
+    def construct(name: str, size: int) -> None:
+        with torch.device("meta"):
+            construct_torchvision(name, size)
+
+    names = torchvision.models.list_models(module=torchvision.models)
+    assert len(names) > 70
+    refused = {}
+    for name in names:
+        construct(name, lookup("torchvision:" + name).default_image_size)
+        if size_keyword(name):
+            try:
+                construct(name, 160)
+            except UserError as e:
+                refused[name] = str(e)
+    assert set(refused) == {"maxvit_t", "vit_h_14"}, refused
+    assert all("\n" not in r and "at image size 160" in r for r in refused.values())
+    with pytest.raises(UserError, match="not divisible by partition size"):
+        load_model("torchvision:maxvit_t", ModelOptions(image_size=160))

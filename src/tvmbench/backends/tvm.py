@@ -120,6 +120,8 @@ class TVMBackend(Backend):
         facts = {"frontend": imported.frontend, "precision": precision, "pipeline": compiled.pipeline,
                  "cache_hit": compiled.cache_hit, "cache_key": compiled.cache_key,
                  "database": compiled.database or None}
+        if imported.route:
+            facts["onnx_route"] = imported.route
         if compiled.warnings:
             facts["warnings"] = list(compiled.warnings)
         return compiled.path, compiled.library, list(imported.params), facts

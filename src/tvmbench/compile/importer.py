@@ -21,6 +21,7 @@ class ImportedModel:
     params: list[Any]  # tvm.runtime.Tensor on the CPU, in main's parameter order
     num_inputs: int
     frontend: str  # "torch.export" or "onnx"
+    route: str | None = None  # for ONNX files: which onnx_routes route imported it
     timings_s: dict[str, float] = field(default_factory=dict)  # export, import
 
 
@@ -59,13 +60,14 @@ def import_model(model: LoadedModel) -> ImportedModel:
     from tvm import relax
 
     timings: dict[str, float] = {}
+    route = None
     if model.onnx_path is not None:
-        mod, frontend = _import_onnx(model, timings), "onnx"
+        (mod, route), frontend = _import_onnx(model, timings), "onnx"
     else:
         mod, frontend = _import_torch(model, timings), "torch.export"
     mod, params = relax.frontend.detach_params(mod)
     return ImportedModel(mod=mod, params=list(params.get("main", [])), num_inputs=len(model.inputs),
-                         frontend=frontend, timings_s=timings)
+                         frontend=frontend, route=route, timings_s=timings)
 
 
 def export_program(model: LoadedModel) -> Any:
@@ -98,9 +100,16 @@ def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:
     return mod
 
 
-def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> Any:
+def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> tuple[Any, str]:
+    """The ONNX file through the first route of ``onnx_routes.routes()`` that TVM imports; a
+    file no route imports is one line naming the node TVM stopped at."""
+    import contextlib
+    import io
+
     import onnx
     from tvm.relax.frontend.onnx import from_onnx
+
+    from tvmbench.compile.onnx_routes import failing_node, routes
 
     t0 = time.perf_counter()
     proto = onnx.load(str(model.onnx_path))
@@ -108,11 +117,26 @@ def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> Any:
     t0 = time.perf_counter()
     shapes = {n: list(a.shape) for n, a in model.inputs.items()}
     dtypes = {n: str(a.dtype) for n, a in model.inputs.items()}
-    try:
-        mod = from_onnx(proto, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
-    except Exception as e:
-        unsupported = _unsupported(model.name, str(e)) if "OpNotImplemented" in type(e).__name__ or \
-            "not supported" in str(e) else None
-        raise (unsupported or e) from e
-    timings["import"] = time.perf_counter() - t0
-    return mod
+    first: BaseException | None = None
+    for name, route in routes():
+        try:
+            simplified = route(proto, shapes) if route else proto
+            # The importer prints every failing node's inputs (whole IR expressions) to stdout.
+            with contextlib.redirect_stdout(io.StringIO()):
+                mod = from_onnx(simplified, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+        except Exception as e:  # the next route may import it; the first error is the one to report
+            if "OpNotImplemented" in type(e).__name__:
+                raise _unsupported(model.name, str(e)) or e from e
+            first = first or e
+            continue
+        timings["import"] = time.perf_counter() - t0
+        return mod, name
+    assert first is not None
+    unsupported = _unsupported(model.name, str(first)) if "not supported" in str(first) else None
+    if unsupported:
+        raise unsupported from first
+    where = failing_node(first)
+    node = f" at node {where[1]} ({where[0]})" if where else ""
+    raise UnsupportedOperatorError(
+        f"TVM's ONNX importer cannot import {model.name}{node}, as given or simplified "
+        f"({', '.join(n for n, _ in routes()[1:])}): {headline(first)}") from first

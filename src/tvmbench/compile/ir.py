@@ -23,6 +23,13 @@ def numel(ty: Any) -> int | None:
         return None
 
 
+def out_dtype(call: Any, x: Any) -> str:
+    """The output dtype a matmul or convolution asks for, or its input ``x``'s dtype when it asks
+    for none (torch.export gives "", the ONNX importer None)."""
+    asked = getattr(call.attrs, "out_dtype", None)
+    return str(asked) if asked is not None and str(asked) not in ("", "void") else str(x.ty.dtype)
+
+
 def scalar_constant(expr: Any) -> float | None:
     """The value of a one-element constant tensor, else None."""
     import tvm

@@ -154,6 +154,16 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
     if ref is not None and ref.ok:
         return base, raw, ref.value.outputs, REFERENCE
     outputs, source = fallback_reference(cfg, raw)
+    if outputs is None:
+        # No PyTorch module and no peer measured (``--frameworks tvm`` on an ONNX file): a peer
+        # runs once, untimed, so TVM's outputs are still checked.
+        for peer in (p for p in REFERENCE_PEERS if p not in raw and backend_class_runs(p, cfg.model)):
+            events(peer, "computing reference outputs")
+            outcome = _run_job(cfg, FrameworkJob(peer, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                                                 timed=False), events)
+            if outcome.ok:
+                raw["_reference"] = outcome
+                return base, raw, outcome.value.outputs, peer
     return base, raw, outputs, source
 
 

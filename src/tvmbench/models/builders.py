@@ -49,18 +49,47 @@ def _image_size(entry: ZooEntry, options: ModelOptions) -> int:
     return size
 
 
-def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
+def size_keyword(tv_name: str) -> str | None:
+    """The constructor keyword that sets a torchvision classifier's input size, or None when the
+    architecture takes any size (the CNNs and Swin pool adaptively): read from the signature of
+    the model class its builder's module defines, so a new architecture needs no entry here."""
+    import inspect
+    import sys
+
     import torchvision
 
+    module = sys.modules[torchvision.models.get_model_builder(tv_name).__module__]
+    for obj in vars(module).values():
+        if inspect.isclass(obj) and issubclass(obj, torch.nn.Module) and obj.__module__ == module.__name__:
+            params = inspect.signature(obj.__init__).parameters
+            for keyword in ("image_size", "input_size"):
+                if keyword in params:
+                    return keyword
+    return None
+
+
+def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] | None = None) -> Any:
+    """The torchvision classifier ``tv_name`` built for ``size`` x ``size`` images (random
+    weights); a size the architecture refuses is one line saying so."""
+    import torchvision
+
+    kwargs = dict(extra_kwargs or {})
+    keyword = size_keyword(tv_name)
+    if keyword == "image_size":
+        kwargs[keyword] = size
+    elif keyword == "input_size":
+        kwargs[keyword] = (size, size)
+    try:
+        return torchvision.models.get_model(tv_name, weights=None, **kwargs)
+    except (ValueError, AssertionError, TypeError) as e:
+        reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise UserError(f"cannot build torchvision {tv_name} at image size {size}: {reason}") from None
+
+
+def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
     tv_name = entry.name.removeprefix(TORCHVISION_PREFIX)
     size = _image_size(entry, options)
-    kwargs = dict(entry.extra_kwargs)
-    if tv_name.startswith(("vit_", "swin", "maxvit")):
-        kwargs["image_size"] = size
-    try:
-        module = torchvision.models.get_model(tv_name, weights=None, **kwargs)
-    except (ValueError, AssertionError, TypeError) as e:
-        raise UserError(f"cannot build torchvision {tv_name} at image size {size}: {e}") from None
+    module = construct_torchvision(tv_name, size, entry.extra_kwargs)
     # Some classifiers zero-initialise their last layer (torchvision's ViT head), which makes every
     # output 0 and any accuracy check meaningless. Give such all-zero weight matrices random values.
     with torch.no_grad():

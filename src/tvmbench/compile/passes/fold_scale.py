@@ -19,7 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import numel, op_name, weight_params
+from tvmbench.compile.ir import numel, op_name, out_dtype, weight_params
 
 _AFFINE_OPS = {"relax.subtract", "relax.multiply", "relax.add"}
 
@@ -108,7 +108,7 @@ class _Fold(PyExprMutator):
                                    else scale))
         out = relax.op.nn.conv2d(x, w, strides=a.strides, padding=a.padding, dilation=a.dilation,
                                  groups=a.groups, data_layout=a.data_layout, kernel_layout=a.kernel_layout,
-                                 out_layout=a.out_layout, out_dtype=str(a.out_dtype) or None)
+                                 out_layout=a.out_layout, out_dtype=out_dtype(conv, x))
         if bias is not None:
             out = relax.op.add(emit(out), bias)
         self.set_var_remap(binding.var, emit(out, name_hint=binding.var.name))

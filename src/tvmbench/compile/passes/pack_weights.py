@@ -20,7 +20,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, numel, op_name, static_shape, weight_params
+from tvmbench.compile.ir import builder_pass, numel, op_name, out_dtype, static_shape, weight_params
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str) -> Any:
@@ -95,10 +95,9 @@ class _Pack(PyExprMutator):
             return call
         packed = self.builder_.emit(relax.op.layout_transform(
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
-        out_dtype = str(a.out_dtype) if str(a.out_dtype) else str(x.ty.dtype)
         return self.builder_.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
                                      [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                                     out_dtype or str(x.ty.dtype), primfunc_name_hint="conv2d_nhwc_packed")
+                                     out_dtype(call, x), primfunc_name_hint="conv2d_nhwc_packed")
 
     def pack_matmul(self, call: Any) -> Any:
         x, w = call.args
@@ -125,8 +124,7 @@ class _Pack(PyExprMutator):
         # (no bounds check, no copy), and sliced off.
         m = int(x.ty.shape[-2])
         rows = -(-m // 8) * 8 if m > 8 and max(d for d in range(1, 9) if m % d == 0) < 4 else None
-        out_dtype = str(call.attrs.out_dtype) or str(x.ty.dtype)
-        out = self.builder_.call_te(packed_matmul, x, packed, out_dtype or str(x.ty.dtype), rows,
+        out = self.builder_.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
                                     primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
         if rows:

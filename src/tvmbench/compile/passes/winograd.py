@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile.ir import builder_pass, static_shape
+from tvmbench.compile.ir import builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
 from tvmbench.compile.tiles import weight_block
 from tvmbench.targets import ResolvedTarget
@@ -207,7 +207,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             if found is None:
                 return call
             m, th, tw = found
-            out_dtype = str(a.out_dtype) or str(x.ty.dtype)
+            dtype = out_dtype(call, x)
             tiles = x_shape[0] * th * tw
             # The register tile's output-channel block, or half of it when the channels are not
             # a multiple of it (48 channels: one vector per tile instead of two).
@@ -221,7 +221,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                                            primfunc_name_hint="winograd_weight"))
             v = emit(self.builder_.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
                                            primfunc_name_hint=WINOGRAD_INPUT))
-            prod = emit(self.builder_.call_te(_batch_product, v, u, out_dtype, primfunc_name_hint="winograd_product"))
+            prod = emit(self.builder_.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
             return self.builder_.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
                                          primfunc_name_hint=WINOGRAD_OUTPUT)
 
