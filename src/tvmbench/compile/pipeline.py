@@ -36,7 +36,7 @@ from tvmbench.compile.tiles import weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "21"
+PIPELINE_VERSION = "22"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -55,7 +55,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # weights, which is what the CPU contraction rule vectorises over.
         result += [passes.cpu_friendly_arithmetic(), relax.transform.ConvertLayout(target.layouts),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
-                   passes.winograd_conv3x3(target),
+                   passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot)),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)

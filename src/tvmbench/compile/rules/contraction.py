@@ -137,13 +137,23 @@ def _spatial_axis(block: Any, kinds: str, dim: int) -> int | None:
 
 
 def _row_axis(block: Any, kinds: str, extents: list[int], n_axis: int) -> int | None:
-    """The row axis: the output's next-to-innermost spatial axis, else the longest other one."""
+    """The row axis: the output's next-to-innermost spatial axis, else the longest other one,
+    taking the first along which a vector operand stays the same (its vector, loaded once per
+    reduction step, then serves every row). A grouped convolution's group axis is not one:
+    its weights change with the group, so rows over it would reload every vector."""
     rank = len(block.writes[0].region)
     m_axis = _spatial_axis(block, kinds, rank - 2) if rank >= 2 else None
-    if m_axis is None or extents[m_axis] == 1:
-        others = [i for i, k in enumerate(kinds) if k == "S" and i != n_axis and extents[i] > 1]
-        m_axis = max(others, key=lambda i: extents[i]) if others else None
-    return m_axis
+    first = [m_axis] if m_axis is not None and extents[m_axis] > 1 else []
+    others = sorted((i for i, k in enumerate(kinds) if k == "S" and i not in (n_axis, m_axis) and extents[i] > 1),
+                    key=lambda i: -extents[i])
+    candidates = first + others
+    n_var = block.iter_vars[n_axis].var
+    vector_reads = [r for r in block.reads if any(uses(x.min, n_var) for x in r.region)]
+    for axis in candidates:
+        m_var = block.iter_vars[axis].var
+        if any(not any(uses(x.min, m_var) for x in r.region) for r in vector_reads):
+            return axis
+    return candidates[0] if candidates else None
 
 
 def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:

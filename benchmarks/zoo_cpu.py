@@ -1,0 +1,138 @@
+"""Issue 20's benchmark: the whole zoo against the best peer, at odd shapes and batch 8.
+
+    .venv/bin/python benchmarks/zoo_cpu.py [--models a,b] [--quick] [--out-dir results/zoo_cpu]
+                                          [--summary] [--min-time 1] [--max-time 4]
+
+Every zoo model through ``tvmbench compare`` with TVM (default schedules and the shipped
+databases), ONNX Runtime, OpenVINO (f32) and PyTorch eager (the reference: every point's outputs
+are checked against it). Points:
+
+- the 20 CNNs at batch 1 and 8, at their default size (224, inception_v3 299) and at 160 and
+  320 px (feature maps that are not multiples of the register tile);
+- the 7 transformers at batch 1 and 8 (text models at seq 128, ViT at 224), and bert-base and
+  gpt2 at seq 512, batch 1.
+
+``--quick``: batch 1 at the default size only. Each model is one comparison document in
+``--out-dir`` (``MODEL.json``), resumed when rerun, so the sweep can run in parts (``--models``)
+and be summarised together (``--summary`` only summarises what is there). The summary prints per
+point the best of ONNX Runtime and OpenVINO and TVM's ratio to it (> 1: TVM faster), per model
+family the range, the issue's goals, and the points that miss them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+
+import tvmbench
+from tvmbench.comparison import CompareConfig, GlobalSettings, ModelEntry
+from tvmbench.models import ZOO
+
+FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
+PEERS = ("onnxruntime", "openvino")
+SEQ_512 = ("bert-base-uncased", "gpt2")
+
+
+def entries(name: str, quick: bool) -> list[ModelEntry]:
+    """The points of one zoo model, as compare config entries."""
+    zoo = ZOO[name]
+    batches = [1] if quick else [1, 8]
+    if zoo.family == "cnn":
+        sizes = [zoo.default_image_size] if quick else [zoo.default_image_size, 160, 320]
+        return [ModelEntry(name=name, batch_size=batches, image_size=s) for s in sizes]
+    if zoo.family == "vision-transformer":
+        return [ModelEntry(name=name, batch_size=batches)]
+    out = [ModelEntry(name=name, batch_size=batches, seq_length=128)]
+    if not quick and name in SEQ_512:
+        out.append(ModelEntry(name=name, batch_size=1, seq_length=512))
+    return out
+
+
+def measure(name: str, args: argparse.Namespace) -> None:
+    out = Path(args.out_dir) / f"{name.replace('/', '_')}.json"
+    config = CompareConfig(models=entries(name, args.quick), global_settings=GlobalSettings(target="llvm"))
+    t0 = time.monotonic()
+    print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
+    tvmbench.compare(config=config, frameworks=FRAMEWORKS, output=out, resume=True, min_time=args.min_time,
+                     max_time=args.max_time, history=False,
+                     on_point=lambda i, n, p: print(f"   point {i}/{n}: b{p.batch_size} "
+                                                    f"{p.image_size or p.seq_length or ''}", flush=True))
+    print(f"   {name} took {time.monotonic() - t0:.0f} s", flush=True)
+
+
+def _median(point: dict, fw: str) -> float | None:
+    e = point.get("tvm_relax" if fw == "tvm" else fw) or {}
+    return e.get("median_ms") if e.get("status") == "ok" else None
+
+
+def summarize(out_dir: Path) -> int:
+    rows = []
+    for path in sorted(out_dir.glob("*.json")):
+        for p in json.loads(path.read_text()).get("points", []):
+            tvm = _median(p, "tvm")
+            peers = {fw: _median(p, fw) for fw in PEERS if _median(p, fw)}
+            best = min(peers, key=peers.get) if peers else None
+            size = p.get("seq_length") and f"s{p['seq_length']}" or f"{p.get('image_size')}px"
+            acc = (p.get("tvm_relax") or {}).get("accuracy") or {}
+            rows.append({"model": p["model"], "type": p.get("model_type"), "point": f"b{p['batch_size']} {size}",
+                         "tvm": tvm, "best": best, "peer_ms": peers.get(best), "pytorch": _median(p, "pytorch"),
+                         "ratio": peers[best] / tvm if tvm and best else None, "matched": acc.get("passed")})
+    print(f"{'model':28} {'point':10} {'TVM ms':>9} {'best peer':>12} {'peer ms':>9} {'PyTorch':>9} {'ratio':>6} ok")
+    for r in rows:
+        ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
+        print(f"{r['model']:28} {r['point']:10} {r['tvm'] or 0:9.2f} {r['best'] or '-':>12} {r['peer_ms'] or 0:9.2f} "
+              f"{r['pytorch'] or 0:9.2f} {ratio:>6} {'yes' if r['matched'] else 'NO'}")
+    families: dict[str, list[float]] = defaultdict(list)
+    for r in rows:
+        if r["ratio"]:
+            families[r["type"]].append(r["ratio"])
+    print("\nper family: TVM / best peer (min-max, geomean, points)")
+    for fam, v in sorted(families.items()):
+        print(f"  {fam:8} {min(v):.2f}-{max(v):.2f}  {math.exp(sum(map(math.log, v)) / len(v)):.2f}  {len(v)}")
+    ratios = [r["ratio"] for r in rows if r["ratio"]]
+    if not ratios:
+        return 1
+    geo = math.exp(sum(map(math.log, ratios)) / len(ratios))
+    ahead = sum(x >= 1.0 for x in ratios) / len(ratios)
+    unmatched = [r for r in rows if not r["matched"]]
+    print(f"\n{len(rows)} points, {len(ratios)} with TVM and a peer")
+    print(f"goal: at or ahead of the best peer on >= 90 % of points: {ahead:.0%}")
+    print(f"goal: no point below 0.8x: worst {min(ratios):.2f}")
+    print(f"goal: geometric mean >= 1.1x: {geo:.2f}")
+    print(f"goal: every point's outputs matched: {len(rows) - len(unmatched)} of {len(rows)}")
+    for r in sorted((r for r in rows if r["ratio"] and r["ratio"] < 1.0), key=lambda r: r["ratio"]):
+        print(f"  behind: {r['model']} {r['point']} {r['ratio']:.2f}x of {r['best']}")
+    for r in unmatched:
+        print(f"  not matched: {r['model']} {r['point']}")
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--models", help="comma-separated zoo names (default: the whole zoo)")
+    parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
+    parser.add_argument("--out-dir", default="results/zoo_cpu")
+    parser.add_argument("--summary", action="store_true", help="only summarise what --out-dir holds")
+    parser.add_argument("--min-time", type=float, default=1.0)
+    parser.add_argument("--max-time", type=float, default=4.0)
+    args = parser.parse_args()
+    names = args.models.split(",") if args.models else list(ZOO)
+    unknown = [n for n in names if n not in ZOO]
+    if unknown:
+        parser.error(f"not zoo models: {', '.join(unknown)}")
+    Path(args.out_dir).mkdir(parents=True, exist_ok=True)
+    if not args.summary:
+        t0 = time.monotonic()
+        for name in names:
+            measure(name, args)
+        print(f"sweep took {time.monotonic() - t0:.0f} s", flush=True)
+    return summarize(Path(args.out_dir))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,107 @@
+"""GroupedConv: NHWC grouped convolutions (1 < groups < input channels) with a vector axis.
+
+TOPI's grouped NHWC convolution indexes one output-channel axis ``o`` and reads the input at
+channel ``o // Co * Ci + rc``: no operand is contiguous along ``o`` in the way a register tile
+needs, the Contraction rule does not match, and the fallback schedule ran ResNeXt's grouped
+3x3 convolutions at about 3 % of the machine's peak. Written with the group as an axis of its
+own, the same arithmetic has one:
+
+- ``channels``: ``out[n, y, x, g, co] = sum x[n, y', x', g, ci] * w[kh, kw, ci, g, co]``, the
+  vector over ``co`` (a group's output channels, contiguous in the HWIO weight); the input does
+  not depend on ``co`` and is broadcast. Best when a group has many output channels (RegNet's
+  group widths of 8 to 232).
+- ``groups``: ``out[n, y, x, co, g] = sum x[n, y', x', ci, g] * w[kh, kw, ci, co, g]``, the
+  vector over ``g``: a depthwise convolution per (input, output) channel pair of a group, over
+  an input whose channels were transposed from ``[G, Ci]`` to ``[Ci, G]`` order, with the
+  output transposed back. Best when there are many narrow groups (ResNeXt-50 32x4d: 32 groups
+  of 4 to 32 channels).
+
+The form is the one whose vector axis fills more lanes of the target's vectors (ties: the
+first, which needs no transposes). The weight reshapes and transposes are weight-only, so
+LiftTransformParams moves them to load time; the activation reshapes are free views.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax, te, topi
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import builder_pass, op_name, out_dtype, static_shape
+from tvmbench.compile.tiles import vector_lanes, vector_width
+from tvmbench.targets import ResolvedTarget
+
+
+def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: list[int], dtype: str,
+                 groups_inner: bool) -> Any:
+    """The grouped convolution over 5-D operands (TE): ``x [N, H, W, G, Ci]``, ``w [KH, KW, Ci,
+    G, Co]`` giving ``[N, OH, OW, G, Co]``, or with ``groups_inner`` ``x [N, H, W, Ci, G]``,
+    ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``."""
+    _, h, wd, _, _ = (int(v) for v in x.shape)
+    kh, kw, ci = (int(v) for v in w.shape[:3])
+    top, left, bottom, right = pad
+    if any(pad):
+        x = topi.nn.pad(x, [0, top, left, 0, 0], [0, bottom, right, 0, 0], name="pad")
+    oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
+    ow = (wd + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
+    rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
+
+    def at(n: Any, y: Any, z: Any) -> tuple[Any, Any]:
+        return n, y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1]
+
+    if groups_inner:
+        return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, o, g: te.sum(
+            x[(*at(n, y, z), rc, g)].astype(dtype) * w[rh, rw, rc, o, g].astype(dtype), axis=[rh, rw, rc]),
+            name="conv2d_grouped")
+    return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, g, o: te.sum(
+        x[(*at(n, y, z), g, rc)].astype(dtype) * w[rh, rw, rc, g, o].astype(dtype), axis=[rh, rw, rc]),
+        name="conv2d_grouped")
+
+
+def groups_inner(groups: int, out_per_group: int, lanes: int) -> bool:
+    """Whether the vector goes over the groups: when that fills more lanes than a vector over a
+    group's output channels (``vector_width`` of each axis)."""
+    return vector_width(groups, lanes) > vector_width(out_per_group, lanes)
+
+
+@mutator
+class _Grouped(PyExprMutator):
+    def __init__(self, mod: Any, lanes: int) -> None:
+        super().__init__(mod)
+        self.lanes = lanes
+
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        if op_name(call) != "relax.nn.conv2d":
+            return call
+        a = call.attrs
+        x, w = call.args
+        xs, ws, outs = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
+        g = int(a.groups)
+        if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or None in (xs, ws, outs)
+                or not 1 < g < xs[3]):
+            return call
+        n, h, wd, c = xs
+        kh, kw, ci, o = ws
+        co = o // g
+        inner = groups_inner(g, co, self.lanes)
+        emit = self.builder_.emit
+        if inner:
+            x5 = emit(relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci]), [0, 1, 2, 4, 3]))
+            w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
+        else:
+            x5 = emit(relax.op.reshape(x, [n, h, wd, g, ci]))
+            w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
+        out5 = emit(self.builder_.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
+                                          [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                                          out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
+        if inner:
+            out5 = emit(relax.op.permute_dims(out5, [0, 1, 2, 4, 3]))
+        return relax.op.reshape(out5, outs)
+
+
+def grouped_conv_nhwc(target: ResolvedTarget) -> Any:
+    """The pass (after ConvertLayout, which gives NHWC/HWIO)."""
+    lanes = vector_lanes(target.tvm(), 32)
+    return builder_pass(lambda mod: _Grouped(mod, lanes), "GroupedConvNHWC")
