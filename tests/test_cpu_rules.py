@@ -350,3 +350,49 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     backend.run()
     with torch.no_grad():
         np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _parallel_extents(batch):
+    """The parallel loop extent of every convolution, pooling and matmul kernel of a small CNN
+    (3x3, strided, 1x1, depthwise and grouped convolutions, pooling, a dense head) at ``batch``."""
+    import re
+
+    import torch
+    import tvm
+
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, 2, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, 1, 1), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 64, 1), torch.nn.Conv2d(64, 64, 3, 1, 1, groups=64), torch.nn.Conv2d(64, 64, 3, 1, 1, groups=4),
+        torch.nn.MaxPool2d(2), torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(64, 48)).eval()
+    x = np.random.default_rng(0).standard_normal((batch, 3, 32, 32), dtype="float32")
+    model = LoadedModel(name="small", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    scheduled = pipeline.optimize(import_model(model).mod, TARGET)
+    extents = {}
+    for gv, func in scheduled.functions.items():
+        if not isinstance(func, tvm.tirx.PrimFunc) or not any(
+                k in gv.name_hint for k in ("conv2d", "winograd_product", "pool", "matmul", "mean")):
+            continue
+        script = func.script()
+        found = [int(n) for n in re.findall(r"T\.parallel\((?:T\.int64\()?(\d+)", script)]
+        extents[gv.name_hint] = (max(found, default=1), script)
+    return extents
+
+
+def test_batch_8_kernels_are_parallel_over_the_batch():
+    """At batch 8 every convolution, pooling and dense kernel uses the batch: in its parallel
+    loop (8 times the batch-1 extent, or at least 8 tasks), or, where one image leaves a single
+    row (the dense head, the global mean), as the 8 rows of its register tile; never a loop over
+    batch-1 kernels."""
+    import re
+
+    rows_of_8 = r"T\.unroll\((?:T\.int64\()?8\b"
+    one, eight = _parallel_extents(1), _parallel_extents(8)
+    assert set(one) == set(eight) and len(one) >= 6, (one, eight)
+    for name, (extent, script) in eight.items():
+        parallel = extent == 8 * one[name][0] or (one[name][0] == 1 and extent >= 8)
+        tiled = re.search(rows_of_8, script) and not re.search(rows_of_8, one[name][1])
+        assert parallel or tiled, (name, one[name][0], extent)
+    assert any(extent == 8 * one[name][0] for name, (extent, _) in eight.items() if "conv2d" in name)
