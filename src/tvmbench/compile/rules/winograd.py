@@ -53,23 +53,29 @@ def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
 
 
 def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
-    """Every block inlined into the last (the epilogue over the same output), whose rows and
+    """Every block inlined into the epilogue's last (over the same output), whose rows and
     columns are split into output tiles of ``m``: tiles in parallel, positions unrolled."""
     transform = sch.get(infos[index].block_rv)
     products = [r.source for r in transform.reads if len(r.source.shape) == 3]
     alpha = math.isqrt(as_int(products[0].shape[0]) or 0) if products else 0
     m = alpha - 2
     shape = buffer_shape(transform.writes[0].source)
-    for info in infos[:-1]:
+    # The epilogue ends at the last block over the transform's own shape; what follows (a
+    # concatenation with another branch: SqueezeNet's fire modules, Inception) is scheduled as
+    # its own elementwise loop nest.
+    finished = max(i for i, info in enumerate(infos) if buffer_shape(sch.get(info.block_rv).writes[0].source) == shape)
+    for info in infos[:finished]:
         sch.compute_inline(info.block_rv)
-    last = infos[-1].block_rv
+    last = infos[finished].block_rv
     out = sch.get(last).writes[0].source
+    lanes = vector_lanes(target, dtype_bits(out.dtype))
+    for info in infos[finished + 1:]:
+        schedule_injective_block(sch, info.block_rv, lanes)
     # (the batch loop is gone when the batch is 1: normalize_prim_func drops unit loops)
     loops = sch.get_loops(last)
     if m < 2 or len(loops) < 3 or buffer_shape(out) != shape \
             or [as_int(sch.get(loop).extent) for loop in loops[-3:]] != shape[-3:]:
         return None
-    lanes = vector_lanes(target, dtype_bits(out.dtype))
     *batch, rows, cols, channels = loops
     width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
     r_outer, r_inner = sch.split(rows, factors=[None, m])
