@@ -396,3 +396,41 @@ def test_batch_8_kernels_are_parallel_over_the_batch():
         tiled = re.search(rows_of_8, script) and not re.search(rows_of_8, one[name][1])
         assert parallel or tiled, (name, one[name][0], extent)
     assert any(extent == 8 * one[name][0] for name, (extent, _) in eight.items() if "conv2d" in name)
+
+
+def test_fire_module_concat_and_a_1000_class_convolution_are_tiled_and_match_torch():
+    """SqueezeNet's shape: a 3x3 branch (Winograd) concatenated with a 1x1 branch keeps the
+    Winograd output transform's tiled schedule (the concat is its own loop), and a 1x1
+    convolution to 1000 classes (no block divides 1000) reads zero-padded packed weights."""
+    import torch
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.models.base import LoadedModel
+
+    class Fire(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.squeeze = torch.nn.Conv2d(32, 32, 1)
+            self.e1, self.e3 = torch.nn.Conv2d(32, 64, 1), torch.nn.Conv2d(32, 64, 3, padding=1)
+            self.head = torch.nn.Conv2d(128, 1000, 1)
+
+        def forward(self, x):
+            s = torch.relu(self.squeeze(x))
+            return self.head(torch.cat([torch.relu(self.e1(s)), torch.relu(self.e3(s))], 1)).mean((2, 3))
+
+    torch.manual_seed(0)
+    module = Fire().eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 16, 16), dtype="float32")
+    model = LoadedModel(name="fire", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    imported = import_model(model)
+    scheduled = pipeline.optimize(imported.mod, TARGET)
+    scripts = {gv.name_hint: f.script() for gv, f in scheduled.functions.items() if hasattr(f, "script")}
+    output = [s for name, s in scripts.items() if "winograd_output" in name and "concatenate" in name]
+    assert output and "T.parallel" in output[0] and "T.unroll" in output[0]
+    assert [name for name in scripts if "conv2d_nhwc_packed" in name and "strided_slice" in name]
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
