@@ -64,6 +64,14 @@ def _shape_value(node: Any, shape: list[int]) -> np.ndarray:
     return np.array(shape[start:end], dtype=np.int64)
 
 
+def _size(values: Any, name: str) -> int:
+    """Elements of a known value, from an initializer's dims without converting it."""
+    proto = getattr(values, "protos", {}).get(name)
+    if proto is not None and not dict.__contains__(values, name):
+        return int(np.prod(proto.dims))
+    return int(values[name].size)
+
+
 def _evaluate(node: Any, values: dict[str, np.ndarray], opset: Any) -> list[np.ndarray] | None:
     """The outputs of one node whose inputs are all known, by ONNX's reference implementation;
     None when it cannot be evaluated here (a subgraph, a custom domain, an error)."""
@@ -76,7 +84,7 @@ def _evaluate(node: Any, values: dict[str, np.ndarray], opset: Any) -> list[np.n
     if node.op_type in ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial"):
         return None
     inputs = [i for i in node.input if i]
-    if sum(values[i].size for i in inputs) > _FOLD_LIMIT:
+    if sum(_size(values, i) for i in inputs) > _FOLD_LIMIT:
         return None
     graph = onnx.helper.make_graph(
         [node], "fold", [onnx.helper.make_tensor_value_info(i, onnx.helper.np_dtype_to_tensor_dtype(values[i].dtype),
@@ -92,19 +100,37 @@ def _evaluate(node: Any, values: dict[str, np.ndarray], opset: Any) -> list[np.n
     return [np.asarray(o) for o in outs]
 
 
+class _Constants(dict):
+    """Known values by name: the initializers, converted to arrays only when a node reads them
+    (a pass reads a few small ones; converting every weight on each of up to 64 passes would
+    copy the whole model each time)."""
+
+    def __init__(self, initializers: Any) -> None:
+        super().__init__()
+        self.protos = {i.name: i for i in initializers}
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self.protos
+
+    def __missing__(self, name: str) -> np.ndarray:
+        from onnx import numpy_helper
+
+        value = self[name] = numpy_helper.to_array(self.protos[name])
+        return value
+
+
 def _fold_once(proto: Any) -> tuple[Any, int]:
     """One pass of folding; returns the model and how many nodes it replaced by constants."""
     from onnx import numpy_helper
 
     shapes = _static_shapes(proto)
     graph = proto.graph
-    values = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    values = _Constants(graph.initializer)
     folded: dict[str, np.ndarray] = {}
     kept = []
     for node in graph.node:
         outs: list[np.ndarray] | None = None
-        if node.op_type == "Constant":
-            outs = None  # TVM reads Constant nodes itself; they stay as they are, but feed folding
+        if node.op_type == "Constant":  # TVM reads Constant nodes itself: kept, but they feed folding
             attr = {a.name: a for a in node.attribute}
             if "value" in attr:
                 values[node.output[0]] = numpy_helper.to_array(attr["value"].t)
