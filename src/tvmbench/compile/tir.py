@@ -67,6 +67,40 @@ def is_copy(block: Any) -> bool:
         and "if_then_else" not in str(block.body)
 
 
+_CUT_OPS = (tvm.tirx.LE, tvm.tirx.LT, tvm.tirx.GE, tvm.tirx.GT)
+
+
+def select_cuts(expr: Any, var: Any, extent: int) -> list[int]:
+    """The constant points in ``(0, extent)`` along ``var`` where an ``if_then_else`` of ``expr``
+    changes branch: a concatenation's boundaries (``T.if_then_else(448 <= v, a[v - 448], ...)``)."""
+    cuts, stack = set(), [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, tvm.ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else" \
+                and isinstance(e.args[0], _CUT_OPS):
+            cut = _cut(e.args[0], var)
+            if cut is not None and 0 < cut < extent:
+                cuts.add(cut)
+        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+            child = getattr(e, name, None)
+            if isinstance(child, tvm.ir.expr.Expr):
+                stack.append(child)
+        stack.extend(list(getattr(e, "args", None) or []) + list(getattr(e, "indices", None) or []))
+    return sorted(cuts)
+
+
+def _cut(cond: Any, var: Any) -> int | None:
+    """The first index at which ``cond`` (``c <= v``, ``v < c``, ...) changes value, else None."""
+    a, b = cond.a, cond.b
+    flipped = isinstance(b, tvm.tirx.Var) and b.same_as(var)
+    const = as_int(a if flipped else b)
+    if const is None or not (flipped or (isinstance(a, tvm.tirx.Var) and a.same_as(var))):
+        return None
+    # v < c and v >= c switch at c; v <= c and v > c switch at c + 1 (mirrored when flipped).
+    strict = isinstance(cond, (tvm.tirx.LT, tvm.tirx.GE))
+    return const if strict != flipped else const + 1
+
+
 def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     """(reduction extents above 1, output shape) of a function with one reduction block."""
     infos = normalize_prim_func(sch := s_tir.Schedule(func))

@@ -13,6 +13,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
+
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import vector_lanes, vector_width
@@ -69,7 +71,9 @@ def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any
     last = infos[finished].block_rv
     out = sch.get(last).writes[0].source
     lanes = vector_lanes(target, dtype_bits(out.dtype))
-    for info in infos[finished + 1:]:
+    # The blocks after it (a concatenation, and a DenseNet's next batch norm and ReLU over it)
+    # become one loop nest: one pass over the concatenated tensor, not one per block.
+    for info in try_inline_contiguous_spatial(sch, infos[finished + 1:]):
         schedule_injective_block(sch, info.block_rv, lanes)
     # (the batch loop is gone when the batch is 1: normalize_prim_func drops unit loops)
     loops = sch.get_loops(last)
