@@ -434,3 +434,88 @@ def test_fire_module_concat_and_a_1000_class_convolution_are_tiled_and_match_tor
     backend.run()
     with torch.no_grad():
         np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def _dense_block():
+    """DenseNet's shape: a stem convolution, then three layers, each a pre-activation batch norm
+    (random statistics) and ReLU over the concatenation of every earlier output, a 1x1 and a 3x3
+    convolution."""
+    import torch
+
+    from tvmbench.models.base import LoadedModel
+
+    class Block(torch.nn.Module):
+        def __init__(self, channels=32, growth=16, layers=3):
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, channels, 3, padding=1)
+            self.layers = torch.nn.ModuleList(torch.nn.Sequential(
+                torch.nn.BatchNorm2d(channels + i * growth), torch.nn.ReLU(),
+                torch.nn.Conv2d(channels + i * growth, 4 * growth, 1, bias=False),
+                torch.nn.BatchNorm2d(4 * growth), torch.nn.ReLU(),
+                torch.nn.Conv2d(4 * growth, growth, 3, padding=1, bias=False)) for i in range(layers))
+
+        def forward(self, x):
+            features = [self.stem(x)]
+            for layer in self.layers:
+                features.append(layer(torch.cat(features, 1)))
+            return torch.cat(features, 1)
+
+    torch.manual_seed(0)
+    module = Block()
+    for m in module.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+    module = module.eval()
+    x = np.random.default_rng(0).standard_normal((1, 3, 8, 8), dtype="float32")
+    return LoadedModel(name="dense", family="cnn", inputs={"x": x}, module=module, options=ModelOptions()), module, x
+
+
+def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_two_threads(monkeypatch):
+    """The concatenation a DenseNet layer reads is partitioned at its inputs' boundaries (one
+    vector loop per input, not a chain of selects in every lane); the batch norms' constant
+    arithmetic is folded in NumPy before legalization (none left for FoldConstant to compile);
+    the kernels are compiled on two threads into one library, which matches torch."""
+    import torch
+    import tvm
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile import codegen, passes
+    from tvmbench.compile.ir import op_name
+
+    model, module, x = _dense_block()
+    imported = import_model(model)
+    scheduled = pipeline.optimize(imported.mod, TARGET)
+    # concat + batch norm + ReLU kernels: parameters are the inputs, four per-channel vectors, the output
+    concats = {gv.name_hint: (len(f.params) - 5, f.script()) for gv, f in scheduled.functions.items()
+               if "concatenate" in gv.name_hint and "subtract" in gv.name_hint}
+    assert sorted(n for n, _ in concats.values()) == [1, 2, 3], list(concats)
+    for name, (inputs, script) in concats.items():
+        assert script.count("T.vectorized") >= inputs, (name, inputs, script)
+
+    def constant_calls(mod):
+        consts = {b.var for f in mod.functions.values() if hasattr(f, "body") and hasattr(f.body, "blocks")
+                  for block in f.body.blocks for b in block.bindings
+                  if isinstance(b.value, tvm.ir.expr.Constant)}
+        tensors = (tvm.ir.expr.Constant, tvm.relax.Var)
+        return [b.value for f in mod.functions.values() if hasattr(f, "body") and hasattr(f.body, "blocks")
+                for block in f.body.blocks for b in block.bindings
+                if op_name(b.value) and any(isinstance(a, tensors) for a in b.value.args) and all(
+                    isinstance(a, tvm.ir.expr.Constant) or a in consts
+                    for a in b.value.args if isinstance(a, tensors))]
+
+    with TARGET.tvm():
+        simplified = tvm.transform.Sequential(pipeline.simplify_passes(TARGET))(imported.mod)
+        assert constant_calls(simplified)
+        assert not constant_calls(passes.fold_constants_numpy()(simplified))
+
+    split, parts = codegen.split_kernels, []
+    monkeypatch.setattr(codegen, "MIN_KERNELS_PER_SHARD", 2)
+    monkeypatch.setattr(codegen, "split_kernels", lambda mod, n: parts.append(split(mod, 2)[1]) or split(mod, 2))
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    assert len(parts) == 1 and len(parts[0]) == 2 and all(len(p.functions) >= 2 for p in parts[0])
+    with torch.no_grad():
+        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)

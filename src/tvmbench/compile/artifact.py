@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from tvmbench.compile import pipeline
+from tvmbench.compile.codegen import Built
 from tvmbench.compile.importer import import_model
 from tvmbench.compile.precision import apply_precision
 from tvmbench.compile.schedules import TunedSchedules
@@ -90,7 +91,7 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     mod = apply_precision(imported.mod, precision)
     schedules = schedules or TunedSchedules()
     database = schedules.union()
-    executable = pipeline.build(mod, target, database, cuda_graph=cuda_graph)
+    built = pipeline.build(mod, target, database, cuda_graph=cuda_graph)
     compile_s = time.perf_counter() - t0
     report: dict[str, Any] = {"model": model.name, "target": target.config, "precision": precision,
                               "compile_s": compile_s, "cuda_graph": cuda_graph,
@@ -98,9 +99,9 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
                               "databases": schedules.infos}
     np.savez(out / "params.npz", *[p.numpy() for p in imported.params])
     if target.kind == "cuda":
-        report.update(_cuda_outputs(executable, target, out))
+        report.update(_cuda_outputs(built, target, out))
     else:
-        report.update(_cpu_outputs(executable, target, out))
+        report.update(_cpu_outputs(built, target, out))
     write_json_atomic(out / "report.json", report)
     _write_package(model, target, out, report)
     return report
@@ -131,8 +132,8 @@ def _write_package(model: LoadedModel, target: ResolvedTarget, out: Path, report
         "digests": {name: package.digest(out / name) for name in (package.LIBRARY, package.PARAMS)}})
 
 
-def _cuda_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str, Any]:
-    cuda = _find(executable.mod, "cuda")
+def _cuda_outputs(built: Built, target: ResolvedTarget, out: Path) -> dict[str, Any]:
+    cuda = _find(built.executable.mod, "cuda")
     if cuda is None:
         raise RuntimeError("the build produced no CUDA module")
     source = cuda.inspect_source("cuda")
@@ -158,19 +159,19 @@ def _cuda_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[st
     else:
         ptx_error, ptx_s = "nvcc not found: install the CUDA toolkit to check the PTX", 0.0
     lib = out / "model.so"
-    export_library(executable, lib, target)  # host code + the CUDA source; loads on a machine with a GPU
+    export_library(built, lib, target)  # host code + the CUDA source; loads on a machine with a GPU
     return {"arch": arch, "ptx_compiled": ptx is not None, "ptx_error": ptx_error, "ptx_s": ptx_s,
             "library": str(lib), "cuda_source": str(out / "kernels.cu"),
             "ptx": str(out / "kernels.ptx") if ptx else None, **cuda_report(source, ptx)}
 
 
-def export_library(executable: Any, lib: Path, target: ResolvedTarget) -> None:
-    """Write the executable as a shared library for ``target``: with the host compiler when the
+def export_library(built: Built, lib: Path, target: ResolvedTarget) -> None:
+    """Write the build as a shared library for ``target``: with the host compiler when the
     target is this machine or CUDA (the host side runs here), else with the cross compiler."""
     from tvm.support import cc
 
     if target.is_native or target.kind == "cuda":
-        executable.export_library(str(lib))
+        built.export_library(str(lib))
         return
     arch = target.arch
     compiler = _CROSS_COMPILERS.get(arch)
@@ -180,11 +181,11 @@ def export_library(executable: Any, lib: Path, target: ResolvedTarget) -> None:
     if shutil.which(compiler) is None:
         raise UserError(f"exporting for {arch} needs the cross compiler {compiler}: "
                         "sudo apt-get install g++-aarch64-linux-gnu (or `make cross`)")
-    executable.export_library(str(lib), fcompile=cc.cross_compiler(compiler))
+    built.export_library(str(lib), fcompile=cc.cross_compiler(compiler))
 
 
-def _cpu_outputs(executable: Any, target: ResolvedTarget, out: Path) -> dict[str, Any]:
+def _cpu_outputs(built: Built, target: ResolvedTarget, out: Path) -> dict[str, Any]:
     lib = out / "model.so"
-    export_library(executable, lib, target)
+    export_library(built, lib, target)
     return {"arch": target.arch, "library": str(lib), "elf_machine": _elf_machine(lib),
             "library_bytes": lib.stat().st_size}

@@ -30,6 +30,7 @@ from tvm import relax
 from tvm.s_tir import dlight as dl
 
 from tvmbench.compile import passes
+from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
 from tvmbench.compile.tiles import weight_block
@@ -74,6 +75,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
     cpu = target.kind == "llvm"
     return [
         *([relax.transform.FastMathTransform()] if cpu else []),
+        passes.fold_constants_numpy(),
         relax.transform.LegalizeOps(),
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
@@ -170,14 +172,21 @@ def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None,
 
 
 def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False,
-          on_legalized: Any | None = None) -> Any:
-    """Optimise and compile to a Relax VM executable."""
+          on_legalized: Any | None = None) -> Built:
+    """Optimise and compile to a Relax VM executable (kernels of a native CPU build compiled on
+    every core: ``codegen.py``)."""
     if target.kind == "cuda":
         from tvmbench.compile.intrinsics import import_cuda_tensor_intrin
 
         import_cuda_tensor_intrin()
     mod = optimize(mod, target, database, on_legalized)
     tvm_target = target.tvm()
-    with tvm_target:
-        lower = tvm.transform.Sequential(lowering_passes(target, cuda_graph))
-        return relax.build(mod, tvm_target, relax_pipeline=lower)
+
+    def build_vm(module: Any) -> Any:
+        with tvm_target:
+            lower = tvm.transform.Sequential(lowering_passes(target, cuda_graph))
+            return relax.build(module, tvm_target, relax_pipeline=lower)
+
+    if target.kind == "llvm" and target.is_native:
+        return build_in_parallel(mod, tvm_target, build_vm)
+    return Built(build_vm(mod))

@@ -1,0 +1,122 @@
+"""Kernels compiled on every core: TIR lowering and LLVM code generation split across threads.
+
+TVM compiles a model's kernels in one LLVM module on one thread: for DenseNet-201 (411 kernels)
+TIR lowering and LLVM took 63 of its 82 s of compile time on this 2-core machine, while the other
+core idled. TVM's lowering and LLVM release the GIL, and several TVM object files link into one
+shared library (``export_library``'s ``addons``), so the kernels are dealt into shards: this
+process builds the executable with its own share of the kernels, while each other shard is
+lowered and written as an object file on its own thread. The Relax functions call an offloaded
+kernel by its symbol (``call_dps_packed``), which the VM resolves in the loaded library exactly as
+it resolves a kernel compiled in (same name, same calling convention, same memory planning:
+CallTIRRewrite treats both calls alike).
+
+Only for kernels a native LLVM build exports to a library: a CUDA build and a cross-compiled
+one are built as TVM builds them.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tvm
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+# Below this many kernels a build takes a few seconds and a thread is not worth it.
+MIN_KERNELS_PER_SHARD = 8
+
+
+@dataclass
+class Built:
+    """A Relax VM executable and the object files of the kernels compiled beside it, which
+    ``export_library`` must link in (``addons``). The folder holding them lives as long as this."""
+
+    executable: Any
+    objects: list[str] = field(default_factory=list)
+    folder: Any = None
+
+    def export_library(self, path: str, **kwargs: Any) -> None:
+        self.executable.export_library(path, addons=list(self.objects), **kwargs)
+
+
+def workers() -> int:
+    """The cores this process may use."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not Linux
+        return max(1, os.cpu_count() or 1)
+
+
+@mutator
+class _CallByName(PyExprMutator):
+    """``call_tir(kernel, args)`` becomes ``call_dps_packed("kernel", args)`` for offloaded kernels."""
+
+    def __init__(self, mod: Any, names: set[str]) -> None:
+        super().__init__(mod)
+        self.names = names
+        self.call_tir = tvm.ir.Op.get("relax.call_tir")
+        self.dps_packed = tvm.ir.Op.get("relax.call_dps_packed")
+
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        if call.op.same_as(self.call_tir) and len(call.args) == 2 \
+                and isinstance(call.args[0], tvm.ir.GlobalVar) and call.args[0].name_hint in self.names:
+            return relax.Call(self.dps_packed, [relax.ExternFunc(call.args[0].name_hint), call.args[1]],
+                              call.attrs, call.ty_args)
+        return call
+
+
+def _referenced(mod: Any) -> set[str]:
+    """Names of the global functions the Relax functions still mention."""
+    found: set[str] = set()
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(
+                func, lambda e: found.add(e.name_hint) if isinstance(e, tvm.ir.GlobalVar) else None)
+    return found
+
+
+def split_kernels(mod: Any, shards: int) -> tuple[Any, list[Any]]:
+    """``mod`` without the kernels of shards 1..n-1, and those shards as TIR modules whose
+    functions are exported under their names. Every kernel called other than by a static
+    ``call_tir`` (a symbolic-shape call, say) stays in ``mod``."""
+    kernels = [(gv, f) for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
+    shards = min(shards, len(kernels) // MIN_KERNELS_PER_SHARD)
+    if shards < 2:
+        return mod, []
+    dealt = [kernels[i::shards] for i in range(shards)]
+    names = {gv.name_hint for part in dealt for gv, _ in part}
+    rewriter = _CallByName(mod, names)
+    main = tvm.IRModule({gv: rewriter.visit_expr(f) if isinstance(f, relax.Function) else f
+                         for gv, f in mod.functions_items()}, attrs=mod.attrs)
+    names -= _referenced(main)
+    main = tvm.IRModule({gv: f for gv, f in main.functions_items() if gv.name_hint not in names},
+                        attrs=mod.attrs)
+    parts = [tvm.IRModule({gv: f.with_attr("global_symbol", gv.name_hint) for gv, f in part
+                           if gv.name_hint in names}) for part in dealt]
+    return main, [p for p in parts if len(p.functions)]
+
+
+def _object(part: Any, target: Any, path: Path) -> str:
+    lib = tvm.tirx.build(part, target=target)
+    lib.write_to_file(str(path))
+    return str(path)
+
+
+def build_in_parallel(mod: Any, target: Any, build_main: Any, shards: int | None = None) -> Built:
+    """``build_main(main_module)`` on this thread, the offloaded kernels' object files on others."""
+    main, parts = split_kernels(mod, shards or workers())
+    if not parts:
+        return Built(build_main(mod))
+    folder = tempfile.TemporaryDirectory(prefix="tvmbench-kernels-")
+    with ThreadPoolExecutor(len(parts)) as pool:
+        futures = [pool.submit(_object, part, target, Path(folder.name) / f"kernels{i}.o")
+                   for i, part in enumerate(parts)]
+        executable = build_main(main)
+        objects = [f.result() for f in futures]
+    return Built(executable, objects, folder)
