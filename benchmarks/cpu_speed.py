@@ -10,7 +10,7 @@ TVM untuned (`tvm_untuned`: tvmbench's default CPU schedules, no database), TVM 
 databases shipped in the package (or --db), PyTorch eager, ONNX Runtime, OpenVINO. The run uses a
 fresh cache folder, so no database left by earlier tuning on this machine is applied. Prints
 medians, speed relative to PyTorch eager (PyTorch median / median), achieved GFLOP/s and the share
-of this machine's measured SGEMM peak, and TVM's compile time.
+of this machine's measured FMA peak, and TVM's compile time.
 
 --target builds TVM for another CPU of the same family, e.g. AVX2 code on an AVX-512 machine. For a
 target without AVX-512, PyTorch is held to AVX2 as well (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA,
@@ -57,9 +57,9 @@ def main() -> None:
             print("target without AVX-512: PyTorch held to AVX2 (ATEN_CPU_CAPABILITY, ONEDNN_MAX_CPU_ISA); "
                   "ONNX Runtime keeps the CPU's own ISA")
 
-    from tvmbench.measure.peak import measure_sgemm_peak, percent_of_peak
+    from tvmbench.measure.peak import measure_compute_peak, percent_of_peak
 
-    peak = measure_sgemm_peak(args.threads)
+    peak = measure_compute_peak(args.threads)
     print(f"machine: {platform.processor() or platform.machine()}, {args.threads} threads; "
           f"peak {peak.gflops:.0f} GFLOP/s ({peak.method})", flush=True)
     everything = {"peak_gflops": peak.gflops, "peak_method": peak.method, "models": {}}

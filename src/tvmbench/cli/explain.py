@@ -58,8 +58,8 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
     roof = doc["frameworks"]["tvm"].get("roofline")
     if roof:
         console.print(f"bound: the least time this machine's roofline allows for TVM's kernels of that kind "
-                      f"(roof: the best BLAS SGEMM here, {roof['peak_gflops']:.0f} GFLOP/s; slope: "
-                      f"{roof['bandwidth_gbs']:.1f} GB/s); above 100 %: faster than that SGEMM", soft_wrap=True)
+                      f"(roof: the FMA throughput measured here, {roof['peak_gflops']:.0f} GFLOP/s; slope: "
+                      f"{roof['bandwidth_gbs']:.1f} GB/s)", soft_wrap=True)
     _print_layers(doc, console, top)
     for fw, b in doc["frameworks"].items():
         rest = b["end_to_end_ms"] - b["explained_ms"]

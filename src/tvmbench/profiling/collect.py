@@ -153,10 +153,10 @@ def collect_job(job: CollectJob, progress: Any = None) -> dict[str, Any]:
             schedules = list(_schedules(job, build, funcs[name], databases, ctx, op))
             ctx.measure(op, funcs[name], schedules, per_run, build, counts)
     if not store.has_roofline(ctx.machine, job.threads):
-        from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
+        from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
 
         say("the machine's roofline")
-        store.add_roofline(ctx.machine, job.threads, measure_sgemm_peak(job.threads, n=2048),
+        store.add_roofline(ctx.machine, job.threads, measure_compute_peak(job.threads),
                            measure_bandwidth(job.threads))
     store.close()
     return counts

@@ -35,9 +35,9 @@ class Breakdown:
     """One framework's per-operator profile and its end-to-end median, both in ms per inference.
     TVM's also has its kernel calls in execution order (``calls``), each kind's roofline bound
     (``bound_ms``: the least time the machine's measured peak and bandwidth allow for the work of
-    that kind's kernels) and the roofline itself. The compute roof is the best BLAS SGEMM measured
-    here (``measure/peak.py``), not the ISA's theoretical peak: where that BLAS does not know the
-    CPU (this OpenBLAS on Zen 5), TVM's kernels can beat it, and a % of bound above 100 says so."""
+    that kind's kernels) and the roofline itself. The compute roof is the FMA throughput measured
+    here (``measure/peak.py``: independent vector FMAs in registers on every thread), not a
+    datasheet number and not a BLAS (which TVM's convolutions beat on Zen 5)."""
 
     framework: str
     end_to_end_ms: float
@@ -101,7 +101,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any
     import tvm
 
     from tvmbench.compile import pipeline
-    from tvmbench.measure.peak import measure_bandwidth, measure_sgemm_peak
+    from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
     from tvmbench.profiling.collect import features
 
     legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
@@ -117,7 +117,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any
                        order, math.prod(feats[name]["outputs"][0]["shape"]) if feats[name]["outputs"] else None)
                 for order, (i, name) in enumerate(in_order)]
     say("the machine's roofline")
-    peak, bandwidth = measure_sgemm_peak(job.backend.threads, n=2048), measure_bandwidth(job.backend.threads)
+    peak, bandwidth = measure_compute_peak(job.backend.threads), measure_bandwidth(job.backend.threads)
     bound: dict[str, float] = {}
     for name, f in feats.items():
         least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs * 1e9))

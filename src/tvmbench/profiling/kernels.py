@@ -142,7 +142,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     """Prepare the model as a benchmark would, then profile it (runs in a worker process)."""
     import tvm
 
-    from tvmbench.measure.peak import measure_sgemm_peak
+    from tvmbench.measure.peak import measure_compute_peak
 
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.variant, job.model, job.options, job.backend, say)
@@ -153,7 +153,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
 
     say("instrumented runs")
     per_run, calls = backend.time_kernels(job.runs)
-    peak = measure_sgemm_peak(job.backend.threads) if job.measure_peak else None
+    peak = measure_compute_peak(job.backend.threads) if job.measure_peak else None
     info = backend.info
     backend.close()
 

@@ -8,8 +8,8 @@ not millions, so an analytical engine would buy nothing. Any SQLite tool can rea
 Tables (schema version in ``meta``):
 
 - ``machines``: CPU model, ISA level, cores;
-- ``rooflines``: per machine and thread count, the measured compute peak (GFLOP/s, a tuned
-  SGEMM) and memory bandwidth (GB/s, a STREAM-triad-like kernel): the roofline's roof and slope;
+- ``rooflines``: per machine and thread count, the measured compute peak (GFLOP/s, vector FMAs
+  in registers on every thread) and memory bandwidth (GB/s, a STREAM-triad-like kernel): the roofline's roof and slope;
 - ``versions``: tvmbench and TVM versions a measurement was made with;
 - ``models``: a model name with its shape options;
 - ``operators``: one row per workload (the structural hash of the kernel as MetaSchedule
