@@ -253,3 +253,34 @@ def test_the_oom_killer_takes_the_worker_first_and_a_sigkill_is_reported_as_out_
     assert run_isolated(reads_its_oom_score, None, timeout_s=60, memory_limit_bytes=8 * GiB).value == 1000
     out = run_isolated(killed_by_sigkill, None, timeout_s=60, memory_limit_bytes=8 * GiB)
     assert not out.ok and out.error["kind"] == "oom" and "out-of-memory killer" in out.error["message"]
+
+
+def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
+    """With --rounds, a round's workers are all alive and take quarter-second turns: no turn of
+    one framework overlaps a turn of the other (only one computes at a time), the turns
+    alternate, and the samples pool over the rounds as before. --no-lockstep (or one round) runs
+    them one after the other."""
+    from pathlib import Path
+
+    import tvmbench
+
+    mlp = str(Path(__file__).with_name("mlp_model.py")) + ":build"
+    result = tvmbench.run(mlp, ["tvm", "pytorch"], "llvm", threads=1, rounds=2, min_time=0.6, max_time=1.0,
+                          history=False)
+    turns = {fw: result.results[fw].lockstep_turns for fw in ("tvm", "pytorch")}
+    assert all(r.ok for r in result.results.values()) and all(len(t) >= 4 for t in turns.values()), turns
+    spans = sorted((start, end, fw) for fw, ts in turns.items() for start, end in ts)
+    for (s1, e1, f1), (s2, e2, f2) in zip(spans, spans[1:], strict=False):
+        assert e1 <= s2 + 1e-3, (f1, (s1, e1), f2, (s2, e2))  # one framework at a time
+    switches = sum(1 for a, b in zip(spans, spans[1:], strict=False) if a[2] != b[2])
+    assert switches >= 4, spans
+    assert result.results["tvm"].rounds.count == 2
+    from tvmbench.api import run_config
+    from tvmbench.models import ModelOptions
+    from tvmbench.targets import resolve_target
+
+    def interleaved(**kw):
+        return run_config(mlp, ModelOptions(), resolve_target("llvm", gpu_query=lambda: None), ["tvm", "pytorch"],
+                          **kw).interleaved()
+
+    assert interleaved(rounds=2) and not interleaved(rounds=2, lockstep=False) and not interleaved(rounds=1)

@@ -38,7 +38,10 @@ def add_compare_parser(sub: Any) -> None:
     compare.add_argument("--threads", type=positive_int, default=None)
     compare.add_argument("--seed", type=int, default=0)
     add_timer_args(compare)
-    compare.add_argument("--rounds", type=positive_int, default=None)
+    compare.add_argument("--rounds", type=positive_int, default=None,
+                         help="as for run: N alternating rounds, each in lockstep turns")
+    compare.add_argument("--no-lockstep", dest="lockstep", action="store_false", default=None,
+                         help="with --rounds: one framework after the other within a round")
     add_framework_args(compare)
     compare.add_argument("--db", default=None, help="MetaSchedule database to apply (with --tune: to tune into)")
     add_database_args(compare)

@@ -48,7 +48,10 @@ def add_run_parser(sub: Any) -> None:
     add_framework_args(run)
     add_timer_args(run)
     run.add_argument("--rounds", type=positive_int, default=1,
-                     help="measure every framework N times in alternating order (A B, B A, ...)")
+                     help="measure every framework N times in alternating order (A B, B A, ...), each "
+                          "round's frameworks in alternating quarter-second turns (lockstep)")
+    run.add_argument("--no-lockstep", dest="lockstep", action="store_false", default=None,
+                     help="with --rounds: one framework after the other within a round")
     run.add_argument("--include-io", action="store_true",
                      help="time the input copies to the device and the output copies back")
     run.add_argument("--db", default=None,

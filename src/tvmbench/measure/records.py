@@ -61,7 +61,8 @@ def pool_rounds(runs: list[FrameworkRun], failures: list[str | None], count: int
         return first
     measurements = [r.measurement for r in runs if r.measurement is not None]
     pooled = dataclasses.replace(measurements[0], samples_s=[s for m in measurements for s in m.samples_s],
-                                 timed_calls=sum(m.timed_calls for m in measurements))
+                                 timed_calls=sum(m.timed_calls for m in measurements),
+                                 turns=[t for m in measurements for t in m.turns])
     rounds = Rounds(count=count, medians_ms=[float(np.median(m.samples_s)) * 1e3 for m in measurements],
                     sizes=[len(m.samples_s) for m in measurements], failures=failures)
     return dataclasses.replace(first, measurement=pooled, rounds=rounds)

@@ -9,6 +9,7 @@ returns each framework's :class:`~tvmbench.measure.records.FrameworkRun` (or why
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -20,6 +21,7 @@ import psutil
 from tvmbench.backends import BackendConfig, backend_class
 from tvmbench.errors import FrameworkUnavailableError, UserError
 from tvmbench.measure import isolation
+from tvmbench.measure.lockstep import Baton, Turns
 from tvmbench.measure.records import FrameworkRun, pool_rounds
 from tvmbench.measure.timer import TimerConfig, measure
 from tvmbench.models import ModelOptions, count_flops, load_model
@@ -50,6 +52,7 @@ class RunConfig:
     use_cache: bool = True
     isolate: bool = True
     rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
+    lockstep: bool | None = None  # frameworks of a round in alternating turns (None: when rounds > 1)
     include_io: bool = False  # time host-to-device input copies and output copies back
     timeout_s: float = 3600.0
     memory_limit_bytes: int = 0  # 0: MEMORY_FRACTION of the machine's memory
@@ -58,6 +61,12 @@ class RunConfig:
 
     def memory_limit(self) -> int:
         return self.memory_limit_bytes or default_memory_limit()
+
+    def interleaved(self) -> bool:
+        """Whether each round's frameworks measure in lockstep turns (``lockstep.py``): with
+        ``--rounds`` unless turned off, and only with workers (and more than one framework)."""
+        wanted = self.rounds > 1 if self.lockstep is None else self.lockstep
+        return wanted and self.isolate and len(self.frameworks) > 1
 
 
 @dataclass(frozen=True)
@@ -72,6 +81,7 @@ class FrameworkJob:
     timed: bool = True  # False: only produce reference outputs
     count_flops: bool = False
     include_io: bool = False
+    turns: Turns | None = None  # lockstep: this worker's place in the round's rotation
 
 
 INFERENCE_STARTS = "first inference"  # the progress message after which memory is inference memory
@@ -102,15 +112,23 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
     phases["first_inference_s"] = time.perf_counter() - t0
     run = FrameworkRun(info=backend.info, phases_s=phases, outputs=backend.outputs(),
                        batch_size=model.batch_size, model=model.describe())
+    if job.count_flops:  # before timing: in lockstep, other frameworks may be timed after this one
+        progress("counting FLOPs")
+        run.flops = count_flops(model)
     if job.timed:
         def on_timer(stage: str, n: int) -> None:
             progress(f"{stage} run {n}")
 
-        run.measurement = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
-                                  block_timer=None if job.include_io else backend.block_timer())
-    if job.count_flops:
-        progress("counting FLOPs")
-        run.flops = count_flops(model)
+        if job.turns is not None:
+            progress("waiting for the other frameworks (lockstep)")
+            job.turns.arrive()
+        try:
+            run.measurement = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
+                                      block_timer=None if job.include_io else backend.block_timer(),
+                                      turns=job.turns)
+        finally:
+            if job.turns is not None:
+                job.turns.finish()
     backend.close()
     return run
 
@@ -128,7 +146,9 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
     outputs and where they came from: PyTorch, else ``fallback_reference`` (None, None without).
 
     Alternating (A B, B A, ...) with a fresh worker each time spreads slow drift of the machine
-    (thermal, other load) over all frameworks alike; the round-to-round spread is reported.
+    (thermal, other load) over all frameworks alike; the round-to-round spread is reported. With
+    several rounds, each round's frameworks also measure in lockstep, in turns of a quarter
+    second (``lockstep.py``), so a burst of interference of a few seconds hits them all alike.
     """
     events = on_event or (lambda fw, msg: None)
     from tvmbench.tuning.database import database_sources
@@ -139,11 +159,17 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
     base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
     rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}
     for r in range(cfg.rounds):
-        for fw in base if r % 2 == 0 else base[::-1]:
-            tag = f"round {r + 1}/{cfg.rounds}: " if cfg.rounds > 1 else ""
-            job = FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
-                               count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io)
-            rounds[fw].append(_run_job(cfg, job, lambda f, m, tag=tag: events(f, tag + m)))
+        tag = f"round {r + 1}/{cfg.rounds}: " if cfg.rounds > 1 else ""
+        order = base if r % 2 == 0 else base[::-1]
+        jobs = [FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
+                             count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io) for fw in order]
+        tagged = lambda f, m, tag=tag: events(f, tag + m)  # noqa: E731
+        if cfg.interleaved():
+            outcomes = _run_in_lockstep(cfg, jobs, tagged)
+        else:
+            outcomes = [_run_job(cfg, job, tagged) for job in jobs]
+        for job, outcome in zip(jobs, outcomes, strict=True):
+            rounds[job.framework].append(outcome)
     raw = {fw: merge_rounds(outcomes) for fw, outcomes in rounds.items()}
     ref = raw.get(REFERENCE)
     if ref is None and backend_class_runs(REFERENCE, cfg.model):
@@ -225,6 +251,32 @@ def _inline(job: FrameworkJob, on_progress: Callable[[str], None]) -> isolation.
                                  peak_rss_bytes=psutil.Process().memory_info().rss)
     except Exception as e:
         return isolation.Outcome(ok=False, error=isolation.describe_exception(e))
+
+
+def _run_in_lockstep(cfg: RunConfig, jobs: list[FrameworkJob], events: Events) -> list[isolation.Outcome]:
+    """Every job's worker at once, measuring in turns (``lockstep.py``); the outcomes in order.
+    Each worker is watched by its own thread, which frees the worker's place in the rotation when
+    it ends, however it ends."""
+    import multiprocessing as mp
+    import threading
+
+    baton = Baton(len(jobs), mp.get_context("spawn"))
+    outcomes: list[isolation.Outcome | None] = [None] * len(jobs)
+
+    def watch(i: int) -> None:
+        try:
+            outcomes[i] = _run_job(cfg, dataclasses.replace(jobs[i], turns=Turns(baton, i)), events)
+        finally:
+            baton.abandon(i)
+
+    threads = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        while t.is_alive():
+            t.join(0.2)  # short waits: Ctrl-C reaches this thread promptly
+    return [o if o is not None else isolation.Outcome(ok=False, error={
+        "kind": "crash", "type": "WorkerCrashed", "message": "the worker's watcher failed"}) for o in outcomes]
 
 
 def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Outcome:

@@ -17,6 +17,10 @@ Method, in the spirit of ``torch.utils.benchmark.Timer``:
 
 When the user fixes ``--warmup N`` / ``--runs N``, exactly those counts run, one call per sample,
 with no time rules.
+
+In lockstep (``lockstep.py``, several frameworks of a round taking turns), warm-up is one turn,
+the timed phase many short ones, and the timed phase's durations count only this framework's
+turns.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
+from tvmbench.measure.lockstep import TurnClock, Turns
 from tvmbench.measure.stats import median_ci
 
 
@@ -59,6 +64,7 @@ class Measurement:
     timed_calls: int
     timed_wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
+    turns: list[tuple[float, float]] = field(default_factory=list)  # lockstep: each turn's wall-clock span
 
 
 def _ci_rel(samples: list[float]) -> float:
@@ -71,11 +77,12 @@ def _ci_rel(samples: list[float]) -> float:
 
 def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
             on_progress: Callable[[str, int], None] | None = None,
-            block_timer: Callable[[int], float] | None = None) -> Measurement:
+            block_timer: Callable[[int], float] | None = None, turns: Turns | None = None) -> Measurement:
     """Time ``fn`` (one synchronous inference) by the method described in the module docstring.
 
     ``block_timer(k)``, when given, runs ``k`` calls and returns seconds per call from the device's
-    own clock (a remote device); the warm-up, blocking and stopping rules are the same."""
+    own clock (a remote device); the warm-up, blocking and stopping rules are the same. With
+    ``turns`` the calls run only during this framework's turns (lockstep)."""
     cfg = config or TimerConfig()
     clock = time.perf_counter
     calls = 0
@@ -95,6 +102,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     if on_progress:  # at most 4 messages a second: they cross a pipe from the process being measured
         on_progress = _at_most_every(0.25, on_progress)
     warmup: list[float] = []
+    if turns is not None:
+        turns.acquire()
     start = clock()
     while True:
         if cfg.fixed_warmup_runs is not None:
@@ -109,6 +118,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         if on_progress:
             on_progress("warmup", len(warmup))
 
+    if turns is not None:
+        turns.release()
     # Block size from the steadiest warm-up estimate.
     recent = sorted(warmup[-5:]) if warmup else []
     estimate = recent[len(recent) // 2] if recent else 0.0
@@ -120,8 +131,10 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     timed_calls = 0
     start = clock()
     reason = ""
+    own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
+    lockstep = TurnClock(turns, lambda: timed_block(1)) if turns is not None else None
     while True:
-        elapsed = clock() - start
+        elapsed = own if lockstep is not None else clock() - start
         n = len(samples)
         if cfg.fixed_runs is not None:
             if timed_calls >= cfg.fixed_runs:
@@ -136,12 +149,21 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
                 reason = f"maximum time {cfg.max_time_s:g} s reached" + (
                     "" if enough else f" before {cfg.min_runs} runs / {cfg.min_time_s:g} s")
                 break
+        if lockstep is not None:
+            lockstep.before_block()
+        t0 = clock()
         samples.append(timed_block(block))
+        own += clock() - t0
         timed_calls += block
+        if lockstep is not None:
+            lockstep.after_block()
         if on_progress:
             on_progress("timed", timed_calls)
+    if lockstep is not None:
+        lockstep.stop()
     return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
-                       total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json())
+                       total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json(),
+                       turns=lockstep.spans if lockstep is not None else [])
 
 
 def _at_most_every(seconds: float, fn: Callable[[str, int], None]) -> Callable[[str, int], None]:

@@ -102,7 +102,7 @@ def framework_result(outcome: isolation.Outcome, ref_outputs: list[Any] | None, 
         stop_reason=m.stop_reason if m else None, phases_s=run.phases_s, peak_rss_bytes=outcome.peak_rss_bytes,
         peak_gpu_memory_bytes=outcome.peak_gpu_bytes, peak_inference_rss_bytes=outcome.peak_rss_marked_bytes,
         info=run.info, samples_ms=[s * 1e3 for s in samples],
-        rounds=run.rounds)
+        rounds=run.rounds, lockstep_turns=[list(t) for t in m.turns] if m else [])
     if flops and summary.get("median_ms"):
         result.gflops_per_sec = flops / (summary["median_ms"] * 1e-3) / 1e9
     if is_reference:

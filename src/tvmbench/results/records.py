@@ -15,7 +15,8 @@ from tvmbench.measure.records import Rounds
 # Fields of an "ok" framework entry other than the statistics (``stats.summarize``).
 _OK_FIELDS = ("status", "avg_latency_ms", "throughput_samples_per_sec", "total_runs", "device", "warmup_runs",
               "warmup_ms", "block_size", "stop_reason", "first_inference_ms", "phases_s", "peak_rss_bytes",
-              "peak_inference_rss_bytes", "peak_gpu_memory_bytes", "info", "samples_ms", "rounds", "gflops_per_sec", "accuracy")
+              "peak_inference_rss_bytes", "peak_gpu_memory_bytes", "info", "samples_ms", "rounds", "gflops_per_sec", "accuracy",
+              "lockstep_turns")
 
 
 @dataclass
@@ -47,6 +48,8 @@ class FrameworkResult:
     rounds: Rounds | None = None
     gflops_per_sec: float | None = None
     accuracy: dict[str, Any] = field(default_factory=dict)
+    # lockstep: the wall-clock span (Unix seconds) of each turn this framework measured in
+    lockstep_turns: list[list[float]] = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
@@ -87,6 +90,8 @@ class FrameworkResult:
             doc["rounds"] = self.rounds.to_json()
         if self.gflops_per_sec is not None:
             doc["gflops_per_sec"] = self.gflops_per_sec
+        if self.lockstep_turns:
+            doc["lockstep_turns"] = self.lockstep_turns
         doc["accuracy"] = self.accuracy
         return doc
 
@@ -104,7 +109,8 @@ class FrameworkResult:
                    peak_rss_bytes=doc.get("peak_rss_bytes"), peak_gpu_memory_bytes=doc.get("peak_gpu_memory_bytes"),
                    peak_inference_rss_bytes=doc.get("peak_inference_rss_bytes"), info=dict(doc.get("info") or {}), samples_ms=list(doc.get("samples_ms", [])),
                    rounds=Rounds.from_json(doc["rounds"]) if "rounds" in doc else None,
-                   gflops_per_sec=doc.get("gflops_per_sec"), accuracy=dict(doc.get("accuracy", {})))
+                   gflops_per_sec=doc.get("gflops_per_sec"), accuracy=dict(doc.get("accuracy", {})),
+                   lockstep_turns=[list(t) for t in doc.get("lockstep_turns", [])])
 
 
 @dataclass
