@@ -243,3 +243,27 @@ def test_explain_rejects_a_peer_it_cannot_profile(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--model", MLP, "--vs", "tensorrt", "--target", "llvm"])
     assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_layers_pair_by_output_and_weight_size_even_when_the_frameworks_order_branches_differently():
+    """A residual block's 1x1 shortcut and its 3x3 convolutions have the same output size; the
+    peer runs the shortcut first, TVM last. Each pairs with itself (by weight size: TVM's packed
+    weights are near, not equal); a peer layer of a size TVM never produces is reported."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    tvm_calls = [OpTime("fused_conv2d_nhwc_packed_add_relu", "conv2d", "conv", 1.0, 0, 6272, 36864),
+                 OpTime("winograd_product", "winograd product", "conv", 0.5, 1, 6272, 36 * 4096),
+                 OpTime("conv2d_nhwc_packed1", "conv2d", "conv", 0.2, 2, 6272, 4096)]
+    peer_ops = [OpTime("/layer1/downsample/Conv", "Conv", "conv", 0.3, 0, 6272, 4096),
+                OpTime("/layer1/conv1/Conv", "Conv", "conv", 1.1, 1, 6272, 36864),
+                OpTime("/layer1/conv2/Conv", "Conv", "conv", 0.6, 2, 6272, 36864),
+                OpTime("/head/Conv", "Conv", "conv", 0.1, 3, 1000, 512000)]
+    result = match_layers(Breakdown("tvm", 2.0, [], tvm_calls), Breakdown("onnxruntime", 2.1, peer_ops))
+    pairs = {r["tvm_kernel"]: r["peer_layer"] for r in result["layers"]}
+    assert pairs == {"fused_conv2d_nhwc_packed_add_relu": "/layer1/conv1/Conv",
+                     "winograd_product": "/layer1/conv2/Conv", "conv2d_nhwc_packed1": "/layer1/downsample/Conv"}
+    assert "1 of onnxruntime's 4 conv layers" in result["unmatched"]["conv"]
+    no_shapes = [OpTime(op.layer, op.op_type, op.kind, op.ms, op.order) for op in peer_ops]
+    assert "no output shapes" in match_layers(Breakdown("tvm", 2.0, [], tvm_calls),
+                                              Breakdown("openvino", 2.1, no_shapes))["unmatched"]["conv"]

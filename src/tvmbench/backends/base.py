@@ -36,6 +36,7 @@ class OpTime:
     ms: float
     order: int | None = None  # position of its first run in one inference; None: the profiler gives none
     out_elements: int | None = None  # elements of its (first) output, where the profiler says
+    weight_elements: int | None = None  # elements of its second input (a layer's weights), where known
 
 
 @dataclass(frozen=True)

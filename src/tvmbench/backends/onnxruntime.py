@@ -119,14 +119,16 @@ class OnnxRuntimeBackend(Backend):
         times: dict[str, list[float]] = {}
         types: dict[str, str] = {}
         elements: dict[str, int | None] = {}
+        weights: dict[str, int | None] = {}
         for e in sorted(events, key=lambda e: e.get("ts", 0)):  # so nodes are first seen in execution order
             if e.get("cat") == "Node" and e.get("name", "").endswith("_kernel_time"):
                 node = e["name"].removesuffix("_kernel_time")
                 times.setdefault(node, []).append(float(e["dur"]) / 1e3)
                 types[node] = e.get("args", {}).get("op_name", "?")
-                elements.setdefault(node, _first_output_elements(e.get("args", {})))
+                elements.setdefault(node, _elements(e.get("args", {}), "output_type_shape", 0))
+                weights.setdefault(node, _elements(e.get("args", {}), "input_type_shape", 1))
         return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order,
-                       elements[node]) for order, (node, t) in enumerate(times.items())]
+                       elements[node], weights[node]) for order, (node, t) in enumerate(times.items())]
 
     def run(self) -> None:
         self.session.run_with_iobinding(self.binding)  # synchronous: returns when outputs are ready
@@ -142,12 +144,13 @@ class OnnxRuntimeBackend(Backend):
         self.session = None
 
 
-def _first_output_elements(args: dict[str, Any]) -> int | None:
-    """Elements of a profiled node's first output (``output_type_shape``: [{"float": [1, 64]}])."""
+def _elements(args: dict[str, Any], key: str, index: int) -> int | None:
+    """Elements of a profiled node's ``index``-th output or input (``output_type_shape``:
+    ``[{"float": [1, 64]}]``), else None."""
     import math
 
-    shapes = args.get("output_type_shape") or []
+    shapes = args.get(key) or []
     try:
-        return math.prod(next(iter(shapes[0].values())))
+        return math.prod(next(iter(shapes[index].values())))
     except (IndexError, AttributeError, StopIteration, TypeError):
         return None

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -120,8 +121,9 @@ class OpenVINOBackend(Backend):
                     continue
                 times.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
                 types[info.node_name] = info.node_type
-        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order)
-                for order, (node, t) in enumerate(times.items())]
+        shapes = _runtime_elements(compiled)
+        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order,
+                       *shapes.get(node, (None, None))) for order, (node, t) in enumerate(times.items())]
 
     def run(self) -> None:
         self.request.infer()
@@ -137,3 +139,22 @@ class OpenVINOBackend(Backend):
     def close(self) -> None:
         self.request = None
         self.compiled = None
+
+
+def _runtime_elements(compiled: Any) -> dict[str, tuple[int | None, int | None]]:
+    """Per executed node of the compiled model (its runtime graph, whose names are the profiling
+    counters' names): elements of its first output and of its second input (a layer's weights)."""
+    import math
+
+    def elements(shape: Any) -> int | None:
+        try:
+            return math.prod(int(d) for d in shape.to_shape())
+        except Exception:  # a dynamic dimension
+            return None
+
+    out: dict[str, tuple[int | None, int | None]] = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        first = elements(op.get_output_partial_shape(0)) if op.get_output_size() else None
+        second = elements(op.input_value(1).get_partial_shape()) if op.get_input_size() > 1 else None
+        out[op.get_friendly_name()] = (first, second)
+    return out

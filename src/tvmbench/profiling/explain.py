@@ -113,8 +113,11 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any
     ops = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(r.get(name, 0.0) for r in per_run) * 1e3)
            for name in feats]
     in_order = [(i, name) for i, (name, _) in enumerate(sequence[0]) if name in feats]
+    def elements(args: list[dict[str, Any]], index: int) -> int | None:
+        return math.prod(args[index]["shape"]) if len(args) > index else None
+
     per_call = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(run[i][1] for run in sequence) * 1e3,
-                       order, math.prod(feats[name]["outputs"][0]["shape"]) if feats[name]["outputs"] else None)
+                       order, elements(feats[name]["outputs"], 0), elements(feats[name]["inputs"], 1))
                 for order, (i, name) in enumerate(in_order)]
     say("the machine's roofline")
     peak, bandwidth = measure_compute_peak(job.backend.threads), measure_bandwidth(job.backend.threads)
@@ -150,38 +153,53 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
     """TVM's convolution and matmul kernels paired with the peer's layers, one by one.
 
     TVM's fused kernels carry no layer names (the ONNX node names of ONNX Runtime and OpenVINO
-    do: ``/layer1/layer1.0/conv1/Conv``), so layers are paired by execution order within a kind,
-    and only where that can be checked: both run the same number of that kind's operators, the
-    peer's profiler reports output shapes (ONNX Runtime does; OpenVINO's counters do not), and
-    each pair's outputs have the same number of elements (layouts differ, sizes do not).
-    Otherwise the kind is listed as unmatched with the reason. Equal-sized layers that the two
-    frameworks run in different orders (a residual block's branches) would still pair crosswise. A Winograd layer's TVM time is its product kernel only (see ``_layers``).
-    Returns ``{"layers": [...], "unmatched": {kind: reason}}``, layers by TVM's loss, largest
-    first."""
+    do: ``/layer1/layer1.0/conv1/Conv``), so a layer is recognised by its shapes: a TVM kernel
+    pairs with a peer layer of the same output size (layouts differ, sizes do not), preferring
+    the one whose weights are closest in size (TVM's packed, padded or Winograd-transformed
+    weights are near, not equal), then the earliest in execution order. Two frameworks that run a
+    residual block's branches in different orders still pair each branch with itself, since the
+    branches' weights differ. What finds no partner is counted in ``unmatched`` with the reason.
+    A Winograd layer's TVM time is its product kernel only (see ``_layers``). Returns
+    ``{"layers": [...], "unmatched": {kind: reason}}``, layers by TVM's loss, largest first."""
     layers: list[dict[str, Any]] = []
     unmatched: dict[str, str] = {}
     for kind in MATCHED_KINDS:
         ours = _layers([c for c in tvm.calls if c.kind == kind])
-        theirs = [op for op in peer.ops if op.kind == kind]
+        theirs = sorted((op for op in peer.ops if op.kind == kind), key=lambda op: (op.order is None, op.order))
         if not ours and not theirs:
             continue
-        if any(op.order is None for op in theirs):
-            unmatched[kind] = f"{peer.framework}'s profiler gives no execution order"
-            continue
         if any(op.out_elements is None for op in theirs):
-            # by order alone a residual block's branches could be paired crosswise, unseen
-            unmatched[kind] = f"{peer.framework}'s profiler gives no output shapes to check an order-based pairing"
+            unmatched[kind] = f"{peer.framework}'s profile gives no output shapes to recognise its layers by"
             continue
-        theirs.sort(key=lambda op: op.order)
-        if len(ours) != len(theirs):
-            unmatched[kind] = f"TVM runs {len(ours)} {kind} kernels, {peer.framework} {len(theirs)} {kind} layers"
-            continue
-        if any(a.out_elements != b.out_elements for a, b in zip(ours, theirs, strict=True)):
-            unmatched[kind] = "the output sizes in execution order differ (the frameworks order layers differently)"
-            continue
+        pairs, left = _pair_by_shape(ours, theirs)
         layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": b.layer, "tvm_ms": a.ms, "peer_ms": b.ms,
-                    "tvm_loss_ms": a.ms - b.ms} for a, b in zip(ours, theirs, strict=True)]
+                    "tvm_loss_ms": a.ms - b.ms} for a, b in pairs]
+        if left[0] or left[1]:
+            unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
+                               f"{len(theirs)} {kind} layers have no partner of the same output size")
     return {"layers": sorted(layers, key=lambda r: -r["tvm_loss_ms"]), "unmatched": unmatched}
+
+
+def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
+    """Each of ``ours`` (in execution order) with the free one of ``theirs`` of equal output size
+    and nearest weight size, earliest first; and how many of each side were left over."""
+    import math
+
+    def distance(a: OpTime, b: OpTime) -> float:
+        if not a.weight_elements or not b.weight_elements:
+            return math.inf
+        return abs(math.log(a.weight_elements / b.weight_elements))
+
+    free = list(theirs)
+    pairs = []
+    for a in ours:
+        candidates = [b for b in free if b.out_elements == a.out_elements]
+        if not candidates:
+            continue
+        best = min(candidates, key=lambda b: (distance(a, b), free.index(b)))
+        free.remove(best)
+        pairs.append((a, best))
+    return pairs, (len(ours) - len(pairs), len(free))
 
 
 def _layers(calls: list[OpTime]) -> list[OpTime]:
