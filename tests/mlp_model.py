@@ -74,6 +74,12 @@ def build_expand_stride2():
     return _inverted_residual(64, 2)
 
 
+def build_expand_batch4():
+    """Batch 4 at 30x30 (1.4 MB expanded): joined too, a task per image."""
+    net, (x,) = _inverted_residual(30, 1)
+    return net, (torch.randn(4, *x.shape[1:]),)
+
+
 class _WinogradBlocks(torch.nn.Module):
     """3x3 stride-1 convolutions for the Winograd rewrite: 4x4 tiles on an 18x18 map (the last
     tile row and column overhang it by 2), 2x2 tiles on a 9x9 map (by 1), a residual add and

@@ -61,7 +61,7 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
-@pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2"])
+@pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2", "build_expand_batch4"])
 def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder):
     from pathlib import Path
 
@@ -84,9 +84,10 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     parallel = script.index("T.parallel")
     assert parallel < script.index('T.sblock("conv2d_nhwc') and "T.where" in script
     # one task per band of output rows and cache line (16 fp32) of the 96 channels
-    rows_out = {"build_expand_stride1": 60, "build_expand_stride2": 32}[builder]
+    rows_out, batch = {"build_expand_stride1": (60, 1), "build_expand_stride2": (32, 1),
+                       "build_expand_batch4": (30, 4)}[builder]
     bands = rows_out // tiles.largest_divisor(rows_out, expand_window.FUSED_BAND_ROWS)
-    assert f"T.parallel(T.int64({96 // 16 * bands}))" in script
+    assert f"T.parallel(T.int64({batch * 96 // 16 * bands}))" in script
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

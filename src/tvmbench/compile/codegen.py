@@ -3,9 +3,10 @@
 TVM compiles a model's kernels in one LLVM module on one thread: for DenseNet-201 (411 kernels)
 TIR lowering and LLVM took 63 of its 82 s of compile time on this 2-core machine, while the other
 core idled. TVM's lowering and LLVM release the GIL, and several TVM object files link into one
-shared library (``export_library``'s ``addons``), so the kernels are dealt into shards: this
-process builds the executable with its own share of the kernels, while each other shard is
-lowered and written as an object file on its own thread. The Relax functions call an offloaded
+shared library (``export_library``'s ``addons``), so the kernels are dealt into one shard per
+core, each lowered, compiled and written as an object file on its own thread, while this thread
+builds the VM executable without them (writing the machine code is the slow part of
+``export_library``, so it is done on the shards' threads too). The Relax functions call an offloaded
 kernel by its symbol (``call_dps_packed``), which the VM resolves in the loaded library exactly as
 it resolves a kernel compiled in (same name, same calling convention, same memory planning:
 CallTIRRewrite treats both calls alike).
@@ -82,9 +83,10 @@ def _referenced(mod: Any) -> set[str]:
 
 
 def split_kernels(mod: Any, shards: int) -> tuple[Any, list[Any]]:
-    """``mod`` without the kernels of shards 1..n-1, and those shards as TIR modules whose
-    functions are exported under their names. Every kernel called other than by a static
-    ``call_tir`` (a symbolic-shape call, say) stays in ``mod``."""
+    """``mod`` without its kernels, and the kernels dealt into ``shards`` TIR modules whose
+    functions are exported under their names (nothing split below ``MIN_KERNELS_PER_SHARD``
+    kernels a shard). Every kernel called other than by a static ``call_tir`` (a symbolic-shape
+    call, say) stays in ``mod``."""
     kernels = [(gv, f) for gv, f in mod.functions_items() if isinstance(f, tvm.tirx.PrimFunc)]
     shards = min(shards, len(kernels) // MIN_KERNELS_PER_SHARD)
     if shards < 2:
@@ -109,7 +111,8 @@ def _object(part: Any, target: Any, path: Path) -> str:
 
 
 def build_in_parallel(mod: Any, target: Any, build_main: Any, shards: int | None = None) -> Built:
-    """``build_main(main_module)`` on this thread, the offloaded kernels' object files on others."""
+    """``build_main(module without the kernels)`` on this thread, the kernels' object files on
+    one thread per shard."""
     main, parts = split_kernels(mod, shards or workers())
     if not parts:
         return Built(build_main(mod))

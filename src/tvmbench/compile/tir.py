@@ -117,12 +117,12 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
 def fusion_role(func: Any) -> str | None:
     """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"window"`` for a
     per-channel window reduction (depthwise convolution, pooling: two reduction axes of at most
-    7), else None: the two halves the expansion fusion joins."""
+    7), else None: the two halves the expansion fusion joins (at any batch size)."""
     try:
         found = single_reduction(func)
     except Exception:
         return None
-    if found is None or len(found[1]) != 4 or None in found[1] or found[1][0] != 1:
+    if found is None or len(found[1]) != 4 or None in found[1]:
         return None
     reduce, shape = found
     if len(reduce) == 1:
