@@ -85,6 +85,21 @@ def export_program(model: LoadedModel) -> Any:
         raise RuntimeError(f"torch.export failed for {model.name}: {type(e).__name__}: {headline(e)}") from e
 
 
+def _eager_attention(module: Any) -> bool:
+    """Switch the Hugging Face models inside ``module`` from SDPA to eager attention (the same
+    arithmetic, written as matmul and softmax); whether any was switched. TVM's importer
+    re-traces the exported program with its decompositions, and there the fake SDPA gives
+    GPT-2's attention output above batch 1 strides its next ``view`` refuses ("Cannot view a
+    tensor with shape [8, 128, 768] and strides (768, 6144, 1)"); eager attention does not. Only the TVM worker's own copy of the model is switched: PyTorch eager keeps SDPA."""
+    switched = False
+    for sub in module.modules():
+        config = getattr(sub, "config", None)
+        if hasattr(sub, "set_attn_implementation") and getattr(config, "_attn_implementation", None) == "sdpa":
+            sub.set_attn_implementation("eager")
+            switched = True
+    return switched
+
+
 def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:
     from tvm.relax.frontend.torch import from_exported_program
 
@@ -95,6 +110,8 @@ def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:
     try:
         mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=CUSTOM_CONVERTERS)
     except (AssertionError, ValueError, NotImplementedError) as e:
+        if model.exported is None and model.module is not None and _eager_attention(model.module):
+            return _import_torch(model, timings)  # once: no SDPA is left to switch
         raise (_unsupported(model.name, str(e)) or e) from e
     timings["import"] = time.perf_counter() - t0
     return mod
