@@ -156,11 +156,11 @@ def test_tensor_intrinsics_import_with_bare_frames_and_inspect_is_restored():
 
     from tvm.s_tir import TensorIntrin
 
-    from tvmbench.compile.intrinsics import CUDA_INTRIN, import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+    from tvmbench.compile.intrinsics import CUDA_INTRIN, import_tensor_intrin, stub_cuda_tensor_intrin
 
     stack = inspect.stack
     stub_cuda_tensor_intrin()  # what a CPU tuning run leaves behind in the same process
-    import_cuda_tensor_intrin()
+    import_tensor_intrin("cuda")
     import sys
 
     cuda = sys.modules[CUDA_INTRIN]

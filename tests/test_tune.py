@@ -29,7 +29,7 @@ def tuned(tmp_path_factory):
     """Tune the MLP once (a few batches) and keep the database and report."""
     db = tmp_path_factory.mktemp("db")
     report = db / "report.json"
-    code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "48", "--trials-per-iter", "16",
+    code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
                  "--db", str(db), "--output", str(report), "--quiet"])
     assert code == 0
     return db, json.loads(report.read_text())
@@ -85,7 +85,7 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     first = TuningDatabase.open(db).count_records()
     report = tmp_path / "report.json"
     assert main(["tune", "--model", MODEL, "--target", "llvm", "--strategy", "dpmeta", "--top-k", "2",
-                 "--trials", str(first + 12), "--db", str(db), "-q", "--no-history", "-o", str(report)]) == 0
+                 "--trials", str(first + 6), "--db", str(db), "-q", "--no-history", "-o", str(report)]) == 0
     assert TuningDatabase.open(db).count_records() > first
     lines = (db / RECORDS).read_text().splitlines()
     runs = [json.loads(line)[1][1] for line in lines[first:]]
@@ -324,7 +324,7 @@ def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
 def test_killed_tuning_run_resumes_and_counts_trials_already_done(tmp_path):
     db = tmp_path / "db"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
-    cmd = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "64",
+    cmd = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "32",
            "--trials-per-iter", "16", "--db", str(db), "--quiet"]
     proc = subprocess.Popen(cmd, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -337,13 +337,13 @@ def test_killed_tuning_run_resumes_and_counts_trials_already_done(tmp_path):
     os.killpg(proc.pid, signal.SIGKILL)  # the process and its builder/runner workers
     proc.wait()
     before = TuningDatabase.open(db).count_records()
-    assert 16 <= before < 64
+    assert 16 <= before < 32
     report = tmp_path / "report.json"
-    assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "64", "--trials-per-iter", "16",
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
                  "--db", str(db), "--output", str(report), "--quiet"]) == 0
     r = json.loads(report.read_text())
     assert r["trials_before"] == before
-    assert r["trials_after"] >= 64 > before
+    assert r["trials_after"] >= 32 > before
     assert (db / WORKLOADS).is_file()
 
 
@@ -376,7 +376,7 @@ def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path):
     with loopback_devices("loop", servers=2) as port:
         db = tmp_path / "db"
         report = tmp_path / "report.json"
-        assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
+        assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "16", "--trials-per-iter", "16",
                      "--rpc", f"127.0.0.1:{port}", "--rpc-key", "loop", "--rpc-workers", "2", "--db", str(db),
                      "--output", str(report), "--quiet"]) == 0
         r = json.loads(report.read_text())

@@ -1,9 +1,10 @@
-"""TVM's CUDA tensor-core intrinsics, imported fast or stubbed out.
+"""TVM's tensor intrinsics, imported fast, the CUDA ones stubbed out where no GPU is targeted.
 
-``import tvm.s_tir.tensor_intrin`` takes ~40 s here (almost all of it the CUDA tensor-core
-intrinsics). A CUDA build needs them (DLight's tensor-core matmul rule), and so does CUDA tuning;
-:func:`import_cuda_tensor_intrin` imports them in ~3 s instead of 40-250 s, and
-:func:`stub_cuda_tensor_intrin` keeps a CPU-only process from paying for them at all.
+``import tvm.s_tir.tensor_intrin`` takes ~40 s here with the CUDA tensor-core intrinsics, and
+with them stubbed the other ISAs' (ROCm, Arm, Hexagon, dot products) still took 67 s in a tuning
+worker on a Zen 3 host: MetaSchedule's tuning context imports the package for every CPU task.
+A CUDA build needs the CUDA ones (DLight's tensor-core matmul rule), and so does CUDA tuning.
+:func:`import_tensor_intrin` imports what the target needs in a few seconds instead.
 """
 
 from __future__ import annotations
@@ -63,11 +64,13 @@ def _bare_frame_inspection() -> Iterator[None]:
         inspect.stack, inspect.getouterframes = stack, outer
 
 
-def import_cuda_tensor_intrin() -> None:
-    """Import the real tensor intrinsics (DLight's tensor-core matmul rule and MetaSchedule's CUDA
-    tuning need them), fast."""
-    unstub_cuda_tensor_intrin()
-    if CUDA_INTRIN in sys.modules:
-        return
-    with _bare_frame_inspection():
-        importlib.import_module(CUDA_INTRIN)
+def import_tensor_intrin(target_kind: str) -> None:
+    """Import ``tvm.s_tir.tensor_intrin`` fast (MetaSchedule's tuning context imports it for every
+    task; a CUDA build's tensor-core matmul rule needs it): the real CUDA intrinsics when
+    ``target_kind`` is "cuda", an empty stand-in for them otherwise."""
+    if target_kind == "cuda":
+        unstub_cuda_tensor_intrin()
+    else:
+        stub_cuda_tensor_intrin()
+    with _bare_frame_inspection():  # (importing the CUDA module imports the package first)
+        importlib.import_module(CUDA_INTRIN if target_kind == "cuda" else CUDA_INTRIN.rsplit(".", 1)[0])

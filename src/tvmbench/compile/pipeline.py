@@ -176,9 +176,9 @@ def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_gr
     """Optimise and compile to a Relax VM executable (kernels of a native CPU build compiled on
     every core: ``codegen.py``)."""
     if target.kind == "cuda":
-        from tvmbench.compile.intrinsics import import_cuda_tensor_intrin
+        from tvmbench.compile.intrinsics import import_tensor_intrin
 
-        import_cuda_tensor_intrin()
+        import_tensor_intrin("cuda")
     mod = optimize(mod, target, database, on_legalized)
     tvm_target = target.tvm()
 

@@ -3,10 +3,9 @@
 ``import tvm.s_tir.tensor_intrin`` takes ~40 s here (almost all of it the CUDA tensor-core
 intrinsics), and MetaSchedule's default builder imports it in every builder worker, which it
 re-creates for every batch, with a 30 s timeout: every build times out and tuning never measures
-anything. :func:`fast_build` is the default build without that import, and
-:func:`stub_cuda_tensor_intrin` keeps the main process from paying for it when the target is a CPU.
-``fast_build`` lives in an installed module because the builder pickles it by reference. The
-intrinsics' import and stub are in ``compile/intrinsics.py``.
+anything. :func:`fast_build` is the default build without that import; ``compile/intrinsics.py``
+imports them fast in the main process (the CUDA ones only for CUDA). ``fast_build`` lives in an
+installed module because the builder pickles it by reference.
 """
 
 from __future__ import annotations

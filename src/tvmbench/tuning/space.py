@@ -13,10 +13,9 @@ class DesignSpace:
     the postprocessors that make a replayed trace legal or reject it."""
 
     def __init__(self, mod: Any, target: ResolvedTarget) -> None:
-        from tvmbench.compile.intrinsics import stub_cuda_tensor_intrin
+        from tvmbench.compile.intrinsics import import_tensor_intrin
 
-        if target.kind == "llvm":
-            stub_cuda_tensor_intrin()  # the tuning context imports them: ~15 s, for nothing on a CPU
+        import_tensor_intrin(target.kind)  # the tuning context imports them, slowly otherwise
         from tvm.s_tir import meta_schedule as ms
 
         self.mod = mod

@@ -401,12 +401,9 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
                         f"{list(COST_MODELS)}, scheduler one of {list(SCHEDULERS)}")
     if not 0 < cfg.alpha < 1:
         raise UserError(f"--alpha is a significance level between 0 and 1, got {cfg.alpha}")
-    from tvmbench.compile.intrinsics import import_cuda_tensor_intrin, stub_cuda_tensor_intrin
+    from tvmbench.compile.intrinsics import import_tensor_intrin
 
-    if target.kind == "llvm":
-        stub_cuda_tensor_intrin()
-    else:
-        import_cuda_tensor_intrin()  # the tuning context imports them otherwise, slowly
+    import_tensor_intrin(target.kind)  # the tuning context imports them otherwise, slowly
     os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
     from tvm.s_tir import meta_schedule as ms
 
