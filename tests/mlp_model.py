@@ -53,15 +53,16 @@ def _random_statistics(net):
     return net
 
 
-def _inverted_residual(size, stride):
+def _inverted_residual(size, stride, inner=96):
     """mobilenet_v2's block: a 1x1 expansion 16 -> 96 (more than 1 MB of output at these sizes, so
     the pipeline joins it with the depthwise convolution), the depthwise 3x3, the 1x1 projection;
     batch norms with non-identity statistics."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(
-        torch.nn.Conv2d(16, 96, 1, bias=False), torch.nn.BatchNorm2d(96), torch.nn.ReLU6(),
-        torch.nn.Conv2d(96, 96, 3, stride=stride, padding=1, groups=96, bias=False), torch.nn.BatchNorm2d(96),
-        torch.nn.ReLU6(), torch.nn.Conv2d(96, 24, 1, bias=False), torch.nn.BatchNorm2d(24))
+        torch.nn.Conv2d(16, inner, 1, bias=False), torch.nn.BatchNorm2d(inner), torch.nn.ReLU6(),
+        torch.nn.Conv2d(inner, inner, 3, stride=stride, padding=1, groups=inner, bias=False),
+        torch.nn.BatchNorm2d(inner), torch.nn.ReLU6(), torch.nn.Conv2d(inner, 24, 1, bias=False),
+        torch.nn.BatchNorm2d(24))
     return _random_statistics(net).eval(), (torch.randn(1, 16, size, size),)
 
 
@@ -72,6 +73,11 @@ def build_expand_stride1():
 
 def build_expand_stride2():
     return _inverted_residual(64, 2)
+
+
+def build_expand_72():
+    """mnasnet's 72 channels: not whole AVX-512 vectors (64x64, 1.2 MB expanded: joined)."""
+    return _inverted_residual(64, 2, inner=72)
 
 
 def build_expand_batch4():

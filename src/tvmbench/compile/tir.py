@@ -127,6 +127,6 @@ def fusion_role(func: Any) -> str | None:
     reduce, shape = found
     if len(reduce) == 1:
         return "dot"
-    if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4:
-        return "window"
+    if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4 and shape[3] % 4 == 0:
+        return "window"  # (channels in whole vectors of 4 lanes or more: ExpandWindow's tiles)
     return None
