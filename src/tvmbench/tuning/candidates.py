@@ -28,7 +28,7 @@ class CandidateTimer:
                  builder: Any = None) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmbench.tuning.build import fast_build
+        from tvmbench.tuning.build import fast_build, local_builder
 
         self.target = target
         # One build worker: MetaSchedule's builder starts its workers afresh for every call, and each
@@ -36,8 +36,7 @@ class CandidateTimer:
         # handful of candidates save. A schedule LLVM needs more than build_timeout_s to compile (a
         # draw can unroll a transform into a huge function), or that runs longer than
         # run_timeout_s, is a failed candidate, as in MetaSchedule's search.
-        self.builder = builder or ms.builder.LocalBuilder(f_build=fast_build, max_workers=1,
-                                                          timeout_sec=build_timeout_s)
+        self.builder = builder or local_builder(f_build=fast_build, max_workers=1, timeout_sec=build_timeout_s)
         self.runner = ms.runner.LocalRunner(timeout_sec=run_timeout_s, evaluator_config=ms.runner.EvaluatorConfig(
             number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, enable_cpu_cache_flush=flush))
 

@@ -405,15 +405,14 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
     import_tensor_intrin(target.kind)  # the tuning context imports them otherwise, slowly
     os.environ["TVM_NUM_THREADS"] = str(cfg.threads)  # the runner measures with the benchmark's threads
-    from tvm.s_tir import meta_schedule as ms
 
-    from tvmbench.tuning.build import cross_export, fast_build
+    from tvmbench.tuning.build import cross_export, fast_build, local_builder
 
     start = time.monotonic()
     tasks = extract_tasks(model, target)
     ms_db = db.ms_database()
-    builder = ms.builder.LocalBuilder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
-                                      f_export=None if target.is_native or target.kind == "cuda" else cross_export)
+    builder = local_builder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
+                            f_export=None if target.is_native or target.kind == "cuda" else cross_export)
     runner = make_runner(cfg)
     meta = db.meta()
     defaults = commit_default_schedules(tasks, ms_db, target, builder, runner, meta.get("default_us", {}))
