@@ -10,6 +10,7 @@ installed module because the builder pickles it by reference.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 
@@ -47,19 +48,14 @@ def local_builder(**kwargs: Any) -> Any:
     return _quick_builder_class()(**kwargs)
 
 
-_QUICK_BUILDER: list[Any] = []
-
-
+@functools.cache
 def _quick_builder_class() -> Any:
-    if not _QUICK_BUILDER:
-        from tvm.ir.utils import derived_object
-        from tvm.s_tir.meta_schedule.builder import LocalBuilder
+    from tvm.ir.utils import derived_object
+    from tvm.s_tir.meta_schedule.builder import LocalBuilder
 
-        @derived_object
-        class QuickLocalBuilder(LocalBuilder._cls):  # type: ignore[name-defined,misc]
-            def _sanity_check(self) -> None:
-                return None
+    @derived_object
+    class QuickLocalBuilder(LocalBuilder._cls):  # type: ignore[name-defined,misc]
+        def _sanity_check(self) -> None:
+            return None
 
-        _QUICK_BUILDER.append(QuickLocalBuilder)
-    return _QUICK_BUILDER[0]
-
+    return QuickLocalBuilder
