@@ -90,7 +90,8 @@ def _eager_attention(module: Any) -> bool:
     arithmetic, written as matmul and softmax); whether any was switched. TVM's importer
     re-traces the exported program with its decompositions, and there the fake SDPA gives
     GPT-2's attention output above batch 1 strides its next ``view`` refuses ("Cannot view a
-    tensor with shape [8, 128, 768] and strides (768, 6144, 1)"); eager attention does not. Only the TVM worker's own copy of the model is switched: PyTorch eager keeps SDPA."""
+    tensor with shape [8, 128, 768] and strides (768, 6144, 1)"); eager attention does not. Only
+    the TVM worker's own copy of the model is switched: PyTorch eager keeps SDPA."""
     switched = False
     for sub in module.modules():
         config = getattr(sub, "config", None)
