@@ -3,8 +3,8 @@
 
 Each parallel task owns an image of the batch, a block of channels and a band of the window's
 output rows; it computes the convolution for the rows the band reads (halo included), applies its
-epilogue and padding,
-then the window, all on a tile of some hundred KB that stays in L2. Unfused, mobilenet_v2's
+epilogue and padding, then the window, all on a tile of some hundred KB that stays in L2.
+Unfused, mobilenet_v2's
 16->96 expansion at 112x112 wrote 4.8 MB at 68 GFLOP/s, bound by memory, and the depthwise
 convolution read it all back.
 """
