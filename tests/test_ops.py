@@ -3,8 +3,6 @@ after a kill, queries and exports, and one-line errors for bad input."""
 
 import json
 import math
-import os
-import signal
 import sqlite3
 import subprocess
 import sys
@@ -189,7 +187,7 @@ def test_a_store_of_the_previous_schema_gains_the_new_table_when_opened_for_writ
     assert rows(path, "SELECT COUNT(*) FROM tuning_records") == [(0,)]
 
 
-def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path):
+def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path, kill_group):
     path = tmp_path / "ops.sqlite"
     cmd = [sys.executable, "-m", "tvmbench.cli", "ops", "collect", "--models", CNN, "--threads", "1", "--runs", "3",
            "--target", "llvm", "--store", str(path), "-q"]
@@ -205,8 +203,7 @@ def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path):
             if before >= 2:
                 break
         time.sleep(0.05)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_group(proc)  # the process and its workers, all gone
     assert before >= 2, "the collection ended or stalled before it was killed"
     kept = rows(path, "SELECT COUNT(*) FROM measurements")[0][0]  # still readable after the kill
     out = subprocess.run(cmd[:-1], capture_output=True, text=True, timeout=600)

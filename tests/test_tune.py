@@ -4,7 +4,6 @@ import importlib.util
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import time
@@ -321,7 +320,7 @@ def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
     assert view is not None and info["applied_records"] == report["trials_after"]
 
 
-def test_killed_tuning_run_resumes_and_stops_cleanly_at_a_time_budget(tmp_path):
+def test_killed_tuning_run_resumes_and_stops_cleanly_at_a_time_budget(tmp_path, kill_group):
     db = tmp_path / "db"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     cmd = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "32",
@@ -334,8 +333,7 @@ def test_killed_tuning_run_resumes_and_stops_cleanly_at_a_time_budget(tmp_path):
         if records.is_file() and len(records.read_text().splitlines()) >= 16:
             break
         time.sleep(0.5)
-    os.killpg(proc.pid, signal.SIGKILL)  # the process and its builder/runner workers
-    proc.wait()
+    kill_group(proc)  # the process and its workers, all gone
     before = TuningDatabase.open(db).count_records()
     assert 16 <= before < 32
     # The resumed run also stops cleanly at a time budget, after a batch (one tuning run serves

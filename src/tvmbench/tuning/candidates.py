@@ -28,8 +28,9 @@ class CandidateTimer:
                  builder: Any = None) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmbench.tuning.build import fast_build, local_builder
+        from tvmbench.tuning.build import fast_build, light_workers, local_builder
 
+        light_workers()
         self.target = target
         # One build worker: MetaSchedule's builder starts its workers afresh for every call, and each
         # start imports TVM (and torch through it), which costs more than the parallel builds of a

@@ -209,6 +209,10 @@ def make_runner(cfg: TuneConfig) -> Any:
     """Measure locally, or on the devices registered with an RPC tracker under ``rpc_key``."""
     from tvm.s_tir import meta_schedule as ms
 
+    from tvmbench.tuning.build import light_workers
+
+    light_workers()
+
     evaluator = ms.runner.EvaluatorConfig(number=cfg.runner_number, repeat=cfg.runner_repeat,
                                           min_repeat_ms=cfg.runner_min_repeat_ms,
                                           enable_cpu_cache_flush=cfg.cpu_cache_flush)
