@@ -65,3 +65,29 @@ def test_the_search_descends_a_known_landscape_and_stops_at_its_optimum():
     assert out.accepted >= 8 and all(b <= a for a, b in zip(out.history, out.history[1:], strict=False))
     capped = search(start, 2, neighbours, measure, trials=5)
     assert capped.trials == 5 and capped.stopped == "trial budget reached"
+
+
+def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs_only_its_candidate():
+    """The builder's worker lasts across batches (MetaSchedule's starts one per batch, 2 s each)
+    and never loads torch; a candidate LLVM cannot build is an error, its neighbours are built."""
+    import tvm
+    from tvm import te
+    from tvm.s_tir.meta_schedule.builder import BuilderInput
+
+    from tvmbench.tuning.build import fast_build, local_builder
+    from tvmbench.tuning.candidates import remove_artifacts
+
+    a = te.placeholder((64,), name="a")
+    mod = tvm.IRModule({"main": te.create_prim_func([a, te.compute((64,), lambda i: a[i] * 2.0)])})
+    ok, bad = tvm.target.Target({"kind": "llvm"}), tvm.target.Target({"kind": "llvm", "mtriple": "nonsense-cpu-none"})
+    builder = local_builder(f_build=fast_build, max_workers=1, timeout_sec=30)
+    pids = []
+    for _ in range(2):
+        built = builder.build([BuilderInput(mod, ok), BuilderInput(mod, bad), BuilderInput(mod, ok)])
+        assert [b.error_msg is None for b in built] == [True, False, True]
+        assert "exception" in built[1].error_msg and all(b.artifact_path for b in (built[0], built[2]))
+        pids.append([w._proc.pid for w in builder.pool._worker_map.values()])
+    assert pids[0] == pids[1] and len(pids[0]) == 1
+    with open(f"/proc/{pids[0][0]}/maps") as maps:
+        assert "libtorch" not in maps.read()
+    remove_artifacts(built)

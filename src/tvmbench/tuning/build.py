@@ -39,12 +39,19 @@ def cross_export(mod: Any) -> str:
     return path
 
 
+WORKER_USES = 64  # builds per worker process before it is replaced (MetaSchedule's workers leak)
+
+
 def local_builder(**kwargs: Any) -> Any:
-    """MetaSchedule's LocalBuilder (same arguments) without its start-up sanity check: the check
-    starts a pool of worker processes of its own (each imports TVM and torch: 4.5 s measured on a
-    Zen 3 host) only to look up the build functions, in every tuning and operator-lab process.
-    Builds start their own pool per batch anyway, and a missing function fails each candidate
-    there with its error."""
+    """MetaSchedule's LocalBuilder (same arguments) that keeps its worker processes.
+
+    MetaSchedule's builder starts a pool of workers for every batch of candidates (its workers
+    leak memory over many uses) and another for a start-up sanity check that only looks up the
+    build functions. Each start imports TVM (2 s even without torch, see ``light_workers``), which
+    Droplet's small batches and the operator lab's one-kernel builds paid every time. This one
+    keeps its pool, replaces each worker after ``WORKER_USES`` builds, and skips the check (a
+    missing function fails each candidate with its error). A build that times out or crashes
+    takes its worker with it; the pool starts another."""
     light_workers()
     return _quick_builder_class()(**kwargs)
 
@@ -59,7 +66,32 @@ def _quick_builder_class() -> Any:
         def _sanity_check(self) -> None:
             return None
 
+        def build(self, build_inputs: list[Any]) -> list[Any]:
+            return _build_in_pool(self, build_inputs)
+
     return QuickLocalBuilder
+
+
+def _build_in_pool(builder: Any, build_inputs: list[Any]) -> list[Any]:
+    """``LocalBuilder.build`` with the builder's own lasting pool (started on first use)."""
+    from tvm.s_tir.meta_schedule.builder import BuilderResult
+    from tvm.s_tir.meta_schedule.builder import local_builder as ms_local
+    from tvm.support.popen_pool import PopenPoolExecutor, StatusKind
+
+    if getattr(builder, "pool", None) is None:
+        builder.pool = PopenPoolExecutor(max_workers=builder.max_workers, timeout=builder.timeout_sec,
+                                         initializer=builder.initializer, maximum_process_uses=WORKER_USES)
+    work = [(builder.f_build, builder.f_export, b.mod, b.target, ms_local._serialize_params(b.params))
+            for b in build_inputs]
+    results = []
+    for done in builder.pool.map_with_error_catching(lambda x: ms_local._worker_func(*x), work):
+        if done.status == StatusKind.COMPLETE:
+            results.append(BuilderResult(done.value, None))
+        elif done.status == StatusKind.TIMEOUT:
+            results.append(BuilderResult(None, f"LocalBuilder: Timeout, killed after {builder.timeout_sec} seconds"))
+        else:
+            results.append(BuilderResult(None, f"LocalBuilder: An exception occurred\n{done.value}"))
+    return results
 
 
 @functools.cache
