@@ -9,7 +9,7 @@ import psutil
 import pytest
 
 from tvmbench.errors import UserError
-from tvmbench.measure.isolation import run_isolated
+from tvmbench.measure.isolation import hard_limit, run_isolated
 
 GiB = 2**30
 
@@ -69,6 +69,22 @@ def test_memory_hog_is_killed_at_the_limit():
     assert not out.ok and out.error["kind"] == "oom"
     assert "out of memory" in out.error["message"]
     assert out.peak_rss_bytes > 1 * GiB
+
+
+def allocates_at_once(size, progress):
+    import resource
+
+    progress(str(resource.getrlimit(resource.RLIMIT_DATA)[0]))
+    return len(bytearray(size))  # one allocation, over the limit, faster than a poll could see
+
+
+def test_an_allocation_faster_than_the_poll_is_refused_by_the_kernel_and_reported_as_out_of_memory():
+    seen = []
+    out = run_isolated(allocates_at_once, 3 * GiB, timeout_s=60, memory_limit_bytes=1 * GiB, on_progress=seen.append)
+    assert seen == [str(hard_limit(GiB))] and hard_limit(GiB) == 1.5 * GiB
+    assert not out.ok and out.error["kind"] == "oom" and "hard limit of 1.5 GiB" in out.error["message"]
+    assert out.peak_rss_bytes < GiB  # refused before a page of it was touched
+    assert run_isolated(allocates_at_once, 2**20, timeout_s=60, memory_limit_bytes=1 * GiB).value == 2**20
 
 
 @pytest.mark.parametrize("fn, kind, text", [(user_mistake, "user", "needs the package"),
@@ -192,7 +208,7 @@ def reports_pid_and_hangs(arg, progress):
 PARENT = """
 import sys
 sys.path.insert(0, {tests!r})
-from tvmbench.measure.isolation import run_isolated
+from tvmbench.measure.isolation import hard_limit, run_isolated
 from test_isolation import reports_pid_and_hangs
 
 run_isolated(reports_pid_and_hangs, None, timeout_s=3600, memory_limit_bytes=8 * 2**30,

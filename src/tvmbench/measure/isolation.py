@@ -6,6 +6,15 @@ library starts its pool, and a segfault, a hang or runaway memory is recorded as
 failure while the parent keeps every other framework's result. The parent samples the worker's
 resident memory in the background (the peak is reported) and kills it past the memory limit or
 the timeout, checking both on every turn of its loop; a worker dies with its parent.
+
+The poll cannot stop an allocation faster than its 50 ms turn (one array of 30 GiB), so a CPU
+worker also runs under a hard limit the kernel enforces (``RLIMIT_DATA``: its private writable
+memory, which stays within ~25 % of its resident memory for torch and TVM, measured; the address
+space limit would not do, their reserved address space is 3-4x what they use). The hard limit is
+the memory limit plus a quarter (at least 512 MiB) for what is mapped but not yet touched: the
+poll stays the precise limit, the kernel the backstop, and an allocation the kernel refuses is
+reported as the framework's out-of-memory failure. GPU workers get no hard limit: the CUDA
+driver's mappings are not the process's memory.
 """
 
 from __future__ import annotations
@@ -69,9 +78,31 @@ def _first_to_go_when_memory_runs_out() -> None:
             f.write("1000")
 
 
-def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str], parent: int) -> None:
+def hard_limit(memory_limit_bytes: int) -> int:
+    """The kernel-enforced limit of a worker whose resident memory is polled against ``memory_limit_bytes``."""
+    return memory_limit_bytes + max(memory_limit_bytes // 4, 512 * 2**20)
+
+
+def _limit_data(limit: int | None) -> None:
+    if limit:
+        import resource
+
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _refused_allocation(error: dict[str, Any]) -> bool:
+    """A worker's exception that is an allocation the kernel refused (Python, numpy, torch, C++)."""
+    text = f"{error.get('type')}: {error.get('message')}"
+    return error.get("type") == "MemoryError" or any(
+        s in text for s in ("can't allocate memory", "Cannot allocate memory", "bad_alloc", "Unable to allocate"))
+
+
+def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str], parent: int,
+           data_limit: int | None = None) -> None:
     _die_with_parent(parent)
     _first_to_go_when_memory_runs_out()
+    _limit_data(data_limit)
     os.environ.update(env)
     try:
         value = fn(arg, lambda msg: conn.send(("progress", msg)))
@@ -140,7 +171,8 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     """
     ctx = mp.get_context("spawn")
     recv_conn, send_conn = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}, os.getpid()), daemon=True)
+    limit = hard_limit(memory_limit_bytes) if gpu_sampler is None else None
+    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}, os.getpid(), limit), daemon=True)
     start = time.monotonic()
     with _main_script_hidden():
         proc.start()
@@ -207,6 +239,11 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
             how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
             outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
                                                "message": f"the worker process {how} (a crash inside the framework)"})
+    if not outcome.ok and limit and outcome.error.get("kind") == "exception" and _refused_allocation(outcome.error):
+        outcome.error = {**outcome.error, "kind": "oom", "type": "MemoryLimitExceeded",
+                         "message": f"out of memory: an allocation failed at the worker's hard limit of "
+                                    f"{limit / 2**30:.1f} GiB ({outcome.error['message']}; raise it with "
+                                    "--memory-limit, or use a smaller batch or sequence)"}
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
     outcome.peak_rss_marked_bytes = marked or None
     outcome.peak_gpu_bytes = peak_gpu
