@@ -19,7 +19,10 @@ def _kill_group(proc, timeout: float = 30.0) -> None:
     import time
 
     pgid = proc.pid
-    os.killpg(pgid, signal.SIGKILL)
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except ProcessLookupError:  # all gone already
+        pass
     proc.wait()  # the leader, reaped: a zombie would still count as the group's
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

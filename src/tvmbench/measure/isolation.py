@@ -1,6 +1,6 @@
 """Run one framework's measurement in its own process.
 
-Each framework measures in a fresh ``spawn`` process: its thread pools, allocators and JIT caches
+Each framework measures in a fresh process (see ``context``): its thread pools, allocators and JIT caches
 cannot slow down the next framework, its thread count is set in the environment before any
 library starts its pool, and a segfault, a hang or runaway memory is recorded as that framework's
 failure while the parent keeps every other framework's result. The parent samples the worker's
@@ -9,12 +9,12 @@ the timeout, checking both on every turn of its loop; a worker dies with its par
 
 The poll cannot stop an allocation faster than its 50 ms turn (one array of 30 GiB), so a CPU
 worker also runs under a hard limit the kernel enforces (``RLIMIT_DATA``: its private writable
-memory, which stays within ~25 % of its resident memory for torch and TVM, measured; the address
-space limit would not do, their reserved address space is 3-4x what they use). The hard limit is
-the memory limit plus a quarter (at least 512 MiB) for what is mapped but not yet touched: the
-poll stays the precise limit, the kernel the backstop, and an allocation the kernel refuses is
-reported as the framework's out-of-memory failure. GPU workers get no hard limit: the CUDA
-driver's mappings are not the process's memory.
+memory; the address-space limit would not do, torch's and TVM's reserved address space is 3-4x
+what they use). Private writable memory runs ahead of resident memory by what is mapped but not
+touched: 0.48 GiB in a worker that has only imported torch and TVM (measured), so the hard limit
+is the memory limit plus half of it, at least 1 GiB. The poll stays the precise limit and the
+kernel the backstop; an allocation the kernel refuses is reported as the framework's
+out-of-memory failure. GPU workers get no hard limit: the CUDA driver maps memory of its own.
 """
 
 from __future__ import annotations
@@ -57,16 +57,47 @@ def describe_exception(e: BaseException) -> dict[str, Any]:
             "traceback": traceback.format_exc()}
 
 
-def _die_with_parent(parent: int) -> None:
+def _die_with_parent() -> None:
     """Have the kernel kill this worker when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a
-    ``kill -9`` of tvmbench never leaves a worker running on; if the parent is already gone, go."""
+    ``kill -9`` of tvmbench never leaves a worker running on; if the parent is already gone, go.
+    A forked worker's parent is the fork server, which exits as soon as tvmbench is gone."""
     if sys.platform.startswith("linux"):
         import ctypes
 
         with contextlib.suppress(OSError, AttributeError):
             ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # 1: PR_SET_PDEATHSIG
-    if os.getppid() != parent:
+    if os.getppid() == 1:  # adopted by init: the parent died before the signal was armed
         os._exit(1)
+    from multiprocessing import forkserver
+
+    # A forked worker holds a copy of the pipe whose end tells the fork server that tvmbench is
+    # gone; closed here, or the server would wait for the worker, and the worker for the server.
+    alive = getattr(forkserver._forkserver, "_forkserver_alive_fd", None)
+    if alive is not None:  # only set in a worker the fork server made
+        with contextlib.suppress(OSError):
+            os.close(alive)
+        forkserver._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
+
+
+PRELOAD = ["torch", "tvm"]
+
+
+def context(preloaded: bool = True) -> Any:
+    """Where workers come from: forked from a server that has imported torch and TVM, or spawned.
+
+    A spawned worker is a new interpreter that imports torch and TVM itself: 6-7 s on the 2-core
+    hosts here, most of a small model's run and the larger part of the test suite's time. The
+    fork server (started on first use) imports them once; each worker is then a fork of that
+    pristine process (0.03 s), which has run nothing: no thread pool started, no allocation made,
+    no model seen, so a worker is as fresh as a spawned one. Thread counts still hold: PyTorch,
+    ONNX Runtime and OpenVINO are given theirs explicitly, and TVM reads ``TVM_NUM_THREADS`` when
+    its pool starts, in the worker. Outside Linux, or for a worker that must not have torch (a
+    package's), workers are spawned."""
+    if not preloaded or not sys.platform.startswith("linux"):
+        return mp.get_context("spawn")
+    ctx = mp.get_context("forkserver")
+    ctx.set_forkserver_preload(PRELOAD)  # read when the server starts (once per tvmbench process)
+    return ctx
 
 
 def _first_to_go_when_memory_runs_out() -> None:
@@ -80,7 +111,7 @@ def _first_to_go_when_memory_runs_out() -> None:
 
 def hard_limit(memory_limit_bytes: int) -> int:
     """The kernel-enforced limit of a worker whose resident memory is polled against ``memory_limit_bytes``."""
-    return memory_limit_bytes + max(memory_limit_bytes // 4, 512 * 2**20)
+    return memory_limit_bytes + max(memory_limit_bytes // 2, 2**30)
 
 
 def _limit_data(limit: int | None) -> None:
@@ -98,11 +129,12 @@ def _refused_allocation(error: dict[str, Any]) -> bool:
         s in text for s in ("can't allocate memory", "Cannot allocate memory", "bad_alloc", "Unable to allocate"))
 
 
-def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str], parent: int,
+def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str],
            data_limit: int | None = None) -> None:
-    _die_with_parent(parent)
+    _die_with_parent()
     _first_to_go_when_memory_runs_out()
     _limit_data(data_limit)
+    os.environ.clear()
     os.environ.update(env)
     try:
         value = fn(arg, lambda msg: conn.send(("progress", msg)))
@@ -161,18 +193,22 @@ def _main_script_hidden() -> Iterator[None]:
 
 def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
                  env: dict[str, str] | None = None, on_progress: Progress | None = None,
-                 poll_s: float = 0.05, gpu_sampler: Any | None = None, mark: str | None = None) -> Outcome:
-    """Call ``fn(arg, progress)`` in a spawned process and return what happened.
+                 poll_s: float = 0.05, gpu_sampler: Any | None = None, mark: str | None = None,
+                 preloaded: bool = True) -> Outcome:
+    """Call ``fn(arg, progress)`` in a fresh worker process and return what happened; with
+    ``preloaded=False`` a spawned one, in which torch is not imported (see ``context``).
 
     ``fn`` must be a module-level function (it is pickled by reference). With ``gpu_sampler``
     (a GpuMemorySampler), the peak device memory of the worker's processes is recorded too. From
     the progress message ``mark`` on, the peak resident memory is also kept on its own
     (``peak_rss_marked_bytes``): the worker's memory during inference, without its compile.
     """
-    ctx = mp.get_context("spawn")
+    ctx = context(preloaded)
     recv_conn, send_conn = ctx.Pipe(duplex=False)
     limit = hard_limit(memory_limit_bytes) if gpu_sampler is None else None
-    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, env or {}, os.getpid(), limit), daemon=True)
+    # The whole environment as it is now, as spawn passes it: a forked worker would otherwise
+    # see the server's, from when it started.
+    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, {**os.environ, **(env or {})}, limit), daemon=True)
     start = time.monotonic()
     with _main_script_hidden():
         proc.start()

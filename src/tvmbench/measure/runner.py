@@ -257,10 +257,11 @@ def _run_in_lockstep(cfg: RunConfig, jobs: list[FrameworkJob], events: Events) -
     """Every job's worker at once, measuring in turns (``lockstep.py``); the outcomes in order.
     Each worker is watched by its own thread, which frees the worker's place in the rotation when
     it ends, however it ends."""
-    import multiprocessing as mp
     import threading
 
-    baton = Baton(len(jobs), mp.get_context("spawn"))
+    from tvmbench.models import is_package
+
+    baton = Baton(len(jobs), isolation.context(not any(is_package(j.model) for j in jobs)))
     outcomes: list[isolation.Outcome | None] = [None] * len(jobs)
 
     def watch(i: int) -> None:
@@ -280,6 +281,8 @@ def _run_in_lockstep(cfg: RunConfig, jobs: list[FrameworkJob], events: Events) -
 
 
 def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Outcome:
+    from tvmbench.models import is_package
+
     def progress(msg: str) -> None:
         events(job.framework, msg)
 
@@ -297,4 +300,5 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
         sampler = GpuMemorySampler()
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
                                   memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
-                                  on_progress=progress, gpu_sampler=sampler, mark=INFERENCE_STARTS)
+                                  on_progress=progress, gpu_sampler=sampler, mark=INFERENCE_STARTS,
+                                  preloaded=not is_package(job.model))
