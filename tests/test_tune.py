@@ -13,7 +13,7 @@ import pytest
 
 from tvmbench.cli import main
 from tvmbench.targets import resolve_target
-from tvmbench.tuning.database import RECORDS, WORKLOADS, TuningDatabase
+from tvmbench.tuning.database import LOCK, RECORDS, WORKLOADS, TuningDatabase
 
 from .rpc_devices import loopback_devices
 
@@ -332,6 +332,9 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
             "--trials-per-iter", "16", "--db", str(db)]
     first = subprocess.Popen([*tune, "--quiet"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                              start_new_session=True)
+    deadline = time.monotonic() + 120
+    while not (db / LOCK).exists() and time.monotonic() < deadline and first.poll() is None:
+        time.sleep(0.1)  # the first holds the lock (its file is made as it is taken) before the second starts
     report, said = tmp_path / "report.json", tmp_path / "second.txt"
     with open(said, "w") as out:
         second = subprocess.Popen([*tune, "--time-budget", "5s", "--output", str(report)], env=env, stdout=out,
