@@ -69,15 +69,36 @@ def test_second_run_reuses_the_compiled_library(resnet_result, tmp_path, capsys)
     assert "pytorch" not in r
 
 
-def test_tiny_bert_matches_pytorch(tmp_path, capsys):
+def test_verbose_prints_a_counter_once_and_each_new_step(capsys):
+    from rich.console import Console
+
+    from tvmbench.cli.common import status_events
+
+    on_event = status_events(None, 0.0, Console(stderr=True, width=60))
+    for fw, msg in [("tvm", "timed run 40"), ("tvm", "timed run 80"), ("onnxruntime", "timed run 10"),
+                    ("tvm", "a long step " + "x" * 80), ("tvm", "timed run 120")]:
+        on_event(fw, msg)
+    lines = capsys.readouterr().err.splitlines()
+    assert [line.split("s  ", 1)[1] for line in lines] == [
+        "tvm: timed run 40", "onnxruntime: timed run 10", "tvm: a long step " + "x" * 80, "tvm: timed run 120"]
+
+
+def test_tiny_bert_matches_pytorch_and_verbose_prints_the_compile_stages_in_order(tmp_path, capsys):
     path = tmp_path / "bert.json"
-    code, out, _ = run_cli(["run", "--model", "bert-base-uncased", "--seq-length", "32", "--hf-config",
-                            "num_hidden_layers=1", "--warmup", "1", "--runs", "3", "--output", str(path)], capsys)
+    code, out, err = run_cli(["run", "--model", "bert-base-uncased", "--seq-length", "32", "--hf-config",
+                              "num_hidden_layers=1", "--warmup", "1", "--runs", "3", "--output", str(path),
+                              "--no-cache", "-v"], capsys)
     r = json.loads(path.read_text())
     assert code == 0, out
     assert r["seq_length"] == 32
     assert r["tvm_relax"]["accuracy"]["passed"] and len(r["tvm_relax"]["accuracy"]["outputs"]) == 2
     assert "bert-base-uncased" in out and "tvm" in out and "pytorch" in out
+    tvm = [line.split("tvm: ", 1)[1] for line in err.splitlines() if " s  tvm: " in line]
+    steps = ["building the model", "imported into Relax through", " kernels (", "scheduled", "lowering",
+             "compiled in", "first inference", "warmup run"]
+    where = [next((i for i, line in enumerate(tvm) if s in line), None) for s in steps]
+    assert None not in where and where == sorted(where), tvm
+    assert any(" s  pytorch: first inference" in line for line in err.splitlines())
 
 
 @pytest.mark.parametrize(

@@ -386,18 +386,19 @@ def test_db_commands_show_merge_prune_export(tuned, tmp_path, capsys):
         assert {Path(n).name for n in tar.getnames()} >= {WORKLOADS, RECORDS}
 
 
-def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path):
+def test_tuning_over_rpc_on_loopback_with_two_servers(tmp_path, capsys):
     """A tracker and two device servers on 127.0.0.1 (TVM's own, started by tvmbench), a small
-    tuning run measured through them, then everything stopped."""
+    tuning run measured through them, then everything stopped; -v prints a line per batch."""
     with loopback_devices("loop", servers=2) as port:
         db = tmp_path / "db"
         report = tmp_path / "report.json"
         assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "16", "--trials-per-iter", "16",
                      "--rpc", f"127.0.0.1:{port}", "--rpc-key", "loop", "--rpc-workers", "2", "--db", str(db),
-                     "--output", str(report), "--quiet"]) == 0
+                     "--output", str(report), "-v"]) == 0
         r = json.loads(report.read_text())
         assert r["trials_after"] >= 16
         assert any(t["best_us"] for t in r["tasks"] if "matmul" in t["name"])
+        assert f"trials {r['trials_after']}/16" in capsys.readouterr().err
 
 
 def test_rpc_with_an_unknown_key_is_one_clear_error(capsys, tmp_path):

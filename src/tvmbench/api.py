@@ -188,9 +188,10 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
          input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0, layout: str = "auto",
          timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
          on_warning: Callable[[str], None] | None = None, wait: bool = True,
-         history: str | Path | bool | None = None, **config: Any) -> tuple[Any, Path]:
+         history: str | Path | bool | None = None, verbose: bool = False, **config: Any) -> tuple[Any, Path]:
     """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
-    the cache), in a worker process; a second call resumes. ``config`` are :class:`TuneConfig`
+    the cache), in a worker process; a second call resumes. ``verbose``: MetaSchedule's per-task
+    tables go to stderr (they always go to the database's ``logs/`` folder). ``config`` are :class:`TuneConfig`
     fields (``trials``, ``time_budget_s``, ``strategy``, ...). ``on_progress(trials done, trials
     budget, estimated ms of the tuned kernels)``; ``on_warning`` hears what the database reports
     on opening and when it waits for another process writing the database (with ``wait=False``
@@ -209,7 +210,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     check_rpc(cfg.rpc_tracker, cfg.rpc_key)
     database = TuningDatabase.open(db or default_database_dir(resolved), resolved, create=True)
-    job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg)
+    job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg,
+                  verbose=verbose)
     with database.writing(wait=wait, on_wait=on_warning):  # the worker appends; no one else may
         for warning in database.warnings if on_warning else []:
             on_warning(warning)

@@ -87,6 +87,7 @@ class Backend(ABC):
         self.options = self.options_type.from_settings(config.options)
         self.phases_s: dict[str, float] = {}  # convert/import/compile/load..., seconds
         self.info: dict[str, Any] = {}  # device, versions, settings: recorded in the result
+        self.log: Callable[[str], None] = lambda message: None  # steps worth a line with --verbose
 
     @classmethod
     def missing_requirement(cls) -> str | None:

@@ -112,9 +112,11 @@ class TVMBackend(Backend):
             imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
+        self.log(f"imported into Relax through {imported.frontend} ("
+                 + ", ".join(f"{k} {v:.1f} s" for k, v in imported.timings_s.items()) + ")")
         self.schedules = load_databases(self.config.databases, target)  # what the profiler reports per kernel
         compiled = compile_model(imported, target, self.schedules, use_cache=self.config.use_cache,
-                                 cuda_graph=self.options.cuda_graph, remote=bool(self.options.rpc))
+                                 cuda_graph=self.options.cuda_graph, remote=bool(self.options.rpc), log=self.log)
         self.phases_s["compile_s"] = compiled.compile_s
         self.phases_s["load_library_s"] = compiled.load_s
         facts = {"frontend": imported.frontend, "precision": precision, "pipeline": compiled.pipeline,

@@ -40,11 +40,27 @@ def check_output(*paths: str | Path | None) -> None:
             check_writable(p)
 
 
-def status_events(status: Any, started: float) -> Any:
-    """An ``on_event(framework, message)`` that shows progress in a rich status line."""
+def status_events(status: Any, started: float, log: Any = None) -> Any:
+    """An ``on_event(framework, message)`` that shows progress in a rich status line and, with a
+    ``log`` console (``--verbose``), also prints each step as its own timestamped line: the
+    worker's stages and the compile's (import, passes, kernels, codegen, cache). Counters
+    ("timed run 40", "timed run 80") print once, when they start; the status line follows them."""
+    import re
     import time
 
+    last: dict[str, str] = {}
+
     def on_event(fw: str, msg: str) -> None:
-        status.update(f"[bold]{fw}[/bold]: {msg}  [dim]({time.monotonic() - started:.0f} s)[/dim]")
+        elapsed = time.monotonic() - started
+        if status is not None:
+            status.update(f"[bold]{fw}[/bold]: {msg}  [dim]({elapsed:.0f} s)[/dim]")
+        shape = re.sub(r"\d+", "#", msg)
+        if log is not None and last.get(fw) != shape:
+            last[fw] = shape
+            log.print(f"[dim]{elapsed:7.1f} s[/dim]  [bold]{fw}[/bold]: {msg}", highlight=False, soft_wrap=True)
 
     return on_event
+
+
+def add_verbose_arg(parser: Any, what: str) -> None:
+    parser.add_argument("--verbose", "-v", action="store_true", help=f"print {what} as it happens")

@@ -19,7 +19,14 @@ from tvmbench.cli.args import (
     positive_int,
     run_settings,
 )
-from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, check_output, make_console, status_events
+from tvmbench.cli.common import (
+    EXIT_FAILED,
+    EXIT_OK,
+    add_verbose_arg,
+    check_output,
+    make_console,
+    status_events,
+)
 from tvmbench.errors import UserError
 
 
@@ -57,6 +64,7 @@ def add_compare_parser(sub: Any) -> None:
                          help="keep the points an interrupted run with the same options wrote to --output, "
                               "measure the rest")
     compare.add_argument("--quiet", "-q", action="store_true")
+    add_verbose_arg(compare, "each worker's steps and the compile log")
     compare.set_defaults(handler=cmd_compare)
 
 
@@ -87,12 +95,14 @@ def cmd_compare(args: argparse.Namespace) -> int:
         if "status" not in status_box:
             status_box["status"] = console.status("starting")
             status_box["status"].start()
-        status_events(status_box["status"], started)(fw, msg)
+        status_box.setdefault("events", status_events(status_box["status"], started,
+                                                      console if args.verbose else None))(fw, msg)
 
     def on_result(doc: dict[str, Any]) -> None:
         measured.append(doc["model"])
         if "status" in status_box:
             status_box.pop("status").stop()
+            status_box.pop("events", None)
         if not args.quiet and not args.json:
             print_run(doc, console=console, errors=console)
 

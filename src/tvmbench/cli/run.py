@@ -28,6 +28,7 @@ from tvmbench.cli.common import (
     EXIT_FAILED,
     EXIT_OK,
     EXIT_USAGE,
+    add_verbose_arg,
     check_output,
     make_console,
     status_events,
@@ -84,6 +85,7 @@ def add_run_parser(sub: Any) -> None:
     run.add_argument("--memory-limit", type=positive_float, default=None,
                      help="GiB per framework worker (default: 90%% of the machine)")
     run.add_argument("--quiet", "-q", action="store_true", help="no progress, only the table")
+    add_verbose_arg(run, "each worker's steps and the compile log (import, passes, kernels, codegen, cache)")
     run.set_defaults(handler=cmd_run)
 
 
@@ -121,7 +123,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     for note in target.notes:
         console.print(f"[dim]target: {note}[/dim]")
     with console.status("starting") as status:
-        result = api.run_benchmark(cfg, status_events(status, time.monotonic()))
+        log = console if getattr(args, "verbose", False) else None
+        result = api.run_benchmark(cfg, status_events(status, time.monotonic(), log))
     doc = result.to_json()
     entry = record("run", doc, history=history_arg(args), environment=result.environment,
                    target=result.target_config)

@@ -19,7 +19,7 @@ from tvmbench.cli.args import (
     positive_int,
     tune_config,
 )
-from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
+from tvmbench.cli.common import EXIT_OK, add_verbose_arg, check_output, make_console, write_json
 
 
 def add_tune_parser(sub: Any) -> None:
@@ -29,6 +29,7 @@ def add_tune_parser(sub: Any) -> None:
     tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
     tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    add_verbose_arg(tune, "a line per batch of trials and MetaSchedule's per-task tables (on stderr)")
     add_history_args(tune)
     tune.set_defaults(handler=cmd_tune)
 
@@ -62,14 +63,19 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
     with Progress(*columns, console=console, transient=True) as progress:
         bar = progress.add_task(model, total=config["trials"], best="")
 
+        verbose = getattr(args, "verbose", False)
+
         def on_progress(done: int, total: int, estimate: float | None) -> None:
             best = f"tuned kernels ~{estimate:.2f} ms/inference" if estimate is not None else ""
             progress.update(bar, completed=min(done, total), best=best)
+            if verbose:
+                progress.console.print(f"trials {done}/{total}" + (f", {best}" if best else ""), highlight=False)
 
         report, path = api.tune(model, target or args.target, db=args.db, layout=getattr(args, "layout", "auto"),
                                 timeout=float(args.tune_timeout), on_progress=on_progress,
                                 on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
                                 wait=not getattr(args, "no_wait", False), history=history_arg(args),
+                                verbose=verbose,
                                 threads=args.threads or None,
                                 **model_kwargs(args), **config)
     for file in report.curve_files:

@@ -14,6 +14,7 @@ import functools
 import hashlib
 import json
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -74,10 +75,12 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
 
 
 def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: TunedSchedules | None = None,
-                  cuda_graph: bool = False, use_cache: bool = True, remote: bool = False) -> CompiledModel:
+                  cuda_graph: bool = False, use_cache: bool = True, remote: bool = False,
+                  log: Callable[[str], None] | None = None) -> CompiledModel:
     """Compile (or load from the cache) with the tuned schedules where they have them and
     tvmbench's default schedules elsewhere. ``remote``: the library is for a device behind an RPC
-    tracker; it is cross-compiled where needed and not loaded here."""
+    tracker; it is cross-compiled where needed and not loaded here. ``log`` hears each stage
+    (``--verbose``)."""
     import tvm
 
     from tvmbench.compile import pipeline
@@ -89,6 +92,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
             "use a CPU target of this machine (--target llvm), run it on such a device through a TVM RPC "
             "tracker (--rpc HOST:PORT --rpc-key KEY), or build it here without running it with --compile-only"
         )
+    say = log or (lambda message: None)
     schedules = schedules or TunedSchedules()
     dbs, infos = schedules.databases, schedules.infos
     database = schedules.union()
@@ -112,6 +116,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
         if not dbs:
             return
         total, per, together = pipeline.coverage(legal, dbs)
+        say(f"tuning records for {together} of the {total} kernels")
         applied = iter(per)
         for info in infos:
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
@@ -119,13 +124,18 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
 
     if not hit:
         t0 = time.perf_counter()
-        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=count_tuned)
+        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=count_tuned, on_stage=say)
         with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
             export_library(built, tmp, target)
         compile_s = time.perf_counter() - t0  # LLVM writes most of the machine code on export
         write_text_atomic(folder / "meta.json", json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
              "database": db_info}, indent=2, default=str))
+        say(f"compiled in {compile_s:.1f} s into {lib_path}")
+    else:
+        say(f"compiled library taken from the cache: {lib_path}")
+    for warning in warnings:
+        say(f"warning: {warning}")
     t0 = time.perf_counter()
     library = None if remote else tvm.runtime.load_module(str(lib_path))
     load_s = time.perf_counter() - t0

@@ -23,6 +23,7 @@ tvmbench's passes live in ``passes/`` (one module each), its rules in ``rules/``
 from __future__ import annotations
 
 import contextlib
+import time
 from typing import Any
 
 import tvm
@@ -161,25 +162,36 @@ def coverage(legal: Any, databases: list[Any]) -> tuple[int, list[int], int]:
 
 
 def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None,
-             on_legalized: Any | None = None) -> Any:
+             on_legalized: Any | None = None, on_stage: Any | None = None) -> Any:
     """Stages 1-3: scheduled functions, ready for VM lowering. ``on_legalized`` sees the module
-    between stages 2 and 3 (the tuner's view of it)."""
+    between stages 2 and 3 (the tuner's view of it); ``on_stage`` hears each stage's time."""
+    say = on_stage or (lambda message: None)
+    t0 = time.perf_counter()
     mod = legalized(mod, target)
+    if on_stage is not None:  # counted only for the log: per_inference copies the module
+        kernels = sum(1 for f in per_inference(mod).functions.values() if isinstance(f, tvm.tirx.PrimFunc))
+        say(f"simplified, legalized and fused into {kernels} kernels ({time.perf_counter() - t0:.1f} s)")
     if on_legalized is not None:
         on_legalized(mod)
+    t0 = time.perf_counter()
     with target.tvm(), (database if database is not None else contextlib.nullcontext()):
-        return tvm.transform.Sequential(schedule_passes(target, database))(mod)
+        mod = tvm.transform.Sequential(schedule_passes(target, database))(mod)
+    say(f"scheduled ({'tuning records, then ' if database is not None else ''}tvmbench's default rules; "
+        f"{time.perf_counter() - t0:.1f} s)")
+    return mod
 
 
 def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False,
-          on_legalized: Any | None = None) -> Built:
+          on_legalized: Any | None = None, on_stage: Any | None = None) -> Built:
     """Optimise and compile to a Relax VM executable (kernels of a native CPU build compiled on
-    every core: ``codegen.py``)."""
+    every core: ``codegen.py``). ``on_stage`` hears each stage's time (``--verbose``)."""
     if target.kind == "cuda":
         from tvmbench.compile.intrinsics import import_tensor_intrin
 
         import_tensor_intrin("cuda")
-    mod = optimize(mod, target, database, on_legalized)
+    mod = optimize(mod, target, database, on_legalized, on_stage)
+    if on_stage is not None:
+        on_stage("lowering for the VM and generating machine code")
     tvm_target = target.tvm()
 
     def build_vm(module: Any) -> Any:

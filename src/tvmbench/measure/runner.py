@@ -101,6 +101,7 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
     model = load_model(job.model, job.options)
     phases["load_model_s"] = time.perf_counter() - t0
     backend = backend_class(job.framework)(job.backend)
+    backend.log = progress
     progress("importing and compiling" if job.framework == "tvm" else "preparing")
     t0 = time.perf_counter()
     backend.prepare(model)

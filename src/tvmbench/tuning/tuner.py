@@ -297,6 +297,7 @@ class TuneJob:
     target: ResolvedTarget
     db_path: str
     config: TuneConfig
+    verbose: bool = False  # MetaSchedule's stdout tables to stderr instead of /dev/null
 
 
 def run_tune_job(job: TuneJob, progress: Callable[[Any], None]) -> TuneReport:
@@ -306,11 +307,10 @@ def run_tune_job(job: TuneJob, progress: Callable[[Any], None]) -> TuneReport:
     database keeps every batch measured so far.
 
     MetaSchedule prints per-task tables to stdout at every batch; the full logs also go to the
-    database's ``logs/`` folder, so stdout is pointed at /dev/null and progress comes back as
-    messages.
+    database's ``logs/`` folder, so stdout is pointed at /dev/null (at stderr with ``verbose``:
+    stdout stays the caller's, for results) and progress comes back as messages.
     """
-    devnull = os.open(os.devnull, os.O_WRONLY)
-    os.dup2(devnull, 1)
+    os.dup2(2 if job.verbose else os.open(os.devnull, os.O_WRONLY), 1)
     model = load_model(job.model, job.options)
     db = TuningDatabase.open(job.db_path, job.target, create=True)
     return tune_model(model, job.target, db, job.config, lambda done, total, est: progress((done, total, est)))
