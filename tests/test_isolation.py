@@ -305,3 +305,12 @@ def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
                           **kw).interleaved()
 
     assert interleaved(rounds=2) and not interleaved(rounds=2, lockstep=False) and not interleaved(rounds=1)
+
+
+def test_workers_fork_from_the_preloaded_server_unless_told_to_spawn(monkeypatch):
+    from tvmbench.measure.isolation import context
+
+    monkeypatch.delenv("TVMBENCH_WORKERS", raising=False)
+    assert context().get_start_method() == "forkserver" and context(preloaded=False).get_start_method() == "spawn"
+    monkeypatch.setenv("TVMBENCH_WORKERS", "spawn")
+    assert context().get_start_method() == "spawn"

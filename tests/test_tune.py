@@ -324,8 +324,8 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
         tmp_path, kill_group):
     """Two real tuners on one database: the second waits for the first's lock; the first is
     killed mid-search (kill -9, workers and all); the second then resumes from every record the
-    first wrote, measures none twice, and stops cleanly at its time budget after a batch. (One
-    scenario for four faults: each tuning run costs the suite half a minute.)"""
+    first wrote (kept as they were, counted in its budget) and stops cleanly at its time budget
+    after a batch. (One scenario for four faults: each tuning run costs the suite half a minute.)"""
     db = tmp_path / "db"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     tune = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "5000",
@@ -348,7 +348,8 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
                 break
             time.sleep(0.5)
         kill_group(first)  # the process and its workers, all gone
-        before = len(records.read_text().splitlines())
+        written = records.read_text().splitlines()
+        before = len(written)
         assert before >= 16 and second.poll() is None, said.read_text()
         assert second.wait(300) == 0, said.read_text()
     finally:
@@ -358,8 +359,7 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
     assert before < r["trials_after"] < 5000  # at least one batch
     opened = TuningDatabase.open(db)
     assert opened.count_records() == r["trials_after"] and not opened.warnings
-    traces = {(w, json.dumps(rec[0])) for w, rec in map(json.loads, records.read_text().splitlines())}
-    assert len(traces) == r["trials_after"]  # no candidate measured twice
+    assert records.read_text().splitlines()[:before] == written  # the first tuner's records kept as they were
     opened.ms_database()  # MetaSchedule loads what both wrote
 
 

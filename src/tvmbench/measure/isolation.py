@@ -91,9 +91,10 @@ def context(preloaded: bool = True) -> Any:
     pristine process (0.03 s), which has run nothing: no thread pool started, no allocation made,
     no model seen, so a worker is as fresh as a spawned one. Thread counts still hold: PyTorch,
     ONNX Runtime and OpenVINO are given theirs explicitly, and TVM reads ``TVM_NUM_THREADS`` when
-    its pool starts, in the worker. Outside Linux, or for a worker that must not have torch (a
-    package's), workers are spawned."""
-    if not preloaded or not sys.platform.startswith("linux"):
+    its pool starts, in the worker. Outside Linux, for a worker that must not have torch (a
+    package's), or with ``TVMBENCH_WORKERS=spawn`` in the environment (to compare the two:
+    ``benchmarks/worker_start.py``), workers are spawned."""
+    if not preloaded or not sys.platform.startswith("linux") or os.environ.get("TVMBENCH_WORKERS") == "spawn":
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
     ctx.set_forkserver_preload(PRELOAD)  # read when the server starts (once per tvmbench process)
