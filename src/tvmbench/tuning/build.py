@@ -97,8 +97,8 @@ def _build_in_pool(builder: Any, build_inputs: list[Any]) -> list[Any]:
 @functools.cache
 def light_workers() -> None:
     """Make TVM's process pools in this process start ``tuning/popen_worker.py``, TVM's worker
-    without torch (2 s to start instead of 6.8 s on a Zen 3 host; the builder starts one per batch
-    of candidates). Only the worker command changes: the pool module's ``subprocess`` is replaced
+    without torch (2 s to start instead of 6.8 s on a Zen 3 host; the runner's workers and the
+    builder's, each replaced after ``WORKER_USES`` builds). Only the worker command changes: the pool module's ``subprocess`` is replaced
     by a view of it whose ``Popen`` rewrites that one command."""
     import subprocess
     import types

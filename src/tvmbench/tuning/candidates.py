@@ -32,9 +32,8 @@ class CandidateTimer:
 
         light_workers()
         self.target = target
-        # One build worker: MetaSchedule's builder starts its workers afresh for every call, and each
-        # start imports TVM (and torch through it), which costs more than the parallel builds of a
-        # handful of candidates save. A schedule LLVM needs more than build_timeout_s to compile (a
+        # One build worker, kept across calls (``local_builder``): a handful of candidates per call
+        # gains little from parallel builds. A schedule LLVM needs more than build_timeout_s to compile (a
         # draw can unroll a transform into a huge function), or that runs longer than
         # run_timeout_s, is a failed candidate, as in MetaSchedule's search.
         self.builder = builder or local_builder(f_build=fast_build, max_workers=1, timeout_sec=build_timeout_s)
