@@ -5,6 +5,7 @@ import json
 import pytest
 
 from tvmbench.cli import main
+from tvmbench.errors import UserError
 from tvmbench.models import ModelOptions, load_model
 from tvmbench.models.onnx_export import onnx_file
 
@@ -65,3 +66,17 @@ def test_an_unknown_torch_compile_mode_is_a_usage_error(capsys):
         main(["run", "--model", "resnet18", "--frameworks", "torch_compile", "--torch-compile-mode", "fast"])
     assert exit_info.value.code == 2
     assert "--torch-compile-mode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("given, error", [
+    ("broken", "is not name=module:Class"),
+    ("tvm=tests.ghost_backend:GhostBackend", "takes the name of a tvmbench framework"),
+    ("x=tests.no_such_module:X", "cannot be loaded: No module named 'tests.no_such_module'"),
+    ("x=tvmbench.errors:UserError", "is not a tvmbench.backends.Backend subclass"),
+])
+def test_a_framework_plugin_that_cannot_be_used_is_a_one_line_usage_error(monkeypatch, given, error):
+    from tvmbench.backends import load_class, parse_frameworks
+
+    monkeypatch.setenv("TVMBENCH_BACKENDS", given)
+    with pytest.raises(UserError, match=error):
+        load_class(parse_frameworks("x")[0])

@@ -169,9 +169,7 @@ def test_unconvertible_op_fails_tvm_only_and_names_the_op(tmp_path, capsys):
 
 
 def test_missing_framework_is_reported_not_fatal(tmp_path, capsys, monkeypatch):
-    from tvmbench import backends
-
-    monkeypatch.setitem(backends.REGISTRY, "ghost", "tests.ghost_backend:GhostBackend")
+    monkeypatch.setenv("TVMBENCH_BACKENDS", "ghost=tests.ghost_backend:GhostBackend")  # a plugin
     path = tmp_path / "g.json"
     code, _, err = run_cli(["run", "--model", "resnet18", "--image-size", "32", "--frameworks", "pytorch,ghost",
                             "--runs", "2", "--warmup", "1", "--output", str(path), "-q", "--no-isolation"], capsys)

@@ -241,3 +241,29 @@ def test_a_model_file_under_the_home_folder_is_found_with_a_tilde(tmp_path, monk
     (tmp_path / "net.py").write_text(Path(MLP.rpartition(":")[0]).read_text())
     check_model_name("~/net.py:build")
     assert load_model("~/net.py:build", ModelOptions()).module is not None
+
+
+def test_workers_that_segfault_hang_or_eat_memory_lose_nothing_of_the_frameworks_beside_them(tmp_path, monkeypatch,
+                                                                                             capfd):
+    """One run, TVM beside three frameworks that fail in their workers (plugins, tests/faulty_backend.py):
+    each failure is one line naming its framework and what happened (a crash's native dump goes to a
+    log file that line names, not to the terminal), TVM's result is measured and written, and the
+    exit status is 1 (a failure, not a usage error)."""
+    from .faulty_backend import PLUGINS
+
+    monkeypatch.setenv("TVMBENCH_BACKENDS", PLUGINS)
+    out = tmp_path / "result.json"
+    code = main(["run", "--model", MLP, "--target", "llvm", "--frameworks", "tvm,segfaults,hangs,hogs", "--runs", "20",
+                 "--warmup", "3", "--timeout", "20", "--memory-limit", "2", "--no-history", "--json", "-q",
+                 "-o", str(out)])
+    captured = capfd.readouterr()  # file descriptors: what the workers wrote is caught too
+    err = [line for line in captured.err.splitlines() if line.strip()]
+    assert code == 1 and len(err) == 3, captured.err
+    lines = {line.split(":")[1].strip(): line for line in err}
+    assert sorted(lines) == ["hangs", "hogs", "segfaults"], captured.err
+    assert "SIGSEGV" in lines["segfaults"] and "20 s" in lines["hangs"] and "memory" in lines["hogs"], lines
+    dump = Path(lines["segfaults"].rpartition("the worker's output: ")[2].rstrip(")"))
+    assert "egfault" in dump.read_text()
+    for doc in (json.loads(captured.out), json.loads(out.read_text())):
+        assert doc["tvm_relax"]["status"] == "ok" and doc["tvm_relax"]["median_ms"] > 0
+        assert [doc[fw]["status"] for fw in ("segfaults", "hangs", "hogs")] == ["failed"] * 3

@@ -98,8 +98,10 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                db: str | None = None, pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
                include_io: bool = False, precision: str = "fp32", torch_compile_mode: str = "default",
                openvino_hint: str = "latency", cuda_graph: bool = False, timeout: float = 3600.0,
-               memory_limit_gib: float | None = None, remote: dict[str, str] | None = None) -> RunConfig:
-    """The one place a run's configuration is put together (``run`` and ``compare`` both use it)."""
+               memory_limit_gib: float | None = None, remote: dict[str, str] | None = None,
+               show_worker_output: bool = False) -> RunConfig:
+    """The one place a run's configuration is put together (``run`` and ``compare`` both use it).
+    ``show_worker_output``: workers print to this terminal (else to log files kept when they fail)."""
     if untuned and db:
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
     if cuda_graph and resolved.kind != "cuda":
@@ -121,7 +123,7 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                      use_pretuned=pretuned and not untuned, use_cache=cache, isolate=isolate, timeout_s=timeout,
                      rounds=rounds, lockstep=lockstep, include_io=include_io,
                      memory_limit_bytes=int(memory_limit_gib * 2**30) if memory_limit_gib else 0,
-                     backend_options=backend_options)
+                     backend_options=backend_options, show_worker_output=show_worker_output)
 
 
 def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, what: str,

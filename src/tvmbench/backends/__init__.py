@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import importlib
+import os
 
 from tvmbench.backends.base import Backend, BackendConfig
 from tvmbench.errors import FrameworkUnavailableError, MissingFrameworkError, UserError
@@ -26,13 +28,52 @@ ALIASES = {"torch": "pytorch", "eager": "pytorch", "tvm_relax": "tvm", "relax": 
            "inductor": "torch_compile", "torch.compile": "torch_compile", "torchcompile": "torch_compile",
            "trt": "tensorrt"}
 
-__all__ = ["ALIASES", "FRAMEWORKS", "REGISTRY", "VARIANTS", "Backend", "BackendConfig", "backend_class", "default_frameworks", "load_class", "parse_frameworks", "result_key"]
+# Frameworks from outside tvmbench, by the same "module:Class": an installed package declares them
+# as entry points of this group, and TVMBENCH_BACKENDS="name=module:Class,..." adds them for a
+# session (a worker process reads the same variable, so it finds the same class).
+ENTRY_POINT_GROUP = "tvmbench.backends"
+PLUGINS_ENV = "TVMBENCH_BACKENDS"
+
+__all__ = ["ALIASES", "ENTRY_POINT_GROUP", "FRAMEWORKS", "PLUGINS_ENV", "REGISTRY", "VARIANTS", "Backend",
+           "BackendConfig", "backend_class", "default_frameworks", "load_class", "parse_frameworks", "registry",
+           "result_key"]
+
+
+@functools.cache
+def _entry_points() -> tuple[tuple[str, str], ...]:
+    from importlib import metadata
+
+    return tuple((ep.name.lower(), ep.value) for ep in metadata.entry_points(group=ENTRY_POINT_GROUP))
+
+
+def registry() -> dict[str, str]:
+    """Every framework by name: tvmbench's own, then installed plugins, then TVMBENCH_BACKENDS.
+    A plugin cannot take the name of one of tvmbench's frameworks (UserError)."""
+    found = dict(REGISTRY)
+    given = [item.strip() for item in os.environ.get(PLUGINS_ENV, "").split(",") if item.strip()]
+    for item in given:
+        name, eq, spec = item.partition("=")
+        if not eq or ":" not in spec:
+            raise UserError(f"{PLUGINS_ENV} entry '{item}' is not name=module:Class")
+    for name, spec in [*_entry_points(), *(item.split("=", 1) for item in given)]:
+        name, spec = name.strip().lower(), spec.strip()
+        if name in REGISTRY or name in ALIASES:
+            raise UserError(f"framework plugin '{name}' ({spec}) takes the name of a tvmbench framework; rename it")
+        found[name] = spec
+    return found
 
 
 def load_class(name: str) -> type[Backend]:
-    """The backend class; importing its module does not import the framework."""
-    module, _, cls = REGISTRY[name].partition(":")
-    backend: type[Backend] = getattr(importlib.import_module(module), cls)
+    """The backend class; importing its module does not import the framework. A plugin that
+    cannot be imported or is not a Backend is a UserError naming it."""
+    spec = registry()[name]
+    module, _, cls = spec.partition(":")
+    try:
+        backend = getattr(importlib.import_module(module), cls)
+    except (ImportError, AttributeError) as e:
+        raise UserError(f"framework '{name}' ({spec}) cannot be loaded: {e}") from e
+    if not (isinstance(backend, type) and issubclass(backend, Backend)):
+        raise UserError(f"framework '{name}' ({spec}) is not a tvmbench.backends.Backend subclass")
     return backend
 
 
@@ -55,12 +96,13 @@ def backend_class(name: str, target: ResolvedTarget | None = None) -> type[Backe
 
 def parse_frameworks(spec: str) -> list[str]:
     names = []
+    known = registry()
     for raw in spec.split(","):
         name = ALIASES.get(raw.strip().lower(), raw.strip().lower())
         if not name:
             continue
-        if name not in REGISTRY:
-            raise UserError(f"unknown framework '{raw.strip()}'; available: {', '.join(REGISTRY)}")
+        if name not in known:
+            raise UserError(f"unknown framework '{raw.strip()}'; available: {', '.join(known)}")
         if name not in names:
             names.append(name)
     if not names:

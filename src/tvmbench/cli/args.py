@@ -146,7 +146,8 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     names = {"threads": "threads", "runs": "runs", "warmup": "warmup", "min_time": "min_time",
              "max_time": "max_time", "rounds": "rounds", "lockstep": "lockstep", "include_io": "include_io", "precision": "precision",
              "torch_compile_mode": "torch_compile_mode", "openvino_hint": "openvino_hint",
-             "cuda_graph": "cuda_graph", "timeout": "timeout", "memory_limit_gib": "memory_limit"}
+             "cuda_graph": "cuda_graph", "timeout": "timeout", "memory_limit_gib": "memory_limit",
+             "show_worker_output": "verbose"}
     out = {key: getattr(args, flag) for key, flag in names.items() if getattr(args, flag, None) is not None}
     out.update(untuned=args.untuned, pretuned=not args.no_pretuned)
     if hasattr(args, "no_cache"):

@@ -56,12 +56,12 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     from rich.markup import escape
     from rich.table import Table
 
-    from tvmbench.backends import FRAMEWORKS, load_class
+    from tvmbench.backends import FRAMEWORKS, REGISTRY, load_class, registry
 
     table = Table(title="frameworks")
     for col in ("framework", "installed", "version", "devices", "notes"):
         table.add_column(col)
-    for name in FRAMEWORKS:
+    for name in [*FRAMEWORKS, *(n for n in registry() if n not in REGISTRY)]:  # then plugins
         try:
             a = load_class(name).availability()
         except Exception as e:  # a broken install is reported, not fatal

@@ -24,10 +24,12 @@ import multiprocessing as mp
 import os
 import signal
 import sys
+import tempfile
 import time
 import traceback
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -130,9 +132,24 @@ def _refused_allocation(error: dict[str, Any]) -> bool:
         s in text for s in ("can't allocate memory", "Cannot allocate memory", "bad_alloc", "Unable to allocate"))
 
 
+def _redirect_output(path: str | None) -> None:
+    """The worker's own stdout and stderr (file descriptors 1 and 2, so native libraries' prints and
+    crash dumps too) into ``path``: nothing a framework prints reaches a ``--json`` document on
+    stdout or the user's terminal, and a crash's dump is kept for the report."""
+    if path is None:
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
+
+
 def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[str, str],
-           data_limit: int | None = None) -> None:
+           data_limit: int | None = None, output: str | None = None) -> None:
     _die_with_parent()
+    _redirect_output(output)
     _first_to_go_when_memory_runs_out()
     _limit_data(data_limit)
     os.environ.clear()
@@ -195,7 +212,7 @@ def _main_script_hidden() -> Iterator[None]:
 def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: float, memory_limit_bytes: int,
                  env: dict[str, str] | None = None, on_progress: Progress | None = None,
                  poll_s: float = 0.05, gpu_sampler: Any | None = None, mark: str | None = None,
-                 preloaded: bool = True) -> Outcome:
+                 preloaded: bool = True, output: Path | None = None) -> Outcome:
     """Call ``fn(arg, progress)`` in a fresh worker process and return what happened; with
     ``preloaded=False`` a spawned one, in which torch is not imported (see ``context``).
 
@@ -203,13 +220,16 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     (a GpuMemorySampler), the peak device memory of the worker's processes is recorded too. From
     the progress message ``mark`` on, the peak resident memory is also kept on its own
     (``peak_rss_marked_bytes``): the worker's memory during inference, without its compile.
+    With ``output``, what the worker prints goes to that file, named in the error when the worker
+    fails (and deleted when it succeeds); without it, the worker writes to this process's terminal.
     """
     ctx = context(preloaded)
     recv_conn, send_conn = ctx.Pipe(duplex=False)
     limit = hard_limit(memory_limit_bytes) if gpu_sampler is None else None
     # The whole environment as it is now, as spawn passes it: a forked worker would otherwise
     # see the server's, from when it started.
-    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, {**os.environ, **(env or {})}, limit), daemon=True)
+    proc = ctx.Process(target=_child, args=(send_conn, fn, arg, {**os.environ, **(env or {})}, limit,
+                                            None if output is None else str(output)), daemon=True)
     start = time.monotonic()
     with _main_script_hidden():
         proc.start()
@@ -248,9 +268,8 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
                 _kill(proc)
                 outcome = Outcome(ok=False, error={
                     "kind": "oom", "type": "MemoryLimitExceeded",
-                    "message": f"out of memory: the worker used {peak / 2**30:.1f} GiB, over the limit of "
-                               f"{memory_limit_bytes / 2**30:.1f} GiB (raise it with --memory-limit, or use a "
-                               "smaller batch or sequence)"})
+                    "message": f"out of memory: the worker went over its limit of {memory_limit_bytes / 2**30:.1f} "
+                               "GiB (raise it with --memory-limit, or use a smaller batch or sequence)"})
             elif elapsed > timeout_s:
                 _kill(proc)
                 outcome = Outcome(ok=False, error={
@@ -281,12 +300,39 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
                          "message": f"out of memory: an allocation failed at the worker's hard limit of "
                                     f"{limit / 2**30:.1f} GiB ({outcome.error['message']}; raise it with "
                                     "--memory-limit, or use a smaller batch or sequence)"}
+    _keep_output(outcome, output)
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
     outcome.peak_rss_marked_bytes = marked or None
     outcome.peak_gpu_bytes = peak_gpu
     outcome.wall_s = time.monotonic() - start
     recv_conn.close()
     return outcome
+
+
+def output_file(what: str) -> Path:
+    """A new file for one worker's output, under the cache's ``logs`` folder."""
+    from tvmbench.paths import cache_dir
+
+    folder = cache_dir("logs")
+    folder.mkdir(parents=True, exist_ok=True)
+    fd, name = tempfile.mkstemp(prefix=f"{time.strftime('%Y%m%d-%H%M%S')}-{what}-", suffix=".log", dir=folder)
+    os.close(fd)
+    return Path(name)
+
+
+def _keep_output(outcome: Outcome, output: Path | None) -> None:
+    """A failed worker's output file is named in its error when it holds anything; otherwise gone."""
+    if output is None:
+        return
+    try:
+        size = output.stat().st_size
+    except OSError:
+        return
+    if outcome.ok or size == 0:
+        output.unlink(missing_ok=True)
+    else:
+        outcome.error = {**outcome.error, "output": str(output),
+                         "message": f"{outcome.error.get('message')} (the worker's output: {output})"}
 
 
 def _kill(proc: Any) -> None:

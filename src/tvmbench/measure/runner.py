@@ -58,6 +58,8 @@ class RunConfig:
     memory_limit_bytes: int = 0  # 0: MEMORY_FRACTION of the machine's memory
     tolerance: dict[str, float] = field(default_factory=dict)  # overrides of the fp32 tolerance
     backend_options: dict[str, Any] = field(default_factory=dict)  # torch_compile_mode, openvino_hint, ...
+    # False: what a worker prints goes to a log file, named in its error if it fails (--verbose: True)
+    show_worker_output: bool = False
 
     def memory_limit(self) -> int:
         return self.memory_limit_bytes or default_memory_limit()
@@ -302,4 +304,5 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
                                   memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
                                   on_progress=progress, gpu_sampler=sampler, mark=INFERENCE_STARTS,
-                                  preloaded=not is_package(job.model))
+                                  preloaded=not is_package(job.model),
+                                  output=None if cfg.show_worker_output else isolation.output_file(job.framework))
