@@ -2,6 +2,7 @@
 known landscape. (DPMeta on a real database is in test_tune.py, from its tuned MLP.)"""
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -91,3 +92,58 @@ def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs
     with open(f"/proc/{pids[0][0]}/maps") as maps:
         assert "libtorch" not in maps.read()
     remove_artifacts(built)
+
+
+def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_path):
+    """The wrapper round MetaSchedule's strategies (tuning/unmeasured.py) on a real database: of a
+    batch holding two recorded schedules and one new, only the new one goes on to be measured; a
+    batch of recorded schedules only is offered again, then given up as an empty batch."""
+    import shutil
+
+    from tvm.s_tir import Schedule
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvmbench.tuning.unmeasured import ATTEMPTS, skipping_known
+
+    shipped = sorted((Path(__file__).parents[1] / "src/tvmbench/tuning/pretuned").iterdir())[0]
+    shutil.copytree(shipped, tmp_path / "db")
+    db = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))
+    (record, *_) = db.get_all_tuning_records()
+    workload = record.workload
+
+    def candidate(trace, root=False):
+        sch = Schedule(workload.mod)
+        if trace is not None:
+            trace.apply_to_schedule(sch, remove_postproc=False)
+        if root:
+            sch.get_sblock("root")  # one instruction: a trace of its own
+        return ms.MeasureCandidate(sch, ms.arg_info.ArgInfo.from_entry_func(workload.mod))
+
+    # a second record of the workload: the schedule left as it is
+    db.commit_tuning_record(ms.database.TuningRecord(candidate(None).sch.trace, workload, [1e-3]))
+
+    class Inner:  # offers the batches given, and counts what it is told
+        def __init__(self, batches):
+            self.batches, self.notified = list(batches), []
+
+        def _initialize_with_tune_context(self, context):
+            pass
+
+        def pre_tuning(self, *args):
+            pass
+
+        def generate_measure_candidates(self):
+            return self.batches.pop(0) if self.batches else None
+
+        def notify_runner_results(self, candidates, results):
+            self.notified.append(len(results))
+
+    known = [candidate(record.trace), candidate(None)]
+    inner = Inner([[*known, candidate(None, root=True)], *[known] * ATTEMPTS])
+    strategy = skipping_known(inner)
+    strategy.mod = workload.mod
+    strategy.pre_tuning(64, 16, [], db, None)
+    (new,) = strategy.generate_measure_candidates()
+    assert len(new.sch.trace.insts) == 1  # the new one: the two recorded are not measured again
+    assert list(strategy.generate_measure_candidates()) == [] and inner.notified == [0] * (ATTEMPTS - 1)
+    assert strategy.generate_measure_candidates() is None  # the inner search is done: so is the task

@@ -324,8 +324,8 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
         tmp_path, kill_group):
     """Two real tuners on one database: the second waits for the first's lock; the first is
     killed mid-search (kill -9, workers and all); the second then resumes from every record the
-    first wrote (kept as they were, counted in its budget) and stops cleanly at its time budget
-    after a batch. (One scenario for four faults: each tuning run costs the suite half a minute.)"""
+    first wrote (kept as they were, counted in its budget, none measured again) and stops cleanly
+    at its time budget after a batch. (One scenario for four faults: each tuning run costs the suite half a minute.)"""
     db = tmp_path / "db"
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     tune = [sys.executable, "-m", "tvmbench.cli", "tune", "--model", MODEL, "--target", "llvm", "--trials", "5000",
@@ -359,7 +359,10 @@ def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stop
     assert before < r["trials_after"] < 5000  # at least one batch
     opened = TuningDatabase.open(db)
     assert opened.count_records() == r["trials_after"] and not opened.warnings
-    assert records.read_text().splitlines()[:before] == written  # the first tuner's records kept as they were
+    lines = records.read_text().splitlines()
+    assert lines[:before] == written  # the first tuner's records kept as they were
+    schedules = {(json.loads(line)[0], json.dumps(json.loads(line)[1][0])) for line in lines}
+    assert len(schedules) == len(lines)  # and none of them measured again (tuning/unmeasured.py)
     opened.ms_database()  # MetaSchedule loads what both wrote
 
 

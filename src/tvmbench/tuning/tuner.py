@@ -334,6 +334,8 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
+    from tvmbench.tuning.unmeasured import skipping_known
+
     todo, before, per_task, remaining, done, start = (plan.todo, plan.before, plan.per_task, plan.remaining,
                                                       plan.done, plan.start)
     curve: list[dict[str, float]] = []
@@ -373,11 +375,11 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     scheduler = make_scheduler(cfg.task_scheduler, cfg.time_budget_s, cfg.seed, at_deadline,
                                exclusive=not cfg.rpc_tracker)
     work_dir = str(db.path)
+    kind = {"random": "replay-trace"}.get(cfg.strategy, cfg.strategy if cfg.strategy in MS_STRATEGIES
+                                          else "evolutionary")
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
-        strategy={"random": "replay-trace"}.get(cfg.strategy, cfg.strategy if cfg.strategy in MS_STRATEGIES
-                                                 else "evolutionary"),
-        seed=cfg.seed)
+        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind)), seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
