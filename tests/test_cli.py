@@ -216,3 +216,26 @@ def test_onnx_file_runs_with_tvm_alone_by_default(tmp_path, capsys):
     assert code == 0 and r["tvm_relax"]["accuracy"]["passed"] is True
     assert r["tvm_relax"]["accuracy"]["reference_from"] == "onnxruntime"
     assert r["onnxruntime"]["accuracy"] == {"passed": True, "reference": True}
+
+
+def test_run_progress_estimates_the_time_left_from_the_finished_workers():
+    from tvmbench.cli.common import status_events
+    from tvmbench.measure.runner import WORKER_DONE
+
+    class Status:
+        def update(self, text):
+            self.text = text
+
+    t, status = [0.0], Status()
+    on_event = status_events(status, 0.0, total=3, clock=lambda: t[0])
+    on_event("pytorch", "timed run 40")
+    assert "left" not in status.text  # nothing finished: no estimate
+    t[0] = 20.0
+    on_event("pytorch", WORKER_DONE)
+    assert "1/3 done, about 40 s left" in status.text
+    t[0] = 30.0
+    on_event("tvm", "compiling")
+    assert "about 30 s left" in status.text  # the current worker's 10 s already count
+    t[0] = 80.0
+    on_event("tvm", WORKER_DONE)
+    assert "2/3 done, about 40 s left" in status.text  # the workers took 20 s and 60 s

@@ -115,24 +115,22 @@ def test_a_damaged_metadata_file_is_refused_in_one_line_not_replaced(database, c
     assert (database / META).read_bytes() == before  # the run history is still there to restore
 
 
-VIEW = """
-import sys
-from tvmbench.targets import resolve_target
-from tvmbench.tuning.database import load_databases
-t = resolve_target("llvm", gpu_query=lambda: None)
-s = load_databases([("pretuned", sys.argv[1])], t)
-print(s.infos[0].get("applied_records", 0))
-"""
-
-
-def test_two_processes_build_the_same_database_view_on_a_fresh_cache_at_once(database, tmp_path):
+def test_two_runs_at_once_on_a_fresh_cache_both_measure_and_leave_no_temporary_files(database, tmp_path):
+    """Two real `tvmbench run` processes, one fresh cache: both build the database view, compile
+    and write the same library cache entry at the same time; both must succeed with the same
+    applied records, and no temporary file may be left behind."""
     env = {**os.environ, "TVMBENCH_CACHE": str(tmp_path / "fresh-cache")}
-    procs = [subprocess.Popen([sys.executable, "-c", VIEW, str(database)], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True) for _ in range(2)]
-    outs = [p.communicate(timeout=120) for p in procs]
+    cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", MLP, "--target", "llvm", "--frameworks", "tvm",
+           "--db", str(database), "--runs", "5", "--warmup", "1", "--no-history", "--json", "-q"]
+    procs = [subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    outs = [p.communicate(timeout=300) for p in procs]
     assert all(p.returncode == 0 for p in procs), [e for _, e in outs]
-    assert outs[0][0] == outs[1][0]
-    leftovers = [p for p in (tmp_path / "fresh-cache").rglob(".*") if p.is_file()]
+    docs = [json.loads(out) for out, _ in outs]
+    assert all(d["tvm_relax"]["status"] == "ok" for d in docs)
+    assert docs[0]["tuning_database"] == docs[1]["tuning_database"]
+    leftovers = [p for p in (tmp_path / "fresh-cache").rglob("*") if p.is_file() and (p.name.startswith(".")
+                                                                                       or ".tmp" in p.name)]
     assert not leftovers  # no temporary files left behind
 
 

@@ -40,26 +40,51 @@ def check_output(*paths: str | Path | None) -> None:
             check_writable(p)
 
 
-def status_events(status: Any, started: float, log: Any = None) -> Any:
+def status_events(status: Any, started: float, log: Any = None, total: int = 0,
+                  clock: Any = None) -> Any:
     """An ``on_event(framework, message)`` that shows progress in a rich status line and, with a
     ``log`` console (``--verbose``), also prints each step as its own timestamped line: the
     worker's stages and the compile's (import, passes, kernels, codegen, cache). Counters
-    ("timed run 40", "timed run 80") print once, when they start; the status line follows them."""
+    ("timed run 40", "timed run 80") print once, when they start; the status line follows them.
+
+    With ``total`` (framework workers the run will start), the status line counts the workers that
+    said ``WORKER_DONE`` and, from their mean time, estimates the time left: a framework costs
+    about what the others did (compile and measuring are bounded alike), so the estimate is rough
+    but honest from the first finished worker on, and absent before it."""
     import re
     import time
 
+    from tvmbench.measure.runner import WORKER_DONE
+
+    now = clock or time.monotonic
     last: dict[str, str] = {}
+    took: list[float] = []  # seconds of each finished worker
+    since = [started]  # when the current worker began
+
+    def eta(t: float) -> str:
+        if not total or not took:
+            return ""
+        left = max(0.0, sum(took) / len(took) * (total - len(took)) - (t - since[0]))
+        return f"; {len(took)}/{total} done, about {_duration(left)} left"
 
     def on_event(fw: str, msg: str) -> None:
-        elapsed = time.monotonic() - started
+        t = now()
+        elapsed = t - started
+        if msg == WORKER_DONE:
+            took.append(t - since[0])
+            since[0] = t
         if status is not None:
-            status.update(f"[bold]{fw}[/bold]: {msg}  [dim]({elapsed:.0f} s)[/dim]")
+            status.update(f"[bold]{fw}[/bold]: {msg}  [dim]({elapsed:.0f} s{eta(t)})[/dim]")
         shape = re.sub(r"\d+", "#", msg)
         if log is not None and last.get(fw) != shape:
             last[fw] = shape
             log.print(f"[dim]{elapsed:7.1f} s[/dim]  [bold]{fw}[/bold]: {msg}", highlight=False, soft_wrap=True)
 
     return on_event
+
+
+def _duration(seconds: float) -> str:
+    return f"{seconds:.0f} s" if seconds < 90 else f"{seconds / 60:.0f} min"
 
 
 def add_verbose_arg(parser: Any, what: str) -> None:

@@ -124,7 +124,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[dim]target: {note}[/dim]")
     with console.status("starting") as status:
         log = console if getattr(args, "verbose", False) else None
-        result = api.run_benchmark(cfg, status_events(status, time.monotonic(), log))
+        result = api.run_benchmark(cfg, status_events(status, time.monotonic(), log,
+                                                      total=len(cfg.frameworks) * cfg.rounds))
     doc = result.to_json()
     entry = record("run", doc, history=history_arg(args), environment=result.environment,
                    target=result.target_config)

@@ -87,6 +87,7 @@ class FrameworkJob:
 
 
 INFERENCE_STARTS = "first inference"  # the progress message after which memory is inference memory
+WORKER_DONE = "done"  # the event after a framework's worker has ended (progress counts these)
 
 
 def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> FrameworkRun:
@@ -170,9 +171,14 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
         if cfg.interleaved():
             outcomes = _run_in_lockstep(cfg, jobs, tagged)
         else:
-            outcomes = [_run_job(cfg, job, tagged) for job in jobs]
+            outcomes = []
+            for job in jobs:
+                outcomes.append(_run_job(cfg, job, tagged))
+                events(job.framework, WORKER_DONE)
         for job, outcome in zip(jobs, outcomes, strict=True):
             rounds[job.framework].append(outcome)
+            if cfg.interleaved():  # lockstep: the round's workers end together
+                events(job.framework, WORKER_DONE)
     raw = {fw: merge_rounds(outcomes) for fw, outcomes in rounds.items()}
     ref = raw.get(REFERENCE)
     if ref is None and backend_class_runs(REFERENCE, cfg.model):
