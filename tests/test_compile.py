@@ -63,8 +63,40 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
+@pytest.fixture
+def l2_of_1mb(monkeypatch):
+    """This machine's CPU as one with 1 MB of L2 per core, over which the test blocks' expansions
+    (1.4-1.9 MB) are joined into their depthwise convolutions (the join follows the L2 size)."""
+    import tvmbench.targets
+
+    monkeypatch.setattr(tvmbench.targets, "host_l2_bytes", lambda: 1 << 20)
+
+
+@pytest.mark.parametrize("l2, joins", [(1 << 20, True), (2 << 20, False)])
+def test_an_expansion_is_joined_into_its_window_only_when_it_does_not_fit_the_l2(monkeypatch, l2, joins):
+    """The 60x60x96 expansion (1.4 MB) of the stride-1 block: joined on a CPU with 1 MB of L2 per
+    core, kept apart on one with 2 MB, where its round trip stays in L2."""
+    from pathlib import Path
+
+    import tvmbench.targets
+    from tvmbench.compile import pipeline
+
+    monkeypatch.setattr(tvmbench.targets, "host_l2_bytes", lambda: l2)
+    assert TARGET.l2_bytes == l2 and tvmbench.targets.host_l2_bytes() == l2
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_expand_stride1", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    assert any(gv.name_hint.count("conv2d") == 2 for gv in legal.get_global_vars()) == joins
+
+
+def test_the_l2_size_is_read_from_this_machine():
+    from tvmbench.targets import host_l2_bytes
+
+    l2 = host_l2_bytes()
+    assert l2 is None or (l2 >= 128 << 10 and l2 % 1024 == 0)
+
+
 @pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2", "build_expand_batch4"])
-def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder):
+def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder, l2_of_1mb):
     from pathlib import Path
 
     import tvm
@@ -94,7 +126,7 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     assert result["passed"], result
 
 
-def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled():
+def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb):
     """72 channels on an AVX-512 target (scheduled only: this host may lack AVX-512) take 8-lane
     vectors instead of the rule declining (the joined kernel then ran the fallback schedule,
     mnasnet1_0 at 320 px 20x slower than ONNX Runtime); the host build matches PyTorch."""

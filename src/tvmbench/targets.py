@@ -16,6 +16,7 @@ import platform
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tvmbench.errors import UserError
@@ -72,6 +73,28 @@ def host_cpu() -> str:
     return str(codegen.llvm_get_system_cpu())
 
 
+# The L2 size assumed when the code is not for this machine (a cross or named target): one core's
+# L2 on current server parts (Zen 4/5 1 MB; Intel's 1.25-2 MB).
+DEFAULT_L2_BYTES = 1 << 20
+
+
+def host_l2_bytes() -> int | None:
+    """One core's L2 cache (data or unified) on this machine, from sysfs; None where unknown."""
+    root = Path("/sys/devices/system/cpu/cpu0/cache")
+    for index in sorted(root.glob("index*")) if root.is_dir() else []:
+        try:
+            level, kind = (index / "level").read_text().strip(), (index / "type").read_text().strip()
+            size = (index / "size").read_text().strip().upper()
+        except OSError:
+            continue
+        if level == "2" and kind in ("Unified", "Data"):
+            scale = {"K": 1 << 10, "M": 1 << 20}.get(size[-1:], 1)
+            digits = size.rstrip("KM")
+            if digits.isdigit():
+                return int(digits) * scale
+    return None
+
+
 def physical_cores() -> int:
     """Physical cores available to this process (not SMT threads): the default thread count."""
     import psutil
@@ -125,6 +148,12 @@ class ResolvedTarget:
         if self.kind != "llvm":
             return False
         return _same_arch(self.arch, platform.machine())
+
+    @property
+    def l2_bytes(self) -> int:
+        """One core's L2 cache of the CPU the code is for: this machine's when native (read from
+        sysfs), else DEFAULT_L2_BYTES. Rules that keep a tile in L2 size it by this."""
+        return (host_l2_bytes() if self.is_native else None) or DEFAULT_L2_BYTES
 
     @property
     def runs_here(self) -> bool:

@@ -57,6 +57,7 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     import tvm
     import tvm_ffi
 
+    from tvmbench.compile import tir
     from tvmbench.compile.pipeline import PIPELINE_VERSION
     from tvmbench.version import __version__
 
@@ -64,6 +65,8 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
         "mod": int(tvm_ffi.structural_hash(imported.mod)),
         "target": target.config,
         "layouts": target.layouts,
+        "l2": target.l2_bytes,  # rules size tiles and joins by it (this machine's, for a native target)
+        "fuse_expansion": tir.FUSE_EXPANSION_BYTES,  # its override (benchmarks/rule_ab.py)
         "tvm": tvm.__version__,
         "tvmbench": __version__,
         "sources": sources_digest(),

@@ -30,7 +30,7 @@ import tvm
 from tvm import relax
 from tvm.s_tir import dlight as dl
 
-from tvmbench.compile import passes
+from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
@@ -81,7 +81,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
-        *([passes.fuse_expansion_into_window()] if cpu else []),
+        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes))] if cpu else []),
         relax.transform.FuseTIR(),
         passes.flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
     ]

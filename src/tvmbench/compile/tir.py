@@ -11,11 +11,19 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.analysis.common_analysis import collect_vars_used_in_prim_expr
 from tvm.sym.pattern import detect_linear_equation
 
-# A 1x1 convolution whose output (larger than this) only feeds a window reduction (mobilenet's
-# expansion into its depthwise convolution) is computed band by band inside that reduction's
-# tiles (passes/fuse_expansion.py, rules/expand_window.py), so the expanded tensor never leaves
-# the cache.
-FUSE_EXPANSION_BYTES = 1 << 20
+# A 1x1 convolution whose output only feeds a window reduction (mobilenet's expansion into its
+# depthwise convolution) is computed band by band inside that reduction's tiles
+# (passes/fuse_expansion.py, rules/expand_window.py), so the expanded tensor never leaves the
+# cache, when that output is larger than this; None: larger than one core's L2 of the target's
+# CPU (``ResolvedTarget.l2_bytes``). An output that fits L2 makes its round trip there at little
+# cost, and the joined kernel's recomputed halo and narrower tiles then cost more than they save
+# (measured: docs/performance.md, "The expansion join follows the L2 size").
+FUSE_EXPANSION_BYTES: int | None = None
+
+
+def fuse_expansion_bytes(l2_bytes: int) -> int:
+    """The size over which an expansion is joined into its window (FUSE_EXPANSION_BYTES)."""
+    return FUSE_EXPANSION_BYTES if FUSE_EXPANSION_BYTES is not None else l2_bytes
 
 
 def as_int(expr: Any) -> int | None:

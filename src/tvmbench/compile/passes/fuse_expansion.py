@@ -1,5 +1,5 @@
-"""FuseExpansionIntoWindow: each 1x1 convolution whose output (over ``FUSE_EXPANSION_BYTES``)
-feeds only a window reduction is joined into one fused function with it (runs between FuseOps
+"""FuseExpansionIntoWindow: each 1x1 convolution whose output (over ``min_bytes``: the target's
+L2, ``tir.fuse_expansion_bytes``) feeds only a window reduction is joined into one fused function with it (runs between FuseOps
 and FuseTIR).
 
 An inverted-residual block (mobilenet_v2, mnasnet) expands channels 6x with a 1x1 convolution,
@@ -39,7 +39,7 @@ class _Roles:
         return self.roles[expr.op]
 
 
-def _pairs(func: Any, role: _Roles) -> dict[Any, Any]:
+def _pairs(func: Any, role: _Roles, min_bytes: int) -> dict[Any, Any]:
     """The window bindings of ``func`` to join: the window's var -> the expansion's call."""
     uses: dict[Any, int] = {}
     for binding in bindings(func):
@@ -55,7 +55,7 @@ def _pairs(func: Any, role: _Roles) -> dict[Any, Any]:
         first = b.value.args[0]
         size = numel(first.ty)
         if (role(value.get(first)) == "dot" and uses.get(first) == 1 and size is not None
-                and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > tir.FUSE_EXPANSION_BYTES):
+                and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes):
             fused[b.var] = value[first]
     return fused
 
@@ -110,8 +110,8 @@ def _join_functions(mod: Any, first: Any, second: Any, first_name: str, second_n
     return gv
 
 
-def fuse_expansion_into_window() -> Any:
-    """The pass (see the module's docstring)."""
+def fuse_expansion_into_window(min_bytes: int) -> Any:
+    """The pass (see the module's docstring): joins expansions whose output is over ``min_bytes``."""
 
     @tvm.ir.transform.module_pass(opt_level=0, name="FuseExpansionIntoWindow")
     def run(mod: Any, ctx: Any) -> Any:
@@ -121,7 +121,7 @@ def fuse_expansion_into_window() -> Any:
         for gv, func in mod.functions.items():
             if not isinstance(func, relax.Function) or "Primitive" in (func.attrs or {}):
                 continue
-            fused = _pairs(func, role)
+            fused = _pairs(func, role, min_bytes)
             if fused:
                 out[gv] = _rewrite(func, fused, mod, out, joined)
         return out
