@@ -33,9 +33,10 @@ from tvmbench.compile.tir import (
     uses,
 )
 
-# Reductions this short (a pooling or depthwise window) read their padding inline.
+# Reductions this short (a pooling or depthwise window) read their padding inline, whatever the
+# input's size when INLINE_PAD_BYTES is None (else only up to it, or when strided).
 SHORT_REDUCTION = 49
-INLINE_PAD_BYTES = 1 << 20
+INLINE_PAD_BYTES: int | None = None
 # When the operands that do not depend on the row axis (a convolution's weights, the second
 # operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
 # tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
@@ -212,8 +213,9 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
     bounds check, except under a short reduction (pooling, depthwise convolution: a 3x3 window
     per output) with a strided or cache-sized input: there the copy is a pass over memory for 9
     operations per output (for stride 2, over 4 inputs per output), and a bounds check per load
-    is the cheaper of the two (mobilenet_v2's stride-2 depthwise convolutions 1.4-2.3x faster;
-    the stride-1 ones over 1 MB ran 4-9 % slower inline, so they keep it)."""
+    is the cheaper of the two (mobilenet_v2's stride-2 depthwise convolutions 1.4-2.3x faster).
+    Stride-1 windows over inputs larger than 1 MB kept the copy until whole-model A/Bs showed the
+    inline read as fast or faster at every point tried (docs/performance.md)."""
     sch = found.sch
     out_elems = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "S"]))
     for info in found.infos[: found.infos.index(found.main)]:
@@ -222,7 +224,8 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
         produced = sch.get(info.block_rv).writes[0].source
         in_elems = int(np.prod([as_int(d) or 0 for d in produced.shape]))
         short = found.window() <= SHORT_REDUCTION and (
-            in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES or in_elems >= 3 * out_elems)
+            INLINE_PAD_BYTES is None or in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES
+            or in_elems >= 3 * out_elems)
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
         if is_copy(sch.get(info.block_rv)) or (short and not einsum_padded):
             try:
