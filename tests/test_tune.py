@@ -25,11 +25,12 @@ TARGET = resolve_target("llvm", gpu_query=lambda: None)
 
 @pytest.fixture(scope="module")
 def tuned(tmp_path_factory):
-    """Tune the MLP once (a few batches) and keep the database and report."""
+    """Tune the MLP once (a few batches) and keep the database and report (every record applied:
+    the in-model check is tested on a copy, below)."""
     db = tmp_path_factory.mktemp("db")
     report = db / "report.json"
     code = main(["tune", "--model", MODEL, "--target", "llvm", "--trials", "32", "--trials-per-iter", "16",
-                 "--db", str(db), "--output", str(report), "--quiet"])
+                 "--db", str(db), "--output", str(report), "--quiet", "--no-in-model-check"])
     assert code == 0
     return db, json.loads(report.read_text())
 
@@ -43,6 +44,45 @@ def test_tuning_fills_the_database_and_reports_tasks(tuned):
     meta = json.loads((db / "tvmbench_db.json").read_text())
     assert meta["target"] == TARGET.config and meta["tvm_version"].startswith("0.27")
     assert meta["runs"][-1]["trials_after"] == report["trials_after"]
+
+
+def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_not_applied(tuned, tmp_path):
+    """``check_in_model`` on a copy of the tuned database: every tuned task gets its gain inside
+    the model (both builds timed in one worker), the verdict goes to the meta file, and the records
+    of a losing task are left out of what is applied, until a newer record of it arrives."""
+    from tvmbench.api import check_in_model
+    from tvmbench.models import ModelOptions
+    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, mark_in_model
+    from tvmbench.tuning.tuner import TaskReport
+
+    db = tmp_path / "db"
+    shutil.copytree(tuned[0], db)
+    database = TuningDatabase.open(db)
+    tasks = [TaskReport(**{k: v for k, v in t.items() if k in TaskReport.__dataclass_fields__})
+             for t in tuned[1]["tasks"]]
+    report = type("Report", (), {"tasks": tasks})()
+    check_in_model(report, database, MODEL, TARGET, 2, ModelOptions())
+    checked = [t for t in tasks if t.best_us]
+    assert checked and all(t.in_model_gain and t.in_model_gain > 0 and t.kept_in_model is not None for t in checked)
+    mark = database.meta()[IN_MODEL]
+    assert set(mark["gain"]) == {t.workload for t in checked}
+    # a task marked losing: its records are not applied; one found after the check is
+    workload = checked[0].workload
+    mark_in_model(database, {t.workload: 2.0 for t in checked}, set(), database.count_records())
+    _, every = database.view_for(TARGET)
+    assert every["applied_records"] == database.count_records() and "lose_in_model" not in every
+    mark_in_model(database, {workload: 0.5}, {workload}, database.count_records())
+    _, info = database.view_for(TARGET)
+    assert info["lose_in_model"] == database.records_per_workload()[workload]
+    assert info["applied_records"] == every["applied_records"] - info["lose_in_model"]
+    lines = (db / RECORDS).read_text().splitlines()
+    index = [i for i, line in enumerate((db / WORKLOADS).read_text().splitlines())
+             if str(json.loads(line)[0]) == workload][0]
+    newer = next(line for line in lines if line.startswith(f"[{index},"))
+    with open(db / RECORDS, "a") as f:
+        f.write(newer + "\n")
+    _, after = TuningDatabase.open(db).view_for(TARGET)
+    assert after["applied_records"] == info["applied_records"] + 1
 
 
 def test_a_tuning_database_imported_into_the_operator_store_joins_the_collected_operators(tuned, tmp_path, capsys):

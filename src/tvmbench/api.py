@@ -190,7 +190,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
          input_shapes: dict[str, Sequence[int]] | None = None, seed: int = 0, layout: str = "auto",
          timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
          on_warning: Callable[[str], None] | None = None, wait: bool = True,
-         history: str | Path | bool | None = None, verbose: bool = False, **config: Any) -> tuple[Any, Path]:
+         history: str | Path | bool | None = None, verbose: bool = False, in_model_check: bool = True,
+         **config: Any) -> tuple[Any, Path]:
     """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
     the cache), in a worker process; a second call resumes. ``verbose``: MetaSchedule's per-task
     tables go to stderr (they always go to the database's ``logs/`` folder). ``config`` are :class:`TuneConfig`
@@ -198,7 +199,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     budget, estimated ms of the tuned kernels)``; ``on_warning`` hears what the database reports
     on opening and when it waits for another process writing the database (with ``wait=False``
     that is a UserError instead). The tuning curve is written into the database's ``curves/``
-    folder (``report.curve_files``). Returns the TuneReport and the database path."""
+    folder (``report.curve_files``). ``in_model_check``: then judge the records inside the model
+    (``check_in_model``). Returns the TuneReport and the database path."""
     from tvmbench.measure.isolation import run_isolated
     from tvmbench.tuning.database import TuningDatabase, default_database_dir
     from tvmbench.tuning.tuner import TuneJob, run_tune_job
@@ -225,6 +227,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         raise TuningFailed(f"tuning failed: {outcome.error.get('message')} (the database keeps every batch "
                            f"measured so far; run the command again to resume)")
     report = outcome.value
+    if in_model_check and resolved.runs_here and not cfg.rpc_tracker and any(t.best_us for t in report.tasks):
+        check_in_model(report, database, model, resolved, cfg.threads, options, on_warning)
     report.curve_files = [str(p) for p in report.write_curve(Path(model).name)]
     from tvmbench.measure import environment
     from tvmbench.results.history import record
@@ -232,6 +236,38 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     record("tune", {"model": model, "database": str(database.path), **report.to_json()}, history=history,
            environment=environment.collect(cfg.threads), target=resolved.config)
     return report, database.path
+
+
+def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTarget, threads: int,
+                   options: ModelOptions, on_warning: Callable[[str], None] | None = None) -> None:
+    """Selection inside the model, after tuning: MetaSchedule's runner times each kernel alone
+    with hot caches, and a record that wins there can lose inside the model (its inputs come
+    from the previous kernel, its weights were evicted). The model is built with this database
+    and without any, in one worker, and their kernels timed in alternating blocks
+    (``paired_gains_job``); the records of every task whose kernel does not gain 3 % inside the
+    model are marked in the database (``mark_in_model``): they stay, and are not applied. Fills
+    each task's ``in_model_gain`` and ``kept_in_model``. A failed check is a warning: the tuning
+    itself is kept."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.profiling.kernels import PairedJob, paired_gains_job
+    from tvmbench.tuning.database import mark_in_model, select_in_model
+
+    lines = database.count_records()  # the records this check judges
+    job = PairedJob(model=model, options=options,
+                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database.path)),)))
+    try:
+        rows = _in_worker(paired_gains_job, job, threads, 3600.0, f"checking the tuned kernels of {model} in the model")
+    except (UserError, WorkFailed) as e:
+        if on_warning:
+            on_warning(f"{e}; the tuned records are applied as tuned")
+        return
+    losing, gains = select_in_model([rows])
+    with database.writing():
+        mark_in_model(database, gains, losing, lines)
+    for task in report.tasks:
+        if task.workload in gains:
+            task.in_model_gain = gains[task.workload]
+            task.kept_in_model = task.workload not in losing
 
 
 def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, untuned: bool = False,

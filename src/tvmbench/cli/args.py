@@ -192,6 +192,9 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--no-wait", action="store_true",
                    help="fail at once if another tvmbench process is writing the tuning database "
                         "(default: wait for it)")
+    p.add_argument("--no-in-model-check", dest="in_model_check", action="store_false",
+                   help="skip the check after tuning that times the tuned kernels inside the model and "
+                        "leaves unapplied the records that do not gain 3%% there")
 
 
 def tune_config(args: argparse.Namespace) -> dict[str, Any]:

@@ -75,7 +75,7 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
                                 timeout=float(args.tune_timeout), on_progress=on_progress,
                                 on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
                                 wait=not getattr(args, "no_wait", False), history=history_arg(args),
-                                verbose=verbose,
+                                verbose=verbose, in_model_check=getattr(args, "in_model_check", True),
                                 threads=args.threads or None,
                                 **model_kwargs(args), **config)
     for file in report.curve_files:
@@ -87,14 +87,22 @@ def print_tune_report(report: Any, console: Any) -> None:
     from rich.table import Table
 
     table = Table(title=f"tuning database {report.database}")
-    for col in ("task", "weight", "MFLOP", "trials", "default us", "best us", "GFLOP/s", "speedup"):
+    checked = any(t.in_model_gain is not None for t in report.tasks)
+    for col in ("task", "weight", "MFLOP", "trials", "default us", "best us", "GFLOP/s", "speedup",
+                *(["in model"] if checked else [])):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
+        in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.2f}x" + (
+            "" if t.kept_in_model else " (default kept)")
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
                       f"{t.default_us:.1f}" if t.default_us else "-",
                       f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-",
-                      f"{t.speedup:.2f}x" if t.speedup else "-")
+                      f"{t.speedup:.2f}x" if t.speedup else "-", *([in_model] if checked else []))
     console.print(table)
+    if checked:
+        console.print("speedup: the best record over the default schedule in MetaSchedule's runner (the kernel "
+                      "alone); in model: the same inside the compiled model; a task under 1.03x there keeps "
+                      "the default schedule (its records stay in the database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from tvmbench.backends.base import BackendConfig
@@ -177,6 +177,54 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
                         threads=int(tvm.runtime.num_threads()), peak_gflops=peak.gflops if peak else None,
                         peak_method=peak.method if peak else None, database=info.get("database"),
                         kernels=kernels)
+
+
+@dataclass(frozen=True)
+class PairedJob:
+    """The model built twice in one worker, with the databases of ``backend`` and without any."""
+
+    model: str
+    options: ModelOptions
+    backend: BackendConfig
+    rounds: int = 8  # alternating blocks per build
+    runs: int = 10  # instrumented inferences per block
+    warmup: int = 5
+
+
+def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any]]:
+    """Per kernel that runs a tuning record: its time with the databases and with tvmbench's
+    default schedule, both builds in this one process, timed in alternating blocks.
+
+    Two processes can run 15-50 % apart on a shared machine, uniformly; ``compare_profiles``
+    corrects that drift by the kernels both builds run with the default schedule, which a model
+    whose every kernel was tuned (a small one) does not have. In one process, alternating, the
+    drift falls on both builds alike. Rows as ``compare_profiles`` gives them (``corrected_gain``
+    is the gain itself)."""
+    say = progress or (lambda msg: None)
+    tuned = prepared_backend("tvm", job.model, job.options, job.backend, say)
+    untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
+    facts = _kernel_facts(tuned.relax_module(), job.backend.target, tuned.tuning_databases())
+    say("alternating instrumented runs")
+    times: dict[str, dict[str, list[float]]] = {"tuned": {}, "untuned": {}}
+    builds = [("tuned", tuned), ("untuned", untuned)]
+    for b in (tuned, untuned):
+        plain_runs(b, job.warmup, 0)
+    for r in range(job.rounds):
+        for name, b in builds if r % 2 == 0 else builds[::-1]:
+            for run in b.time_kernels(job.runs)[0]:
+                for kernel, secs in run.items():
+                    times[name].setdefault(kernel, []).append(secs)
+    tuned.close()
+    untuned.close()
+    rows = []
+    for kernel, (_, workload) in facts.items():
+        t, u = times["tuned"].get(kernel), times["untuned"].get(kernel)
+        if workload and t and u:
+            t_ms, u_ms = statistics.median(t) * 1e3, statistics.median(u) * 1e3
+            gain = u_ms / t_ms if t_ms > 0 else None
+            rows.append({"name": kernel, "schedule": "tuning record", "workload": workload, "tuned_ms": t_ms,
+                         "untuned_ms": u_ms, "gain": gain, "corrected_gain": gain})
+    return rows
 
 
 def compare_profiles(tuned: ModelProfile, untuned: ModelProfile) -> tuple[list[dict[str, Any]], float | None]:

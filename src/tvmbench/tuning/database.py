@@ -25,6 +25,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -299,6 +300,10 @@ class TuningDatabase:
             info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
             return None, info
         records = self._lines(RECORDS)
+        losing = losing_lines(meta, self._lines(WORKLOADS), records)
+        if losing:
+            info["lose_in_model"] = len(losing)
+            records = [line for i, line in enumerate(records) if i not in losing]
         mine = target.tvm()
         my_class = isa_class(mine) if by_isa_class else None
         parsed: dict[str, Any] = {}
@@ -321,8 +326,8 @@ class TuningDatabase:
         info["foreign_target_records"] = len(records) - len(keep)
         if not keep:
             return None, info
-        key = hashlib.sha256((self.digest() + json.dumps([target.config, by_isa_class], sort_keys=True,
-                                                         default=str)).encode())
+        key = hashlib.sha256((self.digest() + json.dumps([target.config, by_isa_class, meta.get(IN_MODEL)],
+                                                         sort_keys=True, default=str)).encode())
         view = cache_dir("db-views", key.hexdigest()[:16])
         if not (view / RECORDS).is_file():
             # the valid lines only (a tuner may be appending a line right now), each file written
@@ -434,6 +439,7 @@ def prune_database(db: TuningDatabase, keep: int = 1) -> int:
     kept = [line for group in groups.values() for _, line in sorted(group)[:keep]]
     before = db.count_records()
     _write_lines_atomic(db.path / RECORDS, kept)
+    _forget_in_model(db)
     return before - len(kept)
 
 
@@ -485,11 +491,57 @@ def drop_workloads(db: TuningDatabase, hashes: set[str]) -> int:
         return 0
     kept = [(index, rec) for index, rec in (json.loads(line) for line in db._lines(RECORDS)) if index not in gone]
     _write_subset(db.path, workloads, kept)
+    _forget_in_model(db)
     meta = db.meta()
     if "default_us" in meta:
         meta["default_us"] = {h: us for h, us in meta["default_us"].items() if h not in hashes}
         db.write_meta(meta)
     return len(gone)
+
+
+# The meta file's verdict of the last in-model check (``mark_in_model``).
+IN_MODEL = "in_model"
+
+
+def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str], lines: int) -> None:
+    """Record an in-model check (``select_in_model``): per workload its gain inside the model, and
+    for each workload whose records lose there, how many record lines the file had when the check
+    began (``lines``), so that every record judged (at a line before that) is left out when the
+    database is applied, and a record found later is applied and judged by the next check. Call
+    under the writer lock."""
+    meta = db.meta()
+    mark = meta.get(IN_MODEL) or {"gain": {}, "losing": {}}
+    for wl, gain in gains.items():
+        mark["gain"][wl] = round(gain, 4)
+        if wl in losing:
+            mark["losing"][wl] = lines
+        else:
+            mark["losing"].pop(wl, None)
+    mark["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+    meta[IN_MODEL] = mark
+    db.write_meta(meta)
+
+
+def losing_lines(meta: dict[str, Any], workloads: list[str], records: list[str]) -> set[int]:
+    """Positions of the record lines an in-model check judged losing (``mark_in_model``)."""
+    losing = (meta.get(IN_MODEL) or {}).get("losing") or {}
+    if not losing:
+        return set()
+    hashes = [str(_loads(line)[0]) if _is_list(line, 1) else None for line in workloads]
+    out = set()
+    for i, line in enumerate(records):
+        index = line[1:line.find(",")] if line.startswith("[") else ""
+        wl = hashes[int(index)] if index.isdigit() and int(index) < len(hashes) else None
+        if wl in losing and i < losing[wl]:
+            out.add(i)
+    return out
+
+
+def _forget_in_model(db: TuningDatabase) -> None:
+    """After the record file was rewritten, the check's line positions mean nothing: forget them."""
+    meta = db.meta()
+    if meta.pop(IN_MODEL, None) is not None:
+        db.write_meta(meta)
 
 
 def select_in_model(gains: list[list[dict[str, Any]]], min_gain: float = 0.03) -> tuple[set[str], dict[str, float]]:

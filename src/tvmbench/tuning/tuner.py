@@ -122,6 +122,11 @@ class TaskReport:
     trials: int
     best_us: float | None
     default_us: float | None = None  # tvmbench's default schedule, measured the same way
+    workload: str | None = None  # its structural hash, as the database and the profiles key it
+    # The best record's kernel inside the model over the default schedule's (drift-corrected,
+    # ``api.tune``'s in-model check); None when not checked
+    in_model_gain: float | None = None
+    kept_in_model: bool | None = None  # whether its records are applied (False: they lose in the model)
 
     @property
     def gflops(self) -> float | None:
@@ -233,7 +238,7 @@ def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None
     for t in tasks:
         trials, best = _task_records(ms_db, t, counts)
         out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best,
-                              default_us=(defaults or {}).get(_workload_key(t))))
+                              default_us=(defaults or {}).get(_workload_key(t)), workload=_workload_key(t)))
     return out
 
 
