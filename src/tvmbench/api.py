@@ -202,7 +202,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     folder (``report.curve_files``). ``in_model_check``: then judge the records inside the model
     (``check_in_model``). Returns the TuneReport and the database path."""
     from tvmbench.measure.isolation import run_isolated
-    from tvmbench.tuning.database import TuningDatabase, default_database_dir
+    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, default_database_dir
     from tvmbench.tuning.tuner import TuneJob, run_tune_job
 
     options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
@@ -227,7 +227,11 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         raise TuningFailed(f"tuning failed: {outcome.error.get('message')} (the database keeps every batch "
                            f"measured so far; run the command again to resume)")
     report = outcome.value
-    if in_model_check and resolved.runs_here and not cfg.rpc_tracker and any(t.best_us for t in report.tasks):
+    gains = (database.meta().get(IN_MODEL) or {}).get("gain", {})
+    judged = report.trials_after == report.trials_before and all(  # nothing new since this model's check
+        t.workload in gains for t in report.tasks if t.best_us)
+    if in_model_check and resolved.runs_here and not cfg.rpc_tracker and not judged and any(
+            t.best_us for t in report.tasks):
         check_in_model(report, database, model, resolved, cfg.threads, options, on_warning)
     report.curve_files = [str(p) for p in report.write_curve(Path(model).name)]
     from tvmbench.measure import environment
