@@ -6,7 +6,7 @@
    ``--builds`` times, each a fresh `tvmbench run --rounds N` (N processes per run), into a
    temporary history. Every pair of runs is diffed at the default ±3 % band: any "slower" or
    "faster" verdict is a false alarm.
-2. The same number of runs again with a sleep of 10 % of the first runs' median added to TVM's
+2. The same number of runs again with 10 % of the first runs' median added to TVM's
    timed call (``benchmarks/aa_inject/sitecustomize.py``, on PYTHONPATH for those runs only);
    each is diffed against the A/A run of the same index: every one should be flagged "slower".
 """

@@ -129,11 +129,13 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
 def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, what: str,
                on_progress: Callable[[str], None] | None = None) -> Any:
     """``fn(job)`` in a worker process with ``threads`` for every runtime; its failure is one line:
-    a UserError for a mistake in the user's input, else WorkFailed (exit status 1)."""
-    from tvmbench.measure.isolation import run_isolated
+    a UserError for a mistake in the user's input, else WorkFailed (exit status 1). What the
+    worker prints goes to a log file, named in that line (``isolation.output_file``)."""
+    from tvmbench.measure.isolation import output_file, run_isolated
 
     outcome = run_isolated(fn, job, timeout_s=timeout, env=thread_env(threads),
-                           memory_limit_bytes=default_memory_limit(), on_progress=on_progress)
+                           memory_limit_bytes=default_memory_limit(), on_progress=on_progress,
+                           output=output_file(getattr(fn, "__name__", "worker")))
     if not outcome.ok:
         error = UserError if outcome.error.get("kind") == "user" else WorkFailed
         raise error(f"{what} failed: {outcome.error.get('message')}")
