@@ -92,7 +92,7 @@ def print_tune_report(report: Any, console: Any) -> None:
                 *(["in model"] if checked else [])):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
-        in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.2f}x" + (
+        in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.3f}x" + (
             "" if t.kept_in_model else " (default kept)")
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
                       f"{t.default_us:.1f}" if t.default_us else "-",
