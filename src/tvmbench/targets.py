@@ -151,9 +151,11 @@ class ResolvedTarget:
 
     @property
     def l2_bytes(self) -> int:
-        """One core's L2 cache of the CPU the code is for: this machine's when native (read from
-        sysfs), else DEFAULT_L2_BYTES. Rules that keep a tile in L2 size it by this."""
-        return (host_l2_bytes() if self.is_native else None) or DEFAULT_L2_BYTES
+        """One core's L2 cache of the CPU the code is for: this machine's (read from sysfs) when the
+        target is this machine's CPU, else DEFAULT_L2_BYTES (a named CPU may be another machine's).
+        Rules that keep a tile in L2 size it by this."""
+        mine = self.is_native and str(self.config.get("mcpu") or host_cpu()) == host_cpu()
+        return (host_l2_bytes() if mine else None) or DEFAULT_L2_BYTES
 
     @property
     def runs_here(self) -> bool:
