@@ -49,7 +49,6 @@ def skipping_known(inner: Any) -> Any:
             self.inner = strategy
             self.mod: Any = None
             self.known: set[str] = set()
-            self.skipped = 0
 
         def _initialize_with_tune_context(self, context: Any) -> None:
             self.mod = context.mod
@@ -78,7 +77,6 @@ def skipping_known(inner: Any) -> Any:
                     if key not in self.known:
                         self.known.add(key)
                         new.append(c)
-                self.skipped += len(candidates) - len(new)
                 if new or not candidates:
                     return new
                 if attempt + 1 < ATTEMPTS:
