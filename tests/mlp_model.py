@@ -131,3 +131,14 @@ def build_classifier():
     net = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.ReLU(), torch.nn.AdaptiveAvgPool2d(1),
                               torch.nn.Flatten(), torch.nn.Linear(8, 10))
     return net.eval(), (torch.randn(1, 3, 16, 16),)
+
+
+
+class _RowSum(torch.nn.Module):
+    def forward(self, x):
+        return x.sum(dim=1)
+
+
+def build_row_sum():
+    """One small reduction (4 rows of 16): a knob space of a few dozen points, small enough to grid."""
+    return _RowSum().eval(), (torch.randn(4, 16),)

@@ -1,6 +1,7 @@
 """Droplet: legal neighbouring moves, a statistical test for accepting one, and the search on a
 known landscape. (DPMeta on a real database is in test_tune.py, from its tuned MLP.)"""
 
+import json
 import math
 from pathlib import Path
 
@@ -147,3 +148,48 @@ def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_p
     assert len(new.sch.trace.insts) == 1  # the new one: the two recorded are not measured again
     assert list(strategy.generate_measure_candidates()) == [] and inner.notified == [0] * (ATTEMPTS - 1)
     assert strategy.generate_measure_candidates() is None  # the inner search is done: so is the task
+
+
+@pytest.mark.parametrize("extent, factors, limit", [(12, 3, -1), (12, 3, 4), (32, 3, 8), (7, 2, -1), (1, 4, -1)])
+def test_grid_tiles_are_every_ordered_split_of_the_extent(extent, factors, limit):
+    import itertools
+
+    from tvmbench.tuning.grid import tile_choices
+
+    tiles = tile_choices(extent, factors, limit)
+    every = [list(c) for c in itertools.product(range(1, extent + 1), repeat=factors)
+             if math.prod(c) == extent and (limit <= 0 or c[-1] <= limit)]
+    assert sorted(tiles) == sorted(every) and len({tuple(t) for t in tiles}) == len(tiles)
+
+
+def test_a_grid_over_the_budget_is_refused_in_one_line_before_measuring(tmp_path, capsys):
+    """A row sum's knob space has a few dozen points (the MLP's matmuls ~10^5 per design space):
+    refused under --trials 10, naming the size, before any candidate is measured."""
+    from tvmbench.cli import main
+    from tvmbench.tuning.database import TuningDatabase
+
+    model = str(Path(__file__).with_name("mlp_model.py")) + ":build_row_sum"
+    code = main(["tune", "--model", model, "--target", "llvm", "--strategy", "grid", "--trials", "10",
+                 "--db", str(tmp_path / "db"), "-q", "--no-history"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2 and len(err) == 1 and "grid search would measure" in err[0] and "--trials 10" in err[0]
+    assert TuningDatabase.open(tmp_path / "db").count_records() == 0  # not even the default schedule's
+
+
+def test_grid_measures_every_legal_point_once_and_a_rerun_measures_none(tmp_path, capsys):
+    from tvmbench.cli import main
+    from tvmbench.tuning.database import TuningDatabase
+
+    model = str(Path(__file__).with_name("mlp_model.py")) + ":build_row_sum"
+    argv = ["tune", "--model", model, "--target", "llvm", "--strategy", "grid", "--trials", "200",
+            "--min-repeat-ms", "1", "--runner-number", "1", "--db", str(tmp_path / "db"), "-q", "--no-history",
+            "--no-in-model-check"]
+    assert main(argv) == 0
+    db = TuningDatabase.open(tmp_path / "db")
+    first = db.count_records()
+    out = capsys.readouterr().out
+    assert "every point of every task's grid measured" in out
+    lines = (tmp_path / "db" / "database_tuning_record.json").read_text().splitlines()
+    traces = [json.dumps(json.loads(line)[1][0], sort_keys=True) for line in lines]
+    assert 10 < first <= 45 and len(set(traces)) == len(traces)  # the default's record + the grid, no repeats
+    assert main(argv) == 0 and TuningDatabase.open(tmp_path / "db").count_records() == first

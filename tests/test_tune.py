@@ -44,6 +44,11 @@ def test_tuning_fills_the_database_and_reports_tasks(tuned):
     meta = json.loads((db / "tvmbench_db.json").read_text())
     assert meta["target"] == TARGET.config and meta["tvm_version"].startswith("0.27")
     assert meta["runs"][-1]["trials_after"] == report["trials_after"]
+    # each task's name, weight and search time are kept for per-layer tables, and reported
+    tuned_tasks = [t for t in report["tasks"] if t["trials"] > 1]
+    assert tuned_tasks and all(meta["tasks"][t["workload"]]["name"] == t["name"] for t in report["tasks"])
+    assert all(t["minutes"] > 0 for t in tuned_tasks)
+    assert sum(t["minutes"] for t in report["tasks"]) * 60 <= report["wall_s"]
 
 
 def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_not_applied(tuned, tmp_path):
@@ -132,6 +137,23 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     assert json.loads(report.read_text())["trials_after"] > first
     assert main(["tune", "--model", MODEL, "--target", "llvm", "--strategy", "droplet", "--alpha", "2",
                  "--db", str(db), "-q", "--no-history"]) == 2
+    # Bennu's per-layer table of the two databases: the refined tasks have more trials on B's side,
+    # search minutes on both, and B's best can only be as fast or faster (its records are A's and more)
+    csv_path = tmp_path / "layers.csv"
+    assert main(["tune", "report", str(src), str(db), "--labels", "Meta,DPMeta", "--csv", str(csv_path)]) == 0
+    import csv
+
+    rows = list(csv.DictReader(csv_path.open()))
+    assert list(rows[0])[:6] == ["Layer", "Meta time(s)", "Meta std(s)", "Meta trials", "Meta tuning(min)",
+                                 "DPMeta time(s)"]
+    layers, total = rows[:-1], rows[-1]
+    assert total["Layer"] == "total" and layers and all(not r["Layer"].isdigit() for r in layers)  # named
+    refined = [r for r in layers if int(r["DPMeta trials"]) > int(r["Meta trials"])]
+    assert refined and all(float(r["DPMeta tuning(min)"]) > float(r["Meta tuning(min)"]) for r in refined)
+    for r in layers:
+        assert float(r["speedup"]) == pytest.approx(float(r["Meta time(s)"]) / float(r["DPMeta time(s)"]))
+        assert float(r["speedup"]) >= 1.0
+    assert int(total["DPMeta trials"]) == TuningDatabase.open(db).count_records()
 
 
 def test_tuning_curve_is_written_as_csv_and_png(tuned):

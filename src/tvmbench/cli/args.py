@@ -167,7 +167,9 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--time-budget", type=duration, default=None,
                    help="search time, e.g. 30m: then no new batch starts and those in flight finish")
     p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary",
-                   help="MetaSchedule's evolutionary or replay-trace search; droplet: coordinate descent from each "
+                   help="MetaSchedule's evolutionary or replay-trace search (random: replay-trace by its usual "
+                        "name); grid: every point of each task's tile and categorical choices, refused when they "
+                        "are more than --trials; droplet: coordinate descent from each "
                         "task's best record, a move kept only when Welch's test says it is faster; dpmeta: droplet "
                         "from MetaSchedule's --top-k best records (a MetaSchedule search first where there are none)")
     p.add_argument("--top-k", type=positive_int, default=3, help="dpmeta: records per task Droplet starts from")

@@ -29,6 +29,10 @@ def add_tune_parser(sub: Any) -> None:
     tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
     tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    tune.add_argument("--compare-strategies", default=None, metavar="A,B[,...]",
+                      help="tune with each strategy into its own database (DB/STRATEGY, --db or a new cache "
+                           "folder) with the same budget, then print and write the per-layer table of the first "
+                           "against each other (as 'tvmbench tune report')")
     add_verbose_arg(tune, "a line per batch of trials and MetaSchedule's per-task tables (on stderr)")
     add_history_args(tune)
     tune.set_defaults(handler=cmd_tune)
@@ -37,11 +41,78 @@ def add_tune_parser(sub: Any) -> None:
 def cmd_tune(args: argparse.Namespace) -> int:
     console = make_console(stderr=True, quiet=args.quiet)
     check_output(args.output)
+    if args.compare_strategies:
+        return compare_strategies(args, console)
     report, _ = tune_with_progress(args, args.model, console)
     print_tune_report(report, make_console())
     if args.output:
         console.print(f"report written to {write_json(args.output, report.to_json())}")
     return EXIT_OK
+
+
+def compare_strategies(args: argparse.Namespace, console: Any) -> int:
+    """``tune --compare-strategies A,B``: one database per strategy, the same budget for each,
+    then Bennu's per-layer table of A against each other strategy."""
+    import copy
+    import time
+    from pathlib import Path
+
+    from tvmbench.errors import UserError
+    from tvmbench.paths import cache_dir
+    from tvmbench.tuning.config import STRATEGIES
+
+    names = [n.strip() for n in args.compare_strategies.split(",") if n.strip()]
+    bad = [n for n in names if n not in STRATEGIES]
+    if len(names) < 2 or bad or len(set(names)) < len(names):
+        raise UserError(f"--compare-strategies takes two or more different strategies of {', '.join(STRATEGIES)}; "
+                        f"got {args.compare_strategies!r}")
+    base = Path(args.db) if args.db else cache_dir("tuning", f"compare-{time.strftime('%Y%m%d-%H%M%S')}")
+    for name in names:
+        one = copy.copy(args)
+        one.strategy, one.db = name, str(base / name)
+        report, _ = tune_with_progress(one, args.model, console)
+        console.print(f"[bold]{name}[/bold]: {report.trials_after} trials in {report.wall_s / 60:.1f} min, "
+                      f"{report.stop_reason}")
+    for other in names[1:]:
+        print_layer_table(base / names[0], base / other, names[0], other, args.model,
+                          base / f"layers-{names[0]}-vs-{other}.csv")
+    return EXIT_OK
+
+
+LAYER_COLUMNS = ("time(s)", "std(s)", "trials", "tuning(min)")
+
+
+def print_layer_table(a: Any, b: Any, label_a: str, label_b: str, model: str | None, csv: Any) -> None:
+    """Print the per-layer table of databases ``a`` and ``b`` and write it as CSV (Bennu's columns)."""
+    from rich.table import Table
+
+    from tvmbench.files import write_csv_atomic
+    from tvmbench.tuning import database as dbm
+
+    rows = dbm.layer_table(dbm.TuningDatabase.open(a), dbm.TuningDatabase.open(b), model)
+    heads = ["Layer", *(f"{label} {c}" for label in (label_a, label_b) for c in LAYER_COLUMNS), "speedup"]
+    keys = ["layer", *(f"{side}_{k}" for side in "ab" for k in ("time", "std", "trials", "minutes")), "speedup"]
+    table = Table(title=f"per layer: {label_a} ({a}) against {label_b} ({b}); speedup = {label_a} time / "
+                        f"{label_b} time")
+    for h in heads:
+        table.add_column(h, justify="left" if h == "Layer" else "right")
+    for r in rows:
+        table.add_row(*(_cell(k, r[k]) for k in keys))
+    make_console().print(table)
+    out = write_csv_atomic(csv, [dict(zip(heads, (r[k] for k in keys), strict=True)) for r in rows], heads)
+    make_console(stderr=True).print(f"per-layer table written to {out}")
+
+
+def _cell(key: str, value: Any) -> str:
+    if value is None:
+        return "-"
+    if key.endswith(("_time", "_std")):
+        return f"{value:.3e}"
+    if key.endswith("_minutes"):
+        return f"{value:.2f}"
+    if key == "speedup":
+        return f"{value:.3f}"
+    return str(value)[:60]
 
 
 def tune_with_progress(args: argparse.Namespace, model: str, console: Any, target: Any = None) -> Any:
@@ -88,17 +159,21 @@ def print_tune_report(report: Any, console: Any) -> None:
 
     table = Table(title=f"tuning database {report.database}")
     checked = any(t.in_model_gain is not None for t in report.tasks)
-    for col in ("task", "weight", "MFLOP", "trials", "default us", "best us", "GFLOP/s", "speedup",
+    for col in ("task", "weight", "MFLOP", "trials", "min", "default us", "best us", "std us", "GFLOP/s", "speedup",
                 *(["in model"] if checked else [])):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
         in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.3f}x" + (
             "" if t.kept_in_model else " (default kept)")
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
+                      f"{t.minutes:.2f}" if t.minutes is not None else "-",
                       f"{t.default_us:.1f}" if t.default_us else "-",
-                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.gflops:.1f}" if t.gflops else "-",
+                      f"{t.best_us:.1f}" if t.best_us else "-", f"{t.std_us:.1f}" if t.std_us is not None else "-",
+                      f"{t.gflops:.1f}" if t.gflops else "-",
                       f"{t.speedup:.2f}x" if t.speedup else "-", *([in_model] if checked else []))
     console.print(table)
+    console.print("min: search minutes spent on the task (every run of this database); std us: the spread of "
+                  "the best record's repeats ('-': measured once, --runner-repeat 1)")
     if checked:
         console.print("speedup: the best record over the default schedule in MetaSchedule's runner (the kernel "
                       "alone); in model: the same inside the compiled model; a task under 1.03x there keeps "
@@ -122,6 +197,13 @@ def add_db_parser(sub: Any) -> None:
     export = db_sub.add_parser("export", help="write a database as a .tar.gz")
     export.add_argument("path")
     export.add_argument("archive")
+    compare = db_sub.add_parser("compare", help="per layer, two databases' best times, spreads, trials and "
+                                                "tuning minutes (also 'tvmbench tune report A B')")
+    compare.add_argument("a")
+    compare.add_argument("b")
+    compare.add_argument("--model", default=None, help="only this model's tasks (as named to 'tvmbench tune')")
+    compare.add_argument("--labels", default=None, metavar="A,B", help="column names (default: the folder names)")
+    compare.add_argument("--csv", default=None, help="write the table here (default: layers-A-vs-B.csv here)")
     db.set_defaults(handler=cmd_db)
 
 
@@ -133,7 +215,16 @@ def cmd_db(args: argparse.Namespace) -> int:
     from tvmbench.tuning import database as dbm
 
     console = make_console()
-    if args.db_command == "list":
+    if args.db_command == "compare":
+        labels = args.labels.split(",") if args.labels else [Path(args.a).name, Path(args.b).name]
+        if len(labels) != 2:
+            from tvmbench.errors import UserError
+
+            raise UserError(f"--labels takes two names separated by a comma, got {args.labels!r}")
+        csv = args.csv or f"layers-{labels[0]}-vs-{labels[1]}.csv"
+        check_output(csv)
+        print_layer_table(args.a, args.b, labels[0], labels[1], args.model, csv)
+    elif args.db_command == "list":
         table = Table(title="tuning databases")
         for col in ("path", "target", "TVM", "workloads", "records", "models", "last run"):
             table.add_column(col)

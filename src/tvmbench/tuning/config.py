@@ -9,7 +9,8 @@ MS_STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule's own search st
 # Droplet: coordinate descent with a statistical test (tuning/droplet.py); DPMeta: Droplet from
 # MetaSchedule's K best records (a MetaSchedule search first where a task has none).
 # random: MetaSchedule's replay-trace (random points of the design space, no cost model), by its usual name.
-STRATEGIES = (*MS_STRATEGIES, "random", "droplet", "dpmeta")
+# grid: every point of each task's knob space (tuning/grid.py), refused when that is over the budget.
+STRATEGIES = (*MS_STRATEGIES, "random", "grid", "droplet", "dpmeta")
 COST_MODELS = ("xgb", "mlp", "random")
 SCHEDULERS = ("gradient", "round-robin")
 

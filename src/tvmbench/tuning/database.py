@@ -399,6 +399,74 @@ def show_database(db: TuningDatabase) -> list[dict[str, Any]]:
     return [{**r, "targets": sorted(r["targets"])} for r in per.values()]
 
 
+def _record_stats(record_line: str) -> tuple[float, float | None] | None:
+    """A record's mean time and the standard deviation of its repeats (None with one), seconds."""
+    import statistics
+
+    secs = [float(s) for s in json.loads(record_line)[1][1] or [] if s is not None]
+    if not secs:
+        return None
+    return statistics.fmean(secs), statistics.stdev(secs) if len(secs) > 1 else None
+
+
+def _per_layer(db: TuningDatabase) -> dict[str, dict[str, Any]]:
+    """Per workload hash: the best record's time and spread, the records, and the meta file's
+    facts of the task (name, weight, search seconds, models)."""
+    workloads = db._lines(WORKLOADS)
+    hashes = [str(json.loads(w)[0]) for w in workloads]
+    tasks = db.meta().get("tasks", {})
+    out: dict[str, dict[str, Any]] = {}
+    for line in db._lines(RECORDS):
+        index = json.loads(line)[0]
+        if not isinstance(index, int) or index >= len(hashes):
+            continue
+        wl = hashes[index]
+        row = out.setdefault(wl, {"trials": 0, "time": None, "std": None, **tasks.get(wl, {})})
+        row["trials"] += 1
+        stats = _record_stats(line)
+        if stats is not None and (row["time"] is None or stats[0] < row["time"]):
+            row["time"], row["std"] = stats
+    return out
+
+
+def layer_table(a: TuningDatabase, b: TuningDatabase, model: str | None = None) -> list[dict[str, Any]]:
+    """Bennu's per-layer comparison of two tuning runs: per task (workload), each database's best
+    time and its spread, its trials and search minutes, and the speedup of B over A (A's time over
+    B's). Rows follow A's order, then B's other tasks; ``model`` keeps the tasks the meta files
+    say that model has (a database can hold several models). The last row, ``total``, sums
+    weight x time over the tasks both databases have."""
+    left, right = _per_layer(a), _per_layer(b)
+    rows = []
+    for wl in [*left, *(w for w in right if w not in left)]:
+        x, y = left.get(wl, {}), right.get(wl, {})
+        if model is not None and model not in {*x.get("models", []), *y.get("models", [])}:
+            continue
+        name = x.get("name") or y.get("name") or wl
+        rows.append({"layer": name, "workload": wl, "weight": x.get("weight") or y.get("weight") or 1,
+                     **{f"{side}_{k}": d.get(k) for side, d in (("a", x), ("b", y))
+                        for k in ("time", "std", "trials")},
+                     "a_minutes": _minutes(x), "b_minutes": _minutes(y),
+                     "speedup": x["time"] / y["time"] if x.get("time") and y.get("time") else None})
+    both = [r for r in rows if r["speedup"] is not None]
+    if both:
+        ta = sum(r["weight"] * r["a_time"] for r in both)
+        tb = sum(r["weight"] * r["b_time"] for r in both)
+        rows.append({"layer": "total", "workload": "", "weight": None, "a_time": ta, "a_std": None,
+                     "a_trials": sum(r["a_trials"] or 0 for r in rows), "a_minutes": _sum(r["a_minutes"] for r in rows),
+                     "b_time": tb, "b_std": None, "b_trials": sum(r["b_trials"] or 0 for r in rows),
+                     "b_minutes": _sum(r["b_minutes"] for r in rows), "speedup": ta / tb})
+    return rows
+
+
+def _minutes(row: dict[str, Any]) -> float | None:
+    return row["seconds"] / 60 if row.get("seconds") is not None else None
+
+
+def _sum(values: Any) -> float | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
+
+
 def merge_databases(sources: list[TuningDatabase], dest: TuningDatabase) -> int:
     """Append the sources' workloads and records to ``dest`` (identical lines are not repeated);
     returns the number of records added. Targets stay per record, so merging databases of
@@ -423,6 +491,11 @@ def merge_databases(sources: list[TuningDatabase], dest: TuningDatabase) -> int:
                 added += 1
     _write_lines_atomic(dest.path / WORKLOADS, dest_wl)
     _write_lines_atomic(dest.path / RECORDS, dest_rec)
+    meta = dest.meta()
+    for src in sources:  # the tasks' names and weights, so that per-layer tables still name them
+        for wl, facts in src.meta().get("tasks", {}).items():
+            meta.setdefault("tasks", {}).setdefault(wl, facts)
+    dest.write_meta(meta)
     return added
 
 

@@ -223,39 +223,55 @@ def droplet_needs_records(tasks: list[Any], ms_db: Any) -> bool:
     return False
 
 
-def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
-                   on_progress: Callable[[int, int, float | None], None] | None = None
-                   ) -> tuple[str, list[dict[str, float]]]:
-    """Droplet (``cfg.strategy`` "droplet": from each task's best record) or the Droplet half of
-    DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
-    ``remaining`` trials; every candidate measured is committed to ``ms_db`` as a tuning record.
-    Returns why it stopped and the curve (trials, seconds, the task's best us)."""
+def candidate_timer(target: Any, cfg: Any) -> Any:
+    """The timer of Droplet and grid candidates: MetaSchedule's runner with at least 5 repeats
+    (the test of a move needs a spread), the tuning run's other runner settings."""
+    from tvmbench.tuning.candidates import CandidateTimer
+
+    return CandidateTimer(target, number=cfg.runner_number, repeat=max(5, cfg.runner_repeat),
+                          min_repeat_ms=cfg.runner_min_repeat_ms, flush=cfg.cpu_cache_flush,
+                          build_timeout_s=cfg.builder_timeout_s, run_timeout_s=cfg.runner_timeout_s)
+
+
+def task_space(task: Any, ms_db: Any, target: Any, timer: Any) -> tuple[Any, TraceSpace]:
+    """A task's workload in ``ms_db`` and its TraceSpace, every measured candidate committed to
+    ``ms_db`` as a tuning record (an interrupted search resumes from the database)."""
     from tvm.s_tir.meta_schedule.arg_info import ArgInfo
     from tvm.s_tir.meta_schedule.database import TuningRecord
 
-    from tvmbench.tuning.candidates import CandidateTimer
+    mod = task.dispatched[0]
+    workload = ms_db.commit_workload(mod)
+    tvm_target = target.tvm()
 
-    timer = CandidateTimer(target, number=cfg.runner_number, repeat=max(5, cfg.runner_repeat),
-                           min_repeat_ms=cfg.runner_min_repeat_ms, flush=cfg.cpu_cache_flush,
-                           build_timeout_s=cfg.builder_timeout_s, run_timeout_s=cfg.runner_timeout_s)
+    def commit(trace: Any, secs: list[float]) -> None:
+        ms_db.commit_tuning_record(TuningRecord(trace, workload, run_secs=[float(s) for s in secs],
+                                                target=tvm_target, args_info=ArgInfo.from_prim_func(mod["main"])))
+
+    return workload, TraceSpace(mod, target, timer, commit)
+
+
+def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
+                   on_progress: Callable[[int, int, float | None], None] | None = None,
+                   task_seconds: dict[str, float] | None = None) -> tuple[str, list[dict[str, float]]]:
+    """Droplet (``cfg.strategy`` "droplet": from each task's best record) or the Droplet half of
+    DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
+    ``remaining`` trials; every candidate measured is committed to ``ms_db`` as a tuning record.
+    Returns why it stopped and the curve (trials, seconds, the task's best us); each task's
+    search time is added to ``task_seconds`` (by task name)."""
+    timer = candidate_timer(target, cfg)
     deadline = start + cfg.time_budget_s if cfg.time_budget_s else None
     top_k = cfg.top_k if cfg.strategy == "dpmeta" else 1
     curve: list[dict[str, float]] = []
-    tvm_target = target.tvm()
     used, share = 0, max(1, remaining // max(1, len(tasks)))
     for t in sorted(tasks, key=lambda t: -t.weight):  # the most called kernels first
         if used >= remaining or (deadline is not None and time.monotonic() >= deadline):
             break
-        mod = t.dispatched[0]
-        workload = ms_db.commit_workload(mod)
-
-        def commit(trace: Any, secs: list[float], workload: Any = workload, mod: Any = mod) -> None:
-            ms_db.commit_tuning_record(TuningRecord(trace, workload, run_secs=[float(s) for s in secs],
-                                                    target=tvm_target, args_info=ArgInfo.from_prim_func(mod["main"])))
-
-        space = TraceSpace(mod, target, timer, commit)
+        began = time.monotonic()
+        workload, space = task_space(t, ms_db, target, timer)
         outcome = refine(space, _starts(ms_db, workload, t, target, top_k), min(share, remaining - used), deadline,
                          cfg.alpha)
+        if task_seconds is not None:
+            task_seconds[t.task_name] = task_seconds.get(t.task_name, 0.0) + time.monotonic() - began
         used += outcome.trials if outcome else 0
         best_us = outcome.best.mean_s * 1e6 if outcome else None
         curve.append({"trials": done + used, "seconds": time.monotonic() - start, "estimate_ms": None,

@@ -127,6 +127,8 @@ class TaskReport:
     # ``api.tune``'s in-model check); None when not checked
     in_model_gain: float | None = None
     kept_in_model: bool | None = None  # whether its records are applied (False: they lose in the model)
+    std_us: float | None = None  # the spread of the best record's repeats (None: it has one)
+    minutes: float | None = None  # search time spent on this task, over every tuning run of the database
 
     @property
     def gflops(self) -> float | None:
@@ -185,20 +187,29 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
     return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
 
 
-def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None) -> tuple[int, float | None]:
+def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None
+                  ) -> tuple[int, float | None, float | None]:
     """Trials in the database for a task (failed ones included when ``counts`` comes from the
-    file), and its best measured latency in microseconds."""
+    file), its best measured latency and that record's standard deviation, in microseconds."""
     mod = task.dispatched[0]
     if not ms_db.has_workload(mod):
-        return 0, None
+        return 0, None, None
     records = ms_db.get_top_k(ms_db.commit_workload(mod), 1 << 30)
-    best = None
+    best: tuple[float, float | None] | None = None
     for r in records:
         if r.run_secs:
-            secs = sum(float(s) for s in r.run_secs) / len(r.run_secs)
-            best = secs if best is None else min(best, secs)
+            mean, std = _mean_std([float(s) for s in r.run_secs])
+            best = (mean, std) if best is None or mean < best[0] else best
     trials = counts.get(_workload_key(task), len(records)) if counts is not None else len(records)
-    return trials, (best * 1e6 if best is not None else None)
+    if best is None:
+        return trials, None, None
+    return trials, best[0] * 1e6, (best[1] * 1e6 if best[1] is not None else None)
+
+
+def _mean_std(values: list[float]) -> tuple[float, float | None]:
+    import statistics
+
+    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def _flops(task: Any) -> float:
@@ -233,13 +244,35 @@ def make_runner(cfg: TuneConfig) -> Any:
 
 
 def report_tasks(tasks: list[Any], ms_db: Any, defaults: dict[str, float] | None = None,
-                 counts: dict[str, int] | None = None) -> list[TaskReport]:
+                 counts: dict[str, int] | None = None, known: dict[str, Any] | None = None) -> list[TaskReport]:
+    """Each task's state in the database; ``known`` is the meta file's ``tasks`` (search minutes)."""
     out = []
     for t in tasks:
-        trials, best = _task_records(ms_db, t, counts)
+        trials, best, std = _task_records(ms_db, t, counts)
+        key = _workload_key(t)
+        seconds = ((known or {}).get(key) or {}).get("seconds")
         out.append(TaskReport(name=t.task_name, weight=int(t.weight), flops=_flops(t), trials=trials, best_us=best,
-                              default_us=(defaults or {}).get(_workload_key(t)), workload=_workload_key(t)))
+                              default_us=(defaults or {}).get(key), workload=key, std_us=std,
+                              minutes=seconds / 60 if seconds is not None else None))
     return out
+
+
+# The meta file's per-workload facts of the tasks tuned into it: name, weight and FLOPs as the
+# task was extracted (a per-layer table needs no model to name its rows), and the search seconds
+# spent on it over every run.
+TASKS = "tasks"
+
+
+def remember_tasks(meta: dict[str, Any], tasks: list[Any], seconds: dict[str, float], model: str) -> dict[str, Any]:
+    """``meta`` with each task's facts and this run's search ``seconds`` (by task name) added."""
+    known = meta.setdefault(TASKS, {})
+    for t in tasks:
+        entry = known.setdefault(_workload_key(t), {"name": t.task_name, "weight": int(t.weight),
+                                                    "flops": _flops(t), "seconds": 0.0, "models": []})
+        entry["seconds"] = round(entry.get("seconds", 0.0) + seconds.get(t.task_name, 0.0), 3)
+        if model not in entry.setdefault("models", []):
+            entry["models"].append(model)
+    return meta
 
 
 def _workload_key(task: Any) -> str:
@@ -332,10 +365,12 @@ class _SearchPlan:
 
 
 def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase, cfg: TuneConfig,
-                         builder: Any, runner: Any, on_progress: Callable[[int, int, float | None], None] | None
-                         ) -> tuple[str, list[dict[str, float]]]:
+                         builder: Any, runner: Any, on_progress: Callable[[int, int, float | None], None] | None,
+                         task_seconds: dict[str, float]) -> tuple[str, list[dict[str, float]]]:
     """MetaSchedule's own search (evolutionary or replay-trace) over the tasks below their
-    budget; returns why it stopped and the tuning curve."""
+    budget; returns why it stopped and the tuning curve. The time from one measured batch to the
+    next is added to ``task_seconds`` for the batch's task (batches are generated, built and
+    measured one at a time when measuring locally; over RPC they overlap and this is rougher)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
@@ -344,7 +379,7 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     todo, before, per_task, remaining, done, start = (plan.todo, plan.before, plan.per_task, plan.remaining,
                                                       plan.done, plan.start)
     curve: list[dict[str, float]] = []
-    state: dict[str, Any] = {"trials": done, "stopped": ""}
+    state: dict[str, Any] = {"trials": done, "stopped": "", "last": time.monotonic()}
     # Best latency per task so far (us), to estimate the tuned kernels' time after every batch:
     # sum of weight x best over all tasks, once every task has a measurement.
     best = {i: r.best_us for i, r in enumerate(before)}
@@ -362,6 +397,10 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
         def apply(self, task_scheduler: Any, task_id: int, candidates: Any, builds: Any, runs: Any) -> None:
             state["trials"] += len(candidates)
             i = task_index[task_id]
+            now = time.monotonic()
+            name = tasks[i].task_name
+            task_seconds[name] = task_seconds.get(name, 0.0) + now - state["last"]
+            state["last"] = now
             for r in runs:
                 if r.error_msg is None and r.run_secs:
                     us = sum(float(x) for x in r.run_secs) / len(r.run_secs) * 1e6
@@ -388,6 +427,7 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]
+    state["last"] = time.monotonic()
     ms.tune.tune_tasks(tasks=ctxs, task_weights=weights, work_dir=work_dir, max_trials_global=remaining,
                        max_trials_per_task=per_task, num_trials_per_iter=cfg.trials_per_iter, builder=builder,
                        runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
@@ -421,6 +461,10 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
     start = time.monotonic()
     tasks = extract_tasks(model, target)
+    if cfg.strategy == "grid":
+        from tvmbench.tuning.grid import check_budget
+
+        check_budget(tasks, target, cfg.trials)
     ms_db = db.ms_database()
     builder = local_builder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
                             f_export=None if target.is_native or target.kind == "cuda" else cross_export)
@@ -430,13 +474,16 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if defaults != meta.get("default_us"):
         meta["default_us"] = defaults
         db.write_meta(meta)
-    before = report_tasks(tasks, ms_db, defaults, db.records_per_workload())
+    before = report_tasks(tasks, ms_db, defaults, db.records_per_workload(), meta.get(TASKS))
     done = before_total = sum(t.trials for t in before)
     per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
     todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
     remaining = cfg.trials - done
     curve: list[dict[str, float]] = []
+    seconds: dict[str, float] = {}  # search time per task name, this run
     stop = ""
+    if cfg.strategy == "grid":
+        todo = [(t, r) for t, r in zip(tasks, before, strict=True)]  # a grid is whole, not per-task budgets
     if not todo:
         stop = f"every task already has {per_task} trials"
     elif remaining <= 0:
@@ -444,25 +491,30 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if stop:
         return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
 
-    if cfg.strategy in ("droplet", "dpmeta"):
+    if cfg.strategy == "grid":
+        from tvmbench.tuning.grid import grid_search
+
+        stop, curve = grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds)
+    elif cfg.strategy in ("droplet", "dpmeta"):
         from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
 
         stop, curve = "", []
         if cfg.strategy == "dpmeta" and droplet_needs_records(tasks, ms_db):
             # DPMeta refines MetaSchedule's best records: a task without any gets a search first
             half = _SearchPlan(todo, before, per_task, remaining // 2, done, start)
-            stop, curve = _metaschedule_search(tasks, half, ms_db, db, cfg, builder, runner, on_progress)
+            stop, curve = _metaschedule_search(tasks, half, ms_db, db, cfg, builder, runner, on_progress, seconds)
             done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
         remaining = cfg.trials - done
-        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress)
+        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds)
         curve += more
     else:
         plan = _SearchPlan(todo, before, per_task, remaining, done, start)
-        stop, curve = _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress)
-    after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload())
+        stop, curve = _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress, seconds)
+    meta = remember_tasks(db.meta(), tasks, seconds, model.name)
+    db.write_meta(meta)
+    after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload(), meta[TASKS])
     report = TuneReport(str(db.path), after, before_total, sum(t.trials for t in after), time.monotonic() - start,
                         stop, curve)
-    meta = db.meta()
     meta.setdefault("runs", []).append({"model": model.name, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                         "trials_before": before_total, "trials_after": report.trials_after,
                                         "wall_s": report.wall_s, "config": cfg.to_json()})
