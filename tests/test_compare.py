@@ -162,6 +162,43 @@ def test_seed_script_invocations_map_onto_tvmbench(kind, seed, expected):
     build_parser().parse_args(argv)  # and tvmbench accepts what they map to
 
 
+BENNU = [
+    ("-m meta -a x86 -t 1000 -l L -b resnet18", 0,
+     [("tune", "tune --model resnet18 --target llvm --strategy evolutionary --trials 1000 --db L"),
+      ("run", "run --model resnet18 --target llvm --frameworks tvm --db L")]),
+    ("-m dpmeta -a x86 -t 100 -k 10 -l L -b m.onnx", 500,
+     [("copy", "copy L L/dpmeta-k10"),
+      ("tune", "tune --model m.onnx --target llvm --strategy dpmeta --top-k 10 --trials 600 --db L/dpmeta-k10"),
+      ("layers", "tune report L L/dpmeta-k10 --labels Meta,DPMeta --csv L/layers-dpmeta-k10.csv"),
+      ("run", "run --model m.onnx --target llvm --frameworks tvm --db L/dpmeta-k10")]),
+    ("-m droplet -a cuda -t 50 -l L -b resnet18", 0,
+     [("tune", "tune --model resnet18 --target cuda --strategy droplet --top-k 3 --trials 50 --db L/droplet"),
+      ("run", "run --model resnet18 --target cuda --frameworks tvm --db L/droplet")]),
+    ("-m run -a arm -l L -b resnet18", 0,
+     [("run", "run --model resnet18 --target '{\"kind\": \"llvm\", \"mtriple\": \"aarch64-linux-gnu\"}' "
+              "--db L --compile-only --artifact-dir L/build")]),
+    ("-m meta -a arm -t 64 -l L -b resnet18 --rpc 127.0.0.1:9190 --rpc-key pi", 0,
+     [("tune", "tune --model resnet18 --target '{\"kind\": \"llvm\", \"mtriple\": \"aarch64-linux-gnu\"}' "
+               "--rpc 127.0.0.1:9190 --rpc-key pi --strategy evolutionary --trials 64 --db L"),
+      ("run", "run --model resnet18 --target '{\"kind\": \"llvm\", \"mtriple\": \"aarch64-linux-gnu\"}' "
+              "--rpc 127.0.0.1:9190 --rpc-key pi --frameworks tvm --db L")]),
+]
+
+
+@pytest.mark.parametrize("bennu, records, expected", BENNU)
+def test_bennu_invocations_map_onto_tvmbench_steps(bennu, records, expected):
+    """Bennu's models_onnx.py flags become tvmbench commands that tvmbench's parser accepts;
+    dpmeta/droplet refine a copy of LOGDIR's database when it has records, and compare per layer."""
+    from tvmbench.cli import build_parser
+    from tvmbench.seed_scripts import bennu_steps
+
+    steps = bennu_steps(shlex.split(bennu), records)
+    assert [(what, argv) for what, argv in steps] == [(w, shlex.split(e)) for w, e in expected]
+    for what, argv in steps:
+        if what != "copy":
+            build_parser().parse_args(["db", "compare", *argv[2:]] if argv[:2] == ["tune", "report"] else argv)
+
+
 def test_seed_scripts_run_end_to_end(tmp_path):
     import subprocess
     import sys

@@ -73,3 +73,100 @@ def main(kind: str, argv: list[str] | None = None) -> int:
     from tvmbench.cli import main as tvmbench_main
 
     return tvmbench_main(translate(kind, sys.argv[1:] if argv is None else argv))
+
+
+# ----- Bennu's models_onnx.py (lac-dcc/bennu): -m meta|dpmeta|droplet|run -a ARCH -t TRIALS -k TOPK -l LOGDIR -b MODEL
+
+BENNU_TARGETS = {"x86": "llvm", "cuda": "cuda", "arm": '{"kind": "llvm", "mtriple": "aarch64-linux-gnu"}'}
+BENNU_LABELS = {"meta": "Meta", "dpmeta": "DPMeta", "droplet": "Droplet"}
+
+
+def bennu_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="models_onnx.py", description="Bennu's model benchmark, as a thin wrapper "
+                                "over tvmbench: tune (meta, dpmeta, droplet) into LOGDIR, or run with it")
+    p.add_argument("-m", "--method", required=True, choices=["meta", "dpmeta", "droplet", "run"])
+    p.add_argument("-a", "--arch", default="x86", choices=list(BENNU_TARGETS),
+                   help="x86 (this CPU), cuda, arm (aarch64: measured over --rpc, else built only)")
+    p.add_argument("-t", "--trials", type=int, default=1000,
+                   help="meta: trials for the model; dpmeta/droplet: trials on top of LOGDIR's records")
+    p.add_argument("-k", "--top-k", type=int, default=3, help="dpmeta: records per task Droplet starts from")
+    p.add_argument("-l", "--logdir", required=True, help="the MetaSchedule database folder (and output.txt)")
+    p.add_argument("-b", "--benchmark", required=True, help="an .onnx file or a zoo name")
+    p.add_argument("--rpc", default=None, metavar="HOST:PORT", help="a TVM RPC tracker whose devices measure")
+    p.add_argument("--rpc-key", default=None)
+    return p
+
+
+def bennu_steps(argv: list[str], records_in_logdir: int = 0) -> list[tuple[str, list[str]]]:
+    """The steps of one Bennu invocation, as (what, ``tvmbench`` argv) pairs; ``copy:SRC:DEST``
+    steps copy a database. ``meta`` tunes LOGDIR with MetaSchedule's evolutionary search;
+    ``dpmeta``/``droplet`` refine a copy of LOGDIR in LOGDIR/<method>[-kK] with ``-t`` more trials
+    and print the per-layer table against LOGDIR; every tuning method then runs the model with its
+    database; ``run`` runs it with LOGDIR (built only for ``-a arm`` without ``--rpc``)."""
+    from pathlib import Path
+
+    a = bennu_parser().parse_args(argv)
+    target = ["--target", BENNU_TARGETS[a.arch]]
+    remote = (["--rpc", a.rpc] + (["--rpc-key", a.rpc_key] if a.rpc_key else [])) if a.rpc else []
+    model = ["--model", a.benchmark]
+    logdir = Path(a.logdir)
+    steps: list[tuple[str, list[str]]] = []
+    db = logdir
+    if a.method == "meta":
+        steps.append(("tune", ["tune", *model, *target, *remote, "--strategy", "evolutionary",
+                               "--trials", str(a.trials), "--db", str(logdir)]))
+    elif a.method in ("dpmeta", "droplet"):
+        db = logdir / (f"dpmeta-k{a.top_k}" if a.method == "dpmeta" else "droplet")
+        if records_in_logdir:
+            steps.append(("copy", ["copy", str(logdir), str(db)]))
+        steps.append(("tune", ["tune", *model, *target, *remote, "--strategy", a.method, "--top-k", str(a.top_k),
+                               "--trials", str(records_in_logdir + a.trials), "--db", str(db)]))
+        if records_in_logdir:
+            steps.append(("layers", ["tune", "report", str(logdir), str(db), "--labels",
+                                     f"Meta,{BENNU_LABELS[a.method]}", "--csv", str(logdir / f"layers-{db.name}.csv")]))
+    run = ["run", *model, *target, *remote, "--frameworks", "tvm", "--db", str(db)]
+    if a.arch == "arm" and not a.rpc:
+        run = ["run", *model, *target, "--db", str(db), "--compile-only", "--artifact-dir", str(logdir / "build")]
+    steps.append(("run", run))
+    return steps
+
+
+def bennu_main(argv: list[str] | None = None) -> int:
+    """Run the steps, every tvmbench command's stdout shown and kept in LOGDIR/output.txt."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from tvmbench.tuning.database import META, RECORDS, WORKLOADS
+
+    argv = sys.argv[1:] if argv is None else argv
+    a = bennu_parser().parse_args(argv)
+    logdir = Path(a.logdir)
+    records = logdir / RECORDS
+    count = len(records.read_text().splitlines()) if records.is_file() else 0
+    logdir.mkdir(parents=True, exist_ok=True)
+    with (logdir / "output.txt").open("a") as out:
+        out.write(f"# models_onnx.py {' '.join(argv)}\n")
+        for what, cmd in bennu_steps(argv, count):
+            if what == "copy":  # the database's own files, not the folders beside them
+                shutil.rmtree(cmd[2], ignore_errors=True)
+                Path(cmd[2]).mkdir(parents=True)
+                for name in (WORKLOADS, RECORDS, META):
+                    if (Path(cmd[1]) / name).is_file():
+                        shutil.copy2(Path(cmd[1]) / name, Path(cmd[2]) / name)
+                continue
+            out.write(f"$ tvmbench {' '.join(cmd)}\n")
+            out.flush()
+            proc = subprocess.Popen([sys.executable, "-m", "tvmbench.cli", *cmd], stdout=subprocess.PIPE, text=True,
+                                    env={**os.environ, "COLUMNS": "200"})
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                sys.stdout.write(line)
+                out.write(line)
+            if proc.wait() != 0:
+                out.write(f"(exit status {proc.returncode})\n")
+                return proc.returncode
+    print(f"written to {logdir / 'output.txt'}")
+    return 0

@@ -94,8 +94,10 @@ def print_layer_table(a: Any, b: Any, label_a: str, label_b: str, model: str | N
     keys = ["layer", *(f"{side}_{k}" for side in "ab" for k in ("time", "std", "trials", "minutes")), "speedup"]
     table = Table(title=f"per layer: {label_a} ({a}) against {label_b} ({b}); speedup = {label_a} time / "
                         f"{label_b} time")
+    width = max((len(str(r["layer"])) for r in rows), default=5)
     for h in heads:
-        table.add_column(h, justify="left" if h == "Layer" else "right")
+        table.add_column(h, justify="left" if h == "Layer" else "right",
+                         min_width=min(width, 60) if h == "Layer" else None)
     for r in rows:
         table.add_row(*(_cell(k, r[k]) for k in keys))
     make_console().print(table)
