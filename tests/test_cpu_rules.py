@@ -524,3 +524,51 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
     assert len(parts) == 1 and len(parts[0]) == 2 and all(len(p.functions) >= 2 for p in parts[0])
     with torch.no_grad():
         np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("kind", ["matmul", "conv"])
+def test_default_schedule_knobs_round_trip_and_every_move_builds_a_correct_kernel(kind):
+    """The default rule's choices as tuning knobs (compile/knobs.py): the values the default build
+    read rebuild exactly the default kernel, and each Droplet move (one knob to an adjacent legal
+    value) builds a different kernel that still computes the same numbers."""
+    import torch
+    import tvm
+    import tvm_ffi
+    from tvm import topi
+
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.tuning.droplet import KnobSpace
+
+    rng = np.random.default_rng(3)
+    if kind == "matmul":
+        func, shape = _matmul_relu(64, 48, 80), (64, 80)
+        args = [rng.standard_normal((64, 48), dtype="float32"), rng.standard_normal((48, 80), dtype="float32")]
+        ref = np.maximum(args[0] @ args[1], 0)
+    else:
+        def build(te):
+            x = te.placeholder((1, 14, 14, 32), name="x")
+            wt = te.placeholder((3, 3, 32, 48), name="w")
+            return [x, wt, topi.nn.conv(x, wt, 1, 1, 1, 1, "NHWC", "HWIO", "float32")]
+
+        func, shape = _te_func(build), (1, 14, 14, 48)
+        args = [rng.standard_normal((1, 14, 14, 32), dtype="float32"), rng.standard_normal((3, 3, 32, 48), dtype="float32")]
+        ref = torch.nn.functional.conv2d(torch.from_numpy(args[0]).permute(0, 3, 1, 2),
+                                         torch.from_numpy(args[1]).permute(3, 2, 0, 1), padding=1).permute(0, 2, 3, 1).numpy()
+    _, plain = pipeline.default_schedule(func, TARGET)
+    with knob_set() as seen:
+        _, recorded = pipeline.default_schedule(func, TARGET)
+    assert {"vectors", "rows", "spatial_outer"} <= {k.name for k in seen.seen}
+    assert ("unroll_window" in {k.name for k in seen.seen}) == (kind == "matmul")  # a 48-long reduction; 288 is not
+    with knob_set(seen.values()):
+        _, rebuilt = pipeline.default_schedule(func, TARGET)
+    assert tvm_ffi.structural_equal(plain.mod, recorded.mod) and tvm_ffi.structural_equal(plain.mod, rebuilt.mod)
+    space = KnobSpace(func, TARGET, timer=None, on_measured=None, known={})
+    moves = [m for position in range(space.knob_count()) for m in space.neighbours(space.start, position)]
+    assert len(moves) >= 3
+    for move in moves:
+        sch = space.build(move)[0]
+        assert sch is not None and not tvm_ffi.structural_equal(sch.mod, plain.mod), move
+        lib = tvm.compile(sch.mod, TARGET.tvm())
+        out = tvm.runtime.tensor(np.zeros(shape, "float32"))
+        lib(*[tvm.runtime.tensor(a) for a in args], out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4, err_msg=str(move))

@@ -156,6 +156,25 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     assert int(total["DPMeta trials"]) == TuningDatabase.open(db).count_records()
 
 
+def test_droplet_starts_from_the_default_schedules_knobs_and_a_rerun_measures_nothing_twice(tmp_path):
+    """On a fresh database ``--strategy droplet`` moves the default rule's knobs (register tile,
+    tile order): every record it adds was built by the rule (no sampling instruction in its
+    trace), timed with several repeats; a second run with a larger budget goes on from the
+    database and commits no schedule twice."""
+    db = tmp_path / "db"
+    argv = ["tune", "--model", MODEL, "--target", "llvm", "--strategy", "droplet", "--min-repeat-ms", "1",
+            "--runner-number", "1", "--db", str(db), "-q", "--no-history", "--no-in-model-check"]
+    assert main([*argv, "--trials", "8"]) == 0
+    lines = (db / RECORDS).read_text().splitlines()
+    tasks = len((db / WORKLOADS).read_text().splitlines())
+    added = [json.loads(line)[1] for line in lines[tasks:]]  # after each task's default record
+    assert added and all(len(r[1]) >= 5 for r in added)
+    assert all(not any(inst[0].startswith("Sample") for inst in r[0][0]) for r in added)
+    assert main([*argv, "--trials", "14"]) == 0
+    traces = [json.dumps(json.loads(line)[1][0], sort_keys=True) for line in (db / RECORDS).read_text().splitlines()]
+    assert len(set(traces)) == len(traces)
+
+
 def test_tuning_curve_is_written_as_csv_and_png(tuned):
     db, report = tuned
     csvs = list((db / "curves").glob("mlp_model.py_build-*.csv"))

@@ -169,8 +169,9 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--strategy", choices=list(STRATEGIES), default="evolutionary",
                    help="MetaSchedule's evolutionary or replay-trace search (random: replay-trace by its usual "
                         "name); grid: every point of each task's tile and categorical choices, refused when they "
-                        "are more than --trials; droplet: coordinate descent from each "
-                        "task's best record, a move kept only when Welch's test says it is faster; dpmeta: droplet "
+                        "are more than --trials; droplet: coordinate descent from tvmbench's "
+                        "default schedule (its rule's tile, order and unroll choices), then each task's best "
+                        "record, a move kept only when Welch's test says it is faster; dpmeta: droplet "
                         "from MetaSchedule's --top-k best records (a MetaSchedule search first where there are none)")
     p.add_argument("--top-k", type=positive_int, default=3, help="dpmeta: records per task Droplet starts from")
     p.add_argument("--alpha", type=float, default=0.05,

@@ -95,8 +95,11 @@ def dlight_rules(target: ResolvedTarget) -> list[Any]:
 def default_schedule(func: Any, target: ResolvedTarget) -> tuple[str | None, Any]:
     """(rule name, schedule) of the first default rule that applies to ``func``: the schedule
     stage 3 gives a kernel no tuning record covers; (None, None) when none applies."""
+    from tvmbench.compile.knobs import reset_seen
+
     with target.tvm() as tvm_target:
         for rule in dlight_rules(target):
+            reset_seen()  # a knob set records the knobs of the rule that applies, not of those declining
             sch = rule.apply(func, tvm_target, False)
             if isinstance(sch, list):
                 sch = sch[0] if sch else None

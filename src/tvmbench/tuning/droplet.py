@@ -16,6 +16,11 @@ a candidate that is 1 % faster by the luck of one noisy measurement is not progr
 moves on to the next knob either way and stops when a full pass over the knobs brings nothing,
 or when the trial or time budget is spent.
 
+The same descent also runs over tvmbench's own default schedules (``KnobSpace``): the rule's
+choices (``compile/knobs.py``: register tile rows and vectors, tile order, unrolling, band rows)
+are the knobs, each move to the adjacent legal value, and each neighbour is built by the rule
+itself, so ``--strategy droplet`` starts from the expert default instead of random points.
+
 TVM 0.27 ships an attempt (``meta_schedule.post_optimization.droplet``): it moves knobs by index
 modulo the number of choices (a wrap-around is not a neighbour), accepts any lower mean (its
 p-value parameter is unused), and rebuilds decisions from indices in a way that can lose the
@@ -118,11 +123,15 @@ class Outcome:
 
 
 def search(start: Candidate, knob_count: int, neighbours: Callable[[Any, int], list[Any]], measure: Measure, *,
-           trials: int, deadline: float | None = None, alpha: float = 0.05) -> Outcome:
+           trials: int, deadline: float | None = None, alpha: float = 0.05,
+           charged: Callable[[], int] | None = None) -> Outcome:
     """Coordinate descent from ``start`` over ``knob_count`` knobs: ``neighbours(trace, k)`` gives
     the traces one move away on knob ``k``, ``measure`` times them (several runs each). Stops
-    after a pass over every knob without an accepted move, or at the budgets."""
+    after a pass over every knob without an accepted move, or at the budgets. ``charged`` counts
+    the candidates really measured so far, when ``measure`` answers some from a database: those
+    cost no trial, so a resumed search replays its path for free."""
     best, used, accepted = start, 0, 0
+    base = charged() if charged else 0
     history = [start.mean_s]
     while True:
         improved = False
@@ -134,8 +143,9 @@ def search(start: Candidate, knob_count: int, neighbours: Callable[[Any, int], l
             tries = neighbours(best.trace, position)[: trials - used]
             if not tries:
                 continue
-            used += len(tries)
-            timed = [Candidate(t, s) for t, s in zip(tries, measure(tries), strict=True) if s]
+            times = measure(tries)
+            used = charged() - base if charged else used + len(tries)
+            timed = [Candidate(t, s) for t, s in zip(tries, times, strict=True) if s]
             winner = min(timed, key=lambda c: c.mean_s, default=None)
             if winner is not None and faster(winner.secs, best.secs, alpha):
                 best, improved, accepted = winner, True, accepted + 1
@@ -177,6 +187,92 @@ class TraceSpace:
         return out
 
 
+class KnobSpace:
+    """One task's schedules by tvmbench's own rule, as Droplet sees them: a "trace" is an
+    assignment of the rule's knobs (``compile/knobs.py``: register tile, tile order, unrolling,
+    band), built by the rule, timed by ``timer``; each schedule measured that the database does
+    not hold yet is handed to ``on_measured`` as its trace. The start is the default assignment:
+    the schedule an untuned build runs."""
+
+    def __init__(self, func: Any, target: Any, timer: Any, on_measured: Callable[[Any, list[float]], None],
+                 known: dict[str, list[float] | None]) -> None:
+        self.func, self.target, self.timer, self.on_measured = func, target, timer, on_measured
+        self.known = known  # trace key -> its record's times (None: too few to test against)
+        self.timed = 0  # candidates measured (not answered from the database)
+        self._built: dict[str, tuple[Any, list[Any]]] = {}
+        _, default_knobs = self.build({})
+        self.start = {k.name: k.default for k in default_knobs}
+
+    def build(self, assignment: dict[str, Any]) -> tuple[Any, list[Any]]:
+        """(schedule or None, the knobs the rule read) for an assignment, built once."""
+        import json
+
+        from tvmbench.compile import pipeline
+        from tvmbench.compile.knobs import knob_set
+
+        key = json.dumps(assignment, sort_keys=True)
+        if key not in self._built:
+            with knob_set(assignment) as ks:
+                _, sch = pipeline.default_schedule(self.func, self.target)
+            self._built[key] = (sch, list(ks.seen))
+        return self._built[key]
+
+    def knob_count(self) -> int:
+        return len(self.start)
+
+    def neighbours(self, assignment: dict[str, Any], position: int) -> list[dict[str, Any]]:
+        knobs = self.build(assignment)[1]
+        if position >= len(knobs):
+            return []
+        k = knobs[position]
+        i = k.choices.index(assignment.get(k.name, k.default)) if assignment.get(k.name, k.default) in k.choices \
+            else k.choices.index(k.default)
+        return [{**assignment, k.name: k.choices[j]} for j in categorical_moves(i, len(k.choices))]
+
+    def measure(self, assignments: list[dict[str, Any]]) -> list[list[float] | None]:
+        """Times per assignment (None: it does not build or run). A schedule the database holds
+        with several times is answered from it (a resumed search measures nothing twice); the
+        others are timed, and committed unless the database has them (the default's record)."""
+        from tvmbench.tuning.unmeasured import trace_key
+
+        out: list[list[float] | None] = [None] * len(assignments)
+        todo = []
+        for i, a in enumerate(assignments):
+            sch = self.build(a)[0]
+            if sch is None:
+                continue
+            key = trace_key(sch.trace)
+            recorded = self.known.get(key)
+            if recorded is not None and len(recorded) >= 2:
+                out[i] = recorded
+            else:
+                todo.append((i, sch, key))
+        timed = self.timer.time([s.mod for _, s, _ in todo]) if todo else []
+        self.timed += len(todo)
+        for (i, sch, key), secs in zip(todo, timed, strict=True):
+            if not isinstance(secs, str):
+                out[i] = secs
+                if key not in self.known:
+                    self.on_measured(sch.trace, secs)
+                self.known[key] = secs
+        return out
+
+
+def from_defaults(space: KnobSpace, trials: int, deadline: float | None = None, alpha: float = 0.05
+                  ) -> Outcome | None:
+    """Droplet from the default rule's own choices; None when the rule has no knobs or the
+    default schedule cannot run."""
+    if not space.knob_count() or trials < 2:
+        return None
+    measured = space.measure([space.start])[0]
+    if measured is None:
+        return None
+    done = search(Candidate(space.start, measured), space.knob_count(), space.neighbours, space.measure,
+                  trials=trials - 1, deadline=deadline, alpha=alpha, charged=lambda: space.timed)
+    done.trials = space.timed
+    return done
+
+
 def refine(space: TraceSpace, starts: list[Any], trials: int, deadline: float | None = None,
            alpha: float = 0.05) -> Outcome | None:
     """Droplet from each of ``starts`` (traces, best first) in turn, within ``trials`` in all:
@@ -203,15 +299,52 @@ def refine(space: TraceSpace, starts: list[Any], trials: int, deadline: float | 
     return best
 
 
-def _starts(ms_db: Any, workload: Any, task: Any, target: Any, top_k: int) -> list[Any]:
+def _starts(ms_db: Any, workload: Any, task: Any, target: Any, top_k: int, sample: bool = True) -> list[Any]:
     """Where Droplet starts on a task: its ``top_k`` best records that have knobs (the default
-    schedule's record has none), else points drawn from MetaSchedule's design space."""
+    schedule's record has none), else (with ``sample``) points drawn from MetaSchedule's design space."""
     records = [r.trace for r in ms_db.get_top_k(workload, max(top_k * 4, 8)) if knobs(r.trace)][:top_k]
-    if records:
+    if records or not sample:
         return records
     from tvmbench.tuning.space import sampled_schedules
 
     return [sch.trace for _, sch in sampled_schedules(task.dispatched[0]["main"], target, max(top_k, 4))]
+
+
+def _droplet_task(t: Any, ms_db: Any, target: Any, timer: Any, cfg: Any, trials: int, deadline: float | None
+                  ) -> Outcome | None:
+    """One task's Droplet: with ``cfg.strategy`` "droplet", first from tvmbench's default schedule
+    (its rule's knobs; half the trials when the task also has MetaSchedule records to refine),
+    then from the task's best record; DPMeta from its ``top_k`` best records only. The best outcome."""
+    from tvmbench.tuning.unmeasured import trace_key
+
+    workload, space = task_space(t, ms_db, target, timer)
+    outcomes: list[Outcome] = []
+    used = 0
+    if cfg.strategy == "droplet":
+        starts = _starts(ms_db, workload, t, target, 1, sample=False)
+        known: dict[str, list[float] | None] = {
+            trace_key(r.trace): [float(x) for x in r.run_secs] if r.run_secs else None
+            for r in ms_db.get_all_tuning_records() if r.workload.same_as(workload)}
+        defaults = KnobSpace(t.dispatched[0]["main"], target, timer, space.on_measured, known)
+        first = from_defaults(defaults, trials // 2 if starts else trials, deadline, cfg.alpha)
+        if first is not None:
+            outcomes.append(first)
+            used = first.trials
+        elif not starts:
+            starts = _starts(ms_db, workload, t, target, 1)  # no knobs: points of MetaSchedule's space
+    else:
+        starts = _starts(ms_db, workload, t, target, cfg.top_k)
+    if starts and used < trials:
+        more = refine(space, starts, trials - used, deadline, cfg.alpha)
+        if more is not None:
+            more.trials += used
+            outcomes.append(more)
+    if not outcomes:
+        return None
+    best = min(outcomes, key=lambda o: o.best.mean_s)
+    best.trials = max(o.trials for o in outcomes)
+    best.accepted = sum(o.accepted for o in outcomes)
+    return best
 
 
 def droplet_needs_records(tasks: list[Any], ms_db: Any) -> bool:
@@ -253,23 +386,20 @@ def task_space(task: Any, ms_db: Any, target: Any, timer: Any) -> tuple[Any, Tra
 def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                    on_progress: Callable[[int, int, float | None], None] | None = None,
                    task_seconds: dict[str, float] | None = None) -> tuple[str, list[dict[str, float]]]:
-    """Droplet (``cfg.strategy`` "droplet": from each task's best record) or the Droplet half of
-    DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
+    """Droplet (``cfg.strategy`` "droplet": from the default schedule's knobs, then each task's
+    best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
     ``remaining`` trials; every candidate measured is committed to ``ms_db`` as a tuning record.
     Returns why it stopped and the curve (trials, seconds, the task's best us); each task's
     search time is added to ``task_seconds`` (by task name)."""
     timer = candidate_timer(target, cfg)
     deadline = start + cfg.time_budget_s if cfg.time_budget_s else None
-    top_k = cfg.top_k if cfg.strategy == "dpmeta" else 1
     curve: list[dict[str, float]] = []
     used, share = 0, max(1, remaining // max(1, len(tasks)))
     for t in sorted(tasks, key=lambda t: -t.weight):  # the most called kernels first
         if used >= remaining or (deadline is not None and time.monotonic() >= deadline):
             break
         began = time.monotonic()
-        workload, space = task_space(t, ms_db, target, timer)
-        outcome = refine(space, _starts(ms_db, workload, t, target, top_k), min(share, remaining - used), deadline,
-                         cfg.alpha)
+        outcome = _droplet_task(t, ms_db, target, timer, cfg, min(share, remaining - used), deadline)
         if task_seconds is not None:
             task_seconds[t.task_name] = task_seconds.get(t.task_name, 0.0) + time.monotonic() - began
         used += outcome.trials if outcome else 0

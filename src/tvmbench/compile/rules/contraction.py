@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 
 from tvmbench.compile import tiles
+from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
 from tvmbench.compile.tir import (
@@ -261,8 +262,14 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if not choices:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
+    budget = accumulator_budget(target)
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], choices,
-                                  accumulator_budget(target), tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
+                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
+    # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
+    vectors = knob("vectors", vectors, choices)
+    if m_axis is not None:
+        rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)
+                                   if r * vectors <= budget])
     return Tile(vectors, rows, width)
 
 
@@ -281,14 +288,17 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     outer_spatial += [loops[i] for i, k in enumerate(kinds) if k == "S" and i not in (found.n_axis, m_axis)]
     if m_axis is not None:
         outer_spatial.append(m_outer)
-        if _weights_fit(found):
+        if knob("spatial_outer", _weights_fit(found), (False, True)):
             outer_spatial = outer_spatial[1:] + outer_spatial[:1]
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
     tile_loop = sch.fuse(*outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
-    for loop in inner + [n_vec_i] + (reduce_loops if found.window() <= UNROLL_REDUCTION else []):
+    unroll_window = found.window() <= UNROLL_REDUCTION
+    if found.window() <= 2 * UNROLL_REDUCTION + 10:  # a 7x7 window is a knob too, not a 5x5x3
+        unroll_window = knob("unroll_window", unroll_window, (False, True))
+    for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
         sch.unroll(loop)
     if tile.width > 1:
         sch.vectorize(n_lane)

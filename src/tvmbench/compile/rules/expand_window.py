@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tvmbench.compile import tiles
+from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits, is_copy
@@ -48,8 +49,11 @@ class ExpandWindow(Rule):
         # three joined kernels 1.3-1.4x slower alone and the model 1.07-1.10x slower; for AVX2,
         # one vector instead of two was 1.03-1.18x slower alone.
         line_vectors = max(1, 512 // (joined.lanes * dtype_bits(joined.sch.get(joined.window).writes[0].source.dtype)))
-        vectors = next(v for v in (line_vectors, 1) if joined.shape[3] % (v * joined.lanes) == 0)
-        rows = largest_divisor(joined.shape[2], min(tiles.MAX_ROWS, max(accumulator_budget(target) // vectors, 1)))
+        legal = [v for v in (1, 2, 4) if joined.shape[3] % (v * joined.lanes) == 0]
+        vectors = knob("vectors", next(v for v in (line_vectors, 1) if v in legal), legal)
+        budget = max(accumulator_budget(target) // vectors, 1)
+        rows = knob("rows", largest_divisor(joined.shape[2], min(tiles.MAX_ROWS, budget)),
+                    [r for r in range(1, min(tiles.MAX_ROWS, budget) + 1) if joined.shape[2] % r == 0])
         task = tile_window(joined, vectors, rows)
         tile_expansion(joined, task, vectors, rows)
         return joined.sch
@@ -104,7 +108,9 @@ def tile_window(joined: _Joined, vectors: int, rows: int) -> Any:
     *batch, h, w, c = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "S"]
     reduce = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "R"]
     c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
-    band_outer, band = sch.split(h, factors=[None, largest_divisor(joined.shape[1], FUSED_BAND_ROWS)])
+    band_rows = knob("band_rows", largest_divisor(joined.shape[1], FUSED_BAND_ROWS),
+                     [r for r in range(1, 2 * FUSED_BAND_ROWS + 1) if joined.shape[1] % r == 0])
+    band_outer, band = sch.split(h, factors=[None, band_rows])
     w_outer, w_inner = sch.split(w, factors=[None, rows])
     sch.reorder(*batch, c_outer, band_outer, band, w_outer, *reduce, w_inner, c_vec, c_lane)
     task = sch.fuse(*batch, c_outer, band_outer)
