@@ -385,14 +385,17 @@ def task_space(task: Any, ms_db: Any, target: Any, timer: Any) -> tuple[Any, Tra
 
 def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                    on_progress: Callable[[int, int, float | None], None] | None = None,
-                   task_seconds: dict[str, float] | None = None) -> tuple[str, list[dict[str, float]]]:
+                   task_seconds: dict[str, float] | None = None, budget_s: float | None = None
+                   ) -> tuple[str, list[dict[str, float]]]:
     """Droplet (``cfg.strategy`` "droplet": from the default schedule's knobs, then each task's
-    best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn with an equal share of the
-    ``remaining`` trials; every candidate measured is committed to ``ms_db`` as a tuning record.
-    Returns why it stopped and the curve (trials, seconds, the task's best us); each task's
-    search time is added to ``task_seconds`` (by task name)."""
+    best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn
+    with an equal share of the ``remaining`` trials and at most ``budget_s`` seconds in all; every
+    candidate measured is committed to ``ms_db`` as a tuning record. Returns why it stopped and
+    the curve (trials, seconds, the task's best us); each task's search time is added to
+    ``task_seconds`` (by task name)."""
     timer = candidate_timer(target, cfg)
-    deadline = start + cfg.time_budget_s if cfg.time_budget_s else None
+    # the budget is search time, from here (the tune's setup and default schedules come before)
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     curve: list[dict[str, float]] = []
     used, share = 0, max(1, remaining // max(1, len(tasks)))
     for t in sorted(tasks, key=lambda t: -t.weight):  # the most called kernels first

@@ -80,7 +80,8 @@ def check_budget(tasks: list[Any], target: Any, trials: int) -> None:
 
 def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                 on_progress: Callable[[int, int, float | None], None] | None = None,
-                task_seconds: dict[str, float] | None = None) -> tuple[str, list[dict[str, Any]]]:
+                task_seconds: dict[str, float] | None = None, budget_s: float | None = None
+                ) -> tuple[str, list[dict[str, Any]]]:
     """Measure every point of every task's knob grid (``check_budget`` before), in batches of
     ``cfg.trials_per_iter``; returns why it stopped and the curve (one row per task)."""
     from tvmbench.tuning.droplet import candidate_timer, task_space
@@ -89,7 +90,8 @@ def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: 
     timer = candidate_timer(target, cfg)
     spaces = {t.task_name: task_space(t, ms_db, target, timer) for t in tasks}
     grids = {name: [space_points(s.trace) for s in space.space.spaces] for name, (_, space) in spaces.items()}
-    deadline = start + cfg.time_budget_s if cfg.time_budget_s else None
+    # the budget is search time, from here (the tune's setup and default schedules come before)
+    deadline = time.monotonic() + budget_s if budget_s is not None else None
     curve: list[dict[str, Any]] = []
     used = 0
     for t in sorted(tasks, key=lambda t: -t.weight):

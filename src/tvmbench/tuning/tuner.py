@@ -14,7 +14,7 @@ import os
 import re
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -494,18 +494,23 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if cfg.strategy == "grid":
         from tvmbench.tuning.grid import grid_search
 
-        stop, curve = grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds)
+        stop, curve = grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds,
+                                  cfg.time_budget_s)
     elif cfg.strategy in ("droplet", "dpmeta"):
         from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
 
         stop, curve = "", []
+        searching = time.monotonic()
         if cfg.strategy == "dpmeta" and droplet_needs_records(tasks, ms_db):
-            # DPMeta refines MetaSchedule's best records: a task without any gets a search first
+            # DPMeta refines MetaSchedule's best records: a task without any gets a search first,
+            # with half the trials and half the time
             half = _SearchPlan(todo, before, per_task, remaining // 2, done, start)
-            stop, curve = _metaschedule_search(tasks, half, ms_db, db, cfg, builder, runner, on_progress, seconds)
+            ms_cfg = replace(cfg, time_budget_s=cfg.time_budget_s / 2 if cfg.time_budget_s else None)
+            stop, curve = _metaschedule_search(tasks, half, ms_db, db, ms_cfg, builder, runner, on_progress, seconds)
             done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
         remaining = cfg.trials - done
-        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds)
+        left_s = max(0.0, cfg.time_budget_s - (time.monotonic() - searching)) if cfg.time_budget_s else None
+        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds, left_s)
         curve += more
     else:
         plan = _SearchPlan(todo, before, per_task, remaining, done, start)
