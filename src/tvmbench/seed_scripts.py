@@ -98,8 +98,8 @@ def bennu_parser() -> argparse.ArgumentParser:
 
 
 def bennu_steps(argv: list[str], records_in_logdir: int = 0) -> list[tuple[str, list[str]]]:
-    """The steps of one Bennu invocation, as (what, ``tvmbench`` argv) pairs; ``copy:SRC:DEST``
-    steps copy a database. ``meta`` tunes LOGDIR with MetaSchedule's evolutionary search;
+    """The steps of one Bennu invocation, as (what, ``tvmbench`` argv) pairs; a ("copy", ["copy",
+    SRC, DEST]) step copies a database's files. ``meta`` tunes LOGDIR with MetaSchedule's evolutionary search;
     ``dpmeta``/``droplet`` refine a copy of LOGDIR in LOGDIR/<method>[-kK] with ``-t`` more trials
     and print the per-layer table against LOGDIR; every tuning method then runs the model with its
     database; ``run`` runs it with LOGDIR (built only for ``-a arm`` without ``--rpc``)."""

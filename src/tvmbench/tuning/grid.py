@@ -100,20 +100,19 @@ def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: 
         known = {trace_key(r.trace) for r in ms_db.get_all_tuning_records() if r.workload.same_as(workload)}
         batch: list[Any] = []
         best: float | None = None
-        for _, points in grids[t.task_name]:
-            for trace in points():
-                sch = space.schedule(trace)
-                if sch is None or trace_key(sch.trace) in known:
-                    continue  # illegal, or measured before this run
-                known.add(trace_key(sch.trace))
-                batch.append(sch)
-                if len(batch) >= cfg.trials_per_iter:
-                    used, best = used + len(batch), _measure(space, batch, best)
-                    batch = []
-                    if on_progress:
-                        on_progress(done + used, done + remaining, None)
-                    if (deadline is not None and time.monotonic() >= deadline) or used >= remaining:
-                        break
+        for trace in itertools.chain.from_iterable(points() for _, points in grids[t.task_name]):
+            sch = space.schedule(trace)
+            if sch is None or trace_key(sch.trace) in known:
+                continue  # illegal, or measured before this run
+            known.add(trace_key(sch.trace))
+            batch.append(sch)
+            if len(batch) >= cfg.trials_per_iter:
+                used, best = used + len(batch), _measure(space, batch, best)
+                batch = []
+                if on_progress:
+                    on_progress(done + used, done + remaining, None)
+                if (deadline is not None and time.monotonic() >= deadline) or used >= remaining:
+                    break
         if batch:
             used, best = used + len(batch), _measure(space, batch, best)
         if task_seconds is not None:

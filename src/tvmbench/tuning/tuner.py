@@ -435,6 +435,37 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     return state["stopped"] or "trial budget reached", curve
 
 
+def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase, cfg: TuneConfig,
+            target: ResolvedTarget, builder: Any, runner: Any, defaults: dict[str, float],
+            on_progress: Callable[[int, int, float | None], None] | None, seconds: dict[str, float]
+            ) -> tuple[str, list[dict[str, Any]]]:
+    """The strategy's search; returns why it stopped and the curve, adds search time per task to
+    ``seconds``."""
+    remaining, done, start = plan.remaining, plan.done, plan.start
+    if cfg.strategy == "grid":
+        from tvmbench.tuning.grid import grid_search
+
+        return grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds,
+                           cfg.time_budget_s)
+    if cfg.strategy not in ("droplet", "dpmeta"):
+        return _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress, seconds)
+    from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
+
+    curve: list[dict[str, Any]] = []
+    searching = time.monotonic()
+    if cfg.strategy == "dpmeta" and droplet_needs_records(tasks, ms_db):
+        # DPMeta refines MetaSchedule's best records: a task without any gets a search first,
+        # with half the trials and half the time
+        half = replace(plan, remaining=remaining // 2)
+        ms_cfg = replace(cfg, time_budget_s=cfg.time_budget_s / 2 if cfg.time_budget_s else None)
+        _, curve = _metaschedule_search(tasks, half, ms_db, db, ms_cfg, builder, runner, on_progress, seconds)
+        done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
+    left_s = max(0.0, cfg.time_budget_s - (time.monotonic() - searching)) if cfg.time_budget_s else None
+    stop, more = droplet_search(tasks, ms_db, target, cfg, cfg.trials - done, done, start, on_progress, seconds,
+                                left_s)
+    return stop, curve + more
+
+
 def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, cfg: TuneConfig,
                on_progress: Callable[[int, int, float | None], None] | None = None) -> TuneReport:
     """Tune ``model``'s tasks for ``target`` into ``db`` within the budgets of ``cfg``."""
@@ -479,11 +510,10 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     per_task = cfg.trials_per_task or max(64, 2 * cfg.trials // max(1, len(tasks)))
     todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
     remaining = cfg.trials - done
-    curve: list[dict[str, float]] = []
     seconds: dict[str, float] = {}  # search time per task name, this run
     stop = ""
     if cfg.strategy == "grid":
-        todo = [(t, r) for t, r in zip(tasks, before, strict=True)]  # a grid is whole, not per-task budgets
+        todo = list(zip(tasks, before, strict=True))  # a grid is whole, not per-task budgets
     if not todo:
         stop = f"every task already has {per_task} trials"
     elif remaining <= 0:
@@ -491,32 +521,12 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     if stop:
         return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
 
-    if cfg.strategy == "grid":
-        from tvmbench.tuning.grid import grid_search
-
-        stop, curve = grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds,
-                                  cfg.time_budget_s)
-    elif cfg.strategy in ("droplet", "dpmeta"):
-        from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
-
-        stop, curve = "", []
-        searching = time.monotonic()
-        if cfg.strategy == "dpmeta" and droplet_needs_records(tasks, ms_db):
-            # DPMeta refines MetaSchedule's best records: a task without any gets a search first,
-            # with half the trials and half the time
-            half = _SearchPlan(todo, before, per_task, remaining // 2, done, start)
-            ms_cfg = replace(cfg, time_budget_s=cfg.time_budget_s / 2 if cfg.time_budget_s else None)
-            stop, curve = _metaschedule_search(tasks, half, ms_db, db, ms_cfg, builder, runner, on_progress, seconds)
-            done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
-        remaining = cfg.trials - done
-        left_s = max(0.0, cfg.time_budget_s - (time.monotonic() - searching)) if cfg.time_budget_s else None
-        stop, more = droplet_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds, left_s)
-        curve += more
-    else:
-        plan = _SearchPlan(todo, before, per_task, remaining, done, start)
-        stop, curve = _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress, seconds)
-    meta = remember_tasks(db.meta(), tasks, seconds, model.name)
-    db.write_meta(meta)
+    try:
+        stop, curve = _search(tasks, _SearchPlan(todo, before, per_task, remaining, done, start), ms_db, db, cfg,
+                              target, builder, runner, defaults, on_progress, seconds)
+    finally:  # (an interrupted run keeps its search minutes too)
+        meta = remember_tasks(db.meta(), tasks, seconds, model.name)
+        db.write_meta(meta)
     after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload(), meta[TASKS])
     report = TuneReport(str(db.path), after, before_total, sum(t.trials for t in after), time.monotonic() - start,
                         stop, curve)
