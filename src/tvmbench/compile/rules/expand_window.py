@@ -49,7 +49,7 @@ class ExpandWindow(Rule):
         # three joined kernels 1.3-1.4x slower alone and the model 1.07-1.10x slower; for AVX2,
         # one vector instead of two was 1.03-1.18x slower alone.
         line_vectors = max(1, 512 // (joined.lanes * dtype_bits(joined.sch.get(joined.window).writes[0].source.dtype)))
-        legal = [v for v in (1, 2, 4) if joined.shape[3] % (v * joined.lanes) == 0]
+        legal = [v for v in sorted({1, 2, 4, line_vectors}) if joined.shape[3] % (v * joined.lanes) == 0]
         vectors = knob("vectors", next(v for v in (line_vectors, 1) if v in legal), legal)
         budget = max(accumulator_budget(target) // vectors, 1)
         rows = knob("rows", largest_divisor(joined.shape[2], min(tiles.MAX_ROWS, budget)),
