@@ -156,23 +156,43 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     assert int(total["DPMeta trials"]) == TuningDatabase.open(db).count_records()
 
 
-def test_droplet_starts_from_the_default_schedules_knobs_and_a_rerun_measures_nothing_twice(tmp_path):
+def test_droplet_starts_from_the_default_schedules_knobs_and_a_killed_run_resumes(tmp_path, kill_group):
     """On a fresh database ``--strategy droplet`` moves the default rule's knobs (register tile,
     tile order): every record it adds was built by the rule (no sampling instruction in its
-    trace), timed with several repeats; a second run with a larger budget goes on from the
-    database and commits no schedule twice."""
+    trace), timed with several repeats. The first run is a real process killed mid-search (kill
+    -9, workers and all); a second run goes on from the database: it keeps every record the
+    first wrote, counts them in its budget, adds more, and commits no schedule twice (the
+    descent replays what the database knows without measuring it again)."""
     db = tmp_path / "db"
     argv = ["tune", "--model", MODEL, "--target", "llvm", "--strategy", "droplet", "--min-repeat-ms", "1",
-            "--runner-number", "1", "--db", str(db), "-q", "--no-history", "--no-in-model-check"]
-    assert main([*argv, "--trials", "8"]) == 0
-    lines = (db / RECORDS).read_text().splitlines()
-    tasks = len((db / WORKLOADS).read_text().splitlines())
-    added = [json.loads(line)[1] for line in lines[tasks:]]  # after each task's default record
+            "--runner-number", "1", "--db", str(db), "--no-history", "--no-in-model-check"]
+    first = subprocess.Popen([sys.executable, "-m", "tvmbench.cli", *argv, "--trials", "5000", "-q"],
+                             env={**os.environ, "PYTHONUNBUFFERED": "1"}, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.DEVNULL, start_new_session=True)
+    records, workloads = db / RECORDS, db / WORKLOADS
+    try:
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline and first.poll() is None:
+            tasks = len(workloads.read_text().splitlines()) if workloads.is_file() else 0
+            if tasks and records.is_file() and len(records.read_text().splitlines()) >= tasks + 3:
+                break  # the defaults and a few of Droplet's moves are in
+            time.sleep(0.2)
+        assert first.poll() is None, "the first run ended before it could be killed"
+    finally:
+        kill_group(first)
+    written = records.read_text().splitlines()
+    tasks = len(workloads.read_text().splitlines())
+    added = [json.loads(line)[1] for line in written[tasks:]]  # after each task's default record
     assert added and all(len(r[1]) >= 5 for r in added)
     assert all(not any(inst[0].startswith("Sample") for inst in r[0][0]) for r in added)
-    assert main([*argv, "--trials", "14"]) == 0
-    traces = [json.dumps(json.loads(line)[1][0], sort_keys=True) for line in (db / RECORDS).read_text().splitlines()]
+    report = tmp_path / "report.json"
+    assert main([*argv, "--trials", str(len(written) + 4), "--output", str(report), "-q"]) == 0
+    r = json.loads(report.read_text())
+    lines = records.read_text().splitlines()
+    assert lines[:len(written)] == written and r["trials_before"] == len(written) < len(lines)
+    traces = [json.dumps(json.loads(line)[1][0], sort_keys=True) for line in lines]
     assert len(set(traces)) == len(traces)
+    assert TuningDatabase.open(db).count_records() == len(lines)
 
 
 def test_tuning_curve_is_written_as_csv_and_png(tuned):
