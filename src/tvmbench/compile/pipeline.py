@@ -6,7 +6,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 (tuning records match by structural hash):
 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
-   scale/shift), BoundedTake, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
+   scale/shift), BoundedTake, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    ConvertLayout (convolutions to NHWC/HWIO), FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
@@ -38,7 +38,7 @@ from tvmbench.compile.tiles import weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "22"
+PIPELINE_VERSION = "23"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -50,6 +50,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     result = _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         passes.bounded_take(),
+        passes.unbroadcast_matmul(),
         relax.transform.CanonicalizeBindings(),
     ]
     if target.kind == "llvm":

@@ -11,9 +11,11 @@ from tvmbench.compile.passes.fold_constants import fold_constants_numpy
 from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
+from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
 from tvmbench.compile.passes.pack_weights import pack_weights
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bounded_take", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
            "fold_scale_into_conv",
-           "fuse_expansion_into_window", "grouped_conv_nhwc", "pack_weights", "winograd_conv3x3"]
+           "fuse_expansion_into_window", "grouped_conv_nhwc", "pack_weights", "unbroadcast_matmul",
+           "winograd_conv3x3"]
