@@ -142,3 +142,21 @@ class _RowSum(torch.nn.Module):
 def build_row_sum():
     """One small reduction (4 rows of 16): a knob space of a few dozen points, small enough to grid."""
     return _RowSum().eval(), (torch.randn(4, 16),)
+
+
+class _TokensFirst(torch.nn.Module):
+    """A linear layer on a 3-D input that is not contiguous (tokens-first activations turned
+    batch-first, as attention's output is): PyTorch's matmul cannot fold it to 2-D without a copy
+    and gives it to TVM as a matmul of broadcast operands (passes/matmul_broadcast.py)."""
+
+    def __init__(self):
+        super().__init__()
+        self.out = torch.nn.Linear(64, 96)
+
+    def forward(self, x):  # x: [tokens, batch, features]
+        return self.out(x.transpose(0, 1))
+
+
+def build_tokens_first():
+    torch.manual_seed(0)
+    return _TokensFirst().eval(), (torch.randn(10, 3, 64),)
