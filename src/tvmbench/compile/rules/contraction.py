@@ -52,8 +52,11 @@ UNROLL_REDUCTION = 27
 # rows (``_block_rows``). Timed alone on the Xeon host (bert-base at batch 8, 1024 rows), blocks
 # of 256 rows beat 64, 128, 512 and one block on all three dense shapes: 12.4 against 14.5 ms
 # (768 -> 3072), 13.5 against 13.8 (3072 -> 768), 3.32 against 3.50 (768 -> 768); 32 rows lost.
+# In the model, bert-base's 3072 -> 768 layer (12 KB of input per row: 3 MB per block) ran
+# 10 % slower in blocks (16.5 against 15.0 ms per call): a block's input must fit this.
 ROW_BLOCK_BYTES = 512 << 10
 ROW_BLOCK_ROWS = 256
+ROW_BLOCK_MAX_BYTES = 1 << 20
 
 
 @dataclass
@@ -337,7 +340,8 @@ def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
 def _row_block(found: Match, tiles_: int, rows: int) -> int:
     """Row tiles per block: all of them when the input fits ROW_BLOCK_BYTES, else the most that
     hold at most ROW_BLOCK_ROWS rows, when that is at least half as many (a row count without a
-    good divisor keeps one block)."""
+    good divisor keeps one block) and their input fits ROW_BLOCK_MAX_BYTES (a block that cannot
+    stay in L2 saves nothing and reads the weights once more per block)."""
     m_var = found.block.iter_vars[found.m_axis].var
     input_bytes = sum(_bytes(r.source) for r in found.block.reads
                       if not r.source.same_as(found.out) and any(uses(x.min, m_var) for x in r.region))
@@ -345,7 +349,9 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
         return tiles_
     fit = max(ROW_BLOCK_ROWS // rows, 1)
     block = tiles.largest_divisor(tiles_, fit)
-    return block if 2 * block >= fit else tiles_
+    if 2 * block < fit or input_bytes * block // tiles_ > ROW_BLOCK_MAX_BYTES:
+        return tiles_
+    return block
 
 
 def _bytes(buffer: Any) -> int:
