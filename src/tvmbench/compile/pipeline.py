@@ -85,6 +85,10 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes))] if cpu else []),
         relax.transform.FuseTIR(),
         passes.flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
+        # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in
+        # its VM lowering, after scheduling, where it no longer recognises a scheduled reshape:
+        # bert-base at batch 8 ran 72 reshape copies per inference (10.6 ms of 618).
+        relax.transform.RewriteDataflowReshape(),
     ]
 
 
