@@ -259,9 +259,9 @@ def test_vector_width_and_register_budget_follow_the_isa():
     budget = tiles.MAX_ACCUMULATORS_16_REGS
     assert tiles.register_tile(56, [2, 1], budget) == (2, 4)
     assert tiles.register_tile(7, [2, 1], budget) == (1, 7)
-    # 14 rows: two vectors over a predicated 6 for a window (3x3), one vector over 7 for a plain
-    # dot product over channels (1x1), as measured.
-    assert tiles.register_tile(14, [2, 1], budget) == (2, 6)
+    # 14 rows: two vectors over a predicated 5 (15 rows computed, not 6's 18) for a window
+    # (3x3), one vector over 7 for a plain dot product over channels (1x1), as measured.
+    assert tiles.register_tile(14, [2, 1], budget) == (2, 5)
     assert tiles.register_tile(14, [2, 1], budget, tiles.PREDICATED_DOT_TILE_PERCENT) == (1, 7)
     # 32 registers: always two vectors, as many rows as divide (up to 8), whatever the penalty.
     for percent in (None, tiles.PREDICATED_DOT_TILE_PERCENT):
@@ -624,3 +624,15 @@ def test_a_large_input_under_large_weights_is_tiled_in_row_blocks_and_stays_corr
     out, script = _run(func, a, b, out_shape=(m, n))
     assert script.count("T.parallel") == 1
     np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("extent, rows", [(13, 7), (17, 6), (27, 7), (71, 8), (16, 8), (7, 7), (10, 5)])
+def test_a_row_tile_divides_its_axis_or_wastes_least_when_predicated(extent, rows):
+    """Exact divisors from 4 up (or the whole axis) need no predicate; otherwise the predicated
+    tile is the one that computes fewest masked rows for its FMAs per load (13 as 7 + 6, not
+    8 + 5)."""
+    chosen, predicated = tiles.row_tile(extent, 12)
+    assert chosen == rows and predicated == (extent % rows != 0)
+    if predicated:
+        computed = -(-extent // chosen) * chosen
+        assert computed <= -(-extent // tiles.MAX_ROWS) * tiles.MAX_ROWS
