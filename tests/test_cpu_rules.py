@@ -636,3 +636,31 @@ def test_a_row_tile_divides_its_axis_or_wastes_least_when_predicated(extent, row
     if predicated:
         computed = -(-extent // chosen) * chosen
         assert computed <= -(-extent // tiles.MAX_ROWS) * tiles.MAX_ROWS
+
+
+def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():
+    """A first layer (3x3 over 3 input channels, the window unrolled whole) gets a one-vector
+    tile on AVX-512, where it ran 1.7-1.8x faster alone, and keeps two on AVX2, where one lost;
+    either way it computes the convolution."""
+    import torch
+    from tvm import topi
+
+    from tvmbench.compile.knobs import knob_set
+
+    def build(te):
+        x = te.placeholder((1, 17, 17, 3), name="x")
+        wt = te.placeholder((3, 3, 3, 32), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 2, 1, 1, 1, "NHWC", "HWIO", "float32")]
+
+    func = _te_func(build)
+    avx512 = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    for target, vectors in ((avx512, 1), (AVX2, 2)):
+        with knob_set() as seen:
+            pipeline.default_schedule(func, target)
+        assert seen.values()["vectors"] == vectors, target.config
+    rng = np.random.default_rng(7)
+    x, w = rng.standard_normal((1, 17, 17, 3), dtype="float32"), rng.standard_normal((3, 3, 3, 32), dtype="float32")
+    out, _ = _run(func, x, w, out_shape=(1, 9, 9, 32))
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                     stride=2, padding=1).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)

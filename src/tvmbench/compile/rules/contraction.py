@@ -33,6 +33,7 @@ from tvmbench.compile.tir import (
     packed_block,
     uses,
 )
+from tvmbench.targets import has_feature
 
 # Reductions this short (a pooling or depthwise window) read their padding inline, whatever the
 # input's size when INLINE_PAD_BYTES is None (else only up to it, or when strided).
@@ -272,7 +273,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     budget = accumulator_budget(target)
-    vectors, rows = register_tile(None if m_axis is None else extents[m_axis], choices,
+    preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
+    vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
                                   budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
@@ -280,6 +282,21 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)
                                    if r * vectors <= budget])
     return Tile(vectors, rows, width)
+
+
+def _is_stem(found: Match, dot: bool, target: Any) -> bool:
+    """On AVX-512, a convolution whose whole window (over its few input channels) is unrolled,
+    reading an input that every output channel shares: a network's first layer (3x3 over 3
+    channels). Its tile is one vector wide: the stems of mobilenet_v2, squeezenet1_1 and
+    inception_v3 ran 1.7-1.8x faster alone with one vector than with two (0.53 against 0.92 ms,
+    1.40 against 2.34, 1.13 against 2.01 at batch 8); in the model (same-process A/Bs, Xeon)
+    squeezenet1_1 b8 1.108x, mobilenet_v2 1.028x, inception_v3 1.003x. AVX2 code lost (squeezenet
+    b8 0.910x, mobilenet_v2 1.005x), and resnet50's 7x7 stem (not unrolled) is faster with two."""
+    if dot or found.window() > UNROLL_REDUCTION or not has_feature(target, "avx512f"):
+        return False
+    n_var = found.block.iter_vars[found.n_axis].var
+    return any(not r.source.same_as(found.out) and not any(uses(x.min, n_var) for x in r.region)
+               for r in found.block.reads)
 
 
 def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
