@@ -240,6 +240,21 @@ def test_gelu_joins_the_dense_layers_write_back_with_a_fast_erf():
     assert result["passed"], result
 
 
+def test_the_attention_mask_joins_the_scores_matmul_instead_of_a_pass_of_its_own():
+    """The mask added to the attention scores (``[heads, q, k]`` viewed as ``[1, heads, q, k]``)
+    is added in the scores' batch matmul write-back; it was its own kernel behind the reshape
+    (passes/arithmetic.py)."""
+    from tvmbench.compile import pipeline
+
+    model = load_model("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1}))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    names = [gv.name_hint for gv in legal.get_global_vars()]
+    assert not [n for n in names if n.startswith("fused_reshape") and "add" in n and "transpose" not in n], names
+    assert [n for n in names if n.startswith("fused_matmul") and "packed" not in n and "add" in n], names
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_embedding_lookups_clip_out_of_range_ids_instead_of_reading_out_of_bounds():
     import tvm
     from tvm import relax

@@ -21,13 +21,17 @@
 * ``op(reshape(y), b)`` (add, multiply, subtract) with ``b`` of the same shape becomes
   ``reshape(op(y, reshape(b)))``, and a reshape of a reshape one reshape (or none): a
   transformer's residual add then follows its dense layer directly and joins its write-back
-  (only when ``y`` is computed, not a reshaped parameter such as a bias).
+  (only when ``y`` is computed, not a reshaped parameter such as a bias). So does a ``b`` that
+  broadcasts over the dimensions the reshape split off ``y``'s first: the attention mask added
+  to ``[heads, q, k]`` scores viewed as ``[1, heads, q, k]`` joins the scores' matmul instead of
+  a pass over them of its own (bert-base at seq 512: 11.6 ms of 362).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
@@ -103,10 +107,13 @@ class _Rewrite(PyExprMutator):
             # (``[C] -> [1, C, 1, 1]``) added to a convolution's output, which at 1x1 pixels
             # (a squeeze-and-excitation block) has its shape too; rewritten, the add left
             # ConvertLayout's reach and the SE scale transposed the whole feature map twice.
-            if (shape is None or y_shape is None or static_shape(other.ty) != shape
-                    or not isinstance(y, relax.Var) or self.lookup_binding(y) is None):
+            if (shape is None or y_shape is None or not isinstance(y, relax.Var)
+                    or self.lookup_binding(y) is None):
                 continue
-            other_y = relax.op.reshape(other, y_shape)
+            other_shape = _reshaped_operand(static_shape(other.ty), shape, y_shape)
+            if other_shape is None:
+                continue
+            other_y = relax.op.reshape(other, other_shape)
             args = (y, other_y) if first else (other_y, y)
             return relax.op.reshape(relax.Call(call.op, list(args), call.attrs), shape)
         return None
@@ -133,6 +140,23 @@ class _Rewrite(PyExprMutator):
                 and numel(ds) < numel(xs):
             return relax.op.multiply(x, relax.op.divide(relax.const(1.0, str(ds.dtype)), d))
         return None
+
+
+def _reshaped_operand(other: list[int] | None, shape: list[int], y_shape: list[int]) -> list[int] | None:
+    """The shape to give the other operand of ``op(reshape(y), other)`` so that
+    ``op(y, reshape(other))`` computes the same: ``y``'s own shape when ``other`` has the
+    reshape's shape; or, when the reshape only split ``y``'s first dimension (attention scores
+    ``[heads, q, k]`` viewed as ``[1, heads, q, k]``) and ``other`` is 1 along the split dims (the
+    attention mask, ``[1, 1, q, k]`` or ``[1, 1, 1, k]``), ``other`` without them. Else None."""
+    if other == shape:
+        return y_shape
+    if other is None or len(other) > len(shape) or not y_shape:
+        return None
+    other = [1] * (len(shape) - len(other)) + other
+    split = len(shape) - len(y_shape) + 1  # leading dims of ``shape`` that make y's first
+    if split < 1 or shape[split:] != y_shape[1:] or int(np.prod(shape[:split])) != y_shape[0]:
+        return None
+    return [1, *other[split:]] if all(d == 1 for d in other[:split]) else None
 
 
 def cpu_friendly_arithmetic() -> Any:
