@@ -348,8 +348,8 @@ def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
                  [d for d in range(1, tiles_ + 1) if tiles_ % d == 0])
     if block >= tiles_:
         return outer_spatial
-    rows = sch.fuse(*outer_spatial[1:]) if len(outer_spatial) > 2 else outer_spatial[1]
-    row_block, row_in = sch.split(rows, factors=[None, block])
+    row_loop = sch.fuse(*outer_spatial[1:]) if len(outer_spatial) > 2 else outer_spatial[1]
+    row_block, row_in = sch.split(row_loop, factors=[None, block])
     sch.reorder(row_block, outer_spatial[0])
     return [row_block, outer_spatial[0], row_in]
 
