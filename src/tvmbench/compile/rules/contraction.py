@@ -359,9 +359,7 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
     hold at most ROW_BLOCK_ROWS rows, when that is at least half as many (a row count without a
     good divisor keeps one block) and their input fits ROW_BLOCK_MAX_BYTES (a block that cannot
     stay in L2 saves nothing and reads the weights once more per block)."""
-    m_var = found.block.iter_vars[found.m_axis].var
-    input_bytes = sum(_bytes(r.source) for r in found.block.reads
-                      if not r.source.same_as(found.out) and any(uses(x.min, m_var) for x in r.region))
+    input_bytes = _operand_bytes(found, rows_dependent=True)
     if input_bytes <= ROW_BLOCK_BYTES:
         return tiles_
     fit = max(ROW_BLOCK_ROWS // rows, 1)
@@ -371,16 +369,18 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
     return block
 
 
-def _bytes(buffer: Any) -> int:
-    return int(np.prod([as_int(d) or 0 for d in buffer.shape])) * dtype_bits(buffer.dtype) // 8
+def _operand_bytes(found: Match, rows_dependent: bool) -> int:
+    """Bytes of the operands that depend on the row axis (the input) or do not (the weights)."""
+    m_var = found.block.iter_vars[found.m_axis].var
+    return sum(int(np.prod([as_int(d) or 0 for d in r.source.shape])) * dtype_bits(r.source.dtype) // 8
+               for r in found.block.reads if not r.source.same_as(found.out)
+               and any(uses(x.min, m_var) for x in r.region) == rows_dependent)
 
 
 def _weights_fit(found: Match) -> bool:
     """Whether the operands that do not depend on the row axis fit SPATIAL_OUTER_WEIGHT_BYTES:
     then the output-channel tiles go innermost, and the input is read once."""
-    m_var = found.block.iter_vars[found.m_axis].var
-    weight_bytes = sum(_bytes(r.source) for r in found.block.reads if not r.source.same_as(found.out)
-                       and not any(uses(x.min, m_var) for x in r.region))
+    weight_bytes = _operand_bytes(found, rows_dependent=False)
     return bool(weight_bytes) and weight_bytes <= SPATIAL_OUTER_WEIGHT_BYTES
 
 
