@@ -98,7 +98,8 @@ def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs
 def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_path):
     """The wrapper round MetaSchedule's strategies (tuning/unmeasured.py) on a real database: of a
     batch holding two recorded schedules and one new, only the new one goes on to be measured; a
-    batch of recorded schedules only is offered again, then given up as an empty batch."""
+    batch of recorded schedules only is offered again, then given up as an empty batch (at once
+    once the time budget is spent)."""
     import shutil
 
     from tvm.s_tir import Schedule
@@ -148,6 +149,14 @@ def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_p
     assert len(new.sch.trace.insts) == 1  # the new one: the two recorded are not measured again
     assert list(strategy.generate_measure_candidates()) == [] and inner.notified == [0] * (ATTEMPTS - 1)
     assert strategy.generate_measure_candidates() is None  # the inner search is done: so is the task
+    # past the time budget, a batch of recorded schedules is not offered again: one generation of
+    # a large kernel's evolutionary search can take minutes
+    inner = Inner([known] * ATTEMPTS)
+    strategy = skipping_known(inner, stop=lambda: True)
+    strategy.mod = workload.mod
+    strategy.pre_tuning(64, 16, [], db, None)
+    assert list(strategy.generate_measure_candidates()) == [] and inner.notified == []
+    assert len(inner.batches) == ATTEMPTS - 1
 
 
 @pytest.mark.parametrize("extent, factors, limit", [(12, 3, -1), (12, 3, 4), (32, 3, 8), (7, 2, -1), (1, 4, -1)])

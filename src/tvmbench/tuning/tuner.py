@@ -63,6 +63,9 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
             self.rng = random.Random(seed)
             self.deadline: float | None = None
 
+        def past_deadline(self) -> bool:
+            return self.deadline is not None and time.monotonic() >= self.deadline
+
         def joined(self, task_id: int, best_us: float | None) -> None:
             """Called by the measure callback after each batch of ``task_id``."""
             self.history.setdefault(task_id, []).append(best_us if best_us is not None else 1e100)
@@ -73,7 +76,7 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
             n = len(records)
             if budget_s is not None and self.deadline is None:
                 self.deadline = time.monotonic() + budget_s
-            if self.deadline is not None and time.monotonic() >= self.deadline:
+            if self.past_deadline():
                 on_deadline()
                 return -1
             for i in range(n):
@@ -423,7 +426,8 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
                                           else "evolutionary")
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
-        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind)), seed=cfg.seed)
+        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind), scheduler.past_deadline),
+        seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)
     callbacks = [*ms.measure_callback.MeasureCallback.create("default"), Progress()]

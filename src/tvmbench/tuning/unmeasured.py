@@ -12,6 +12,7 @@ is new ones.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 # Batches the inner strategy may offer that are all known, before a task is given an empty batch
@@ -36,9 +37,12 @@ def _plain(x: Any) -> Any:
     return _plain(value) if isinstance(value, (bool, int, float)) else str(x)
 
 
-def skipping_known(inner: Any) -> Any:
+def skipping_known(inner: Any, stop: Callable[[], bool] = lambda: False) -> Any:
     """A search strategy (for ``TuneContext``) that runs ``inner`` but never measures a schedule
-    the tuning database already holds for the task's workload."""
+    the tuning database already holds for the task's workload. ``stop()`` true (the time budget
+    is spent) ends the retries: one evolutionary batch of a large fused kernel can take minutes
+    (resnet18's joined Winograd output + input transform: 6 min a batch, all known), and four
+    retries of it ran a 10-minute budget 20 minutes over."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
@@ -79,8 +83,10 @@ def skipping_known(inner: Any) -> Any:
                         new.append(c)
                 if new or not candidates:
                     return new
-                if attempt + 1 < ATTEMPTS:
+                if attempt + 1 < ATTEMPTS and not stop():
                     self.inner.notify_runner_results([], [])  # an empty turn, and the inner search goes on
+                else:
+                    break
             return []  # the task scheduler's empty turn
 
         def notify_runner_results(self, measure_candidates: list[Any], results: list[Any]) -> None:
