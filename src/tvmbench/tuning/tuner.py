@@ -26,6 +26,10 @@ from tvmbench.targets import ResolvedTarget
 from tvmbench.tuning.config import COST_MODELS, MS_STRATEGIES, SCHEDULERS, STRATEGIES, TuneConfig
 from tvmbench.tuning.database import TuningDatabase
 
+# A batch the search offers with nothing new in it is asked for again (tuning/unmeasured.py) only
+# when making it took less than this: a task whose space is exhausted gets no more of the budget.
+RETRY_SECONDS = 20.0
+
 
 def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Callable[[], None],
                    exclusive: bool = True) -> Any:
@@ -62,13 +66,18 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
             self.history: dict[int, list[float]] = {}
             self.rng = random.Random(seed)
             self.deadline: float | None = None
+            self.exhausted: set[int] = set()
 
         def past_deadline(self) -> bool:
             return self.deadline is not None and time.monotonic() >= self.deadline
 
-        def joined(self, task_id: int, best_us: float | None) -> None:
-            """Called by the measure callback after each batch of ``task_id``."""
+        def joined(self, task_id: int, best_us: float | None, measured: int) -> None:
+            """Called by the measure callback after each batch of ``task_id`` (``measured``
+            candidates in it). A batch with nothing to measure means the search found nothing
+            new: the task gets no more batches while others have some to offer."""
             self.history.setdefault(task_id, []).append(best_us if best_us is not None else 1e100)
+            if not measured:
+                self.exhausted.add(task_id)
 
         def next_task_id(self) -> int:
             outer = self._outer()
@@ -100,6 +109,7 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
                         if records[i].measure_candidates is not None:
                             outer.join_running_task(i)
                     self.rounds = n + 1
+                alive = [i for i in alive if i not in self.exhausted] or alive
                 grads = []
                 for i in alive:
                     hist = self.history.get(i) or [1e100]
@@ -408,7 +418,7 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
                 if r.error_msg is None and r.run_secs:
                     us = sum(float(x) for x in r.run_secs) / len(r.run_secs) * 1e6
                     best[i] = us if best[i] is None else min(best[i], us)
-            scheduler.joined(task_id, best[i])
+            scheduler.joined(task_id, best[i], len(candidates))
             estimate = estimate_ms()
             curve.append({"trials": state["trials"], "seconds": time.monotonic() - start, "estimate_ms": estimate})
             if on_progress:
@@ -426,7 +436,8 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
                                           else "evolutionary")
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
-        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind), scheduler.past_deadline),
+        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind),
+                                lambda seconds: seconds > RETRY_SECONDS or scheduler.past_deadline()),
         seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
         if cfg.cost_model != "xgb" else ms.cost_model.XGBModel(num_tuning_cores=cfg.threads)

@@ -12,6 +12,7 @@ is new ones.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -37,12 +38,13 @@ def _plain(x: Any) -> Any:
     return _plain(value) if isinstance(value, (bool, int, float)) else str(x)
 
 
-def skipping_known(inner: Any, stop: Callable[[], bool] = lambda: False) -> Any:
+def skipping_known(inner: Any, stop: Callable[[float], bool] = lambda seconds: False) -> Any:
     """A search strategy (for ``TuneContext``) that runs ``inner`` but never measures a schedule
-    the tuning database already holds for the task's workload. ``stop()`` true (the time budget
-    is spent) ends the retries: one evolutionary batch of a large fused kernel can take minutes
-    (resnet18's joined Winograd output + input transform: 6 min a batch, all known), and four
-    retries of it ran a 10-minute budget 20 minutes over."""
+    the tuning database already holds for the task's workload. ``stop(seconds)`` true after a
+    batch of known schedules that took ``seconds`` to generate ends the retries: one evolutionary
+    batch of a large fused kernel can take minutes (resnet18's joined Winograd output + input
+    transform: 6 min a batch, every one known), and four retries of it ran a 10-minute budget 20
+    minutes over (``tuner.RETRY_SECONDS``)."""
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.search_strategy import PySearchStrategy
 
@@ -72,6 +74,7 @@ def skipping_known(inner: Any, stop: Callable[[], bool] = lambda: False) -> Any:
 
         def generate_measure_candidates(self) -> list[Any] | None:
             for attempt in range(ATTEMPTS):
+                began = time.monotonic()
                 candidates = self.inner.generate_measure_candidates()
                 if candidates is None:
                     return None
@@ -83,7 +86,7 @@ def skipping_known(inner: Any, stop: Callable[[], bool] = lambda: False) -> Any:
                         new.append(c)
                 if new or not candidates:
                     return new
-                if attempt + 1 < ATTEMPTS and not stop():
+                if attempt + 1 < ATTEMPTS and not stop(time.monotonic() - began):
                     self.inner.notify_runner_results([], [])  # an empty turn, and the inner search goes on
                 else:
                     break
