@@ -255,6 +255,35 @@ def test_the_attention_mask_joins_the_scores_matmul_instead_of_a_pass_of_its_own
     assert result["passed"], result
 
 
+def test_softmax_rows_of_197_tokens_are_padded_to_whole_vectors_and_stay_exact():
+    """ViT's 197 tokens: the attention softmax runs over whole vectors (scores padded with the
+    lowest float, V with zero rows) and the rule for vector row reductions schedules it; the
+    outputs still match PyTorch (passes/pad_softmax.py)."""
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.tiles import vector_lanes
+
+    model = load_model("google/vit-base-patch16-224", ModelOptions(config_overrides={
+        "num_hidden_layers": 1, "hidden_size": 32, "num_attention_heads": 2, "intermediate_size": 64}))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    lanes = vector_lanes(TARGET.tvm(), 32)
+    softmax = [gv for gv in legal.get_global_vars() if "softmax" in gv.name_hint]
+    assert softmax
+    for gv in softmax:
+        assert f"T.int64(197), T.int64({-(-197 // lanes) * lanes}))" in legal[gv].script(), legal[gv].script()[:600]
+        rule, _ = pipeline.default_schedule(legal[gv], TARGET)
+        assert rule == "RowReduction", rule
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
+@pytest.mark.parametrize("n, lanes, padded", [(197, 16, 208), (197, 8, 200), (128, 16, None), (20, 16, None),
+                                              (100, 16, 112), (99, 16, None)])
+def test_softmax_rows_are_padded_only_when_a_row_is_long_enough_for_the_waste_to_be_small(n, lanes, padded):
+    from tvmbench.compile.passes.pad_softmax import padded_length
+
+    assert padded_length(n, lanes) == padded
+
+
 def test_embedding_lookups_clip_out_of_range_ids_instead_of_reading_out_of_bounds():
     import tvm
     from tvm import relax

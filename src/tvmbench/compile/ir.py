@@ -61,6 +61,17 @@ def variables(expr: Any) -> list[Any]:
     return found
 
 
+def use_counts(func: Any) -> dict[Any, int]:
+    """How many bindings (and the function's result) use each variable of a Relax function."""
+    from tvm import relax
+
+    uses: dict[Any, int] = {}
+    for expr in [b.value for b in bindings(func)] + [func.body.body]:
+        for var in relax.analysis.free_vars(expr):
+            uses[var] = uses.get(var, 0) + 1
+    return uses
+
+
 def calls(func: Any, name: str) -> list[Any]:
     """The calls of operator ``name`` in a Relax function."""
     from tvm import relax

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import numel, op_name, out_dtype, weight_params
+from tvmbench.compile.ir import bindings, numel, op_name, out_dtype, use_counts, weight_params
 
 _AFFINE_OPS = {"relax.subtract", "relax.multiply", "relax.add"}
 
@@ -36,15 +36,8 @@ class _Fold(PyExprMutator):
     def prepare(self, func: Any) -> None:
         """Find the foldable chains of ``func``: each keyed by its last variable."""
         self.weights = weight_params(func)
-        self.bound, self.uses, self.chains = {}, {}, {}
-        for block in func.body.blocks:
-            for b in block.bindings:
-                if isinstance(b, relax.VarBinding):
-                    self.bound[b.var] = b.value
-                    for v in relax.analysis.free_vars(b.value):
-                        self.uses[v] = self.uses.get(v, 0) + 1
-        for v in relax.analysis.free_vars(func.body.body):
-            self.uses[v] = self.uses.get(v, 0) + 1
+        self.uses, self.chains = use_counts(func), {}
+        self.bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
         users = {}
         for var, value in self.bound.items():
             if op_name(value) in _AFFINE_OPS and isinstance(value.args[0], relax.Var):
