@@ -75,15 +75,21 @@ class _PadSoftmax(PyExprMutator):
             value = self.lookup_binding(var)
             if op_name(value) == "relax.nn.softmax":
                 rows = static_shape(value.args[0].ty)
-                ok = (self.uses.get(var, 0) - sum(_fills(s, var) for s in steps[-1:]) == 1 and rows is not None
+                ok = (self._sole_use(var, steps) and rows is not None
                       and int(value.attrs.axis) in (-1, len(rows) - 1) and str(value.args[0].ty.dtype) == "float32")
                 return (value, steps) if ok else None
             source = _keeps_rows(value, self.lookup_binding)
-            if source is None or self.uses.get(var, 0) - sum(_fills(s, var) for s in steps[-1:]) != 1:
+            if source is None or not self._sole_use(var, steps):
                 return None
             steps.append(value)
             var = source
         return None
+
+    def _sole_use(self, var: Any, steps: list[Any]) -> bool:
+        """Is the step that reads ``var`` (the last of ``steps``, else the matmul) its only user?
+        A where step's fill, ``full_like(var)``, reads only its shape and does not count."""
+        fill = int(bool(steps) and op_name(steps[-1]) == "relax.where")
+        return self.uses.get(var, 0) - fill == 1
 
     def _again(self, call: Any, x: Any, whole: int) -> Any:
         """``call`` applied to ``x``, the padded form of its row operand."""
@@ -112,12 +118,6 @@ def _is_fill_of(expr: Any, var: Any, lookup: Any) -> bool:
 def _is_row(a: Any, b: Any, lookup: Any) -> bool:
     """In ``where(cond, a, b)``: is ``a`` the rows (``b`` a fill of them)?"""
     return isinstance(a, relax.Var) and _is_fill_of(b, a, lookup)
-
-
-def _fills(step: Any, var: Any) -> int:
-    """Uses of ``var`` that a where step's own fill (``full_like(var)``) makes: those only read
-    its shape."""
-    return int(op_name(step) == "relax.where")
 
 
 def _keeps_rows(value: Any, lookup: Any) -> Any | None:
