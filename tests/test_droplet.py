@@ -98,8 +98,8 @@ def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs
 def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_path):
     """The wrapper round MetaSchedule's strategies (tuning/unmeasured.py) on a real database: of a
     batch holding two recorded schedules and one new, only the new one goes on to be measured; a
-    batch of recorded schedules only is offered again, then given up as an empty batch (at once
-    once the time budget is spent)."""
+    batch of recorded schedules only is offered again, then given up as an empty batch (at the
+    first one when the budget is spent or the batch was slow to make)."""
     import shutil
 
     from tvm.s_tir import Schedule
