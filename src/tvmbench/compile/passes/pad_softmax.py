@@ -99,8 +99,9 @@ class _PadSoftmax(PyExprMutator):
         if name == "relax.reshape":
             return relax.op.reshape(x, [*static_shape(call.ty)[:-1], whole])
         cond, a, b = call.args
-        fill = relax.op.full_like(x, self.lookup_binding(b if _is_row(a, b, self.lookup_binding) else a).args[1])
-        return relax.op.where(cond, x, fill) if _is_row(a, b, self.lookup_binding) else relax.op.where(cond, fill, x)
+        rows_first = _is_row(a, b, self.lookup_binding)
+        fill = relax.op.full_like(x, self.lookup_binding(b if rows_first else a).args[1])
+        return relax.op.where(cond, x, fill) if rows_first else relax.op.where(cond, fill, x)
 
 
 def _pad(x: Any, axis: int, extra: int, value: float) -> Any:
