@@ -77,10 +77,10 @@ def main() -> None:
     losers: set[str] = set()
     per_workload: dict[str, float] = {}
     for r in range(args.rounds):
-        round_losers, gains = select_in_model([profile_gains(m, work, args.profile_runs, r, args.target)
-                                                    for m in models])
-        losers |= round_losers
-        for wl, g in gains.items():
+        verdict = select_in_model([profile_gains(m, work, args.profile_runs, r, args.target) for m in models],
+                                  min_gain=0.03)
+        losers |= verdict.losing
+        for wl, g in verdict.gains.items():
             per_workload[wl] = min(g, per_workload.get(wl, g))
     # A workload no model ran is not judged, and would apply to nothing (the pipeline has since
     # changed that kernel): dropped too.

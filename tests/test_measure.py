@@ -169,6 +169,20 @@ def test_close_speedups_from_one_process_each_ask_for_rounds():
     assert close_calls(1, {"pytorch": {"speedup": 1.7}}) is None
 
 
+def test_paired_ratio_interval_excludes_one_exactly_when_a_paired_t_test_rejects():
+    """``paired_ratio_ci`` is the paired t-test on log times, stated as an interval of the ratio."""
+    from scipy.stats import ttest_rel
+
+    rng = np.random.default_rng(3)
+    for shift in (0.0, 0.01, 0.03, 0.1):
+        base = 1.0 + rng.uniform(0, 0.5, 8)  # the machine's state, shared by both sides of a pair
+        a = base * np.exp(rng.normal(0, 0.03, 8))
+        b = base * np.exp(rng.normal(-shift, 0.03, 8))
+        ratio, low, high = stats.paired_ratio_ci(a, b)
+        assert low < ratio < high and ratio == pytest.approx(np.exp(np.mean(np.log(a) - np.log(b))))
+        assert (not low <= 1.0 <= high) == (ttest_rel(np.log(a), np.log(b)).pvalue < 0.05)
+
+
 def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
     assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
     assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)

@@ -57,7 +57,7 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     of a losing task are left out of what is applied, until a newer record of it arrives."""
     from tvmbench.api import check_in_model
     from tvmbench.models import ModelOptions
-    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, mark_in_model
+    from tvmbench.tuning.database import IN_MODEL, InModelVerdict, TuningDatabase, mark_in_model
     from tvmbench.tuning.tuner import TaskReport
 
     db = tmp_path / "db"
@@ -71,12 +71,16 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert checked and all(t.in_model_gain and t.in_model_gain > 0 and t.kept_in_model is not None for t in checked)
     mark = database.meta()[IN_MODEL]
     assert set(mark["gain"]) == {t.workload for t in checked}
+    # every gain was tested on the paired blocks: an interval around it, and "kept" only above 1
+    assert all(t.in_model_interval[0] <= t.in_model_gain <= t.in_model_interval[1] for t in checked)
+    assert all(t.in_model_interval[0] > 1 for t in checked if t.kept_in_model)
+    assert set(mark["interval"]) == set(mark["gain"])
     # a task marked losing: its records are not applied; one found after the check is
     workload = checked[0].workload
-    mark_in_model(database, {t.workload: 2.0 for t in checked}, set(), database.count_records())
+    mark_in_model(database, InModelVerdict(set(), {t.workload: 2.0 for t in checked}, {}), database.count_records())
     _, every = database.view_for(TARGET)
     assert every["applied_records"] == database.count_records() and "lose_in_model" not in every
-    mark_in_model(database, {workload: 0.5}, {workload}, database.count_records())
+    mark_in_model(database, InModelVerdict({workload}, {workload: 0.5}, {}), database.count_records())
     _, info = database.view_for(TARGET)
     assert info["lose_in_model"] == database.records_per_workload()[workload]
     assert info["applied_records"] == every["applied_records"] - info["lose_in_model"]
@@ -276,8 +280,8 @@ def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, t
     gains = [[{**row, "workload": first, "corrected_gain": 1.5}, {**row, "workload": second, "corrected_gain": 1.2}],
              [{**row, "workload": first, "corrected_gain": 0.5, "tuned_ms": 3.0},
               {"schedule": "default", "workload": None, "tuned_ms": 5.0, "corrected_gain": 1.0}]]
-    losers, per_workload = select_in_model(gains)
-    assert losers == {first} and per_workload[first] == pytest.approx((1.5 + 1.5) / 4.0)
+    losers, per_workload, intervals = select_in_model(gains, min_gain=0.03)
+    assert losers == {first} and not intervals and per_workload[first] == pytest.approx((1.5 + 1.5) / 4.0)
     assert per_workload[second] == pytest.approx(1.2)
     wdb = TuningDatabase.open(work)
     before = wdb.records_per_workload()
@@ -288,6 +292,29 @@ def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, t
     # MetaSchedule still reads it, with the records renumbered onto the workloads that remain.
     ms_db = TuningDatabase.open(work).ms_database()
     assert len(ms_db) == sum(after.values())
+
+
+def test_in_model_selection_keeps_only_records_surely_faster_over_the_paired_blocks():
+    """A record whose paired gain is large but within its own noise (what a record identical to
+    the default schedule measured on a small kernel here) loses although its gain is above the
+    old fixed 3 %; a steady 5 % gain is kept; a workload run by two kernels is summed per block."""
+    from tvmbench.tuning.database import select_in_model
+
+    untuned = [100.0] * 10
+    lucky = [100 / r for r in (1.30, 0.85, 1.20, 0.90, 1.10, 0.95, 1.25, 0.92, 1.05, 1.00)]
+    steady = [100 / r for r in (1.05, 1.04, 1.06, 1.05, 1.03, 1.07, 1.05, 1.04, 1.06, 1.05)]
+
+    def row(workload, tuned_blocks, untuned_blocks=untuned):
+        return {"schedule": "tuning record", "workload": workload, "tuned_ms": sorted(tuned_blocks)[5],
+                "corrected_gain": 1.0, "tuned_blocks_ms": tuned_blocks, "untuned_blocks_ms": untuned_blocks}
+
+    # "split": one kernel 20 % slower, one four times its size 5 % faster: together a loss
+    verdict = select_in_model([[row("lucky", lucky), row("steady", steady),
+                                row("split", [120.0] * 10, [100.0] * 10), row("split", [400 / 1.05] * 10, [400.0] * 10)]])
+    low, high = verdict.intervals["lucky"]
+    assert verdict.gains["lucky"] > 1.03 and low < 1 < high and "lucky" in verdict.losing
+    assert verdict.intervals["steady"][0] > 1 and "steady" not in verdict.losing
+    assert verdict.gains["split"] == pytest.approx(500 / (120 + 400 / 1.05)) and "split" in verdict.losing
 
 
 def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(

@@ -250,10 +250,11 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     with hot caches, and a record that wins there can lose inside the model (its inputs come
     from the previous kernel, its weights were evicted). The model is built with this database
     and without any, in one worker, and their kernels timed in alternating blocks
-    (``paired_gains_job``); the records of every task whose kernel does not gain 3 % inside the
-    model are marked in the database (``mark_in_model``): they stay, and are not applied. Fills
-    each task's ``in_model_gain`` and ``kept_in_model``. A failed check is a warning: the tuning
-    itself is kept."""
+    (``paired_gains_job``); the records of every task whose kernel does not gain inside the
+    model, surely (``select_in_model``: a paired test over the blocks), are marked in the
+    database (``mark_in_model``): they stay, and are not applied. Fills each task's
+    ``in_model_gain``, ``in_model_interval`` and ``kept_in_model``. A failed check is a warning:
+    the tuning itself is kept."""
     from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import PairedJob, paired_gains_job
     from tvmbench.tuning.database import mark_in_model, select_in_model
@@ -267,13 +268,14 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         if on_warning:
             on_warning(f"{e}; the tuned records are applied as tuned")
         return
-    losing, gains = select_in_model([rows])
+    verdict = select_in_model([rows])
     with database.writing():
-        mark_in_model(database, gains, losing, lines)
+        mark_in_model(database, verdict, lines)
     for task in report.tasks:
-        if task.workload in gains:
-            task.in_model_gain = gains[task.workload]
-            task.kept_in_model = task.workload not in losing
+        if task.workload in verdict.gains:
+            task.in_model_gain = verdict.gains[task.workload]
+            task.in_model_interval = verdict.intervals.get(task.workload)
+            task.kept_in_model = task.workload not in verdict.losing
 
 
 def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, untuned: bool = False,

@@ -165,7 +165,8 @@ def print_tune_report(report: Any, console: Any) -> None:
                 *(["in model"] if checked else [])):
         table.add_column(col, justify="left" if col == "task" else "right")
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
-        in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.3f}x" + (
+        interval = f" [{t.in_model_interval[0]:.2f}-{t.in_model_interval[1]:.2f}]" if t.in_model_interval else ""
+        in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.3f}x{interval}" + (
             "" if t.kept_in_model else " (default kept)")
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
                       f"{t.minutes:.2f}" if t.minutes is not None else "-",
@@ -178,8 +179,9 @@ def print_tune_report(report: Any, console: Any) -> None:
                   "the best record's repeats ('-': measured once, --runner-repeat 1)")
     if checked:
         console.print("speedup: the best record over the default schedule in MetaSchedule's runner (the kernel "
-                      "alone); in model: the same inside the compiled model; a task under 1.03x there keeps "
-                      "the default schedule (its records stay in the database, not applied)")
+                      "alone); in model: the same inside the compiled model, paired blocks with the default "
+                      "schedule [95 % interval]; a task not surely faster there (interval above 1, gain "
+                      "at least 1.02x) keeps the default schedule (its records stay in the database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
 

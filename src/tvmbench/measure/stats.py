@@ -104,6 +104,21 @@ def rounds_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
     return float(np.exp(centre - half)), float(np.exp(centre + half))
 
 
+def paired_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
+                    confidence: float = 0.95) -> tuple[float, float, float]:
+    """(ratio, low, high) of baseline / candidate from paired blocks: ``baseline[i]`` and
+    ``candidate[i]`` were timed next to each other, so a burst on a shared machine falls on both
+    and cancels in their ratio. Student's t with pairs - 1 degrees of freedom on the logs of the
+    per-pair ratios; the ratio is their geometric mean. The pairs, not the runs inside a block,
+    are the units: runs in one block share whatever the machine was doing then."""
+    x = np.log(np.asarray(baseline, dtype=float)) - np.log(np.asarray(candidate, dtype=float))
+    centre = float(x.mean())
+    if x.size < 2:
+        return math.exp(centre), math.nan, math.nan
+    half = _t_quantile(confidence, x.size - 1) * x.std(ddof=1) / math.sqrt(x.size)
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
+
+
 def speedup_ci(baseline_s: Sequence[float], candidate_s: Sequence[float], confidence: float = 0.95,
                seed: int = 0, baseline_rounds: Sequence[int] | None = None,
                candidate_rounds: Sequence[int] | None = None) -> tuple[float, float]:

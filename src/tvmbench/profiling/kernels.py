@@ -186,7 +186,7 @@ class PairedJob:
     model: str
     options: ModelOptions
     backend: BackendConfig
-    rounds: int = 8  # alternating blocks per build
+    rounds: int = 10  # alternating blocks per build: the pairs a record's gain is tested on
     runs: int = 10  # instrumented inferences per block
     warmup: int = 5
 
@@ -199,13 +199,15 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any
     corrects that drift by the kernels both builds run with the default schedule, which a model
     whose every kernel was tuned (a small one) does not have. In one process, alternating, the
     drift falls on both builds alike. Rows as ``compare_profiles`` gives them (``corrected_gain``
-    is the gain itself)."""
+    is the gain itself), with each round's median in ``tuned_blocks_ms`` and ``untuned_blocks_ms``:
+    the pairs ``select_in_model`` tests the gain on."""
     say = progress or (lambda msg: None)
     tuned = prepared_backend("tvm", job.model, job.options, job.backend, say)
     untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
     facts = _kernel_facts(tuned.relax_module(), job.backend.target, tuned.tuning_databases())
     say("alternating instrumented runs")
-    times: dict[str, dict[str, list[float]]] = {"tuned": {}, "untuned": {}}
+    # times[build][kernel][round]: the seconds of each run of that round's block
+    times: dict[str, dict[str, list[list[float]]]] = {"tuned": {}, "untuned": {}}
     builds = [("tuned", tuned), ("untuned", untuned)]
     for b in (tuned, untuned):
         plain_runs(b, job.warmup, 0)
@@ -213,18 +215,25 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any
         for name, b in builds if r % 2 == 0 else builds[::-1]:
             for run in b.time_kernels(job.runs)[0]:
                 for kernel, secs in run.items():
-                    times[name].setdefault(kernel, []).append(secs)
+                    blocks = times[name].setdefault(kernel, [[] for _ in range(job.rounds)])
+                    blocks[r].append(secs)
     tuned.close()
     untuned.close()
-    rows = []
-    for kernel, (_, workload) in facts.items():
-        t, u = times["tuned"].get(kernel), times["untuned"].get(kernel)
-        if workload and t and u:
-            t_ms, u_ms = statistics.median(t) * 1e3, statistics.median(u) * 1e3
-            gain = u_ms / t_ms if t_ms > 0 else None
-            rows.append({"name": kernel, "schedule": "tuning record", "workload": workload, "tuned_ms": t_ms,
-                         "untuned_ms": u_ms, "gain": gain, "corrected_gain": gain})
-    return rows
+    return [_paired_row(kernel, workload, times["tuned"][kernel], times["untuned"][kernel])
+            for kernel, (_, workload) in facts.items()
+            if workload and kernel in times["tuned"] and kernel in times["untuned"]]
+
+
+def _paired_row(kernel: str, workload: str, tuned: list[list[float]], untuned: list[list[float]]) -> dict[str, Any]:
+    """A kernel's row from its per-round run times with and without the databases (seconds)."""
+    t_ms = statistics.median(s for block in tuned for s in block) * 1e3
+    u_ms = statistics.median(s for block in untuned for s in block) * 1e3
+    gain = u_ms / t_ms if t_ms > 0 else None
+    pairs = [(statistics.median(t) * 1e3, statistics.median(u) * 1e3)
+             for t, u in zip(tuned, untuned, strict=True) if t and u]
+    return {"name": kernel, "schedule": "tuning record", "workload": workload, "tuned_ms": t_ms,
+            "untuned_ms": u_ms, "gain": gain, "corrected_gain": gain,
+            "tuned_blocks_ms": [t for t, _ in pairs], "untuned_blocks_ms": [u for _, u in pairs]}
 
 
 def compare_profiles(tuned: ModelProfile, untuned: ModelProfile) -> tuple[list[dict[str, Any]], float | None]:

@@ -139,6 +139,7 @@ class TaskReport:
     # The best record's kernel inside the model over the default schedule's (drift-corrected,
     # ``api.tune``'s in-model check); None when not checked
     in_model_gain: float | None = None
+    in_model_interval: tuple[float, float] | None = None  # its 95 % interval (paired blocks)
     kept_in_model: bool | None = None  # whether its records are applied (False: they lose in the model)
     std_us: float | None = None  # the spread of the best record's repeats (None: it has one)
     minutes: float | None = None  # search time spent on this task, over every tuning run of the database
