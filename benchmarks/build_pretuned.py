@@ -10,26 +10,27 @@ only where it beats tvmbench's default schedule by more than 2 % (see database.i
 the machine, budget and date in its meta file. tvmbench applies it wherever the target matches.
 
 MetaSchedule's runner times each kernel alone with hot caches, and a record that wins there can
-lose inside the model. So each model is then profiled with and without the candidate database
-(`tvmbench profile --vs-untuned`, separate processes, drift-corrected), and every workload whose
-kernels are not at least 3 % faster in the models, in each of `--rounds` profiles, is dropped
-(database.select_in_model), and so is every workload no model ran (it would apply to nothing); the
-in-model gains (the lowest over the rounds) go in the meta file.
+lose inside the model. So each model is then built with and without the candidate database in one
+worker and its tuned kernels timed in alternating blocks (the selection every `tvmbench tune`
+makes: api.in_model_gains), and every workload whose kernels are not surely faster in the models
+(database.select_in_model: the 95 % interval of the paired gain above 1, and at least 1.02x; a
+workload in two models is judged on both) is dropped, and so is every workload no model ran (it
+would apply to nothing); the in-model gains and their intervals go in the meta file.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+from tvmbench.api import in_model_gains, model_options
 from tvmbench.measure.environment import cpu_model
-from tvmbench.targets import resolve_target
+from tvmbench.targets import physical_cores, resolve_target
 from tvmbench.tuning.database import (
     PRETUNED_ROOT,
     WORKLOADS,
@@ -48,8 +49,6 @@ def main() -> None:
     parser.add_argument("--trials", default="20000", help="trial budget per model")
     parser.add_argument("--work", default=".cache/pretuned-work", help="work database (kept; reruns resume)")
     parser.add_argument("--skip-tuning", action="store_true", help="only rebuild the shipped database from --work")
-    parser.add_argument("--profile-runs", type=int, default=30, help="instrumented runs per model when selecting")
-    parser.add_argument("--rounds", type=int, default=2, help="profiles per model when selecting")
     parser.add_argument("--target", default="llvm",
                         help="TVM target to tune for (default: this CPU); e.g. '{\"kind\": \"llvm\", \"mcpu\": "
                              "\"haswell\"}' builds the AVX2 database on an AVX-512 machine")
@@ -71,17 +70,9 @@ def main() -> None:
     counts = improvements(db, dest, meta_extra={"pretuned": made})
     print(f"{dest}: {counts['kept']} records (of {counts['workloads']} workloads) beat the default schedules "
           "in MetaSchedule's runner")
-    # The database is profiled `--rounds` times; a record ships only if it gains in every round
-    # (one process can run 30 % slower than the next here, which the drift correction only
-    # partly removes).
-    losers: set[str] = set()
-    per_workload: dict[str, float] = {}
-    for r in range(args.rounds):
-        verdict = select_in_model([profile_gains(m, work, args.profile_runs, r, args.target) for m in models],
-                                  min_gain=0.03)
-        losers |= verdict.losing
-        for wl, g in verdict.gains.items():
-            per_workload[wl] = min(g, per_workload.get(wl, g))
+    threads = physical_cores()
+    verdict = select_in_model([in_model_gains(m, dest, target, threads, model_options(m)) for m in models])
+    losers, per_workload = verdict.losing, verdict.gains
     # A workload no model ran is not judged, and would apply to nothing (the pipeline has since
     # changed that kernel): dropped too.
     candidates = {str(json.loads(line)[0]) for line in TuningDatabase.open(dest)._lines(WORKLOADS)}
@@ -90,21 +81,12 @@ def main() -> None:
     shipped = TuningDatabase.open(dest)
     meta = shipped.meta()
     meta["pretuned"]["in_model_gain"] = {wl: round(g, 3) for wl, g in per_workload.items() if wl not in losers}
+    meta["pretuned"]["in_model_interval"] = {wl: [round(x, 3) for x in ci] for wl, ci in verdict.intervals.items()}
     meta["pretuned"]["dropped_in_model"] = {wl: round(per_workload[wl], 3) for wl in sorted(losers)}
     meta["pretuned"]["dropped_not_in_models"] = sorted(unseen)
     shipped.write_meta(meta)
-    print(f"{dest}: dropped {dropped} workloads that did not gain 3 % inside the models; "
+    print(f"{dest}: dropped {dropped} workloads not surely faster inside the models; "
           f"{shipped.count_records()} records shipped")
-
-
-def profile_gains(model: str, work: Path, runs: int, round_: int, target: str) -> list[dict]:
-    """Per-kernel gains of the candidate shipped database inside ``model`` (a fresh cache, so no
-    user database is applied and the libraries are built for this database)."""
-    out = work / f"in-model-{model.replace('/', '_')}-{round_}.json"
-    env = {**os.environ, "TVMBENCH_CACHE": str(work / "selection-cache")}
-    subprocess.run([sys.executable, "-m", "tvmbench.cli", "profile", "--model", model, "--target", target,
-                    "--vs-untuned", "--runs", str(runs), "--output", str(out)], check=True, env=env)
-    return json.loads(out.read_text())["gains"]
 
 
 if __name__ == "__main__":

@@ -255,15 +255,11 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     database (``mark_in_model``): they stay, and are not applied. Fills each task's
     ``in_model_gain``, ``in_model_interval`` and ``kept_in_model``. A failed check is a warning:
     the tuning itself is kept."""
-    from tvmbench.backends import BackendConfig
-    from tvmbench.profiling.kernels import PairedJob, paired_gains_job
     from tvmbench.tuning.database import mark_in_model, select_in_model
 
     lines = database.count_records()  # the records this check judges
-    job = PairedJob(model=model, options=options,
-                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database.path)),)))
     try:
-        rows = _in_worker(paired_gains_job, job, threads, 3600.0, f"checking the tuned kernels of {model} in the model")
+        rows = in_model_gains(model, database.path, resolved, threads, options)
     except (UserError, WorkFailed) as e:
         if on_warning:
             on_warning(f"{e}; the tuned records are applied as tuned")
@@ -276,6 +272,19 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             task.in_model_gain = verdict.gains[task.workload]
             task.in_model_interval = verdict.intervals.get(task.workload)
             task.kept_in_model = task.workload not in verdict.losing
+
+
+def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
+                   options: ModelOptions) -> list[dict[str, Any]]:
+    """Per kernel of ``model`` that runs a record of ``database`` (and no other database): its
+    gain inside the model over tvmbench's default schedule, both builds timed in alternating
+    blocks in one worker (``paired_gains_job``), as ``select_in_model`` judges them."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.profiling.kernels import PairedJob, paired_gains_job
+
+    job = PairedJob(model=model, options=options,
+                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
+    return _in_worker(paired_gains_job, job, threads, 3600.0, f"checking the tuned kernels of {model} in the model")
 
 
 def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, untuned: bool = False,
