@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tuning_strategies.py [--models resnet18,mobilenet_v2,bert-base-uncased]
         [--strategies evolutionary,droplet,dpmeta] [--budget 15] [--checkpoint 5] [--rounds 4]
-        [--out-dir results/tuning_strategies] [--summary]
+        [--out-dir results/tuning_strategies] [--reselect]
 
 For each model and strategy: ``tvmbench tune`` into a fresh database with a ``--checkpoint``-minute
 search budget, a copy of the database as it stands then (``STRATEGY@5m``), then the same database
@@ -15,7 +15,8 @@ untuned median over its median, and the interval is over the rounds (processes a
 It prints, per model, the curve of end-to-end speedup against tuning minutes for each strategy,
 and the per-layer table of each strategy's final database against evolutionary's
 (``tvmbench tune report``). Resumes: a database already tuned to a budget is not tuned again.
-Text models run at seq 128.
+Text models run at seq 128. ``--reselect`` runs every database's in-model check again with the
+current selection before measuring (into a copy of the results: it rewrites the verdicts).
 """
 
 from __future__ import annotations
@@ -62,6 +63,22 @@ def snapshot(src: Path, dest: Path) -> None:
     for name in FILES:
         if (src / name).is_file():
             shutil.copy2(src / name, dest / name)
+
+
+def reselect(model: str, db: Path, threads: int) -> None:
+    """Judge every record of ``db`` inside the model again with the current selection (the last
+    check's verdict forgotten first): to measure a change of the selection on databases already
+    tuned, without tuning them again."""
+    from tvmbench.api import check_in_model, model_options, target
+    from tvmbench.tuning.database import TuningDatabase, forget_in_model
+
+    database = TuningDatabase.open(db)
+    with database.writing():
+        forget_in_model(database)
+    report = type("Report", (), {"tasks": []})()
+    check_in_model(report, database, model, target("llvm"), threads, model_options(model, seq_length=128 if
+                                                                                    options(model) else None))
+    print(f"   {db.name}: in-model check done", flush=True)
 
 
 def measure_round(model: str, variants: dict[str, str | None], threads: int, blocks: int, block: int,
@@ -126,6 +143,10 @@ def run_model(model: str, args: argparse.Namespace) -> None:
         tune(model, strategy, db, args.checkpoint, args.threads)
         snapshot(db, root / f"{strategy}@{args.checkpoint:g}m")
         tune(model, strategy, db, args.budget - args.checkpoint, args.threads)
+    if args.reselect:
+        for strategy in strategies:
+            for db in (root / f"{strategy}@{args.checkpoint:g}m", root / strategy):
+                reselect(model, db, args.threads)
     variants: dict[str, str | None] = {"untuned": None}
     for strategy in strategies:
         variants[f"{strategy}@{args.checkpoint:g}m"] = str(root / f"{strategy}@{args.checkpoint:g}m")
@@ -155,6 +176,9 @@ def main() -> int:
     parser.add_argument("--block", type=int, default=5, help="timed inferences per block")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out-dir", default="results/tuning_strategies")
+    parser.add_argument("--reselect", action="store_true",
+                        help="judge the databases' records in the model again before measuring (delete "
+                             "rounds.json to measure again)")
     parser.add_argument("--measure-round", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_round:

@@ -514,7 +514,7 @@ def prune_database(db: TuningDatabase, keep: int = 1) -> int:
     kept = [line for group in groups.values() for _, line in sorted(group)[:keep]]
     before = db.count_records()
     _write_lines_atomic(db.path / RECORDS, kept)
-    _forget_in_model(db)
+    forget_in_model(db)
     return before - len(kept)
 
 
@@ -566,7 +566,7 @@ def drop_workloads(db: TuningDatabase, hashes: set[str]) -> int:
         return 0
     kept = [(index, rec) for index, rec in (json.loads(line) for line in db._lines(RECORDS)) if index not in gone]
     _write_subset(db.path, workloads, kept)
-    _forget_in_model(db)
+    forget_in_model(db)
     meta = db.meta()
     if "default_us" in meta:
         meta["default_us"] = {h: us for h, us in meta["default_us"].items() if h not in hashes}
@@ -615,8 +615,9 @@ def losing_lines(meta: dict[str, Any], workloads: list[str], records: list[str])
     return out
 
 
-def _forget_in_model(db: TuningDatabase) -> None:
-    """After the record file was rewritten, the check's line positions mean nothing: forget them."""
+def forget_in_model(db: TuningDatabase) -> None:
+    """Forget the last in-model check (after the record file was rewritten its line positions
+    mean nothing; or to judge every record again). Call under the writer lock."""
     meta = db.meta()
     if meta.pop(IN_MODEL, None) is not None:
         db.write_meta(meta)
