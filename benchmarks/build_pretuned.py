@@ -13,9 +13,9 @@ MetaSchedule's runner times each kernel alone with hot caches, and a record that
 lose inside the model. So each model is then built with and without the candidate database in one
 worker and its tuned kernels timed in alternating blocks (the selection every `tvmbench tune`
 makes: api.in_model_gains), and every workload whose kernels are not surely faster in the models
-(database.select_in_model: the 95 % interval of the paired gain above 1, and at least 1.02x; a
-workload in two models is judged on both) is dropped, and so is every workload no model ran (it
-would apply to nothing); the in-model gains and their intervals go in the meta file.
+(profiling.kernels.select_in_model: the 95 % interval of the paired gain above 1, and at least
+1.02x; a workload in two models is judged on both) is dropped, and so is every workload no model
+ran (it would apply to nothing); the in-model gains and their intervals go in the meta file.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from pathlib import Path
 
 from tvmbench.api import in_model_gains, model_options
 from tvmbench.measure.environment import cpu_model
+from tvmbench.profiling.kernels import select_in_model
 from tvmbench.targets import physical_cores, resolve_target
 from tvmbench.tuning.database import (
     PRETUNED_ROOT,
@@ -37,7 +38,6 @@ from tvmbench.tuning.database import (
     TuningDatabase,
     drop_workloads,
     improvements,
-    select_in_model,
     target_slug,
 )
 

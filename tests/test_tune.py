@@ -57,7 +57,7 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     of a losing task are left out of what is applied, until a newer record of it arrives."""
     from tvmbench.api import check_in_model
     from tvmbench.models import ModelOptions
-    from tvmbench.tuning.database import IN_MODEL, InModelVerdict, TuningDatabase, mark_in_model
+    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, mark_in_model
     from tvmbench.tuning.tuner import TaskReport
 
     db = tmp_path / "db"
@@ -77,10 +77,10 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert set(mark["interval"]) == set(mark["gain"])
     # a task marked losing: its records are not applied; one found after the check is
     workload = checked[0].workload
-    mark_in_model(database, InModelVerdict(set(), {t.workload: 2.0 for t in checked}, {}), database.count_records())
+    mark_in_model(database, {t.workload: 2.0 for t in checked}, set(), database.count_records())
     _, every = database.view_for(TARGET)
     assert every["applied_records"] == database.count_records() and "lose_in_model" not in every
-    mark_in_model(database, InModelVerdict({workload}, {workload: 0.5}, {}), database.count_records())
+    mark_in_model(database, {workload: 0.5}, {workload}, database.count_records())
     _, info = database.view_for(TARGET)
     assert info["lose_in_model"] == database.records_per_workload()[workload]
     assert info["applied_records"] == every["applied_records"] - info["lose_in_model"]
@@ -269,7 +269,8 @@ def test_profile_shows_which_kernels_ran_tuned_schedules_and_their_gain(tuned, t
 
 
 def test_records_that_lose_inside_the_model_are_dropped_from_a_database(tuned, tmp_path):
-    from tvmbench.tuning.database import drop_workloads, select_in_model
+    from tvmbench.profiling.kernels import select_in_model
+    from tvmbench.tuning.database import drop_workloads
 
     db, _ = tuned
     work = tmp_path / "work"
@@ -298,7 +299,7 @@ def test_in_model_selection_keeps_only_records_surely_faster_over_the_paired_blo
     """A record whose paired gain is large but within its own noise (what a record identical to
     the default schedule measured on a small kernel here) loses although its gain is above the
     old fixed 3 %; a steady 5 % gain is kept; a workload run by two kernels is summed per block."""
-    from tvmbench.tuning.database import select_in_model
+    from tvmbench.profiling.kernels import select_in_model
 
     untuned = [100.0] * 10
     lucky = [100 / r for r in (1.30, 0.85, 1.20, 0.90, 1.10, 0.95, 1.25, 0.92, 1.05, 1.00)]

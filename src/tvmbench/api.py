@@ -255,7 +255,8 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     database (``mark_in_model``): they stay, and are not applied. Fills each task's
     ``in_model_gain``, ``in_model_interval`` and ``kept_in_model``. A failed check is a warning:
     the tuning itself is kept."""
-    from tvmbench.tuning.database import mark_in_model, select_in_model
+    from tvmbench.profiling.kernels import select_in_model
+    from tvmbench.tuning.database import mark_in_model
 
     lines = database.count_records()  # the records this check judges
     try:
@@ -266,7 +267,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         return
     verdict = select_in_model([rows])
     with database.writing():
-        mark_in_model(database, verdict, lines)
+        mark_in_model(database, verdict.gains, verdict.losing, lines, verdict.intervals)
     for task in report.tasks:
         if task.workload in verdict.gains:
             task.in_model_gain = verdict.gains[task.workload]

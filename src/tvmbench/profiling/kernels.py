@@ -18,10 +18,13 @@ from __future__ import annotations
 import statistics
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any
+from typing import Any, NamedTuple
+
+import numpy as np
 
 from tvmbench.backends.base import BackendConfig
 from tvmbench.measure.peak import percent_of_peak
+from tvmbench.measure.stats import paired_ratio_ci
 from tvmbench.models import ModelOptions, load_model
 
 
@@ -234,6 +237,56 @@ def _paired_row(kernel: str, workload: str, tuned: list[list[float]], untuned: l
     return {"name": kernel, "schedule": "tuning record", "workload": workload, "tuned_ms": t_ms,
             "untuned_ms": u_ms, "gain": gain, "corrected_gain": gain,
             "tuned_blocks_ms": [t for t, _ in pairs], "untuned_blocks_ms": [u for _, u in pairs]}
+
+
+class InModelVerdict(NamedTuple):
+    """``select_in_model``'s answer: the workloads whose records lose inside the models, every
+    judged workload's gain there, and its 95 % interval where paired blocks gave one."""
+
+    losing: set[str]
+    gains: dict[str, float]
+    intervals: dict[str, tuple[float, float]]
+
+
+def select_in_model(gains: list[list[dict[str, Any]]], min_gain: float = 0.02) -> InModelVerdict:
+    """Which tuned workloads lose inside the models.
+
+    ``gains`` holds one row list per model profiled with and without the database
+    (``paired_gains_job`` or ``compare_profiles``). MetaSchedule's runner times a kernel alone,
+    with its inputs hot in cache; inside a model the inputs come from the previous kernel and the
+    weights were evicted by it, and a record that won the first way can lose the second.
+
+    Where the rows carry paired blocks (``paired_gains_job``), a workload's times are summed over
+    its kernels per block, and its records are kept only when the 95 % interval of the paired
+    gain lies above 1 and the gain is at least ``1 + min_gain``: a fixed threshold alone kept
+    records that were the default schedule itself, measured 1.03x-1.09x "faster" by chance on
+    kernels of tens of microseconds. Without blocks, the gain is the drift-corrected untuned time
+    over the tuned time summed over every call in every model (a task shared by two models is
+    judged on both), kept at ``1 + min_gain``.
+    """
+    rows_of: dict[str, list[dict[str, Any]]] = {}
+    for rows in gains:
+        for row in rows:
+            if row.get("schedule") == "tuning record" and row.get("workload") and row.get("corrected_gain"):
+                rows_of.setdefault(row["workload"], []).append(row)
+    verdict = InModelVerdict(set(), {}, {})
+    for wl, rows in rows_of.items():
+        blocks = {len(r.get("tuned_blocks_ms") or ()) for r in rows} | {len(r.get("untuned_blocks_ms") or ())
+                                                                         for r in rows}
+        if len(blocks) == 1 and min(blocks) >= 3:
+            tuned = np.sum([r["tuned_blocks_ms"] for r in rows], axis=0)
+            untuned = np.sum([r["untuned_blocks_ms"] for r in rows], axis=0)
+            gain, low, high = paired_ratio_ci(untuned, tuned)
+            verdict.intervals[wl] = (low, high)
+            loses = not low > 1.0 or gain < 1 + min_gain
+        else:
+            tuned_ms = sum(r["tuned_ms"] for r in rows)
+            gain = sum(r["tuned_ms"] * r["corrected_gain"] for r in rows) / tuned_ms if tuned_ms > 0 else 0.0
+            loses = gain < 1 + min_gain
+        verdict.gains[wl] = gain
+        if loses:
+            verdict.losing.add(wl)
+    return verdict
 
 
 def compare_profiles(tuned: ModelProfile, untuned: ModelProfile) -> tuple[list[dict[str, Any]], float | None]:

@@ -29,9 +29,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
-
-import numpy as np
+from typing import Any
 
 from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
@@ -578,20 +576,21 @@ def drop_workloads(db: TuningDatabase, hashes: set[str]) -> int:
 IN_MODEL = "in_model"
 
 
-def mark_in_model(db: TuningDatabase, verdict: InModelVerdict, lines: int) -> None:
-    """Record an in-model check (``select_in_model``): per workload its gain inside the model (and
-    its interval where there is one), and for each workload whose records lose there, how many
-    record lines the file had when the check began (``lines``), so that every record judged (at a
-    line before that) is left out when the database is applied, and a record found later is
-    applied and judged by the next check. Call under the writer lock."""
+def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str], lines: int,
+                  intervals: dict[str, tuple[float, float]] | None = None) -> None:
+    """Record an in-model check (``profiling.kernels.select_in_model``): per workload its gain
+    inside the model (and its interval where there is one), and for each workload whose records
+    lose there, how many record lines the file had when the check began (``lines``), so that
+    every record judged (at a line before that) is left out when the database is applied, and a
+    record found later is applied and judged by the next check. Call under the writer lock."""
     meta = db.meta()
     mark = meta.get(IN_MODEL) or {"gain": {}, "losing": {}}
     mark.setdefault("interval", {})
-    for wl, gain in verdict.gains.items():
+    for wl, gain in gains.items():
         mark["gain"][wl] = round(gain, 4)
-        if wl in verdict.intervals:
-            mark["interval"][wl] = [round(x, 4) for x in verdict.intervals[wl]]
-        if wl in verdict.losing:
+        if intervals and wl in intervals:
+            mark["interval"][wl] = [round(x, 4) for x in intervals[wl]]
+        if wl in losing:
             mark["losing"][wl] = lines
         else:
             mark["losing"].pop(wl, None)
@@ -621,58 +620,6 @@ def forget_in_model(db: TuningDatabase) -> None:
     meta = db.meta()
     if meta.pop(IN_MODEL, None) is not None:
         db.write_meta(meta)
-
-
-class InModelVerdict(NamedTuple):
-    """``select_in_model``'s answer: the workloads whose records lose inside the models, every
-    judged workload's gain there, and its 95 % interval where paired blocks gave one."""
-
-    losing: set[str]
-    gains: dict[str, float]
-    intervals: dict[str, tuple[float, float]]
-
-
-def select_in_model(gains: list[list[dict[str, Any]]], min_gain: float = 0.02) -> InModelVerdict:
-    """Which tuned workloads lose inside the models.
-
-    ``gains`` holds one row list per model profiled with and without the database
-    (``paired_gains_job`` or ``compare_profiles``). MetaSchedule's runner times a kernel alone,
-    with its inputs hot in cache; inside a model the inputs come from the previous kernel and the
-    weights were evicted by it, and a record that won the first way can lose the second.
-
-    Where the rows carry paired blocks (``paired_gains_job``), a workload's times are summed over
-    its kernels per block, and its records are kept only when the 95 % interval of the paired
-    gain lies above 1 and the gain is at least ``1 + min_gain``: a fixed threshold alone kept
-    records that were the default schedule itself, measured 1.03x-1.09x "faster" by chance on
-    kernels of tens of microseconds. Without blocks, the gain is the drift-corrected untuned time
-    over the tuned time summed over every call in every model (a task shared by two models is
-    judged on both), kept at ``1 + min_gain``.
-    """
-    from tvmbench.measure.stats import paired_ratio_ci
-
-    rows_of: dict[str, list[dict[str, Any]]] = {}
-    for rows in gains:
-        for row in rows:
-            if row.get("schedule") == "tuning record" and row.get("workload") and row.get("corrected_gain"):
-                rows_of.setdefault(row["workload"], []).append(row)
-    verdict = InModelVerdict(set(), {}, {})
-    for wl, rows in rows_of.items():
-        blocks = {len(r.get("tuned_blocks_ms") or ()) for r in rows} | {len(r.get("untuned_blocks_ms") or ())
-                                                                         for r in rows}
-        if len(blocks) == 1 and min(blocks) >= 3:
-            tuned = np.sum([r["tuned_blocks_ms"] for r in rows], axis=0)
-            untuned = np.sum([r["untuned_blocks_ms"] for r in rows], axis=0)
-            gain, low, high = paired_ratio_ci(untuned, tuned)
-            verdict.intervals[wl] = (low, high)
-            loses = not low > 1.0 or gain < 1 + min_gain
-        else:
-            tuned_ms = sum(r["tuned_ms"] for r in rows)
-            gain = sum(r["tuned_ms"] * r["corrected_gain"] for r in rows) / tuned_ms if tuned_ms > 0 else 0.0
-            loses = gain < 1 + min_gain
-        verdict.gains[wl] = gain
-        if loses:
-            verdict.losing.add(wl)
-    return verdict
 
 
 def export_database(db: TuningDatabase, archive: Path) -> Path:
