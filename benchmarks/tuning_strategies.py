@@ -9,9 +9,12 @@ search budget, a copy of the database as it stands then (``STRATEGY@5m``), then 
 tuned on to ``--budget`` minutes in all (``STRATEGY@15m``); every ``tune`` ends with tvmbench's
 in-model check, as a user's would. Then the model is measured with each database against the
 untuned build (tvmbench's default schedules, no database at all), in ``--rounds`` fresh
-processes: each builds every variant and times them in alternating blocks (order reversed every
-other round), so a burst of noise hits all variants alike; a variant's speedup per round is the
-untuned median over its median, and the interval is over the rounds (processes are the units).
+processes: each builds every variant and times them in blocks, one variant after the other in a
+fixed cycle (build and cycle order reversed every other round), so a burst of noise hits all
+variants alike and no variant times two blocks in a row; a variant's speedup per
+round is the untuned median over its median, and the interval is over the rounds (processes are
+the units). A second untuned build is measured beside them as an A/A control: its row is what the
+harness reads into identical code.
 It prints, per model, the curve of end-to-end speedup against tuning minutes for each strategy,
 and the per-layer table of each strategy's final database against evolutionary's
 (``tvmbench tune report``). Resumes: a database already tuned to a budget is not tuned again.
@@ -32,6 +35,9 @@ import time
 from pathlib import Path
 
 FILES = ("database_workload.json", "database_tuning_record.json", "tvmbench_db.json")
+# A second untuned build beside the others: its "speedup" over the first is the harness's own
+# bias and noise, the yardstick for every strategy's row.
+CONTROL = "untuned (again)"
 
 
 def tvmbench(*args: str) -> None:
@@ -94,17 +100,22 @@ def measure_round(model: str, variants: dict[str, str | None], threads: int, blo
     seq = 128 if options(model) else None
     loaded = load_model(model, ModelOptions(seq_length=seq))
     builds = {}
-    for label, db in variants.items():
+    # Build order alternates with the timing order: the first build in a process has measured
+    # several % faster than an identical one built after it (see CONTROL).
+    for label, db in (reversed(variants.items()) if reverse else variants.items()):
         backend = TVMBackend(BackendConfig(target=target, threads=threads,
                                            databases=((("--db", db),) if db else ())))
         backend.prepare(loaded)
         for _ in range(5):
             backend.run()
         builds[label] = backend
-    order = list(builds)[::-1] if reverse else list(builds)
+    order = list(builds)
     times: dict[str, list[float]] = {k: [] for k in builds}
-    for i in range(blocks):
-        for label in order if i % 2 == 0 else order[::-1]:
+    for _ in range(blocks):
+        # One fixed cycle, never "a b c | c b a": reversing each block gave the builds at the two
+        # ends two blocks in a row, warm from their own previous block, and the first build
+        # (untuned) measured 2-4 % faster than an identical build in the middle.
+        for label in order:
             builds[label].run()  # brings this build's data back into the caches, untimed
             for _ in range(block):
                 t0 = time.perf_counter()
@@ -147,7 +158,7 @@ def run_model(model: str, args: argparse.Namespace) -> None:
         for strategy in strategies:
             for db in (root / f"{strategy}@{args.checkpoint:g}m", root / strategy):
                 reselect(model, db, args.threads)
-    variants: dict[str, str | None] = {"untuned": None}
+    variants: dict[str, str | None] = {"untuned": None, CONTROL: None}
     for strategy in strategies:
         variants[f"{strategy}@{args.checkpoint:g}m"] = str(root / f"{strategy}@{args.checkpoint:g}m")
         variants[f"{strategy}@{args.budget:g}m"] = str(root / strategy)
@@ -159,6 +170,8 @@ def run_model(model: str, args: argparse.Namespace) -> None:
     for strategy in strategies:
         print(f"  {strategy:14} {'1.000x':>8} {interval(speedups[f'{strategy}@{args.checkpoint:g}m']):>26} "
               f"{interval(speedups[f'{strategy}@{args.budget:g}m']):>26}")
+    print(f"  A/A control: the untuned build built and timed again in the same processes, "
+          f"{interval(speedups[CONTROL])}")
     for strategy in strategies[1:]:
         print(f"\nper layer, {strategies[0]} against {strategy} ({args.budget:g} min each):", flush=True)
         tvmbench("tune", "report", str(root / strategies[0]), str(root / strategy), "--labels",
