@@ -215,7 +215,9 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any
     for b in (tuned, untuned):
         plain_runs(b, job.warmup, 0)
     for r in range(job.rounds):
-        for name, b in builds if r % 2 == 0 else builds[::-1]:
+        # Always tuned, untuned, tuned, ...: each block follows the other build's, never its own
+        # (``t u | u t`` gives every other pair one side warm from its own previous block).
+        for name, b in builds:
             for run in b.time_kernels(job.runs)[0]:
                 for kernel, secs in run.items():
                     blocks = times[name].setdefault(kernel, [[] for _ in range(job.rounds)])
