@@ -251,7 +251,8 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     from the previous kernel, its weights were evicted). The model is built with this database
     and without any, in one worker, and their kernels timed in alternating blocks
     (``paired_gains_job``); the records of every task whose kernel does not gain inside the
-    model, surely (``select_in_model``: a paired test over the blocks), are marked in the
+    model, surely (``select_in_model``: a paired test over the blocks), or whose best record is
+    no faster than the default schedule alone (the task report's speedup), are marked in the
     database (``mark_in_model``): they stay, and are not applied. Fills each task's
     ``in_model_gain``, ``in_model_interval`` and ``kept_in_model``. A failed check is a warning:
     the tuning itself is kept."""
@@ -266,13 +267,18 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             on_warning(f"{e}; the tuned records are applied as tuned")
         return
     verdict = select_in_model([rows])
+    # A record no faster than the default alone loses too, whatever the model says: a record that
+    # *is* the default schedule measured 0.94x-1.19x "in the model" (intervals excluding 1), its
+    # kernel's time moved by its tuned neighbours, not by its own code.
+    losing = verdict.losing | {t.workload for t in report.tasks
+                               if t.workload in verdict.gains and t.speedup is not None and t.speedup <= 1.0}
     with database.writing():
-        mark_in_model(database, verdict.gains, verdict.losing, lines, verdict.intervals)
+        mark_in_model(database, verdict.gains, losing, lines, verdict.intervals)
     for task in report.tasks:
         if task.workload in verdict.gains:
             task.in_model_gain = verdict.gains[task.workload]
             task.in_model_interval = verdict.intervals.get(task.workload)
-            task.kept_in_model = task.workload not in verdict.losing
+            task.kept_in_model = task.workload not in losing
 
 
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
