@@ -181,7 +181,8 @@ def print_tune_report(report: Any, console: Any) -> None:
         console.print("speedup: the best record over the default schedule in MetaSchedule's runner (the kernel "
                       "alone); in model: the same inside the compiled model, paired blocks with the default "
                       "schedule [95 % interval]; a task not surely faster there (interval above 1, gain "
-                      "at least 1.02x) keeps the default schedule (its records stay in the database, not applied)")
+                      "at least 1.02x) or no faster alone keeps the default schedule (its records stay in the "
+                      "database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
 
