@@ -74,7 +74,8 @@ def snapshot(src: Path, dest: Path) -> None:
 def reselect(model: str, db: Path, threads: int) -> None:
     """Judge every record of ``db`` inside the model again with the current selection (the last
     check's verdict forgotten first): to measure a change of the selection on databases already
-    tuned, without tuning them again."""
+    tuned, without tuning them again. Without a tune's task report, the condition that a record
+    also wins alone is not applied here."""
     from tvmbench.api import check_in_model, model_options, target
     from tvmbench.tuning.database import TuningDatabase, forget_in_model
 
@@ -100,8 +101,8 @@ def measure_round(model: str, variants: dict[str, str | None], threads: int, blo
     seq = 128 if options(model) else None
     loaded = load_model(model, ModelOptions(seq_length=seq))
     builds = {}
-    # Build order alternates with the timing order: the first build in a process has measured
-    # several % faster than an identical one built after it (see CONTROL).
+    # Build order (and so the cycle below) is reversed every other process, so no variant keeps
+    # one position.
     for label, db in (reversed(variants.items()) if reverse else variants.items()):
         backend = TVMBackend(BackendConfig(target=target, threads=threads,
                                            databases=((("--db", db),) if db else ())))
