@@ -126,6 +126,41 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     assert result["passed"], result
 
 
+def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
+                                                                                                monkeypatch):
+    """Tuning's alternative to one cache line of channels per task: one task per image and band,
+    the expansion in a register tile of several channel vectors (each input broadcast once for
+    all of them); the build with it matches PyTorch."""
+    import dataclasses
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline, tiles
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import ExpandWindow, expand_window
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_expand_stride2", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    (joined,) = [f for gv, f in legal.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    with TARGET.tvm(), knob_set({"whole_channels": True}) as knobs:
+        sch = ExpandWindow().schedule(joined, TARGET.tvm())
+    values = knobs.values()
+    assert values["whole_channels"] and values["expansion_vectors"] > 1, values
+    script = sch.mod.script()
+    bands = 32 // tiles.largest_divisor(32, expand_window.FUSED_BAND_ROWS)
+    assert f"T.parallel(T.int64({bands}))" in script  # no channel blocks among the tasks
+    assert f"T.unroll(T.int64({values['expansion_vectors']}))" in script
+    monkeypatch.setattr(expand_window, "WHOLE_CHANNELS", True)
+    tvm_b, ref_b = TVMBackend(dataclasses.replace(CFG, use_cache=False)), PyTorchBackend(CFG)
+    for backend in (tvm_b, ref_b):
+        backend.prepare(model)
+        backend.run()
+    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    assert result["passed"], result
+
+
 def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb):
     """72 channels on an AVX-512 target (scheduled only: this host may lack AVX-512) take 8-lane
     vectors instead of the rule declining (the joined kernel then ran the fallback schedule,
