@@ -137,16 +137,23 @@ def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False) -
     return task
 
 
+def _expansion_at(joined: _Joined, task: Any) -> list[Any]:
+    """The padded input (vectorised) and the 1x1 convolution moved inside each task; returns the
+    convolution's row, column, channel and reduction loops (after the image's unit loop)."""
+    sch = joined.sch
+    if joined.padded is not None:
+        sch.compute_at(joined.padded, task, preserve_unit_loops=True)
+        _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, joined.lanes])
+        sch.vectorize(lane)
+    sch.compute_at(joined.dot, task, preserve_unit_loops=True)
+    return list(sch.get_loops(joined.dot)[-4:])
+
+
 def tile_expansion(joined: _Joined, task: Any, vectors: int, rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task, for the rows its band
     reads, the convolution in the same register tile shape as the window."""
     sch, dot, lanes = joined.sch, joined.dot, joined.lanes
-    if joined.padded is not None:
-        sch.compute_at(joined.padded, task, preserve_unit_loops=True)
-        _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, lanes])
-        sch.vectorize(lane)
-    sch.compute_at(dot, task, preserve_unit_loops=True)
-    d_rows, d_cols, d_channels, d_reduce = sch.get_loops(dot)[-4:]  # (after the image's unit loop)
+    d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
     d_outer, d_inner = sch.split(d_cols, factors=[None, largest_divisor(as_int(sch.get(d_cols).extent) or 1, rows)])
     d_vec, d_lane = sch.split(d_channels, factors=[vectors, lanes])
     sch.reorder(d_rows, d_outer, d_reduce, d_inner, d_vec, d_lane)
@@ -158,12 +165,7 @@ def tile_whole_expansion(joined: _Joined, task: Any, budget: int) -> None:
     rows its band reads: a register tile of up to ``MAX_EXPANSION_VECTORS`` vectors of channels
     by as many columns as the accumulator budget leaves."""
     sch, dot, lanes = joined.sch, joined.dot, joined.lanes
-    if joined.padded is not None:
-        sch.compute_at(joined.padded, task, preserve_unit_loops=True)
-        _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, lanes])
-        sch.vectorize(lane)
-    sch.compute_at(dot, task, preserve_unit_loops=True)
-    d_rows, d_cols, d_channels, d_reduce = sch.get_loops(dot)[-4:]
+    d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
     channels, cols = as_int(sch.get(d_channels).extent) or lanes, as_int(sch.get(d_cols).extent) or 1
     vectors = knob("expansion_vectors", largest_divisor(channels // lanes, MAX_EXPANSION_VECTORS),
                    [v for v in range(1, MAX_EXPANSION_VECTORS + 1) if (channels // lanes) % v == 0])
