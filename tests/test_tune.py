@@ -138,6 +138,23 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     lines = (db / RECORDS).read_text().splitlines()
     runs = [json.loads(line)[1][1] for line in lines[first:]]
     assert runs and all(len(r) >= 5 for r in runs if r)
+    # The refined records keep MetaSchedule's postprocessor marker, so a later search that mutates
+    # their decisions replays the postprocessors afresh (without it, bert-base's evolutionary search
+    # after dpmeta stopped on a replay error); a record that lost it gets it back where it was.
+    sampled = [line for line in lines[first:] if '"Sample' in line]
+    assert sampled and all('"EnterPostproc"' in line for line in sampled)
+    from tvmbench.models import ModelOptions, load_model
+    from tvmbench.tuning.tuner import _mark_postprocs, extract_tasks
+
+    old = tmp_path / "old"
+    shutil.copytree(db, old)
+    stripped = [line.replace('["EnterPostproc",[],[],[]],', "") for line in lines]
+    (old / RECORDS).write_text("\n".join(stripped) + "\n")
+    tasks = extract_tasks(load_model(MODEL, ModelOptions()), TARGET)
+    with TuningDatabase.open(old).writing() as opened:
+        assert _mark_postprocs(opened, tasks, TARGET) >= len(sampled)
+    repaired = (old / RECORDS).read_text().splitlines()
+    assert [json.loads(line) for line in repaired] == [json.loads(line) for line in lines]
     assert json.loads(report.read_text())["trials_after"] > first
     assert main(["tune", "--model", MODEL, "--target", "llvm", "--strategy", "droplet", "--alpha", "2",
                  "--db", str(db), "-q", "--no-history"]) == 2

@@ -202,6 +202,32 @@ class TuningDatabase:
                 _write_lines_atomic(path, good)
         self.warnings += [f"skipped {p}" for p in problems]
 
+    def mark_postprocs(self, space_kinds: Callable[[str], list[list[str]] | None]) -> int:
+        """Put the postprocessor marker back into the records that lack it
+        (``space.mark_postproc``; Droplet's refined records before the fix): MetaSchedule's search
+        mutates a record's decisions and replays the rest, and without the marker that replay
+        failed and stopped the whole tuning run. ``space_kinds(workload hash)`` gives the
+        workload's design spaces' instruction kinds (None: leave its records as they are). Only
+        under :meth:`writing`; the records file is rewritten atomically. Returns how many changed."""
+        from tvmbench.tuning.space import mark_postproc
+
+        workloads, records, _ = self._scan()
+        hashes = [json.loads(line)[0] for line in workloads]
+        kinds: dict[str, list[list[str]] | None] = {}
+        out, changed = [], 0
+        for line in records:
+            if '"Sample' in line and '"EnterPostproc"' not in line:
+                index, record = json.loads(line)
+                if hashes[index] not in kinds:
+                    kinds[hashes[index]] = space_kinds(hashes[index])
+                marked = mark_postproc(record[0], kinds[hashes[index]] or [])
+                if marked is not None:
+                    line, changed = json.dumps([index, [marked, *record[1:]]], separators=(",", ":")), changed + 1
+            out.append(line)
+        if changed:
+            _write_lines_atomic(self.path / RECORDS, out)
+        return changed
+
     def _decoded(self, name: str) -> list[tuple[int, str | None]]:
         """The file's non-blank lines with their 1-based numbers; None for a line not in UTF-8."""
         path = self.path / name

@@ -33,9 +33,39 @@ class DesignSpace:
         sch = Schedule(self.mod, seed=seed)
         try:
             trace.apply_to_schedule(sch, remove_postproc=True)
+            # As MetaSchedule does: the postprocessors' instructions follow a marker, so that a
+            # search mutating this record's decisions later replays them afresh. Without it they
+            # were part of the schedule, and a mutation that moved a compute location replayed
+            # loops that no longer existed (bert-base: evolutionary search after dpmeta stopped
+            # with "old_outputs.size() == new_outputs.size() (4 vs. 6)").
+            sch.enter_postproc()
             return sch if all(p.apply(sch) for p in self.postprocs) else None
         except Exception:  # decisions the schedule primitives refuse
             return None
+
+    def kinds(self) -> list[list[str]]:
+        """Each design space's instruction kinds, in order, as a record stores them (simplified:
+        unused lookups dropped): where a record's own schedule ends and its postprocessing starts."""
+        return [[inst.kind.name for inst in space.trace.simplified(True).insts] for space in self.spaces]
+
+
+POSTPROC_MARKER = ["EnterPostproc", [], [], []]
+
+
+def mark_postproc(trace_json: list[Any], space_kinds: list[list[str]]) -> list[Any] | None:
+    """``trace_json`` (a record's trace, ``[instructions, decisions]``) with the postprocessor
+    marker put back where its design space ends, when it samples decisions but has no marker
+    (records Droplet refined before the marker was kept, see :meth:`DesignSpace.replay`); None
+    when it needs none or no design space is a prefix of it."""
+    insts, decisions = trace_json
+    kinds = [inst[0] for inst in insts]
+    if "EnterPostproc" in kinds or not any(k.startswith("Sample") for k in kinds):
+        return None
+    for space in sorted(space_kinds, key=len, reverse=True):
+        n = len(space)
+        if n < len(kinds) and kinds[:n] == space:
+            return [[*insts[:n], POSTPROC_MARKER, *insts[n:]], [[i + (i >= n), d] for i, d in decisions]]
+    return None
 
 
 def sampled_schedules(func: Any, target: ResolvedTarget, n: int, attempts: int = 4) -> list[tuple[int, Any]]:

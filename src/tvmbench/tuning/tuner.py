@@ -295,6 +295,20 @@ def _workload_key(task: Any) -> str:
     return str(tvm_ffi.structural_hash(task.dispatched[0]))
 
 
+def _mark_postprocs(db: TuningDatabase, tasks: list[Any], target: ResolvedTarget) -> int:
+    """Records of these tasks that lack the postprocessor marker get it back (``mark_postprocs``),
+    before a search loads them."""
+    from tvmbench.tuning.space import DesignSpace
+
+    by_key = {_workload_key(t): t for t in tasks}
+
+    def kinds(key: str) -> list[list[str]] | None:
+        task = by_key.get(key)
+        return DesignSpace(task.dispatched[0], target).kinds() if task is not None else None
+
+    return db.mark_postprocs(kinds)
+
+
 def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarget, builder: Any, runner: Any,
                              known: dict[str, float]) -> dict[str, float]:
     """Measure tvmbench's default schedule of every task not measured yet and commit it as a record.
@@ -512,6 +526,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
         from tvmbench.tuning.grid import check_budget
 
         check_budget(tasks, target, cfg.trials)
+    _mark_postprocs(db, tasks, target)
     ms_db = db.ms_database()
     builder = local_builder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
                             f_export=None if target.is_native or target.kind == "cuda" else cross_export)
