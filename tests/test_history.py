@@ -44,6 +44,38 @@ def test_diff_flags_a_real_slowdown_and_nothing_within_the_noise_band(factor, ex
     assert ("round medians" in change.basis) == (rounds > 1)
 
 
+def probed_doc(median_ms: float, hours: list[float], seed: int) -> dict:
+    """A run of 4 rounds whose host ran ``hours[i]`` times slower in round i: the model's samples
+    and the probe's both carry it, each with 1-2 % noise of its own."""
+    rng = np.random.default_rng(seed)
+    doc = run_doc(median_ms, rounds=4, seed=seed)
+    result, per = doc["pytorch"], len(doc["pytorch"]["samples_ms"]) // 4
+    samples = np.concatenate([h * np.asarray(result["samples_ms"][i * per:(i + 1) * per]) for i, h in enumerate(hours)])
+    result.update(samples_ms=samples.tolist(), median_ms=float(np.median(samples)))
+    result["rounds"]["medians_ms"] = [float(np.median(c)) for c in np.split(samples, 4)]
+    result["rounds"]["probe_ms"] = [0.5 * h * rng.lognormal(0, 0.01) for h in hours]
+    return doc
+
+
+@pytest.mark.parametrize("factor, expected", [(1.10, "slower"), (1.0, "no change")])
+def test_diff_divides_out_the_hour_the_host_probe_saw(factor, expected):
+    """Each side's rounds ran in a different hour (the host 0.85-1.2x as fast): raw round medians
+    cannot tell a 10 % slowdown from that, the medians over the probe's can."""
+    a = probed_doc(10.0, [1.0, 1.2, 0.9, 1.15], seed=1)
+    b = probed_doc(10.0 * factor, [0.85, 1.1, 1.2, 0.95], seed=2)
+    (change,) = compare_runs([a], [b])
+    assert change.verdict == expected and "probe" in change.basis, (change.ratio, change.ci95)
+    assert change.ratio == pytest.approx(factor, rel=0.03) and change.host == pytest.approx(1.0, rel=0.05)
+    # a round whose probe ran 100x slower (its threads against another pool's) leaves that side raw
+    b["pytorch"]["rounds"]["probe_ms"][2] *= 100
+    (odd,) = compare_runs([a], [b])
+    assert "probe" not in odd.basis and odd.host is None
+    for doc in (a, b):
+        del doc["pytorch"]["rounds"]["probe_ms"]
+    (raw,) = compare_runs([a], [b])
+    assert raw.verdict == "no change" and raw.host is None and raw.ci95[1] - raw.ci95[0] > 0.15
+
+
 def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ(tmp_path, capsys):
     a, b = run_doc(10.0, seed=1), run_doc(11.5, seed=2)
     b["environment"] = {"cpu_model": "another CPU"}

@@ -287,7 +287,7 @@ def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
 
     mlp = str(Path(__file__).with_name("mlp_model.py")) + ":build"
     result = tvmbench.run(mlp, ["tvm", "pytorch"], "llvm", threads=1, rounds=2, min_time=0.6, max_time=1.0,
-                          history=False)
+                          history=False, probe=True)
     turns = {fw: result.results[fw].lockstep_turns for fw in ("tvm", "pytorch")}
     assert all(r.ok for r in result.results.values()) and all(len(t) >= 4 for t in turns.values()), turns
     spans = sorted((start, end, fw) for fw, ts in turns.items() for start, end in ts)
@@ -296,6 +296,8 @@ def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
     switches = sum(1 for a, b in zip(spans, spans[1:], strict=False) if a[2] != b[2])
     assert switches >= 4, spans
     assert result.results["tvm"].rounds.count == 2
+    # each worker timed the host-speed probe in its turns, kept apart from the samples
+    assert all(len(result.results[fw].rounds.probe_ms) == 2 for fw in turns), result.results["tvm"].rounds
     from tvmbench.api import run_config
     from tvmbench.models import ModelOptions
     from tvmbench.targets import resolve_target
@@ -305,6 +307,11 @@ def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
                           **kw).interleaved()
 
     assert interleaved(rounds=2) and not interleaved(rounds=2, lockstep=False) and not interleaved(rounds=1)
+
+    def probed(**kw):
+        return run_config(mlp, ModelOptions(), resolve_target("llvm", gpu_query=lambda: None), ["tvm"], **kw).probed()
+
+    assert probed(rounds=2, probe=True) and not probed(rounds=2) and not probed(rounds=1, probe=True)
 
 
 def test_workers_fork_from_the_preloaded_server_unless_told_to_spawn(monkeypatch):

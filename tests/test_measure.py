@@ -210,6 +210,29 @@ def test_rounds_pool_samples_and_report_per_round_medians():
     assert not merge_rounds([Outcome(ok=False, error={"message": "x"})]).ok
 
 
+def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_the_samples():
+    import time as _time
+
+    from tvmbench.measure.probe import OVERHEAD, HostProbe
+    from tvmbench.measure.timer import measure
+
+    calls = []
+
+    def model():
+        calls.append(1)
+        _time.sleep(0.004)
+
+    m = measure(model, TimerConfig(min_runs=10, min_time_s=1.0, max_time_s=1.0, min_warmup_runs=2,
+                                   min_warmup_s=0.0), probe=HostProbe())
+    turns = m.total_calls - m.timed_calls - len(m.warmup_s)  # each probe turn is followed by a re-warm-up call
+    assert len(calls) == m.total_calls and 3 <= turns <= 1.0 / 0.25 + 1, turns  # after the first block, then
+    assert len(m.probe_s) >= 3 * turns and min(m.samples_s) >= 0.004  # one per quarter second
+    assert sum(m.probe_s) < OVERHEAD * sum(m.samples_s) * 1.5  # (the last turn may come late)
+    # a slow call spaces the turns so that turn and re-warm-up stay within the overhead share
+    probe = HostProbe()
+    assert not probe.due(1.0, call_s=0.5) and probe.due(0.3, call_s=0.001)
+
+
 def test_environment_warnings_for_a_noisy_machine():
     from tvmbench.measure import environment
 

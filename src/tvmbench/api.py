@@ -95,7 +95,7 @@ def check_rpc(rpc: str | None, rpc_key: str | None) -> dict[str, str] | None:
 def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, frameworks: Sequence[str], *,
                threads: int | None = None, runs: int | None = None, warmup: int | None = None,
                min_time: float = 3.0, max_time: float = 60.0, rounds: int = 1, lockstep: bool | None = None,
-               db: str | None = None, pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
+               probe: bool = False, db: str | None = None, pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
                include_io: bool = False, precision: str = "fp32", torch_compile_mode: str = "default",
                openvino_hint: str = "latency", cuda_graph: bool = False, timeout: float = 3600.0,
                memory_limit_gib: float | None = None, remote: dict[str, str] | None = None,
@@ -121,7 +121,7 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
     return RunConfig(model=model, target=resolved, frameworks=tuple(frameworks), options=options,
                      threads=threads or physical_cores(), timer=timer, db_dir=db, use_default_db=not untuned,
                      use_pretuned=pretuned and not untuned, use_cache=cache, isolate=isolate, timeout_s=timeout,
-                     rounds=rounds, lockstep=lockstep, include_io=include_io,
+                     rounds=rounds, lockstep=lockstep, probe=probe, include_io=include_io,
                      memory_limit_bytes=int(memory_limit_gib * 2**30) if memory_limit_gib else 0,
                      backend_options=backend_options, show_worker_output=show_worker_output)
 
@@ -164,7 +164,8 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
 
     ``settings`` are those of :func:`run_config`: ``threads``, ``runs``/``warmup`` (exact counts;
     adaptive without them), ``min_time``/``max_time``, ``rounds``, ``lockstep`` (with rounds, turns
-    within a round; default on), ``db``, ``pretuned``,
+    within a round; default on), ``probe`` (with rounds on a CPU, the host-speed probe timed
+    beside the model for ``diff``; default off), ``db``, ``pretuned``,
     ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
     ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``. The result is appended
     to the history (``results/history.py``; ``history`` names another file, False skips it) and

@@ -144,7 +144,7 @@ def add_timer_args(p: argparse.ArgumentParser) -> None:
 def run_settings(args: argparse.Namespace) -> dict[str, Any]:
     """The settings ``api.run_config`` takes, from the flags a command has (others keep defaults)."""
     names = {"threads": "threads", "runs": "runs", "warmup": "warmup", "min_time": "min_time",
-             "max_time": "max_time", "rounds": "rounds", "lockstep": "lockstep", "include_io": "include_io", "precision": "precision",
+             "max_time": "max_time", "rounds": "rounds", "lockstep": "lockstep", "probe": "probe", "include_io": "include_io", "precision": "precision",
              "torch_compile_mode": "torch_compile_mode", "openvino_hint": "openvino_hint",
              "cuda_graph": "cuda_graph", "timeout": "timeout", "memory_limit_gib": "memory_limit",
              "show_worker_output": "verbose"}

@@ -49,6 +49,9 @@ def add_compare_parser(sub: Any) -> None:
                          help="as for run: N alternating rounds, each in lockstep turns")
     compare.add_argument("--no-lockstep", dest="lockstep", action="store_false", default=None,
                          help="with --rounds: one framework after the other within a round")
+    compare.add_argument("--probe", action="store_true", default=None,
+                        help="with --rounds: time a fixed host-speed probe between blocks, so that "
+                             "'tvmbench diff' compares runs over it (the machine's hour divided out)")
     add_framework_args(compare)
     compare.add_argument("--db", default=None, help="MetaSchedule database to apply (with --tune: to tune into)")
     add_database_args(compare)

@@ -148,15 +148,21 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
 
     for note in notes or ["same machine and versions"]:
         console.print(f"[bold]{note}[/bold]" if notes else note, soft_wrap=True)
+    probed = any(c.host is not None for c in changes)
     table = Table(title=f"{args.a} -> {args.b}: median of B / median of A (band +-{args.band:g} %)")
-    for col in ("model", "batch", "framework", "A ms", "B ms", "B / A", "95 % interval", "verdict"):
+    for col in ("model", "batch", "framework", "A ms", "B ms", "B / A", "95 % interval", "verdict",
+                *(["host B / A"] if probed else [])):
         table.add_column(col, justify="right" if col not in ("model", "framework", "verdict") else "left")
     colour = {"slower": "red", "faster": "green", "no change": "dim"}
     for c in changes:
         ci = f"{c.ci95[0]:.3f}-{c.ci95[1]:.3f}" if c.ci95 else "-"
         table.add_row(c.model, str(c.batch_size), c.framework, f"{c.a_ms:.3f}", f"{c.b_ms:.3f}", f"{c.ratio:.3f}",
-                      ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]")
+                      ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
+                      *([f"{c.host:.3f}" if c.host is not None else "-"] if probed else []))
     console.print(table)
+    if probed:
+        console.print("B / A compares each round's median over the host-speed probe timed beside it (the "
+                      "machine's hour divided out); host B / A is how the probe itself moved", soft_wrap=True)
     slower = sum(c.verdict == "slower" for c in changes)
     console.print(f"{slower} regression(s)" if slower else "no regression")
 

@@ -19,20 +19,27 @@ from tvmbench.measure.timer import Measurement
 @dataclass
 class Rounds:
     """How the pooled samples of ``--rounds N`` came about: one median and size per round (each
-    round a fresh process, so the medians carry the spread between processes)."""
+    round a fresh process, so the medians carry the spread between processes), and the median of
+    the host-speed probe timed beside each round's samples (``probe.py``), when it ran."""
 
     count: int
     medians_ms: list[float]
     sizes: list[int]
     failures: list[str | None] = field(default_factory=list)
+    probe_ms: list[float] | None = None
 
     def to_json(self) -> dict[str, Any]:
         medians = self.medians_ms
-        return {**dataclasses.asdict(self), "spread": (max(medians) - min(medians)) / float(np.median(medians))}
+        doc = {**dataclasses.asdict(self), "spread": (max(medians) - min(medians)) / float(np.median(medians))}
+        if self.probe_ms is None:  # (documents from before the probe, and runs without it, have no key)
+            del doc["probe_ms"]
+        return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Rounds:
-        return cls(doc["count"], list(doc["medians_ms"]), list(doc["sizes"]), list(doc.get("failures", [])))
+        probe = doc.get("probe_ms")
+        return cls(doc["count"], list(doc["medians_ms"]), list(doc["sizes"]), list(doc.get("failures", [])),
+                   list(probe) if probe is not None else None)
 
 
 @dataclass
@@ -62,7 +69,10 @@ def pool_rounds(runs: list[FrameworkRun], failures: list[str | None], count: int
     measurements = [r.measurement for r in runs if r.measurement is not None]
     pooled = dataclasses.replace(measurements[0], samples_s=[s for m in measurements for s in m.samples_s],
                                  timed_calls=sum(m.timed_calls for m in measurements),
-                                 turns=[t for m in measurements for t in m.turns])
+                                 turns=[t for m in measurements for t in m.turns],
+                                 probe_s=[p for m in measurements for p in m.probe_s])
+    probed = all(m.probe_s for m in measurements)
     rounds = Rounds(count=count, medians_ms=[float(np.median(m.samples_s)) * 1e3 for m in measurements],
-                    sizes=[len(m.samples_s) for m in measurements], failures=failures)
+                    sizes=[len(m.samples_s) for m in measurements], failures=failures,
+                    probe_ms=[float(np.median(m.probe_s)) * 1e3 for m in measurements] if probed else None)
     return dataclasses.replace(first, measurement=pooled, rounds=rounds)

@@ -22,6 +22,7 @@ from tvmbench.backends import BackendConfig, backend_class
 from tvmbench.errors import FrameworkUnavailableError, UserError
 from tvmbench.measure import isolation
 from tvmbench.measure.lockstep import Baton, Turns
+from tvmbench.measure.probe import HostProbe
 from tvmbench.measure.records import FrameworkRun, pool_rounds
 from tvmbench.measure.timer import TimerConfig, measure
 from tvmbench.models import ModelOptions, count_flops, load_model
@@ -53,6 +54,7 @@ class RunConfig:
     isolate: bool = True
     rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
     lockstep: bool | None = None  # frameworks of a round in alternating turns (None: when rounds > 1)
+    probe: bool = False  # time the host-speed probe beside the model (with rounds, on a CPU)
     include_io: bool = False  # time host-to-device input copies and output copies back
     timeout_s: float = 3600.0
     memory_limit_bytes: int = 0  # 0: MEMORY_FRACTION of the machine's memory
@@ -70,6 +72,11 @@ class RunConfig:
         wanted = self.rounds > 1 if self.lockstep is None else self.lockstep
         return wanted and self.isolate and len(self.frameworks) > 1
 
+    def probed(self) -> bool:
+        """Whether workers time the host-speed probe (``probe.py``) between their blocks: when
+        asked (``--probe``), with ``--rounds``, on a CPU target (the probe measures the CPU)."""
+        return self.probe and self.rounds > 1 and self.target.device == "cpu"
+
 
 @dataclass(frozen=True)
 class FrameworkJob:
@@ -84,6 +91,7 @@ class FrameworkJob:
     count_flops: bool = False
     include_io: bool = False
     turns: Turns | None = None  # lockstep: this worker's place in the round's rotation
+    probe: bool = False  # time the host-speed probe between blocks (not for a remote device)
 
 
 INFERENCE_STARTS = "first inference"  # the progress message after which memory is inference memory
@@ -127,9 +135,10 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
             progress("waiting for the other frameworks (lockstep)")
             job.turns.arrive()
         try:
+            block_timer = None if job.include_io else backend.block_timer()
+            probe = HostProbe() if job.probe and block_timer is None else None
             run.measurement = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
-                                      block_timer=None if job.include_io else backend.block_timer(),
-                                      turns=job.turns)
+                                      block_timer=block_timer, turns=job.turns, probe=probe)
         finally:
             if job.turns is not None:
                 job.turns.finish()
@@ -166,7 +175,8 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
         tag = f"round {r + 1}/{cfg.rounds}: " if cfg.rounds > 1 else ""
         order = base if r % 2 == 0 else base[::-1]
         jobs = [FrameworkJob(fw, cfg.model, cfg.options, backend_cfg, cfg.timer,
-                             count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io) for fw in order]
+                             count_flops=fw == REFERENCE and r == 0, include_io=cfg.include_io,
+                             probe=cfg.probed()) for fw in order]
         tagged = lambda f, m, tag=tag: events(f, tag + m)  # noqa: E731
         if cfg.interleaved():
             outcomes = _run_in_lockstep(cfg, jobs, tagged)

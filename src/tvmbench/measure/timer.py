@@ -32,6 +32,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tvmbench.measure.lockstep import TurnClock, Turns
+from tvmbench.measure.probe import HostProbe
 from tvmbench.measure.stats import median_ci
 
 
@@ -65,6 +66,7 @@ class Measurement:
     timed_wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
     turns: list[tuple[float, float]] = field(default_factory=list)  # lockstep: each turn's wall-clock span
+    probe_s: list[float] = field(default_factory=list)  # the host-speed probe's per-call times, if it ran
 
 
 def _ci_rel(samples: list[float]) -> float:
@@ -77,12 +79,14 @@ def _ci_rel(samples: list[float]) -> float:
 
 def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
             on_progress: Callable[[str, int], None] | None = None,
-            block_timer: Callable[[int], float] | None = None, turns: Turns | None = None) -> Measurement:
+            block_timer: Callable[[int], float] | None = None, turns: Turns | None = None,
+            probe: HostProbe | None = None) -> Measurement:
     """Time ``fn`` (one synchronous inference) by the method described in the module docstring.
 
     ``block_timer(k)``, when given, runs ``k`` calls and returns seconds per call from the device's
     own clock (a remote device); the warm-up, blocking and stopping rules are the same. With
-    ``turns`` the calls run only during this framework's turns (lockstep)."""
+    ``turns`` the calls run only during this framework's turns (lockstep); with ``probe`` its
+    turns are timed between blocks."""
     cfg = config or TimerConfig()
     clock = time.perf_counter
     calls = 0
@@ -132,6 +136,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     start = clock()
     reason = ""
     own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
+    probe_s: list[float] = []
+    probed_at = -math.inf  # ``own`` at the last probe turn
     lockstep = TurnClock(turns, lambda: timed_block(1)) if turns is not None else None
     while True:
         elapsed = own if lockstep is not None else clock() - start
@@ -155,6 +161,10 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         samples.append(timed_block(block))
         own += clock() - t0
         timed_calls += block
+        if probe is not None and probe.due(own - probed_at, samples[-1]):
+            probe_s += probe.turn()
+            probed_at = own
+            timed_block(1)  # the model's data back in the caches, untimed
         if lockstep is not None:
             lockstep.after_block()
         if on_progress:
@@ -163,7 +173,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         lockstep.stop()
     return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
                        total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json(),
-                       turns=lockstep.spans if lockstep is not None else [])
+                       turns=lockstep.spans if lockstep is not None else [], probe_s=probe_s)
 
 
 def _at_most_every(seconds: float, fn: Callable[[str, int], None]) -> Callable[[str, int], None]:

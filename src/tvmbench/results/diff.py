@@ -8,6 +8,12 @@ The verdict says "slower" only when the whole interval lies above the noise band
 +3 %), "faster" only when it lies below -3 %, and "no change" otherwise: a 1 % drift or a wide
 interval is not a regression. As ``asv continuous`` and ``pytest-benchmark
 --benchmark-compare-fail`` do, a regression makes the command's exit status 1, so it can gate CI.
+
+When both sides also timed the host-speed probe beside every round (``measure/probe.py``, on by
+default with ``--rounds`` on a CPU), each round's median is first divided by its probe's: the
+ratio and interval are then of the code's speed, not of how busy the machine was in each hour.
+``host`` says how the probe itself moved (above 1: the machine was slower for B). A side whose
+probe medians disagree among themselves (``PROBE_MAX_SPREAD``) is compared raw.
 """
 
 from __future__ import annotations
@@ -31,6 +37,7 @@ class Change:
     ci95: tuple[float, float] | None
     basis: str
     verdict: str  # "slower", "faster", "no change"
+    host: float | None = None  # B's probe median over A's, when both sides timed it
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -48,7 +55,7 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
     """The changes from run documents ``a`` to ``b``, matched by model, batch, sequence and
     framework (points or frameworks on one side only are left out)."""
     from tvmbench.backends import result_key
-    from tvmbench.measure.stats import speedup_ci
+    from tvmbench.measure.stats import rounds_ratio_ci, speedup_ci
 
     index = {_point(r): r for r in a}
     changes = []
@@ -61,17 +68,44 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             if ra.get("status") != "ok" or rb.get("status") != "ok" or not ra.get("median_ms") or not rb.get("median_ms"):
                 continue
             sizes_a, sizes_b = (ra.get("rounds") or {}).get("sizes"), (rb.get("rounds") or {}).get("sizes")
-            low, high = speedup_ci([s / 1e3 for s in rb.get("samples_ms") or []],
-                                   [s / 1e3 for s in ra.get("samples_ms") or []],
-                                   baseline_rounds=sizes_b, candidate_rounds=sizes_a)
-            basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
-                     and len(sizes_b) > 1 else "bootstrap of the timed samples")
-            ratio = rb["median_ms"] / ra["median_ms"]
+            ratio, host = rb["median_ms"] / ra["median_ms"], None
+            na, nb = _over_probe(ra.get("rounds")), _over_probe(rb.get("rounds"))
+            if na is not None and nb is not None:
+                low, high = rounds_ratio_ci(nb[0], na[0])
+                ratio = _geomean(nb[0]) / _geomean(na[0])
+                host, basis = _geomean(nb[1]) / _geomean(na[1]), "round medians over the host probe's (Welch's t, log)"
+            else:
+                low, high = speedup_ci([s / 1e3 for s in rb.get("samples_ms") or []],
+                                       [s / 1e3 for s in ra.get("samples_ms") or []],
+                                       baseline_rounds=sizes_b, candidate_rounds=sizes_a)
+                basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
+                         and len(sizes_b) > 1 else "bootstrap of the timed samples")
             ci = None if math.isnan(low) else (low, high)
             changes.append(Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw,
                                   ra["median_ms"], rb["median_ms"], ratio, ci, basis,
-                                  verdict(low, high, band) if ci else "no change"))
+                                  verdict(low, high, band) if ci else "no change", host))
     return changes
+
+
+# A side whose probe medians spread more than this (max / min) is not divided by them: on the
+# 2-vCPU host 2 of 80 rounds timed the probe 100x slower than the rest (its BLAS threads against
+# TVM's spinning pool), which would have made that run's interval useless.
+PROBE_MAX_SPREAD = 1.5
+
+
+def _over_probe(rounds: dict[str, Any] | None) -> tuple[list[float], list[float]] | None:
+    """Each round's median over its probe's median, and the probe medians; None unless every one
+    of two or more rounds timed the probe, and within ``PROBE_MAX_SPREAD`` of each other."""
+    medians, probe = (rounds or {}).get("medians_ms"), (rounds or {}).get("probe_ms")
+    if not medians or not probe or len(medians) != len(probe) or len(medians) < 2 or min(probe) <= 0:
+        return None
+    if max(probe) / min(probe) > PROBE_MAX_SPREAD:
+        return None
+    return [m / p for m, p in zip(medians, probe, strict=True)], list(probe)
+
+
+def _geomean(values: list[float]) -> float:
+    return math.exp(sum(math.log(v) for v in values) / len(values))
 
 
 def _point(run: dict[str, Any]) -> tuple[Any, ...]:
