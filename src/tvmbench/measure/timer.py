@@ -140,7 +140,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     probed_at = -math.inf  # ``own`` at the last probe turn
     lockstep = TurnClock(turns, lambda: timed_block(1)) if turns is not None else None
     while True:
-        elapsed = own if lockstep is not None else clock() - start
+        # (in lockstep, or with probe turns, only the model's own timed work counts)
+        elapsed = own if lockstep is not None or probe is not None else clock() - start
         n = len(samples)
         if cfg.fixed_runs is not None:
             if timed_calls >= cfg.fixed_runs:
