@@ -9,8 +9,8 @@ The verdict says "slower" only when the whole interval lies above the noise band
 interval is not a regression. As ``asv continuous`` and ``pytest-benchmark
 --benchmark-compare-fail`` do, a regression makes the command's exit status 1, so it can gate CI.
 
-When both sides also timed the host-speed probe beside every round (``measure/probe.py``, on by
-default with ``--rounds`` on a CPU), each round's median is first divided by its probe's: the
+When both sides also timed the host-speed probe beside every round (``measure/probe.py``,
+``--rounds N --probe`` on a CPU), each round's median is first divided by its probe's: the
 ratio and interval are then of the code's speed, not of how busy the machine was in each hour.
 ``host`` says how the probe itself moved (above 1: the machine was slower for B). A side whose
 probe medians disagree among themselves (``PROBE_MAX_SPREAD``) is compared raw.
