@@ -664,3 +664,36 @@ def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():
     ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
                                      stride=2, padding=1).permute(0, 2, 3, 1).numpy()
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
+def _conv1x1_nhwc(size, c_in, c_out):
+    def build(te):
+        x = te.placeholder((1, size, size, c_in), name="X")
+        w = te.placeholder((1, 1, c_in, c_out), name="W")
+        rc = te.reduce_axis((0, c_in), name="rc")
+        y = te.compute((1, size, size, c_out), lambda n, h, v, o: te.sum(x[n, h, v, rc] * w[0, 0, rc, o], axis=rc),
+                       name="Y")
+        return [x, w, y]
+
+    return _te_func(build)
+
+
+@pytest.mark.parametrize("size, stack", [(3, 3), (4, 2), (5, 1), (8, 1)])
+def test_a_small_map_stacks_its_rows_into_one_register_tile_and_stays_correct(size, stack):
+    """A map row shorter than STACK_ROWS_BELOW that fits the tile whole gets more map rows stacked
+    on it (inception_v3's 3x3 maps at 160 px: 3 rows x 3, three times fewer sweeps over the
+    weights); a height that no stack within MAX_STACKED_ROWS divides (5x5) or a row long enough
+    by itself (8) keeps one row."""
+    from tvmbench.compile.knobs import knob_set
+
+    func = _conv1x1_nhwc(size, 64, 96)
+    with knob_set() as seen:
+        pipeline.default_schedule(func, TARGET)
+    values = seen.values()
+    assert values.get("row_stack", 1) == stack
+    assert values["rows"] * values.get("row_stack", 1) <= contraction.MAX_STACKED_ROWS
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((1, size, size, 64), dtype="float32")
+    w = rng.standard_normal((1, 1, 64, 96), dtype="float32")
+    out, _ = _run(func, x, w, out_shape=(1, size, size, 96))
+    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
