@@ -697,3 +697,25 @@ def test_a_small_map_stacks_its_rows_into_one_register_tile_and_stays_correct(si
     w = rng.standard_normal((1, 1, 64, 96), dtype="float32")
     out, _ = _run(func, x, w, out_shape=(1, size, size, 96))
     np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
+
+
+def test_a_gemv_tile_spans_two_packed_weight_blocks_and_stays_correct():
+    """A single-row product over a packed weight (a classifier at batch 1) takes four vectors,
+    two packed blocks, so each thread streams two weight panels at once."""
+    from tvm import te
+
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes.pack_weights import packed_matmul
+
+    lanes = tiles.vector_lanes(TARGET.tvm(), 32)
+    k, n, block = 256, 192, 2 * lanes  # the packing's block: a two-vector tile
+    x, wp = te.placeholder((1, k), name="x"), te.placeholder((n // block, k, block), name="w")
+    func = te.create_prim_func([x, wp, packed_matmul(x, wp, "float32")]).with_attr("global_symbol", "main")
+    with knob_set() as seen:
+        pipeline.default_schedule(func, TARGET)
+    assert seen.values()["vectors"] * lanes == 2 * block
+    rng = np.random.default_rng(3)
+    a, w = rng.standard_normal((1, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
+    packed = w.reshape(k, n // block, block).transpose(1, 0, 2).copy()
+    out, _ = _run(func, a, packed, out_shape=(1, n))
+    np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-3)
