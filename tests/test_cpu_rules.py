@@ -719,3 +719,32 @@ def test_a_gemv_tile_spans_two_packed_weight_blocks_and_stays_correct():
     packed = w.reshape(k, n // block, block).transpose(1, 0, 2).copy()
     out, _ = _run(func, a, packed, out_shape=(1, n))
     np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("size, vectors, rows", [(5, 4, 5), (7, 2, 7)])
+def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(size, vectors, rows):
+    """Channel-outer tiles over more than 1 MB of packed weights are four vectors wide (two
+    packed blocks: twice the FMAs per input broadcast, two weight streams) where the row axis
+    splits into whole tiles of at most 6 rows (a 5x5 map: 5 rows); a 7-row axis keeps two
+    vectors over 7 rows rather than a predicated tile (resnet50 at 160 px 1.09x, rules/contraction.py)."""
+    from tvm import te
+
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes.pack_weights import packed_conv
+
+    lanes = tiles.vector_lanes(TARGET.tvm(), 32)
+    if tiles.accumulator_budget(TARGET.tvm()) < 4 * 5:
+        pytest.skip("a 16-register target: four-vector tiles of 5 rows do not fit")
+    c_in, c_out, block = 512, 640, 2 * lanes
+    x = te.placeholder((1, size, size, c_in), name="x")
+    wp = te.placeholder((c_out // block, 1, 1, c_in, block), name="w")
+    func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [0, 0, 0, 0], [1, 1], "float32")])
+    with knob_set() as seen:
+        pipeline.default_schedule(func.with_attr("global_symbol", "main"), TARGET)
+    assert (seen.values()["vectors"], seen.values()["rows"]) == (vectors, rows)
+    rng = np.random.default_rng(11)
+    a = rng.standard_normal((1, size, size, c_in), dtype="float32")
+    w = rng.standard_normal((c_in, c_out), dtype="float32")
+    packed = w.reshape(c_in, c_out // block, block).transpose(1, 0, 2)[:, None, None].copy()
+    out, _ = _run(func.with_attr("global_symbol", "main"), a, packed, out_shape=(1, size, size, c_out))
+    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", a, w), rtol=1e-4, atol=1e-3)

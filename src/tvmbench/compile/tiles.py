@@ -100,7 +100,8 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
 
     Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
-    ``rows * vectors`` FMAs. With 32 registers two vectors always win (2 x 8 accumulators); with
+    ``rows * vectors`` FMAs. With 32 registers, among one and two vectors two always win (2 x 8
+    accumulators; four are offered only where the contraction rule allows them); with
     16 (AVX2) two vectors allow at most 6 rows, and a 7-row axis (a 7x7 feature map) is better
     served by one vector over 7 rows than by two vectors over one."""
     if rows_extent is None:

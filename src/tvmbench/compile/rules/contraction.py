@@ -69,6 +69,13 @@ STACK_ROWS_BELOW = 8
 # vgg16 1.042x / 1.016x, alexnet 1.04x / 1.00x (its A/A: 1.022x / 0.989x), resnet50 and
 # mobilenet_v2 level.
 SPAN_PACKS = True
+# ... and so may a tile of several rows over weights larger than SPATIAL_OUTER_WEIGHT_BYTES, four
+# vectors wide where the row axis splits into whole tiles of at most 6 rows (``_wide_tile``):
+# twice the FMAs per input broadcast and two weight streams. Same-process A/Bs, both build orders
+# (Xeon host): resnet50 160 px 1.086x / 1.096x, resnet18 160 px 1.071x / 1.050x, inception_v3
+# 160 px 1.037x / 1.027x, bert-base b1 1.040x / 1.021x; level at 224 px (resnet50 1.005x,
+# mobilenet_v2 0.996x, googlenet 1.000x, vgg16 1.001x / 0.985x) and at batch 8.
+SPAN_ALL = True
 MAX_STACKED_ROWS = 12
 
 
@@ -280,8 +287,14 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     width = vector_width(extents[found.n_axis], found.lanes)
     n_vectors_total = extents[found.n_axis] // width
     rows_wanted = 1 if m_axis is None else min(tiles.MAX_ROWS, extents[m_axis])
-    choices = [v for v in ((4, 2, 1) if rows_wanted == 1 else (2, 1))
-               if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, rows_wanted) for p in found.packs)]
+    span = rows_wanted == 1 or _wide_tile(found)
+    choices = [v for v in ((4, 2, 1) if span else (2, 1))
+               if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
+    if rows_wanted > 1 and 4 in choices:
+        budget = accumulator_budget(target)
+        rows4, predicated = tiles.row_tile(extents[m_axis], budget // 4, 4)
+        if predicated or (_batched_weights(found) and rows4 < tiles.row_tile(extents[m_axis], budget // 2)[0]):
+            choices.remove(4)  # (four vectors over whole row tiles, and over as many rows for batched weights)
     if not choices:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
@@ -332,10 +345,29 @@ def _stack_axis(found: Match) -> int | None:
     return axis
 
 
-def _tiles_pack(pack: int, tile: int, width: int, rows: int) -> bool:
+def _wide_tile(found: Match) -> bool:
+    """Whether a multi-row tile may be four vectors wide (two packed blocks of weights): over
+    weights larger than SPATIAL_OUTER_WEIGHT_BYTES, which the channel-outer tiles stream."""
+    return SPAN_ALL and _operand_bytes(found, rows_dependent=False) > SPATIAL_OUTER_WEIGHT_BYTES
+
+
+def _batched_weights(found: Match) -> bool:
+    """Whether the weights differ along another output axis (Winograd's products: one weight
+    matrix per tile point). Four vectors serve those only over as many rows as two would:
+    googlenet's 14x14 product ran 13 % slower alone as 4 rows x 4 vectors than as 7 x 2, while
+    resnet50's 5x5 ones at 160 px (5 rows either way) gained."""
+    block, m_var = found.block, found.block.iter_vars[found.m_axis].var
+    others = [iv.var for i, iv in enumerate(block.iter_vars)
+              if found.kinds[i] == "S" and i not in (found.n_axis, found.m_axis)]
+    return any(not r.source.same_as(found.out) and not any(uses(x.min, m_var) for x in r.region)
+               and any(uses(x.min, v) for x in r.region for v in others) for r in block.reads)
+
+
+def _tiles_pack(pack: int, tile: int, width: int, span: bool) -> bool:
     """Whether a tile of ``tile`` columns reads a packed operand (blocks of ``pack``) in whole
-    vectors: it divides the block, or (with SPAN_PACKS, for a single row) spans whole blocks."""
-    return pack % tile == 0 or (SPAN_PACKS and rows == 1 and tile % pack == 0 and pack % width == 0)
+    vectors: it divides the block, or (``span``: a single row, or ``_wide_tile``) spans whole
+    blocks."""
+    return pack % tile == 0 or (SPAN_PACKS and span and tile % pack == 0 and pack % width == 0)
 
 
 def _is_stem(found: Match, dot: bool, target: Any) -> bool:
