@@ -63,6 +63,7 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # resnet50's 5x5 maps at 160 px a predicated stack of 2 (10 rows, 3 sweeps) ran its kernels
 # 0-35 % slower alone than one row of 5.
 STACK_ROWS_BELOW = 8
+MAX_STACKED_ROWS = 12
 # A single-row tile (a GEMV: a classifier at batch 1) may span two packed weight blocks, so each
 # thread streams two weight panels at once: alone, alexnet's 9216 -> 4096 layer read its 151 MB
 # from memory at 29.5 against 28.1 GB/s; in the models (same-process A/Bs, both build orders)
@@ -76,7 +77,6 @@ SPAN_PACKS = True
 # 160 px 1.037x / 1.027x, bert-base b1 1.040x / 1.021x; level at 224 px (resnet50 1.005x,
 # mobilenet_v2 0.996x, googlenet 1.000x, vgg16 1.001x / 0.985x) and at batch 8.
 SPAN_ALL = True
-MAX_STACKED_ROWS = 12
 
 
 @dataclass
@@ -282,23 +282,23 @@ def fold_epilogue(found: Match) -> Any:
 
 def choose_tile(found: Match, target: Any) -> Tile | None:
     """The register tile (``tiles.register_tile``): vectors that divide the vector axis and every
-    packed block, rows over the row axis."""
+    packed block (or span two whole blocks: SPAN_PACKS, SPAN_ALL), rows over the row axis, map
+    rows stacked on a short row axis (``_stack``)."""
     extents, m_axis = found.extents, found.m_axis
     width = vector_width(extents[found.n_axis], found.lanes)
     n_vectors_total = extents[found.n_axis] // width
     rows_wanted = 1 if m_axis is None else min(tiles.MAX_ROWS, extents[m_axis])
+    budget = accumulator_budget(target)
     span = rows_wanted == 1 or _wide_tile(found)
     choices = [v for v in ((4, 2, 1) if span else (2, 1))
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
-        budget = accumulator_budget(target)
         rows4, predicated = tiles.row_tile(extents[m_axis], budget // 4, 4)
         if predicated or (_batched_weights(found) and rows4 < tiles.row_tile(extents[m_axis], budget // 2)[0]):
             choices.remove(4)  # (four vectors over whole row tiles, and over as many rows for batched weights)
     if not choices:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
-    budget = accumulator_budget(target)
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
                                   budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
