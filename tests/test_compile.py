@@ -96,7 +96,7 @@ def test_the_l2_size_is_read_from_this_machine():
 
 
 @pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2", "build_expand_batch4"])
-def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder, l2_of_1mb):
+def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder, l2_of_1mb, monkeypatch):
     from pathlib import Path
 
     import tvm
@@ -110,7 +110,8 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
               if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
     # one kernel for expansion + depthwise; the projection stays its own
     assert len(joined) == 1 and len([gv for gv in legal.get_global_vars() if "conv2d" in gv.name_hint]) == 2
-    with TARGET.tvm():
+    with TARGET.tvm(), monkeypatch.context() as patch:
+        patch.setattr(expand_window, "WHOLE_CHANNELS", False)  # a cache line of channels per task
         sch = ExpandWindow().schedule(joined[0][1], TARGET.tvm())
     assert sch is not None, "the ExpandWindow rule declined"
     script = sch.mod.script()
@@ -122,8 +123,38 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
                        "build_expand_batch4": (30, 4)}[builder]
     bands = rows_out // tiles.largest_divisor(rows_out, expand_window.FUSED_BAND_ROWS)
     assert f"T.parallel(T.int64({batch * 96 // 16 * bands}))" in script
-    result, _ = tvm_vs_torch(model)
+    result, _ = tvm_vs_torch(model)  # (the default build: whole-channel bands where they qualify)
     assert result["passed"], result
+
+
+@pytest.mark.parametrize("builder, cores, parallel", [
+    ("build_expand_stride2", 2, 8),  # 32 rows in bands of 4 (a stride-2 3x3 halo of 1 row per 8)
+    ("build_expand_stride1", 2, 15),  # 60 rows in bands of 4 (2 halo rows per 4: at the limit)
+    ("build_expand_stride2", 6, 24),  # 8 tasks on 6 cores leave a third idle: a cache line per task
+])
+def test_joined_expansions_take_whole_channel_bands_when_the_tasks_fill_the_cores(builder, cores, parallel,
+                                                                                 l2_of_1mb):
+    """By default a joined expansion computes all its channels per task, in the fewest rows from
+    4 whose halo is at most half the band, when one task per image and band keeps the cores busy;
+    otherwise one cache line of channels per task (6 channel blocks x bands of 8)."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import ExpandWindow
+    from tvmbench.targets import resolve_target
+
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": cores}, gpu_query=lambda: None)
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+    (joined,) = [f for gv, f in legal.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    with target.tvm(), knob_set({}) as knobs:
+        sch = ExpandWindow().schedule(joined, target.tvm())
+    assert f"T.parallel(T.int64({parallel}))" in sch.mod.script()
+    assert knobs.values()["whole_channels"] == (parallel < 24), knobs.values()
 
 
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
@@ -136,7 +167,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
 
     import tvm
 
-    from tvmbench.compile import pipeline, tiles
+    from tvmbench.compile import pipeline
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.rules import ExpandWindow, expand_window
 
@@ -149,8 +180,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
     values = knobs.values()
     assert values["whole_channels"] and values["expansion_vectors"] > 1, values
     script = sch.mod.script()
-    bands = 32 // tiles.largest_divisor(32, expand_window.FUSED_BAND_ROWS)
-    assert f"T.parallel(T.int64({bands}))" in script  # no channel blocks among the tasks
+    assert f"T.parallel(T.int64({32 // values['band_rows']}))" in script  # no channel blocks among the tasks
     assert f"T.unroll(T.int64({values['expansion_vectors']}))" in script
     monkeypatch.setattr(expand_window, "WHOLE_CHANNELS", True)
     tvm_b, ref_b = TVMBackend(dataclasses.replace(CFG, use_cache=False)), PyTorchBackend(CFG)

@@ -18,18 +18,30 @@ from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
-from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits, is_copy
+from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits, is_copy, uses
 
 # Output rows of the window reduction per tile of the fused kernel: the expansion is recomputed
 # for the window's halo, (rows * stride + k - stride) / (rows * stride) of it.
 FUSED_BAND_ROWS = 8
 # Each task computes the expansion for all channels of its band at once (a register tile of
 # several vectors of channels, every input value broadcast once for all of them) instead of one
-# cache line of channels per task (one FMA per broadcast, the input read once per channel block).
-# A knob for tuning, off by default: on mobilenet_v2's 16->96 join at 112x112 (Xeon host, 2
-# threads, alone and warm) it ran 262 us with bands of 4 rows against 286 us for the default, but
-# 353 us with bands of 8; end to end (benchmarks/rule_ab.py, blocks of 20) 1.011x.
-WHOLE_CHANNELS = False
+# cache line of channels per task (one FMA per broadcast, the input read once per channel block),
+# in bands of ``_whole_band`` rows. None: wherever such bands exist and keep the cores busy;
+# True/False: always/never (tuning's knob). Timed alone at batch 8 and 320 px (Xeon host, 2
+# threads), every joined kernel of mobilenet_v2 and mnasnet1_0 ran 1.07-1.9x faster this way
+# (mobilenet_v2's 20x20 576-channel join 3896 -> 2122 us, mnasnet1_0's 3834 -> 2050); with bands of 8
+# rows (the default's) several ran slower than the default (mobilenet_v2's 40x40 192-channel
+# join 2870 -> 3173 us).
+WHOLE_CHANNELS: bool | None = None
+# Whole-channel bands: at least this many output rows, and the expansion recomputed for the halo
+# at most WHOLE_HALO times the band's own rows (a 5x5 window at stride 1 takes bands of 8: 12
+# rows computed per 8; bands of 4 computed 8 per 4 and ran mnasnet's 40x40 join 1642 against
+# 1391 us).
+WHOLE_MIN_ROWS = 4
+WHOLE_HALO = 1.5
+# Whole-channel tasks (one per image and band) must spread over the cores: at least this
+# fraction of the last round of tasks is busy (7 tasks on 2 cores: 7/8).
+WHOLE_BALANCE = 0.9
 # The widest expansion register tile, in vectors of channels.
 MAX_EXPANSION_VECTORS = 6
 
@@ -63,8 +75,10 @@ class ExpandWindow(Rule):
         budget = max(accumulator_budget(target) // vectors, 1)
         rows = knob("rows", largest_divisor(joined.shape[2], min(tiles.MAX_ROWS, budget)),
                     [r for r in range(1, min(tiles.MAX_ROWS, budget) + 1) if joined.shape[2] % r == 0])
-        whole = knob("whole_channels", WHOLE_CHANNELS, [False, True])
-        task = tile_window(joined, vectors, rows, whole)
+        band = _whole_band(joined, target)
+        whole = knob("whole_channels", band is not None if WHOLE_CHANNELS is None else bool(WHOLE_CHANNELS),
+                     [False, True])
+        task = tile_window(joined, vectors, rows, whole, band)
         if whole:
             tile_whole_expansion(joined, task, accumulator_budget(target))
         else:
@@ -113,17 +127,50 @@ def match(func: Any, target: Any) -> _Joined | None:
                    post[-1].block_rv if post else None, shape, lanes, kinds)
 
 
-def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False) -> Any:
+def _whole_band(joined: _Joined, target: Any) -> int | None:
+    """Output rows per band for whole-channel tasks: the fewest, from WHOLE_MIN_ROWS, that divide
+    the height with the halo at most WHOLE_HALO; None when no such band exists or the tasks (one
+    per image and band) would leave cores idle. Fewer rows keep the task's tile (all channels of
+    the rows it reads) small: mobilenet_v2's 80x80 144-channel join ran 5544 us in bands of 4 and
+    7170 in bands of 5."""
+    height, batch = joined.shape[1], joined.shape[0]
+    kernel, stride = _window_rows(joined)
+    if kernel is None:
+        return None
+    cores = int(target.attrs.get("num-cores") or 1)
+    for band in range(WHOLE_MIN_ROWS, height + 1):
+        if height % band or band * stride + kernel - stride > WHOLE_HALO * band * stride:
+            continue
+        tasks = batch * height // band
+        return band if tasks / (-(-tasks // cores) * cores) >= WHOLE_BALANCE else None
+    return None
+
+
+def _window_rows(joined: _Joined) -> tuple[int | None, int]:
+    """The window's height and stride over rows (None when its reads do not show them)."""
+    block = joined.sch.get(joined.window)
+    spatial = [iv for iv, k in zip(block.iter_vars, joined.kinds, strict=True) if k == "S"]
+    h_var = spatial[-3].var
+    kh = next(iv for iv, k in zip(block.iter_vars, joined.kinds, strict=True) if k == "R")
+    for read in block.reads:
+        if len(read.region) == 4 and uses(read.region[1].min, kh.var):
+            stride = coefficient(read.region[1].min, h_var)
+            return (as_int(kh.dom.extent), stride) if stride and stride > 0 else (None, 1)
+    return None, 1
+
+
+def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False, whole_band: int | None = None) -> Any:
     """One parallel task per image, channel block and band of output rows (``whole``: per image and
-    band, the channel blocks inside); the window's register tile is ``rows`` columns by
-    ``vectors`` vectors. Returns the task loop."""
+    band, the channel blocks inside, in bands of ``whole_band`` rows); the window's register tile is
+    ``rows`` columns by ``vectors`` vectors. Returns the task loop."""
     sch, window, lanes = joined.sch, joined.window, joined.lanes
     loops = sch.get_loops(window)
     *batch, h, w, c = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "S"]
     reduce = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "R"]
     c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
-    band_rows = knob("band_rows", largest_divisor(joined.shape[1], FUSED_BAND_ROWS),
-                     [r for r in range(1, 2 * FUSED_BAND_ROWS + 1) if joined.shape[1] % r == 0])
+    default = whole_band if whole and whole_band else largest_divisor(joined.shape[1], FUSED_BAND_ROWS)
+    band_rows = knob("band_rows", default,
+                     [r for r in range(1, max(2 * FUSED_BAND_ROWS, default) + 1) if joined.shape[1] % r == 0])
     band_outer, band = sch.split(h, factors=[None, band_rows])
     w_outer, w_inner = sch.split(w, factors=[None, rows])
     if whole:
