@@ -39,8 +39,8 @@ WHOLE_CHANNELS: bool | None = None
 # 1391 us).
 WHOLE_MIN_ROWS = 4
 WHOLE_HALO = 1.5
-# Whole-channel tasks (one per image and band) must spread over the cores: at least this
-# fraction of the last round of tasks is busy (7 tasks on 2 cores: 7/8).
+# Whole-channel tasks (one per image and band) must spread evenly over the cores: tasks / (cores
+# x rounds of tasks) at least this (7 tasks on 2 cores: 7/8, declined; the cache-line tasks stay).
 WHOLE_BALANCE = 0.9
 # The widest expansion register tile, in vectors of channels.
 MAX_EXPANSION_VECTORS = 6
