@@ -749,3 +749,21 @@ def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(siz
     packed = w.reshape(c_in, c_out // block, block).transpose(1, 0, 2)[:, None, None].copy()
     out, _ = _run(func, a, packed, out_shape=(1, size, size, c_out))
     np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", a, w), rtol=1e-4, atol=1e-3)
+
+
+@pytest.mark.parametrize("k, depth", [(768, 4), (48, 4), (30, 2), (31, 1)])
+def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stays_correct(k, depth):
+    """A long reduction (a matmul's K) runs UNROLL_DEPTH steps per loop iteration where that
+    divides it (the largest of 2 and 4 that does), none where nothing does; same numbers."""
+    import re
+
+    from tvmbench.compile.knobs import knob_set
+
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((64, k), dtype="float32"), rng.standard_normal((k, 128), dtype="float32")
+    with knob_set({}) as knobs:
+        out, script = _run(_matmul_relu(64, k, 128), a, b, out_shape=(64, 128))
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+    assert knobs.values()["unroll_depth"] == depth
+    steps = rf"in range\({k // depth}\):\s*for \w+ in T.unroll\({depth}\)" if depth > 1 else rf"in range\({k}\)"
+    assert re.search(steps, script), script
