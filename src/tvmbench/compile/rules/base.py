@@ -14,6 +14,7 @@ from tvm.s_tir.dlight.analysis import normalize_prim_func
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
+from tvmbench.compile.knobs import knob
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, dtype_bits, select_cuts
 
@@ -133,6 +134,21 @@ def schedule_every_block(sch: Any, infos: list[Any], target: Any) -> Any:
         if int(np.prod(extents)) >= PARALLEL_MIN_ELEMENTS:
             sch.parallel(fused)
     return sch
+
+
+def unroll_steps(sch: Any, loop: Any, depth: int, name: str = "unroll_depth") -> list[Any]:
+    """A reduction loop split by ``depth`` steps (the largest of 1, 2, 4, 8 up to it that divides
+    the loop; knob ``name``), the steps unrolled: each iteration's loads then take fixed offsets
+    and the loop counter runs ``depth`` times less often (contraction.UNROLL_DEPTH has the
+    measurements). Returns the loops that replace ``loop``."""
+    extent = as_int(sch.get(loop).extent) or 1
+    legal = [d for d in (1, 2, 4, 8) if extent % d == 0 and d < extent]
+    chosen = knob(name, max([d for d in legal if d <= depth], default=1), legal or [1])
+    if chosen <= 1:
+        return [loop]
+    outer, inner = sch.split(loop, factors=[None, chosen])
+    sch.unroll(inner)
+    return [outer, inner]
 
 
 def register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, tile: Any, first_reduce: Any,

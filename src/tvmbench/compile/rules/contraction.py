@@ -22,7 +22,7 @@ import numpy as np
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
+from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
 from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
 from tvmbench.compile.tir import (
     as_int,
@@ -430,25 +430,10 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
         sch.unroll(loop)
     if not unroll_window and reduce_loops:
-        reduce_loops = reduce_loops[:-1] + _unroll_depth(found, reduce_loops[-1])
+        reduce_loops = reduce_loops[:-1] + unroll_steps(sch, reduce_loops[-1], UNROLL_DEPTH)
     if tile.width > 1:
         sch.vectorize(n_lane)
     return tile_loop, reduce_loops
-
-
-def _unroll_depth(found: Match, loop: Any) -> list[Any]:
-    """The innermost reduction loop (a matmul's K, a convolution's input channels) split by
-    UNROLL_DEPTH and the inner steps unrolled, when it divides; returns the loops that replace it."""
-    sch = found.sch
-    extent = as_int(sch.get(loop).extent) or 1
-    legal = [d for d in (1, 2, 4, 8) if extent % d == 0 and d < extent]
-    default = max([d for d in legal if d <= UNROLL_DEPTH], default=1)
-    depth = knob("unroll_depth", default, legal or [1])
-    if depth <= 1:
-        return [loop]
-    outer, inner = sch.split(loop, factors=[None, depth])
-    sch.unroll(inner)
-    return [outer, inner]
 
 
 def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
