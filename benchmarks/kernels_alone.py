@@ -20,9 +20,7 @@ import json
 import os
 import time
 
-os.environ.setdefault("TVM_NUM_THREADS", "2")
-
-import numpy as np  # noqa: E402
+import numpy as np
 
 COPIES = 16
 ROUNDS = 6
@@ -35,7 +33,14 @@ def main() -> None:
     parser.add_argument("match", help="substring of the kernel names to time")
     parser.add_argument("variants", nargs="+", help="knob overrides as JSON, one per variant")
     args = parser.parse_args()
+    try:
+        options, variants = json.loads(args.options), [json.loads(v) for v in args.variants]
+    except json.JSONDecodeError as e:
+        parser.error(f"options and variants must be JSON objects ({e.msg} in {e.doc!r})")
 
+    from tvmbench.targets import physical_cores
+
+    os.environ.setdefault("TVM_NUM_THREADS", str(physical_cores()))  # (read when TVM's pool starts)
     import tvm
 
     from tvmbench.compile import pipeline
@@ -45,11 +50,10 @@ def main() -> None:
     from tvmbench.targets import resolve_target
 
     target = resolve_target("llvm")
-    model = load_model(args.model, ModelOptions(**json.loads(args.options)))
+    model = load_model(args.model, ModelOptions(**options))
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
     kernels = [(gv.name_hint, f) for gv, f in legal.functions.items()
                if isinstance(f, tvm.tirx.PrimFunc) and args.match in gv.name_hint]
-    variants = [json.loads(v) for v in args.variants]
     rng = np.random.default_rng(0)
     for name, func in kernels:
         builds = []
