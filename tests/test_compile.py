@@ -157,6 +157,34 @@ def test_joined_expansions_take_whole_channel_bands_when_the_tasks_fill_the_core
     assert knobs.values()["whole_channels"] == (parallel < 24), knobs.values()
 
 
+@pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_batch4"])
+def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_of_1mb):
+    """Each legal ``band_rows`` value, with and without whole channels, is scheduled by the rule
+    (a band of 1 row failed on stride-1 windows, and the kernel silently fell back to a schedule
+    that recomputes the expansion per window tap, minutes per call at 320 px)."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import ExpandWindow
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    (joined,) = [f for gv, f in legal.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    with TARGET.tvm(), knob_set({}) as knobs:
+        ExpandWindow().schedule(joined, TARGET.tvm())
+    (band_knob,) = [k for k in knobs.seen if k.name == "band_rows"]
+    assert 1 not in band_knob.choices and len(band_knob.choices) >= 3, band_knob.choices
+    for band in band_knob.choices:
+        for whole in (False, True):
+            with TARGET.tvm(), knob_set({"band_rows": band, "whole_channels": whole}) as knobs:
+                assert ExpandWindow().schedule(joined, TARGET.tvm()) is not None
+            assert knobs.values()["band_rows"] == band
+
+
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
                                                                                                 monkeypatch):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,

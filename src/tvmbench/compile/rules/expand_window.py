@@ -169,8 +169,12 @@ def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False, w
     reduce = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "R"]
     c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
     default = whole_band if whole and whole_band else largest_divisor(joined.shape[1], FUSED_BAND_ROWS)
+    # (from 2 rows: a band of 1 failed to schedule on stride-1 windows, and the kernel fell back to a
+    # schedule that recomputes the expansion per window tap: mnasnet1_0's joins at b8 320 px ran for
+    # minutes)
     band_rows = knob("band_rows", default,
-                     [r for r in range(1, max(2 * FUSED_BAND_ROWS, default) + 1) if joined.shape[1] % r == 0])
+                     [r for r in range(2, max(2 * FUSED_BAND_ROWS, default) + 1) if joined.shape[1] % r == 0]
+                     or [default])
     band_outer, band = sch.split(h, factors=[None, band_rows])
     w_outer, w_inner = sch.split(w, factors=[None, rows])
     if whole:
