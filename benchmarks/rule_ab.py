@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=1)
     parser.add_argument("--image-size", type=int, default=None, help="image height = width (vision models)")
+    parser.add_argument("--seq-length", type=int, default=None, help="tokens per sequence (text models)")
     parser.add_argument("--block", type=int, default=1,
                         help="consecutive inferences of one build before switching (1: strict alternation, "
                              "each build starting with the other's data in the caches; 20+: the warm steady "
@@ -55,7 +56,8 @@ def main() -> None:
     from tvmbench.targets import resolve_target
 
     target = resolve_target(args.target)
-    model = load_model(args.model, ModelOptions(batch_size=args.batch_size, image_size=args.image_size))
+    model = load_model(args.model, ModelOptions(batch_size=args.batch_size, image_size=args.image_size,
+                                                    seq_length=args.seq_length))
     module_name, _, constant = args.name.rpartition(".")
     if not module_name:
         parser.error(f"{args.name}: expected module.NAME, e.g. tiles.MAX_ROWS")

@@ -160,3 +160,39 @@ class _TokensFirst(torch.nn.Module):
 def build_tokens_first():
     torch.manual_seed(0)
     return _TokensFirst().eval(), (torch.randn(10, 3, 64),)
+
+
+class Attention(torch.nn.Module):
+    """One attention over projected inputs: ``softmax(q k^T / sqrt(d) + mask) v`` with ``heads``
+    heads of ``dim`` (q, k, v computed from the input, so both matmuls multiply computed tensors);
+    ``scores_out`` also returns the probabilities (used outside the attention: no join)."""
+
+    def __init__(self, width=64, heads=2, scores_out=False):
+        super().__init__()
+        self.heads, self.scores_out = heads, scores_out
+        self.qkv = torch.nn.Linear(width, 3 * width)
+        self.out = torch.nn.Linear(width, width)
+
+    def forward(self, x, mask):
+        b, n, w = x.shape
+        q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        p = torch.softmax(q @ k.transpose(-1, -2) / (w // self.heads) ** 0.5 + mask, dim=-1)
+        y = self.out((p @ v).transpose(1, 2).reshape(b, n, w))
+        return (y, p) if self.scores_out else y
+
+
+def _attention_inputs(batch, tokens, width=64):
+    mask = torch.zeros(1, 1, tokens, tokens)
+    mask[..., tokens // 2:] = -1e4  # (a padding mask: the second half of the keys hidden)
+    return torch.randn(batch, tokens, width), mask
+
+
+def build_attention():
+    """Two heads of 32 over 48 tokens (three vectors of keys), batch 2."""
+    torch.manual_seed(0)
+    return Attention().eval(), _attention_inputs(2, 48)
+
+
+def build_attention_scores_out():
+    torch.manual_seed(0)
+    return Attention(scores_out=True).eval(), _attention_inputs(1, 32)

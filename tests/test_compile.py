@@ -63,6 +63,32 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
+@pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
+def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
+    """Both matmuls of an attention and the masked softmax between them become one function,
+    which the Attention rule runs as one parallel task per head and block of 4 query rows (2
+    images x 2 heads x 48 / 4 rows), the scores never written whole. When the probabilities are
+    an output too, they must be written whole: the kernels stay apart. The projections around
+    (dense layers: a weight operand) are never joined."""
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder)
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    names = [gv.name_hint for gv in legal.get_global_vars()]
+    attention = [legal[n] for n in names if n.startswith("fused_attention")]
+    assert len(attention) == joined, names
+    assert len([n for n in names if "matmul" in n and "packed" in n]) == 2, names  # the projections
+    for func in attention:
+        rule, sch = pipeline.default_schedule(func, TARGET)
+        script = sch.mod.script()
+        assert rule == "Attention" and "T.parallel(48)" in script.replace("T.int64(48)", "48"), script
+        assert "_rf" in script  # the softmax's max and sum as vector partial sums
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 @pytest.fixture
 def l2_of_1mb(monkeypatch):
     """This machine's CPU as one with 1 MB of L2 per core, over which the test blocks' expansions
@@ -333,11 +359,16 @@ def test_gelu_joins_the_dense_layers_write_back_with_a_fast_erf():
     assert result["passed"], result
 
 
-def test_the_attention_mask_joins_the_scores_matmul_instead_of_a_pass_of_its_own():
+def test_the_attention_mask_joins_the_scores_matmul_instead_of_a_pass_of_its_own(monkeypatch):
     """The mask added to the attention scores (``[heads, q, k]`` viewed as ``[1, heads, q, k]``)
     is added in the scores' batch matmul write-back; it was its own kernel behind the reshape
-    (passes/arithmetic.py)."""
+    (passes/arithmetic.py). Seen with the attention left unjoined, as where FuseAttention
+    declines (ViT's 197 keys)."""
+    import importlib
+
     from tvmbench.compile import pipeline
+
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.fuse_attention"), "ENABLED", False)
 
     model = load_model("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1}))
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))

@@ -12,7 +12,8 @@ stages, so that the functions the tuner extracts are exactly the functions this 
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
 2. legalize and fuse: (on CPU, FastMathTransform), LegalizeOps, AnnotateTIROpPattern,
-   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow), FuseTIR, FlatTransformParams;
+   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR,
+   FlatTransformParams;
 3. schedules: a MetaSchedule database where given, then default rules for what it did not cover
    (tvmbench's CPU rules in ``rules/``, then DLight's; functions already scheduled are skipped);
 4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
@@ -34,11 +35,11 @@ from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import weight_block
+from tvmbench.compile.tiles import vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "24"
+PIPELINE_VERSION = "25"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -83,7 +84,8 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
-        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes))] if cpu else []),
+        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes)),
+           passes.fuse_attention(vector_lanes(target.tvm(), 32))] if cpu else []),
         relax.transform.FuseTIR(),
         passes.flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
         # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in

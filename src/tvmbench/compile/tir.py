@@ -138,3 +138,28 @@ def fusion_role(func: Any) -> str | None:
     if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4 and shape[3] % 4 == 0:
         return "window"  # (channels in whole vectors of 4 lanes or more: ExpandWindow's tiles)
     return None
+
+
+def is_product_sum(block: Any) -> bool:
+    """Whether a reduction block accumulates the product of two loads (``c = c + a * b``): a
+    matmul or a convolution, not a max or a plain sum."""
+    body = block.body
+    if not isinstance(body, tvm.tirx.BufferStore) or not isinstance(body.value, tvm.tirx.Add):
+        return False
+    load = tvm.ir.expr.TensorLoad  # (``tvm.tirx.BufferLoad`` is a constructor function in 0.27)
+    acc, product = body.value.a, body.value.b
+    return (isinstance(acc, load) and acc.source.same_as(body.buffer) and isinstance(product, tvm.tirx.Mul)
+            and isinstance(product.a, load) and isinstance(product.b, load))
+
+
+def reduction_kinds(func: Any) -> list[str] | None:
+    """The reduction blocks of a PrimFunc in order, each ``"dot"`` (``is_product_sum``) or
+    ``"row"`` (any other reduction: a softmax's max and sum); None when DLight cannot describe
+    the function."""
+    try:
+        infos = normalize_prim_func(sch := s_tir.Schedule(func))
+    except Exception:
+        return None
+    if not infos:
+        return None
+    return ["dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective()]

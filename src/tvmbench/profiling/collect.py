@@ -73,6 +73,8 @@ def op_kind(name: str, func: Any) -> str:
         if len(reduce) == 3:
             return f"conv2d {reduce[0]}x{reduce[1]}"
         return {1: "conv2d 1x1", 2: "conv2d depthwise"}.get(len(reduce), "conv2d")
+    if "attention" in n:
+        return "batch matmul"  # (both matmuls of an attention and the softmax between, joined)
     if "matmul" in n or "dense" in n:
         shape = found[1] if found else []
         return "batch matmul" if len(shape) > 2 and any((d or 1) > 1 for d in shape[:-2]) else "dense"

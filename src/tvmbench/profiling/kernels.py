@@ -77,7 +77,7 @@ class ProfileJob:
 
 def kernel_kind(name: str) -> str:
     n = name.lower()
-    for kind, words in (("conv", ("conv", "winograd")), ("matmul", ("matmul", "dense", "bmm")),
+    for kind, words in (("conv", ("conv", "winograd")), ("matmul", ("matmul", "dense", "bmm", "attention")),
                         ("pool", ("pool",)),
                         ("reduction", ("softmax", "norm", "mean", "sum", "max", "min", "erf")),
                         ("layout", ("transpose", "reshape", "layout", "concat", "split", "take", "strided_slice",

@@ -9,6 +9,7 @@ from tvmbench.compile.passes.bounded_take import bounded_take
 from tvmbench.compile.passes.flat_transform import flat_transform_params
 from tvmbench.compile.passes.fold_constants import fold_constants_numpy
 from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
+from tvmbench.compile.passes.fuse_attention import fuse_attention
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
 from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
@@ -18,5 +19,5 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bounded_take", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
            "fold_scale_into_conv",
-           "fuse_expansion_into_window", "grouped_conv_nhwc", "pack_weights", "pad_softmax_rows", "unbroadcast_matmul",
+           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "pack_weights", "pad_softmax_rows", "unbroadcast_matmul",
            "winograd_conv3x3"]

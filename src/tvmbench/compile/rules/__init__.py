@@ -8,6 +8,7 @@ rule that applies schedules the function:
 
 ``Winograd``      the input and output transforms of a Winograd convolution;
 ``ExpandWindow``  a 1x1 convolution computed band by band inside the window reduction it feeds;
+``Attention``     a joined ``softmax(q @ k + mask) @ v``, a block of query rows per task;
 ``Contraction``   register-tiled reductions: matmul, batch matmul, convolution, pooling, means;
 ``Injective``     elementwise, broadcast, layout and padding loops, parallel and vectorised;
 ``RowReduction``  layer norm and softmax as per-row vector partial sums;
@@ -26,6 +27,7 @@ from typing import Any
 
 from tvm.s_tir import dlight as dl
 
+from tvmbench.compile.rules.attention import Attention
 from tvmbench.compile.rules.base import Rule, guarded
 from tvmbench.compile.rules.contraction import Contraction
 from tvmbench.compile.rules.expand_window import ExpandWindow
@@ -34,7 +36,7 @@ from tvmbench.compile.rules.injective import Injective
 from tvmbench.compile.rules.row_reduction import RowReduction
 from tvmbench.compile.rules.winograd import Winograd
 
-__all__ = ["Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "Winograd",
+__all__ = ["Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "Winograd",
            "default_rules", "guarded"]
 
 
@@ -43,6 +45,6 @@ def default_rules(kind: str) -> list[Any]:
     if kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [Winograd(), ExpandWindow(), Contraction(), Injective(), RowReduction(),
+        rules = [Winograd(), ExpandWindow(), Attention(), Contraction(), Injective(), RowReduction(),
                  dl.cpu.GEMV(), dl.cpu.Reduction(), Fallback()]
     return [guarded(r) for r in rules]

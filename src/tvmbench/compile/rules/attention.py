@@ -1,0 +1,190 @@
+"""Attention: a joined ``softmax(q @ k + mask) @ v`` (``passes/fuse_attention.py``) computed a
+block of query rows at a time, the block's scores kept in cache.
+
+Per parallel task (one head, ``rows`` query rows): the scores of those rows against every key in
+register tiles (``rows x vectors`` accumulators, the reduction over the head dimension inside),
+the softmax's row reductions as vector partial sums, its elementwise steps vectorised, then the
+output rows as a register tile reducing over the keys. The intermediate tensors of the function
+shrink to the task's rows (``rows x keys`` floats: 8 KB for 4 rows of 512 keys), so nothing but
+q, k, v and the output crosses memory.
+
+Blocks are recognised by kind, not name: the function's first and last reductions must be
+product sums (the two matmuls), every reduction between them another kind (max, sum), and the
+elementwise blocks are whatever the model put on the way (mask, scale, the check for fully
+masked rows). Timed alone on the Xeon host (12 heads, 512 tokens, head dimension 64): 3.3 ms
+for the joined kernel, against 5.15 ms for the unjoined kernels of the same attention in bert-base
+(``tvmbench profile``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+
+from tvmbench.compile.knobs import knob
+from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops, unroll_steps
+from tvmbench.compile.tiles import vector_lanes
+from tvmbench.compile.tir import as_int, is_product_sum
+
+# Query rows per task (the output tile's rows: rows x 4 vectors of accumulators for a head
+# dimension of 64), the largest of these that divides the query count.
+ROWS = (4, 2, 1)
+# Vectors per score tile (rows x SCORE_VECTORS accumulators over the keys).
+SCORE_VECTORS = 4
+# An injective block feeding several others is recomputed in each (inlined) when its expression
+# has at most this many nodes (a reshape, a mask add); a costlier one (the exponential) is
+# computed once into the task's buffer.
+CHEAP_NODES = 8
+
+
+class Attention(Rule):
+    """Joined attention: query-row blocks in parallel, scores in cache."""
+
+    def schedule(self, func: Any, target: Any) -> Any:
+        found = normalized(func)
+        if found is None:
+            return None
+        sch, infos = found
+        reductions = [i for i in infos if not i.is_injective()]
+        if len(reductions) < 3 or not all(is_product_sum(sch.get(r.block_rv)) == (k in (0, len(reductions) - 1))
+                                          for k, r in enumerate(reductions)):
+            return None
+        names = [sch.get(i.block_rv).name_hint for i in infos]
+        scores, out = (sch.get(r.block_rv).name_hint for r in (reductions[0], reductions[-1]))
+        if names[-1] != out or any(as_int(e) is None for i in infos for e in i.dom()):
+            return None  # (an epilogue after the second matmul, dynamic shapes: not handled)
+        lanes = vector_lanes(target, 32)
+        if as_int(reductions[0].dom()[-2]) % lanes:
+            return None  # (keys in no whole number of vectors: the score tile would need a tail)
+        rows = [r for r in ROWS if as_int(infos[-1].dom()[-2]) % r == 0][0]
+        rows = knob("rows", rows, [r for r in ROWS if as_int(infos[-1].dom()[-2]) % r == 0])
+        row_names = [sch.get(r.block_rv).name_hint for r in reductions[1:-1]]
+        # (the block producing the probabilities stays: inlined, it would divide per FMA step)
+        feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
+        _inline_cheap(sch, [n for n in names if n not in row_names + feeds_out + [scores, out]])
+        partial = {n: _vector_partial_sums(sch, n, lanes) for n in row_names}
+        task = _output_tile(sch, out, rows, lanes)
+        order = [m for n in names[:-1] for m in ([partial[n], n] if partial.get(n) else [n])]
+        for name in reversed([n for n in order if _exists(sch, n)]):
+            sch.compute_at(sch.get_sblock(name), task, preserve_unit_loops=True)
+        _score_tile(sch, scores, lanes)
+        for name in partial.values():
+            if name:
+                _schedule_partial(sch, name)
+        _vectorise_rest(sch, task, {scores, out, *[p for p in partial.values() if p]}, lanes)
+        return sch
+
+
+def _exists(sch: Any, name: str) -> bool:
+    try:
+        sch.get_sblock(name)
+        return True
+    except Exception:
+        return False
+
+
+def _size(expr: Any) -> int:
+    """Nodes of an expression (a rough cost of recomputing it)."""
+    stack, n = [expr], 0
+    while stack:
+        e = stack.pop()
+        n += 1
+        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+            child = getattr(e, name, None)
+            if isinstance(child, tvm.ir.expr.Expr):
+                stack.append(child)
+        stack.extend(list(getattr(e, "args", None) or []))
+    return n
+
+
+def _inline_cheap(sch: Any, names: list[str]) -> None:
+    """Inline each injective block into its consumers when it has one, or is cheap to recompute."""
+    for name in names:
+        block = sch.get_sblock(name)
+        stmt = sch.get(block)
+        if not isinstance(stmt.body, tvm.tirx.BufferStore):
+            continue
+        if len(sch.get_consumers(block)) <= 1 or _size(stmt.body.value) <= CHEAP_NODES:
+            try:
+                sch.compute_inline(block)
+            except Exception:
+                pass
+
+
+def _vector_partial_sums(sch: Any, name: str, lanes: int) -> str | None:
+    """rfactor a row reduction over the vector lanes (before any compute_at: rfactor wants the
+    block first under its outermost loop); the partial block's name, None when the row is no
+    whole number of vectors."""
+    block = sch.get_sblock(name)
+    loops = sch.get_loops(block)
+    extent = as_int(sch.get(loops[-1]).extent)
+    if not extent or extent % lanes or extent == lanes:
+        return None
+    _, lane = sch.split(loops[-1], factors=[None, lanes])
+    written = sch.get(block).writes[0].source
+    return sch.get(sch.rfactor(lane, factor_axis=len(written.shape))).name_hint
+
+
+def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
+    """The second matmul as ``rows x vectors`` register tiles, one task per head and row block;
+    returns the task loop (fused and parallel)."""
+    block = sch.get_sblock(name)
+    loops = sch.get_loops(block)
+    *batch, i, d, j = loops
+    io, ii = sch.split(i, factors=[None, rows])
+    width = as_int(sch.get(d).extent)
+    vectors = max(v for v in (4, 2, 1) if width % (v * lanes) == 0) if width % lanes == 0 else None
+    if vectors is None:
+        raise ValueError("the head dimension is no whole number of vectors")
+    do, dv, dl = sch.split(d, factors=[None, vectors, lanes])
+    steps = unroll_steps(sch, j, 4)
+    sch.reorder(*batch, io, do, *steps, ii, dv, dl)
+    task = sch.fuse(*batch, io)
+    sch.parallel(task)
+    register_tile_loops(sch, block, ii, dv, dl, do, steps[0], lanes, None)
+    return task
+
+
+def _score_tile(sch: Any, name: str, lanes: int) -> None:
+    """The first matmul, inside the task: ``rows x SCORE_VECTORS`` tiles over the keys."""
+    block = sch.get_sblock(name)
+    *_, i, j, k = sch.get_loops(block)
+    keys = as_int(sch.get(j).extent)
+    vectors = knob("score_vectors", max(v for v in (SCORE_VECTORS, 2, 1) if keys % (v * lanes) == 0),
+                   [v for v in (1, 2, 4, 8) if keys % (v * lanes) == 0])
+    jo, jv, jl = sch.split(j, factors=[None, vectors, lanes])
+    steps = unroll_steps(sch, k, 4)
+    sch.reorder(jo, *steps, i, jv, jl)
+    register_tile_loops(sch, block, i, jv, jl, jo, steps[0], lanes, None)
+
+
+def _schedule_partial(sch: Any, name: str) -> None:
+    """A partial-sum block inside the task: lanes innermost and vectorised, its fold unrolled."""
+    block = sch.get_sblock(name)
+    loops = sch.get_loops(block)[1:]  # (compute_at orders them as the iterators: lanes first)
+    sch.reorder(*loops[1:], loops[0])
+    loops = sch.get_loops(block)[1:]
+    sch.vectorize(loops[-1])
+    init = sch.decompose_reduction(block, loops[-2])
+    sch.vectorize(sch.get_loops(init)[-1])
+
+
+def _vectorise_rest(sch: Any, task: Any, done: set[str], lanes: int) -> None:
+    """Every other block in the task: an elementwise one vectorised where lanes divide its
+    innermost loop, a reduction (the fold of partial sums over the lanes) unrolled."""
+    for block in sch.get_child_blocks(task):
+        stmt = sch.get(block)
+        if any(stmt.name_hint.startswith(n) for n in done):
+            continue
+        loops = sch.get_loops(block)[1:]
+        if not loops:
+            continue
+        if any(iv.iter_type == tvm.tirx.IterVar.CommReduce for iv in stmt.iter_vars):
+            if as_int(sch.get(loops[-1]).extent) == lanes:
+                sch.unroll(loops[-1])
+            continue
+        extent = as_int(sch.get(loops[-1]).extent)
+        if extent and extent % lanes == 0:
+            _, vec = sch.split(loops[-1], factors=[None, lanes])
+            sch.vectorize(vec)
