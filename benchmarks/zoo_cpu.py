@@ -1,7 +1,7 @@
 """Issue 20's benchmark: the whole zoo against the best peer, at odd shapes and batch 8.
 
     .venv/bin/python benchmarks/zoo_cpu.py [--models a,b] [--quick] [--out-dir results/zoo_cpu]
-                                          [--summary] [--min-time 1] [--max-time 4]
+                                          [--summary] [--min-time 1] [--max-time 4] [--rounds 1]
 
 Every zoo model through ``tvmbench compare`` with TVM (default schedules and the shipped
 databases), ONNX Runtime, OpenVINO (f32) and PyTorch eager (the reference: every point's outputs
@@ -12,7 +12,9 @@ are checked against it). Points:
 - the 7 transformers at batch 1 and 8 (text models at seq 128, ViT at 224), and bert-base and
   gpt2 at seq 512, batch 1.
 
-``--quick``: batch 1 at the default size only. Each model is one comparison document in
+``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
+fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
+runs an hour apart on the shared Xeon host). Each model is one comparison document in
 ``--out-dir`` (``MODEL.json``), resumed when rerun, so the sweep can run in parts (``--models``)
 and be summarised together (``--summary`` only summarises what is there). The summary prints per
 point the best of ONNX Runtime and OpenVINO and TVM's ratio to it (> 1: TVM faster), per model
@@ -55,7 +57,8 @@ def entries(name: str, quick: bool) -> list[ModelEntry]:
 
 def measure(name: str, args: argparse.Namespace) -> None:
     out = Path(args.out_dir) / f"{name.replace('/', '_')}.json"
-    config = CompareConfig(models=entries(name, args.quick), global_settings=GlobalSettings(target="llvm"))
+    config = CompareConfig(models=entries(name, args.quick),
+                           global_settings=GlobalSettings(target="llvm", rounds=args.rounds))
     t0 = time.monotonic()
     print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
     tvmbench.compare(config=config, frameworks=FRAMEWORKS, output=out, resume=True, min_time=args.min_time,
@@ -120,6 +123,10 @@ def main() -> int:
     parser.add_argument("--summary", action="store_true", help="only summarise what --out-dir holds")
     parser.add_argument("--min-time", type=float, default=1.0)
     parser.add_argument("--max-time", type=float, default=4.0)
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="rounds per point in fresh worker processes, frameworks in alternating order "
+                             "(as `tvmbench compare --rounds`): a burst of interference on a shared host "
+                             "then hits every framework alike; N times the time")
     args = parser.parse_args()
     names = args.models.split(",") if args.models else list(ZOO)
     unknown = [n for n in names if n not in ZOO]
