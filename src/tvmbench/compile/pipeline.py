@@ -7,7 +7,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
    scale/shift), BoundedTake, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
-   PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), FoldScaleIntoConv, WinogradConv3x3, PackWeights
+   PadAttention, PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
@@ -39,7 +39,7 @@ from tvmbench.compile.tiles import vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "25"
+PIPELINE_VERSION = "26"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -57,7 +57,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     if target.kind == "llvm":
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
-        result += [passes.cpu_friendly_arithmetic(), passes.pad_softmax_rows(target),
+        result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
                    relax.transform.ConvertLayout(target.layouts),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),

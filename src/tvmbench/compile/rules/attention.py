@@ -23,7 +23,13 @@ from typing import Any
 import tvm
 
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops, unroll_steps
+from tvmbench.compile.rules.base import (
+    Rule,
+    normalized,
+    register_tile_loops,
+    schedule_injective_block,
+    unroll_steps,
+)
 from tvmbench.compile.tiles import vector_lanes
 from tvmbench.compile.tir import as_int, is_product_sum
 
@@ -52,13 +58,16 @@ class Attention(Rule):
             return None
         names = [sch.get(i.block_rv).name_hint for i in infos]
         scores, out = (sch.get(r.block_rv).name_hint for r in (reductions[0], reductions[-1]))
-        if names[-1] != out or any(as_int(e) is None for i in infos for e in i.dom()):
-            return None  # (an epilogue after the second matmul, dynamic shapes: not handled)
+        if any(as_int(e) is None for i in infos for e in i.dom()):
+            return None  # (dynamic shapes)
+        # After the second matmul, elementwise steps (PadAttention's slice dropping padded query
+        # rows) run as their own parallel loops.
+        tail, names = names[names.index(out) + 1:], names[:names.index(out) + 1]
         lanes = vector_lanes(target, 32)
         if as_int(reductions[0].dom()[-2]) % lanes:
             return None  # (keys in no whole number of vectors: the score tile would need a tail)
-        rows = [r for r in ROWS if as_int(infos[-1].dom()[-2]) % r == 0][0]
-        rows = knob("rows", rows, [r for r in ROWS if as_int(infos[-1].dom()[-2]) % r == 0])
+        queries = as_int(reductions[-1].dom()[-3])
+        rows = knob("rows", [r for r in ROWS if queries % r == 0][0], [r for r in ROWS if queries % r == 0])
         row_names = [sch.get(r.block_rv).name_hint for r in reductions[1:-1]]
         # (the block producing the probabilities stays: inlined, it would divide per FMA step)
         feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
@@ -73,6 +82,8 @@ class Attention(Rule):
             if name:
                 _schedule_partial(sch, name)
         _vectorise_rest(sch, task, {scores, out, *[p for p in partial.values() if p]}, lanes)
+        for name in tail:
+            schedule_injective_block(sch, sch.get_sblock(name), lanes)
         return sch
 
 
