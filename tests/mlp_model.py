@@ -167,15 +167,18 @@ class Attention(torch.nn.Module):
     heads of ``dim`` (q, k, v computed from the input, so both matmuls multiply computed tensors);
     ``scores_out`` also returns the probabilities (used outside the attention: no join)."""
 
-    def __init__(self, width=64, heads=2, scores_out=False):
+    def __init__(self, width=64, heads=2, scores_out=False, sdpa=False):
         super().__init__()
-        self.heads, self.scores_out = heads, scores_out
+        self.heads, self.scores_out, self.sdpa = heads, scores_out, sdpa
         self.qkv = torch.nn.Linear(width, 3 * width)
         self.out = torch.nn.Linear(width, width)
 
     def forward(self, x, mask):
         b, n, w = x.shape
         q, k, v = self.qkv(x).reshape(b, n, 3, self.heads, w // self.heads).permute(2, 0, 3, 1, 4)
+        if self.sdpa:  # (a boolean mask: torch's safe softmax, zeros for a fully masked row)
+            y = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask > -1)
+            return self.out(y.transpose(1, 2).reshape(b, n, w))
         p = torch.softmax(q @ k.transpose(-1, -2) / (w // self.heads) ** 0.5 + mask, dim=-1)
         y = self.out((p @ v).transpose(1, 2).reshape(b, n, w))
         return (y, p) if self.scores_out else y
@@ -196,3 +199,17 @@ def build_attention():
 def build_attention_scores_out():
     torch.manual_seed(0)
     return Attention(scores_out=True).eval(), _attention_inputs(1, 32)
+
+
+def build_attention_45():
+    """45 tokens: keys in no whole vectors, queries in no whole blocks of 4 (padded to 48 both)."""
+    torch.manual_seed(0)
+    return Attention().eval(), _attention_inputs(2, 45)
+
+
+def build_attention_45_sdpa():
+    """The same through SDPA with a boolean mask that hides every key from the last query."""
+    torch.manual_seed(0)
+    x, mask = _attention_inputs(1, 45)
+    mask[..., -1, :] = -1e4
+    return Attention(sdpa=True).eval(), (x, mask)
