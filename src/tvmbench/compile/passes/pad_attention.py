@@ -30,11 +30,12 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import op_name, static_shape, use_counts
+from tvmbench.compile.rules.attention import ROWS as ATTENTION_ROWS
 from tvmbench.compile.tiles import vector_lanes
 from tvmbench.targets import ResolvedTarget
 
 LOWEST = float(np.finfo(np.float32).min)
-ROWS = 4  # the Attention rule's query rows per task (rules/attention.ROWS[0])
+ROWS = ATTENTION_ROWS[0]  # the Attention rule's query rows per task
 MAX_WASTE = 1 / 8  # padded keys or queries at most this share
 # Off: attentions stay unpadded (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
