@@ -107,8 +107,11 @@ def test_the_predictor_reports_held_out_error_and_predicts_a_model_without_runni
     report = json.loads(store.with_suffix(".predictor.report.json").read_text())
     held = {r["model"]: r for r in report["held_out"]}
     assert set(held) == {MLP, FIRST, CNN} and all(r["median_relative_error"] >= 0 for r in held.values())
-    # the MLP's dense layers are known from the first-layer model: its total is predicted within 2x
+    # the MLP's first dense layer is known from the first-layer model and its second (the same work,
+    # another shape) follows from the work: its total is predicted within 2x; the CNN, whose
+    # convolutions no other model has, within 3x (trees on raw log latency were 18x off here)
     assert 0.5 < held[MLP]["total_predicted_us"] / held[MLP]["total_us"] < 2.0
+    assert 1 / 3 < held[CNN]["total_predicted_us"] / held[CNN]["total_us"] < 3.0
     capsys.readouterr()
     assert main(["ops", "predict", "--model", MLP, "--threads", "1", "--store", str(store), "--json", "-"]) == 0
     ops = json.loads(capsys.readouterr().out)

@@ -2,7 +2,11 @@
 operator's time inside the model out, so a model's time on this machine can be estimated from
 its operators without running it.
 
-The model is gradient-boosted trees (xgboost) on log latency. Its quality is reported the only
+The model is gradient-boosted trees (xgboost) on log latency, each tree fitting what is left over
+a nominal roofline time (``offset``): the trees learn an operator kind's efficiency, which carries
+to shapes the store has not seen, where trees on raw log latency could only return the time of
+whichever stored operator a split put beside it (a dense layer of the same work predicted 8x
+too fast from one stored dense layer). Its quality is reported the only
 honest way for this use: leave one model out. For each model of the store, a predictor trained on
 the others predicts that model's operators and total; R² (of log latency) and the median relative
 error per operator, and the error of the model's total, are what ``tvmbench ops fit`` prints.
@@ -45,6 +49,17 @@ def features(op: dict[str, Any], threads: int) -> list[float]:
             *(1.0 if kind == k else 0.0 for k in KINDS)]
 
 
+# A nominal machine, in work per µs: 50 GFLOP/s and 10 GB/s. Only the ratio matters much; the
+# trees correct the rest per kind, and the offset only has to grow with the operator's work.
+_FLOPS_PER_US = 50e3
+_BYTES_PER_US = 10e3
+
+
+def offset(op: dict[str, Any]) -> float:
+    """Log of the operator's nominal roofline time in µs: the base the trees' prediction adds to."""
+    return math.log(1e-3 + (op["flops"] or 0.0) / _FLOPS_PER_US + (op["bytes"] or 0) / _BYTES_PER_US)
+
+
 @dataclass
 class Fit:
     """A trained predictor and its leave-one-model-out report."""
@@ -71,21 +86,26 @@ def _xgboost() -> Any:
     return xgboost
 
 
-def _train(x: list[list[float]], y: list[float]) -> Any:
-    xgb = _xgboost()
+def _matrix(x: list[list[float]], base: list[float], y: list[float] | None = None) -> Any:
+    return _xgboost().DMatrix(x, label=y, base_margin=base, feature_names=list(FEATURES))
+
+
+def _train(x: list[list[float]], base: list[float], y: list[float]) -> Any:
     params = {"max_depth": 4, "eta": 0.1, "subsample": 0.9, "seed": 0, "objective": "reg:squarederror"}
-    return xgb.train(params, xgb.DMatrix(x, label=y, feature_names=list(FEATURES)), num_boost_round=200)
+    return _xgboost().train(params, _matrix(x, base, y), num_boost_round=200)
 
 
-def _predict(booster: Any, x: list[list[float]]) -> list[float]:
-    return [float(p) for p in booster.predict(_xgboost().DMatrix(x, feature_names=list(FEATURES)))]
+def _predict(booster: Any, x: list[list[float]], base: list[float]) -> list[float]:
+    return [float(p) for p in booster.predict(_matrix(x, base))]
 
 
 def fit(store: OpStore) -> Fit:
     """Train on every stored in-model time of the default schedules; report leave-one-model-out."""
     _, rows = store.query(_ROWS)
-    data = [(r[0], features({"kind": r[1], "flops": r[2], "bytes": r[3], "intensity": r[4], "inputs": r[5],
-                             "outputs": r[6]}, r[7]), math.log(max(r[8], 1e-3)), r[9]) for r in rows]
+    ops = [{"kind": r[1], "flops": r[2], "bytes": r[3], "intensity": r[4], "inputs": r[5], "outputs": r[6]}
+           for r in rows]
+    data = [(r[0], features(op, r[7]), math.log(max(r[8], 1e-3)), r[9], offset(op))
+            for r, op in zip(rows, ops, strict=True)]
     models = sorted({d[0] for d in data})
     if len(models) < 2:
         raise UserError("the predictor needs operators of at least two models in the store (one is held out "
@@ -94,10 +114,10 @@ def fit(store: OpStore) -> Fit:
     for held in models:
         train = [d for d in data if d[0] != held]
         test = [d for d in data if d[0] == held]
-        booster = _train([d[1] for d in train], [d[2] for d in train])
-        predicted = _predict(booster, [d[1] for d in test])
+        booster = _train([d[1] for d in train], [d[4] for d in train], [d[2] for d in train])
+        predicted = _predict(booster, [d[1] for d in test], [d[4] for d in test])
         report.append(_held_out(held, test, predicted))
-    return Fit(_train([d[1] for d in data], [d[2] for d in data]), report, len(data))
+    return Fit(_train([d[1] for d in data], [d[4] for d in data], [d[2] for d in data]), report, len(data))
 
 
 def _held_out(model: str, test: list[tuple[Any, ...]], predicted: list[float]) -> dict[str, Any]:
@@ -126,7 +146,7 @@ def predict_ops(booster: Any, operators: list[dict[str, Any]], threads: int) -> 
     its predicted µs per call and per inference."""
     if not operators:
         return []
-    predicted = _predict(booster, [features(op, threads) for op in operators])
+    predicted = _predict(booster, [features(op, threads) for op in operators], [offset(op) for op in operators])
     return [{"kernel": op["name"], "kind": op["kind"], "count": op["count"], "predicted_us": math.exp(float(p)),
              "predicted_us_per_inference": math.exp(float(p)) * op["count"]}
             for op, p in zip(operators, predicted, strict=True)]
