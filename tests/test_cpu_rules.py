@@ -627,16 +627,17 @@ def test_a_large_input_under_large_weights_is_tiled_in_row_blocks_and_stays_corr
     np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("extent, rows", [(13, 7), (17, 6), (27, 7), (71, 8), (16, 8), (7, 7), (10, 5)])
+@pytest.mark.parametrize("extent, rows", [(13, 7), (17, 6), (27, 7), (71, 6), (39, 7), (16, 8), (7, 7), (10, 5)])
 def test_a_row_tile_divides_its_axis_or_wastes_least_when_predicated(extent, rows):
     """Exact divisors from 4 up (or the whole axis) need no predicate; otherwise the predicated
     tile is the one that computes fewest masked rows for its FMAs per load (13 as 7 + 6, not
-    8 + 5)."""
+    8 + 5), and never has 8 rows (39 as 5 x 7 + 4, not 4 x 8 + 7: the conditional row of 8 spills)."""
     chosen, predicated = tiles.row_tile(extent, 12)
     assert chosen == rows and predicated == (extent % rows != 0)
     if predicated:
+        assert chosen <= tiles.PREDICATED_MAX_ROWS
         computed = -(-extent // chosen) * chosen
-        assert computed <= -(-extent // tiles.MAX_ROWS) * tiles.MAX_ROWS
+        assert computed <= -(-extent // tiles.PREDICATED_MAX_ROWS) * tiles.PREDICATED_MAX_ROWS
 
 
 def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():

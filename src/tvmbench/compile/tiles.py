@@ -26,6 +26,13 @@ PREDICATED_TILE_PERCENT = 80
 # vectors over a predicated 6, while resnet18's 3x3 ones lost 3 % (same-process A/Bs).
 PREDICATED_DOT_TILE_PERCENT = 50
 MAX_ROWS = 8
+# A predicated tile has at most this many rows. At 8 rows x 2 vectors (16 accumulators, 8
+# broadcasts per reduction step) the conditional row's accumulator no longer fits the registers:
+# LLVM keeps it in memory and spills the broadcasts, where at 7 rows it keeps the conditional rows
+# in registers. Alone (Zen 4, squeezenet1_1 b8 at 160 px, 39-pixel rows): its 3x3 expand
+# convolutions 1.50 against 1.05 ms (8 rows against 7), its 1x1 squeeze and expand ones 0.57
+# against 0.48 and 0.26 against 0.24 ms; the stem over 79 pixels 0.97 against 0.90 ms.
+PREDICATED_MAX_ROWS = 7
 
 
 def vector_bits(target: Any) -> int:
@@ -78,7 +85,8 @@ def vector_width(extent: int, lanes: int) -> int:
 
 def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]:
     """Rows of a register tile at most ``limit``: the largest divisor of the row extent, else
-    (no divisor from 4 up) a predicated tail tile. Says whether it is predicated.
+    (no divisor from 4 up) a predicated tail tile of at most PREDICATED_MAX_ROWS rows. Says
+    whether it is predicated.
 
     A predicated tile computes its masked rows too, so its rows are the ones that waste least
     for their FMAs per load: 13 rows (squeezenet's 13x13 maps) as 7 + 6 instead of 8 + 5
@@ -91,7 +99,7 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]
         def worth(r: int) -> float:
             return r * vectors / (r + vectors) * rows_extent / (-(-rows_extent // r) * r)
 
-        return max(range(4, cap + 1), key=lambda r: (worth(r), r), default=cap), True
+        return max(range(4, min(cap, PREDICATED_MAX_ROWS) + 1), key=lambda r: (worth(r), r), default=cap), True
     return rows, False
 
 
