@@ -668,6 +668,43 @@ def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():
     np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
 
 
+def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
+    """A 3x3 depthwise convolution over two vectors of channels holds 18 weight vectors across
+    its tile: on AVX-512 its rows stop where accumulators and weights fill the 32 registers (4
+    rows of a 112-pixel map, not 8), a pooling window (no weights) keeps 8, and the convolution is
+    still computed."""
+    import torch
+    from tvm import topi
+
+    from tvmbench.compile.knobs import knob_set
+
+    def depthwise(te):
+        x = te.placeholder((1, 6, 112, 32), name="x")
+        wt = te.placeholder((3, 3, 1, 32), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 1, 1, 1, 32, "NHWC", "HWIO", "float32")]
+
+    def pool(te):
+        x = te.placeholder((1, 6, 112, 32), name="x")
+        return [x, topi.nn.pool2d(x, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")]
+
+    avx512 = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    func = _te_func(depthwise)
+    with knob_set() as seen:
+        pipeline.default_schedule(func, avx512)
+    v = seen.values()
+    assert (v["vectors"], v["rows"]) == (2, 4)
+    assert v["rows"] * v["vectors"] + 9 * v["vectors"] <= contraction.DEPTHWISE_REGISTERS - 2
+    with knob_set() as seen:
+        pipeline.default_schedule(_te_func(pool), avx512)
+    assert seen.values()["rows"] == 8
+    rng = np.random.default_rng(8)
+    x, w = rng.standard_normal((1, 6, 112, 32), dtype="float32"), rng.standard_normal((3, 3, 1, 32), dtype="float32")
+    out, _ = _run(func, x, w, out_shape=(1, 6, 112, 32))
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                     padding=1, groups=32).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+
+
 def _conv1x1_nhwc(size, c_in, c_out):
     def build(te):
         x = te.placeholder((1, size, size, c_in), name="X")

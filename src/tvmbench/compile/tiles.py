@@ -104,19 +104,21 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]
 
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
-                  predicated_percent: int | None = None) -> tuple[int, int]:
+                  predicated_percent: int | None = None, reserved_per_vector: int = 0) -> tuple[int, int]:
     """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
 
     Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
     ``rows * vectors`` FMAs. With 32 registers, among one and two vectors two always win (2 x 8
     accumulators; four are offered only where the contraction rule allows them); with
     16 (AVX2) two vectors allow at most 6 rows, and a 7-row axis (a 7x7 feature map) is better
-    served by one vector over 7 rows than by two vectors over one."""
+    served by one vector over 7 rows than by two vectors over one. ``reserved_per_vector``
+    registers per vector of the tile are taken from the budget first (a depthwise window's
+    weights, held across the tile)."""
     if rows_extent is None:
         return vector_choices[0], 1
     best: tuple[float, int, int] | None = None
     for vectors in vector_choices:
-        rows, predicated = row_tile(rows_extent, max(budget // vectors, 1), vectors)
+        rows, predicated = row_tile(rows_extent, max((budget - reserved_per_vector * vectors) // vectors, 1), vectors)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         if best is None or score > best[0]:

@@ -85,6 +85,12 @@ SPAN_PACKS = True
 # 160 px 1.037x / 1.027x, bert-base b1 1.040x / 1.021x; level at 224 px (resnet50 1.005x,
 # mobilenet_v2 0.996x, googlenet 1.000x, vgg16 1.001x / 0.985x) and at batch 8.
 SPAN_ALL = True
+# A depthwise convolution whose window is unrolled holds the window's weights in registers across
+# its tile (one vector per tap and tile vector): 3x3 over two vectors is 18 registers, which
+# leaves room for 6 rows of accumulators of the 32, not 8 (``_window_registers``). Alone (Zen 4,
+# mnasnet1_0 at batch 8, the 3x3 depthwise over 112x112x32): 2 vectors x 8 rows 1.25-1.33 ms,
+# x 4 rows 0.83-0.88 ms. 32-register targets only (AVX-512, NEON); 0 turns it off.
+DEPTHWISE_REGISTERS = 32
 
 
 @dataclass
@@ -297,6 +303,9 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     n_vectors_total = extents[found.n_axis] // width
     rows_wanted = 1 if m_axis is None else min(tiles.MAX_ROWS, extents[m_axis])
     budget = accumulator_budget(target)
+    reserved = _window_registers(found, budget)
+    if reserved:
+        budget = DEPTHWISE_REGISTERS - 2  # (the input is read by the FMAs themselves; 2 spare)
     span = rows_wanted == 1 or _wide_tile(found)
     choices = [v for v in ((4, 2, 1) if span else (2, 1))
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
@@ -309,13 +318,30 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
-                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None)
+                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, reserved)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
         rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)
-                                   if r * vectors <= budget])
+                                   if r * vectors + reserved * vectors <= budget or r == 1])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget))
+
+
+def _window_registers(found: Match, budget: int) -> int:
+    """Registers per tile vector that a depthwise window's weights hold (its taps), when the
+    window is unrolled and the target has DEPTHWISE_REGISTERS registers; else 0. Depthwise: every
+    operand reads along the vector axis (no broadcast input) and one of them (the weights) does
+    not depend on the row axis. Pooling has no such operand."""
+    if not DEPTHWISE_REGISTERS or budget != tiles.MAX_ACCUMULATORS or found.m_axis is None:
+        return 0
+    if found.window() > UNROLL_REDUCTION:
+        return 0
+    n_var, m_var = found.block.iter_vars[found.n_axis].var, found.block.iter_vars[found.m_axis].var
+    operands = [r for r in found.block.reads if not r.source.same_as(found.out)]
+    if not operands or not all(any(uses(x.min, n_var) for x in r.region) for r in operands):
+        return 0
+    weights = [r for r in operands if not any(uses(x.min, m_var) for x in r.region)]
+    return found.window() if weights else 0
 
 
 def _stack(found: Match, rows: int, vectors: int, budget: int) -> int:
