@@ -26,6 +26,11 @@ PREDICATED_TILE_PERCENT = 80
 # vectors over a predicated 6, while resnet18's 3x3 ones lost 3 % (same-process A/Bs).
 PREDICATED_DOT_TILE_PERCENT = 50
 MAX_ROWS = 8
+# ... and on AMD Zen 4 (mcpu znver4), 7: there a tile of 8 rows x 2 vectors ran slower than 7 or
+# 4 rows even where 8 divides the map (alone, resnet50's convolutions over 56-pixel rows: 1x1
+# 64 -> 64 174 us at 8 rows against 122 at 7, 1x1 64 -> 256 821 against 553, the stem 1352
+# against 1136), with no more spills in its code. Not measured on other CPUs, which keep 8.
+ZEN4_MAX_ROWS = 7
 # A predicated tile has at most this many rows. At 8 rows x 2 vectors (16 accumulators, 8
 # broadcasts per reduction step) the conditional row's accumulator no longer fits the registers:
 # LLVM keeps it in memory and spills the broadcasts, where at 7 rows it keeps the conditional rows
@@ -33,6 +38,11 @@ MAX_ROWS = 8
 # convolutions 1.50 against 1.05 ms (8 rows against 7), its 1x1 squeeze and expand ones 0.57
 # against 0.48 and 0.26 against 0.24 ms; the stem over 79 pixels 0.97 against 0.90 ms.
 PREDICATED_MAX_ROWS = 7
+
+
+def max_rows(target: Any) -> int:
+    """The most rows a register tile has on this target (MAX_ROWS, ZEN4_MAX_ROWS)."""
+    return ZEN4_MAX_ROWS if str(target.attrs.get("mcpu", "") or "") == "znver4" else MAX_ROWS
 
 
 def vector_bits(target: Any) -> int:
@@ -104,7 +114,8 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]
 
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
-                  predicated_percent: int | None = None, reserved_per_vector: int = 0) -> tuple[int, int]:
+                  predicated_percent: int | None = None, reserved_per_vector: int = 0,
+                  most_rows: int = MAX_ROWS) -> tuple[int, int]:
     """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
 
     Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
@@ -118,7 +129,8 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         return vector_choices[0], 1
     best: tuple[float, int, int] | None = None
     for vectors in vector_choices:
-        rows, predicated = row_tile(rows_extent, max((budget - reserved_per_vector * vectors) // vectors, 1), vectors)
+        limit = min(max((budget - reserved_per_vector * vectors) // vectors, 1), most_rows)
+        rows, predicated = row_tile(rows_extent, limit, vectors)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         if best is None or score > best[0]:
@@ -132,7 +144,7 @@ def packed_tile_vectors(target: Any, rows_extent: int, dot: bool = False) -> int
     ``rows_extent``: what the weight packing needs to make one tile's panel one contiguous stream
     (a tile reading half of each packed row fetches every cache line twice)."""
     return register_tile(rows_extent, [2, 1], accumulator_budget(target),
-                         PREDICATED_DOT_TILE_PERCENT if dot else None)[0]
+                         PREDICATED_DOT_TILE_PERCENT if dot else None, most_rows=max_rows(target))[0]
 
 
 def weight_block(target: ResolvedTarget, rows: int | None = None, dot: bool = False) -> int:

@@ -301,7 +301,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     extents, m_axis = found.extents, found.m_axis
     width = vector_width(extents[found.n_axis], found.lanes)
     n_vectors_total = extents[found.n_axis] // width
-    rows_wanted = 1 if m_axis is None else min(tiles.MAX_ROWS, extents[m_axis])
+    most_rows = tiles.max_rows(target)
+    rows_wanted = 1 if m_axis is None else min(most_rows, extents[m_axis])
     budget = accumulator_budget(target)
     reserved = _window_registers(found, budget)
     if reserved:
@@ -310,19 +311,20 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     choices = [v for v in ((4, 2, 1) if span else (2, 1))
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
-        rows4, predicated = tiles.row_tile(extents[m_axis], budget // 4, 4)
-        if predicated or (_batched_weights(found) and rows4 < tiles.row_tile(extents[m_axis], budget // 2)[0]):
+        rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
+        if predicated or (_batched_weights(found)
+                          and rows4 < tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))[0]):
             choices.remove(4)  # (four vectors over whole row tiles, and over as many rows for batched weights)
     if not choices:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
-                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, reserved)
+                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, reserved, most_rows)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
-        rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)
+        rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)  # (8 for tuning)
                                    if r * vectors + reserved * vectors <= budget or r == 1])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget))
 
