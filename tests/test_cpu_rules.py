@@ -41,6 +41,18 @@ def _run(func, *arrays, out_shape):
     return args[-1].numpy(), sch.mod.script()
 
 
+def _matches_torch_conv(func, x, w, out_shape, **conv):
+    """Run ``func`` (an NHWC / HWIO convolution) scheduled by Contraction and check it against
+    PyTorch's ``conv2d`` with ``conv`` (stride, padding, groups); returns the scheduled script."""
+    import torch
+
+    out, script = _run(func, x, w, out_shape=out_shape)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                     **conv).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    return script
+
+
 def _matmul_relu(m, k, n, transposed=False):
     def build(te):
         a = te.placeholder((m, k), name="A")
@@ -91,7 +103,6 @@ def test_transposed_operand_is_declined():
 
 @pytest.mark.parametrize("stride, groups, ci", [(1, 1, 32), (2, 1, 32), (1, 32, 32), (2, 1, 3)])
 def test_nhwc_convolution_matches_torch(stride, groups, ci):
-    import torch
     from tvm import topi
 
     n, h, w, co, kh = 1, 14, 14, 32 if groups > 1 else 48, 3
@@ -104,10 +115,7 @@ def test_nhwc_convolution_matches_torch(stride, groups, ci):
     rng = np.random.default_rng(1)
     x, wt = rng.standard_normal((n, h, w, ci), dtype="float32"), rng.standard_normal((kh, kh, ci // groups, co), dtype="float32")
     ho = (h + 2 - kh) // stride + 1
-    out, script = _run(_te_func(build), x, wt, out_shape=(n, ho, ho, co))
-    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(wt).permute(3, 2, 0, 1),
-                                     stride=stride, padding=1, groups=groups).permute(0, 2, 3, 1).numpy()
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    script = _matches_torch_conv(_te_func(build), x, wt, (n, ho, ho, co), stride=stride, padding=1, groups=groups)
     assert "T.vectorized" in script and "T.parallel" in script
     # A depthwise window (9 multiply-adds per output) reads the padding inline; a full
     # convolution keeps its padded copy, so its inner loop has no bounds check.
@@ -645,7 +653,6 @@ def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():
     """A first layer (3x3 over 3 input channels, the window unrolled whole) gets a one-vector
     tile on AVX-512, where it ran 1.7-1.8x faster alone, and keeps two on AVX2, where one lost;
     either way it computes the convolution."""
-    import torch
     from tvm import topi
 
     from tvmbench.compile.knobs import knob_set
@@ -663,10 +670,7 @@ def test_a_stem_convolution_is_one_vector_wide_on_avx512_and_two_on_avx2():
         assert seen.values()["vectors"] == vectors, target.config
     rng = np.random.default_rng(7)
     x, w = rng.standard_normal((1, 17, 17, 3), dtype="float32"), rng.standard_normal((3, 3, 3, 32), dtype="float32")
-    out, _ = _run(func, x, w, out_shape=(1, 9, 9, 32))
-    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
-                                     stride=2, padding=1).permute(0, 2, 3, 1).numpy()
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    _matches_torch_conv(func, x, w, (1, 9, 9, 32), stride=2, padding=1)
 
 
 def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
@@ -674,7 +678,6 @@ def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
     its tile: on AVX-512 its rows stop where accumulators and weights fill the 32 registers (4
     rows of a 112-pixel map, not 8), a pooling window (no weights) keeps 8, and the convolution is
     still computed."""
-    import torch
     from tvm import topi
 
     from tvmbench.compile.knobs import knob_set
@@ -700,10 +703,7 @@ def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
     assert seen.values()["rows"] == 8
     rng = np.random.default_rng(8)
     x, w = rng.standard_normal((1, 6, 112, 32), dtype="float32"), rng.standard_normal((3, 3, 1, 32), dtype="float32")
-    out, _ = _run(func, x, w, out_shape=(1, 6, 112, 32))
-    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
-                                     padding=1, groups=32).permute(0, 2, 3, 1).numpy()
-    np.testing.assert_allclose(out, ref, rtol=1e-4, atol=1e-4)
+    _matches_torch_conv(func, x, w, (1, 6, 112, 32), padding=1, groups=32)
 
 
 def _conv1x1_nhwc(size, c_in, c_out):
