@@ -89,7 +89,8 @@ SPAN_ALL = True
 # its tile (one vector per tap and tile vector): 3x3 over two vectors is 18 registers, which
 # leaves room for 6 rows of accumulators of the 32, not 8 (``_window_registers``). Alone (Zen 4,
 # mnasnet1_0 at batch 8, the 3x3 depthwise over 112x112x32): 2 vectors x 8 rows 1.25-1.33 ms,
-# x 4 rows 0.83-0.88 ms. 32-register targets only (AVX-512, NEON); 0 turns it off.
+# x 4 rows 0.83-0.88 ms. 32-register targets only (measured on AVX-512; NEON has 32 too); 0 turns
+# it off. Rows stacked on a short map (``_stack``) count against what the weights leave.
 DEPTHWISE_REGISTERS = 32
 
 
@@ -326,7 +327,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if m_axis is not None:
         rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)  # (8 for tuning)
                                    if r * vectors + reserved * vectors <= budget or r == 1])
-    return Tile(vectors, rows, width, _stack(found, rows, vectors, budget))
+    return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
 
 
 def _window_registers(found: Match, budget: int) -> int:
