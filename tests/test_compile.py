@@ -271,6 +271,19 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
     assert result["passed"], result
 
 
+def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
+    """On 7-pixel rows (a 7x7 map) six vectors of channels would leave a tile of one row (six
+    FMAs per seven loads; mobilenet_v2's 7x7x960 join ran 2x slower alone): the tile takes fewer
+    vectors and all seven rows, and never more accumulators than EXPANSION_ACCUMULATORS."""
+    from tvmbench.compile.rules import expand_window
+
+    assert expand_window._expansion_tile(72, 7, 7) == (2, 7)
+    for channel_vectors, cols in [(3, 56), (6, 56), (12, 28), (30, 14), (60, 10)]:
+        vectors, rows = expand_window._expansion_tile(channel_vectors, cols, 8)
+        assert channel_vectors % vectors == 0 and cols % rows == 0
+        assert vectors * rows <= expand_window.EXPANSION_ACCUMULATORS and vectors * rows >= 10, (vectors, rows)
+
+
 def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb):
     """72 channels on an AVX-512 target (scheduled only: this host may lack AVX-512) take 8-lane
     vectors instead of the rule declining (the joined kernel then ran the fallback schedule,

@@ -45,13 +45,15 @@ WHOLE_BALANCE = 0.9
 # The widest expansion register tile, in vectors of channels.
 MAX_EXPANSION_VECTORS = 6
 # The whole-channel expansion's register tile holds at most this many accumulators (the
-# contraction rule's 24 on 32-register targets). Its reduction is short (16-40 input channels),
-# so each tile's accumulators are written back through the epilogue after only a few FMA steps.
-# Alone (Zen 4, 2 threads, `benchmarks/kernels_alone.py ... '{"expansion_rows":4}'`), every join
-# of mobilenet_v2 and mnasnet1_0 whose expansion tile held 20-24 ran 1.17-1.30x faster at 10-12:
-# mobilenet_v2 b8 56x56x96 (6 vectors) 3414 -> 2676 us at 2 rows instead of 4, 56x56x144 (3) 2352
-# -> 1918 at 4 rows instead of 8, mnasnet1_0 b8 56x56x48 (3) 1716 -> 1319; none ran slower.
-EXPANSION_ACCUMULATORS = 12
+# contraction rule's 24 on 32-register targets): among the tiles within it, the one with most FMAs
+# per load (``_expansion_tile``). Its reduction is short (16-192 input channels). Alone (Zen 4, 2
+# threads, `benchmarks/kernels_alone.py MODEL '{"batch_size":8}' _conv2d '{}'
+# '{"expansion_vectors":2,"expansion_rows":7}' ...`), tiles of 16-24 ran 1.2-1.3x slower than
+# tiles of 10-14 on every join of mobilenet_v2 and mnasnet1_0 at 56-, 28- and 14-pixel rows
+# (mobilenet_v2's 56x56x96: 3 x 4 2668 us, 2 x 7 2720, 6 x 4 3362, 2 x 8 3373; mnasnet1_0's
+# 56x56x48: 3 x 4 1318, 3 x 8 1715); on 7-pixel rows, where 6 vectors left one row, 2 x 7 ran
+# 2x faster (mobilenet_v2's 7x7x960 1237 -> 645 us, mnasnet1_0's 7x7x1152 1870 -> 918).
+EXPANSION_ACCUMULATORS = 14
 
 
 @dataclass
@@ -88,7 +90,7 @@ class ExpandWindow(Rule):
                      [False, True])
         task = tile_window(joined, vectors, rows, whole, band)
         if whole:
-            tile_whole_expansion(joined, task, accumulator_budget(target))
+            tile_whole_expansion(joined, task, accumulator_budget(target), tiles.max_rows(target))
         else:
             tile_expansion(joined, task, vectors, rows)
         return joined.sch
@@ -219,19 +221,34 @@ def tile_expansion(joined: _Joined, task: Any, vectors: int, rows: int) -> None:
     register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_outer, d_reduce, lanes, None)
 
 
-def tile_whole_expansion(joined: _Joined, task: Any, budget: int) -> None:
+def tile_whole_expansion(joined: _Joined, task: Any, budget: int, most_rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task for all channels of the
-    rows its band reads: a register tile of up to ``MAX_EXPANSION_VECTORS`` vectors of channels
-    by as many columns as EXPANSION_ACCUMULATORS leaves (tuning may go up to ``budget``)."""
+    rows its band reads, in ``_expansion_tile``'s register tile (tuning may go up to ``budget``
+    accumulators)."""
     sch, dot, lanes = joined.sch, joined.dot, joined.lanes
     d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
     channels, cols = as_int(sch.get(d_channels).extent) or lanes, as_int(sch.get(d_cols).extent) or 1
-    vectors = knob("expansion_vectors", largest_divisor(channels // lanes, MAX_EXPANSION_VECTORS),
+    vectors = knob("expansion_vectors", _expansion_tile(channels // lanes, cols, most_rows)[0],
                    [v for v in range(1, MAX_EXPANSION_VECTORS + 1) if (channels // lanes) % v == 0])
     limit = min(tiles.MAX_ROWS, max(budget // vectors, 1))  # (tuning's range)
-    default = largest_divisor(cols, min(limit, max(EXPANSION_ACCUMULATORS // vectors, 1)))
-    rows = knob("expansion_rows", default, [r for r in range(1, limit + 1) if cols % r == 0])
+    rows = knob("expansion_rows", _expansion_rows(vectors, cols, most_rows),
+                [r for r in range(1, limit + 1) if cols % r == 0])
     d_outer, d_inner = sch.split(d_cols, factors=[None, rows])
     d_block, d_vec, d_lane = sch.split(d_channels, factors=[None, vectors, lanes])
     sch.reorder(d_rows, d_outer, d_block, d_reduce, d_inner, d_vec, d_lane)
     register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_block, d_reduce, lanes, None)
+
+
+def _expansion_tile(channel_vectors: int, cols: int, most_rows: int) -> tuple[int, int]:
+    """(vectors, rows) of the whole-channel expansion's register tile: vectors dividing the
+    channels (at most MAX_EXPANSION_VECTORS), each with ``_expansion_rows``; the most FMAs per load
+    (``rows * vectors / (rows + vectors)``), then the most vectors (fewer passes over the input)."""
+    options = [(v, _expansion_rows(v, cols, most_rows))
+               for v in range(1, min(MAX_EXPANSION_VECTORS, EXPANSION_ACCUMULATORS) + 1) if channel_vectors % v == 0]
+    return max(options, key=lambda t: (t[0] * t[1] / (t[0] + t[1]), t[0]))
+
+
+def _expansion_rows(vectors: int, cols: int, most_rows: int) -> int:
+    """The expansion tile's rows over ``vectors``: the largest divisor of the columns within
+    EXPANSION_ACCUMULATORS and ``most_rows``."""
+    return largest_divisor(cols, max(min(most_rows, EXPANSION_ACCUMULATORS // vectors), 1))
