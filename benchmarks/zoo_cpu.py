@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/zoo_cpu.py [--models a,b] [--quick] [--out-dir results/zoo_cpu]
                                           [--summary] [--min-time 1] [--max-time 4] [--rounds 1]
+                                          [--lockstep]
 
 Every zoo model through ``tvmbench compare`` with TVM (default schedules and the shipped
 databases), ONNX Runtime, OpenVINO (f32) and PyTorch eager (the reference: every point's outputs
@@ -14,7 +15,10 @@ are checked against it). Points:
 
 ``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
 fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
-runs an hour apart on the shared Xeon host). Each model is one comparison document in
+runs an hour apart on the shared Xeon host). ``--lockstep``: the frameworks of a point take turns
+of a quarter second even in a single round (``measure/lockstep.py``), so a burst of interference
+hits all of them instead of whichever was being timed (a single round without it put points of
+the Zen 4 host off by up to 1.6x). Each model is one comparison document in
 ``--out-dir`` (``MODEL.json``), resumed when rerun, so the sweep can run in parts (``--models``)
 and be summarised together (``--summary`` only summarises what is there). The summary prints per
 point the best of ONNX Runtime and OpenVINO and TVM's ratio to it (> 1: TVM faster), per model
@@ -62,7 +66,7 @@ def measure(name: str, args: argparse.Namespace) -> None:
     t0 = time.monotonic()
     print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
     tvmbench.compare(config=config, frameworks=FRAMEWORKS, output=out, resume=True, min_time=args.min_time,
-                     max_time=args.max_time, history=False,
+                     max_time=args.max_time, history=False, lockstep=True if args.lockstep else None,
                      on_point=lambda i, n, p: print(f"   point {i}/{n}: b{p.batch_size} "
                                                     f"{p.image_size or p.seq_length or ''}", flush=True))
     print(f"   {name} took {time.monotonic() - t0:.0f} s", flush=True)
@@ -127,6 +131,9 @@ def main() -> int:
                         help="rounds per point in fresh worker processes, frameworks in alternating order "
                              "(as `tvmbench compare --rounds`): a burst of interference on a shared host "
                              "then hits every framework alike; N times the time")
+    parser.add_argument("--lockstep", action="store_true",
+                        help="a point's frameworks measure in alternating quarter-second turns even in one "
+                             "round (default: only with --rounds > 1), so a burst hits them all alike")
     args = parser.parse_args()
     names = args.models.split(",") if args.models else list(ZOO)
     unknown = [n for n in names if n not in ZOO]

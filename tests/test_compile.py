@@ -255,7 +255,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
         sch = ExpandWindow().schedule(joined, TARGET.tvm())
     values = knobs.values()
     assert values["whole_channels"] and values["expansion_vectors"] > 1, values
-    # the expansion's tile leaves half the accumulators free (short reductions), tuning may fill them
+    # the expansion's tile holds at most EXPANSION_ACCUMULATORS (short reductions); tuning may go beyond
     assert values["expansion_vectors"] * values["expansion_rows"] <= expand_window.EXPANSION_ACCUMULATORS, values
     (rows_knob,) = [k for k in knobs.seen if k.name == "expansion_rows"]
     assert max(rows_knob.choices) * values["expansion_vectors"] > expand_window.EXPANSION_ACCUMULATORS, rows_knob
