@@ -80,6 +80,11 @@ def build_expand_72():
     return _inverted_residual(64, 2, inner=72)
 
 
+def build_expand_116():
+    """shufflenet_v2's 116 channels (4 x 29): quarter AVX-512 vectors, not joined."""
+    return _inverted_residual(64, 2, inner=116)
+
+
 def build_expand_batch4():
     """Batch 4 at 30x30 (1.4 MB expanded): joined too, a task per image."""
     net, (x,) = _inverted_residual(30, 1)

@@ -84,7 +84,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
-        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes)),
+        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), vector_lanes(target.tvm(), 32)),
            passes.fuse_attention(vector_lanes(target.tvm(), 32))] if cpu else []),
         relax.transform.FuseTIR(),
         passes.flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
