@@ -77,6 +77,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
     # vectorise; LLVM has no vector erf, so exact GELU was a scalar libm call per element (9 % of
     # BERT's time). Their error (~1e-7 relative) is far inside the fp32 output tolerance.
     cpu = target.kind == "llvm"
+    lanes = vector_lanes(target.tvm(), 32) if cpu else 1
     return [
         *([relax.transform.FastMathTransform()] if cpu else []),
         passes.fold_constants_numpy(),
@@ -84,8 +85,8 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
-        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), vector_lanes(target.tvm(), 32)),
-           passes.fuse_attention(vector_lanes(target.tvm(), 32))] if cpu else []),
+        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), lanes),
+           passes.fuse_attention(lanes)] if cpu else []),
         relax.transform.FuseTIR(),
         passes.flat_transform_params(),  # after FastMathTransform, which fails on calls of Relax functions
         # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in

@@ -63,14 +63,19 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
             continue
         first = b.value.args[0]
         size = numel(first.ty)
-        channels = first.ty.shape[-1] if first.ty.shape is not None and len(first.ty.shape) else None
-        if PARTIAL_VECTORS and not (isinstance(channels, tvm.tirx.IntImm)
-                                    and int(channels) % max(lanes // PARTIAL_VECTORS, 1) == 0):
-            continue
         if (first in binding and role(binding[first].value) == "dot" and uses.get(first) == 1 and size is not None
-                and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes):
+                and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes and _vectors_fit(first, lanes)):
             fused.append([binding[first], b])
     return fused
+
+
+def _vectors_fit(expanded: Any, lanes: int) -> bool:
+    """Whether the expanded tensor's channels (its last axis) are whole vectors of
+    ``lanes // PARTIAL_VECTORS``."""
+    shape = expanded.ty.shape
+    channels = shape[-1] if shape is not None and len(shape) else None
+    return not PARTIAL_VECTORS or (isinstance(channels, tvm.tirx.IntImm)
+                                   and int(channels) % max(lanes // PARTIAL_VECTORS, 1) == 0)
 
 
 def _name(chain: list[Any]) -> str:
