@@ -91,6 +91,20 @@ def build_expand_batch4():
     return net, (torch.randn(4, *x.shape[1:]),)
 
 
+def build_shuffle():
+    """ShuffleNetV2's blocks, small: a stride-2 block (two branches, concat, channel shuffle) then a
+    stride-1 block (chunk, one branch, concat, channel shuffle), on NCHW input."""
+    from torchvision.models.shufflenetv2 import InvertedResidual
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 16, 3, padding=1), InvertedResidual(16, 32, 2),
+                              InvertedResidual(32, 32, 1))
+    for m in net.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):
+            _random_statistics([m])
+    return net.eval(), (torch.randn(2, 3, 16, 16),)
+
+
 class _WinogradBlocks(torch.nn.Module):
     """3x3 stride-1 convolutions for the Winograd rewrite: 4x4 tiles on an 18x18 map (the last
     tile row and column overhang it by 2), 2x2 tiles on a 9x9 map (by 1), a residual add and

@@ -87,8 +87,10 @@ def weight_params(func: Any) -> set[Any]:
     return set(func.params[n_inputs:]) if n_inputs is not None else set()
 
 
-def function_pass(mutator_class: Any, name: str) -> Any:
-    """A module pass that runs a PyExprMutator over every Relax function of the module."""
+def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
+    """A module pass that runs a PyExprMutator over every Relax function of the module. With
+    ``prune``, the bindings a rewritten function no longer uses are removed (so that later passes,
+    LiftTransformParams above all, do not compute what the rewrite left behind)."""
     import tvm
     from tvm import relax
 
@@ -97,7 +99,8 @@ def function_pass(mutator_class: Any, name: str) -> Any:
         mutator_ = mutator_class(mod)
         for gv, func in list(mod.functions.items()):
             if isinstance(func, relax.Function):
-                mod[gv] = mutator_.visit_expr(func)
+                new = mutator_.visit_expr(func)
+                mod[gv] = relax.analysis.remove_all_unused(new) if prune and not new.same_as(func) else new
         return mod
 
     return rewrite

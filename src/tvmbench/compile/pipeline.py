@@ -7,7 +7,8 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
    scale/shift), BoundedTake, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
-   PadAttention, PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), FoldScaleIntoConv, WinogradConv3x3, PackWeights
+   PadAttention, PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
+   splits and channel shuffles too), FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
@@ -39,7 +40,7 @@ from tvmbench.compile.tiles import vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "26"
+PIPELINE_VERSION = "27"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -58,13 +59,14 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
-                   relax.transform.ConvertLayout(target.layouts),
+                   relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot)),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
-        result += [relax.transform.ConvertLayout(target.layouts), relax.transform.CanonicalizeBindings()]
+        result += [relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
+                   relax.transform.CanonicalizeBindings()]
     # Weight-only computations (layout transforms, transposes, batch-norm scale/shift) move to
     # main_transform_params, which the backend runs once at load time instead of on every call.
     result.append(relax.transform.LiftTransformParams())

@@ -6,6 +6,7 @@ worth having); each exposes one function returning the pass.
 
 from tvmbench.compile.passes.arithmetic import cpu_friendly_arithmetic
 from tvmbench.compile.passes.bounded_take import bounded_take
+from tvmbench.compile.passes.channels_last import keep_channels_last
 from tvmbench.compile.passes.flat_transform import flat_transform_params
 from tvmbench.compile.passes.fold_constants import fold_constants_numpy
 from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
@@ -20,5 +21,6 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bounded_take", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
            "fold_scale_into_conv",
-           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "pack_weights", "pad_attention", "pad_softmax_rows", "unbroadcast_matmul",
+           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "pack_weights",
+           "pad_attention", "pad_softmax_rows", "unbroadcast_matmul",
            "winograd_conv3x3"]

@@ -20,7 +20,7 @@ from typing import Any
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import op_name, static_shape
+from tvmbench.compile.ir import function_pass, op_name, static_shape
 
 
 @mutator
@@ -54,15 +54,4 @@ class _Unbroadcast(PyExprMutator):
 def unbroadcast_matmul() -> Any:
     """The pass (see the module's docstring). The broadcasts left without a use are removed, so
     LiftTransformParams does not compute them."""
-    import tvm
-
-    @tvm.ir.transform.module_pass(opt_level=0, name="UnbroadcastMatmul")
-    def rewrite(mod: Any, ctx: Any) -> Any:
-        mutator_ = _Unbroadcast(mod)
-        for gv, func in list(mod.functions.items()):
-            if isinstance(func, relax.Function):
-                new = mutator_.visit_expr(func)
-                mod[gv] = func if new.same_as(func) else relax.analysis.remove_all_unused(new)
-        return mod
-
-    return rewrite
+    return function_pass(_Unbroadcast, "UnbroadcastMatmul", prune=True)
