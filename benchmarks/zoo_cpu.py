@@ -77,6 +77,12 @@ def _median(point: dict, fw: str) -> float | None:
     return e.get("median_ms") if e.get("status") == "ok" else None
 
 
+def _compile_s(entry: dict) -> float | None:
+    """TVM's compile time for a point, when it compiled (a library from the compile cache was not)."""
+    compiled = entry.get("status") == "ok" and (entry.get("info") or {}).get("cache_hit") is False
+    return (entry.get("phases_s") or {}).get("compile_s") if compiled else None
+
+
 def summarize(out_dir: Path) -> int:
     rows = []
     for path in sorted(out_dir.glob("*.json")):
@@ -85,10 +91,12 @@ def summarize(out_dir: Path) -> int:
             peers = {fw: _median(p, fw) for fw in PEERS if _median(p, fw)}
             best = min(peers, key=peers.get) if peers else None
             size = p.get("seq_length") and f"s{p['seq_length']}" or f"{p.get('image_size')}px"
-            acc = (p.get("tvm_relax") or {}).get("accuracy") or {}
+            entry = p.get("tvm_relax") or {}
+            acc = entry.get("accuracy") or {}
             rows.append({"model": p["model"], "type": p.get("model_type"), "point": f"b{p['batch_size']} {size}",
                          "tvm": tvm, "best": best, "peer_ms": peers.get(best), "pytorch": _median(p, "pytorch"),
-                         "ratio": peers[best] / tvm if tvm and best else None, "matched": acc.get("passed")})
+                         "ratio": peers[best] / tvm if tvm and best else None, "matched": acc.get("passed"),
+                         "compile_s": _compile_s(entry) if p["batch_size"] == 1 else None})
     print(f"{'model':28} {'point':10} {'TVM ms':>9} {'best peer':>12} {'peer ms':>9} {'PyTorch':>9} {'ratio':>6} ok")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
@@ -112,6 +120,11 @@ def summarize(out_dir: Path) -> int:
     print(f"goal: no point below 0.8x: worst {min(ratios):.2f}")
     print(f"goal: geometric mean >= 1.1x: {geo:.2f}")
     print(f"goal: every point's outputs matched: {len(rows) - len(unmatched)} of {len(rows)}")
+    compiled = [r for r in rows if r["compile_s"] is not None]
+    if compiled:
+        slowest = max(compiled, key=lambda r: r["compile_s"])
+        print(f"goal: compile under 60 s at batch 1 (untuned, {len(compiled)} builds not from the cache): "
+              f"slowest {slowest['compile_s']:.1f} s ({slowest['model']} {slowest['point']})")
     for r in sorted((r for r in rows if r["ratio"] and r["ratio"] < 1.0), key=lambda r: r["ratio"]):
         print(f"  behind: {r['model']} {r['point']} {r['ratio']:.2f}x of {r['best']}")
     for r in unmatched:
