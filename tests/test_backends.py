@@ -36,6 +36,37 @@ def test_onnx_export_happens_once_per_model_and_shape():
     assert other.path != first.path
 
 
+EXPORTER = """
+import sys, time
+from tvmbench.models import ModelOptions, load_model
+from tvmbench.models.onnx_export import onnx_file
+model = load_model(sys.argv[1], ModelOptions())
+time.sleep(max(0.0, float(sys.argv[2]) - time.time()))  # both processes start exporting together
+exported = onnx_file(model)
+print(exported.cache_hit, exported.path)
+"""
+
+
+def test_two_processes_wanting_one_export_at_once_export_it_once(tmp_path):
+    """ONNX Runtime's and OpenVINO's workers prepare together: the second waits for the first
+    one's export and reads it instead of exporting the same model beside it."""
+    import os
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    model = str(Path(__file__).with_name("mlp_model.py")) + ":build_conv"
+    env = {**os.environ, "TVMBENCH_CACHE": str(tmp_path)}
+    start = str(time.time() + 8)  # after both have imported torch and built the model
+    procs = [subprocess.Popen([sys.executable, "-c", EXPORTER, model, start], env=env, text=True,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(2)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [err for _, err in outs]
+    lines = sorted(out.split() for out, _ in outs)
+    assert [hit for hit, _ in lines] == ["False", "True"] and lines[0][1] == lines[1][1], lines
+
+
 def test_a_model_the_tracer_cannot_export_falls_back_to_dynamo():
     # transformers' GPT-2 mask code defeats the TorchScript exporter; the dynamo exporter works.
     exported = onnx_file(load_model("gpt2", ModelOptions(seq_length=8, config_overrides={"n_layer": 1})))
