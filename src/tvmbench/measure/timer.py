@@ -5,7 +5,11 @@ Method, in the spirit of ``torch.utils.benchmark.Timer``:
 * **Warm-up** runs until both a minimum count and a minimum time are reached, so lazy
   initialisation, JIT compilation, allocator growth and cache warm-up are over before timing. It
   is capped by a maximum time (a model that takes 30 s per call does not warm up for minutes),
-  but at least one warm-up run always happens. Warm-up times are kept and reported separately.
+  but at least one warm-up run always happens. Slow calls (the median warm-up call at least
+  ``slow_call_s``) stop after ``slow_warmup_runs``: a call that long has no cache state to warm
+  and its one-time costs are in the first call, and ten warm-ups of 1-3 s calls were 30 of the
+  160 minutes of the zoo sweep (docs/performance.md, session 29). Warm-up times are kept and
+  reported separately.
 * **Timed phase** runs until both a minimum count and a minimum duration are met; then, in
   adaptive mode, it continues until the 95 % confidence interval of the median is within the
   asked relative width (±2 % by default) or a maximum duration is hit. Why it stopped is recorded.
@@ -41,6 +45,8 @@ class TimerConfig:
     min_warmup_runs: int = 10
     min_warmup_s: float = 1.0
     max_warmup_s: float = 30.0
+    slow_call_s: float = 0.25
+    slow_warmup_runs: int = 3
     min_runs: int = 30
     min_time_s: float = 3.0
     max_time_s: float = 60.0
@@ -116,6 +122,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         elif warmup and (
             (len(warmup) >= cfg.min_warmup_runs and clock() - start >= cfg.min_warmup_s)
             or clock() - start >= cfg.max_warmup_s
+            or (len(warmup) >= cfg.slow_warmup_runs and sorted(warmup)[len(warmup) // 2] >= cfg.slow_call_s)
         ):
             break
         warmup.append(timed_block(1))
