@@ -138,7 +138,8 @@ def check_warmup(f: Facts) -> list[Finding]:
         return [Finding("warmup", "warn", f"{f.warmup_runs} warm-up runs for {f.model or 'this model'}{size} on "
                         f"{'a GPU' if gpu else 'a CPU'}: the first runs include one-time costs (lazy "
                         "initialisation, autotuning, caches) and would be timed as steady state",
-                        f"--warmup {needed} or more, or drop --warmup: the default warms up for >=10 runs and >=1 s")]
+                        f"--warmup {needed} or more, or drop --warmup: the default warms up for >=10 runs and >=1 s "
+                        "(3 runs of calls that take 0.25 s or more)")]
     return []
 
 
