@@ -5,11 +5,12 @@ Method, in the spirit of ``torch.utils.benchmark.Timer``:
 * **Warm-up** runs until both a minimum count and a minimum time are reached, so lazy
   initialisation, JIT compilation, allocator growth and cache warm-up are over before timing. It
   is capped by a maximum time (a model that takes 30 s per call does not warm up for minutes),
-  but at least one warm-up run always happens. Slow calls (the median warm-up call at least
-  ``slow_call_s``) stop after ``slow_warmup_runs``: a call that long has no cache state to warm
-  and its one-time costs are in the first call, and ten warm-ups of 1-3 s calls were 30 of the
-  160 minutes of the zoo sweep (docs/performance.md, session 29). Warm-up times are kept and
-  reported separately.
+  but at least one warm-up run always happens. Slow calls (the median of the last
+  ``slow_warmup_runs`` warm-up calls at least ``slow_call_s``) stop after that many: a call that
+  long has no cache state to warm and its one-time costs are in the first call (which the median
+  ignores). Warm-ups were 30 of the ~160 minutes of the zoo sweep, 14 of them beyond the third
+  call of such slow calls (docs/performance.md, session 29). Warm-up times are kept and reported
+  separately.
 * **Timed phase** runs until both a minimum count and a minimum duration are met; then, in
   adaptive mode, it continues until the 95 % confidence interval of the median is within the
   asked relative width (±2 % by default) or a maximum duration is hit. Why it stopped is recorded.
@@ -122,7 +123,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         elif warmup and (
             (len(warmup) >= cfg.min_warmup_runs and clock() - start >= cfg.min_warmup_s)
             or clock() - start >= cfg.max_warmup_s
-            or (len(warmup) >= cfg.slow_warmup_runs and sorted(warmup)[len(warmup) // 2] >= cfg.slow_call_s)
+            or (len(warmup) >= cfg.slow_warmup_runs  # (the last few only: a fast call warms up 1000s of times)
+                and sorted(warmup[-cfg.slow_warmup_runs:])[cfg.slow_warmup_runs // 2] >= cfg.slow_call_s)
         ):
             break
         warmup.append(timed_block(1))

@@ -99,8 +99,8 @@ class _ChannelsLast(PyExprMutator):
             return None
         source, grouped = self._nhwc(split.args[0]), static_shape(split.ty)
         n, c, h, w = out
-        if source is None or grouped is None or len(grouped) != 5 or grouped[0] != n \
-                or grouped[3:] != [h, w] or grouped[1] * grouped[2] != c:
+        if source is None or grouped is None or len(grouped) != 5 or grouped[:1] + grouped[3:] != [n, h, w] \
+                or grouped[1] * grouped[2] != c or static_shape(source.ty) != [n, h, w, c]:
             return None
         g, per = grouped[1], grouped[2]
         nhwc = self.builder_.emit(relax.op.reshape(source, [n, h, w, g, per]))
