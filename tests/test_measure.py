@@ -81,7 +81,7 @@ def test_slow_calls_warm_up_three_times_but_one_slow_first_call_does_not_count()
     cfg = TimerConfig(min_warmup_runs=10, min_warmup_s=0.3, slow_call_s=0.03, slow_warmup_runs=3,
                       min_runs=3, min_time_s=0.0, max_time_s=0.01)
     assert len(measure(lambda: time.sleep(0.04), cfg).warmup_s) == 3
-    durations = iter([0.2] + [0.001] * 100)  # a lazy first call, then fast ones: a full warm-up
+    durations = itertools.chain([0.2], itertools.repeat(0.001))  # a lazy first call, then fast: a full warm-up
     m = measure(lambda: time.sleep(next(durations)), cfg)
     assert len(m.warmup_s) >= 10
 
