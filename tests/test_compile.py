@@ -537,6 +537,35 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     assert result["passed"], result
 
 
+def test_identical_convolutions_share_winograd_kernels_made_once(monkeypatch):
+    """A model repeating one convolution (DenseNet's blocks) makes each Winograd kernel once
+    (``ir.TECache``: tracing a TE function is the costly part of the pass), every convolution
+    calls it, and the model still matches PyTorch."""
+    from tvm import relax
+
+    from tvmbench.compile import ir, pipeline
+    from tvmbench.models.base import LoadedModel
+
+    made = []
+    call_te = relax.BlockBuilder.call_te
+
+    def counting(self, func, *args, **kwargs):
+        made.append(kwargs.get("primfunc_name_hint"))
+        return call_te(self, func, *args, **kwargs)
+
+    monkeypatch.setattr(relax.BlockBuilder, "call_te", counting)
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(*[m for _ in range(3) for m in (torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU())])
+    x = np.random.default_rng(0).standard_normal((1, 32, 16, 16), dtype="float32")
+    model = LoadedModel(name="convs", family="cnn", inputs={"x": x}, module=net.eval(), options=ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    products = [c for c in ir.calls(legal["main"], "relax.call_tir") if c.args[0].name_hint.startswith("winograd_product")]
+    assert len(products) == 3 and len({c.args[0].name_hint for c in products}) == 1
+    assert made.count("winograd_input") == made.count("winograd_product") == 1, made
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 class PadThenReshape(torch.nn.Module):
     """Swin's window partition in small: the feature map is padded to a multiple of the window
     by an amount computed from its size at run time, then reshaped into windows. Exported with

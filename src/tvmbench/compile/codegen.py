@@ -13,6 +13,25 @@ CallTIRRewrite treats both calls alike).
 
 Only for kernels a native LLVM build exports to a library: a CUDA build and a cross-compiled
 one are built as TVM builds them.
+
+Three changes to TVM's TIR lowering for these kernels, measured on DenseNet-201 at 320 px (224
+kernels, one core: 77 s of TIR lowering and LLVM before, 27 s after), each a constant here so
+``benchmarks/rule_ab.py`` can A/B it:
+
+- ``ARGUMENT_CHECKS``: TVM's packed-function entry checks each argument (type, rank, dtype, every
+  dimension, strides, device, alignment) with asserts whose messages hold the kernel's whole
+  signature, so a kernel of n arguments carries n^2 bytes of strings and ten branches per
+  argument: a DenseNet concatenation of 72 tensors compiled to 208 KB of object code, and LLVM
+  spent 40 of the 53 s on such code. The Relax VM calls these kernels only with the buffers its
+  memory plan allocated, shapes fixed when the model compiled; the model's own inputs are still
+  checked by the VM (``match_cast`` in ``main``), so a wrong input is still a clear error.
+- ``TIR_CSE``: TIR's common-subexpression pass took 28 % of lowering (1.3 s on each unrolled
+  Winograd input transform); LLVM's GVN finds the same subexpressions in the machine code.
+- ``SIMPLIFY_OPAQUE_BLOCKS``: a concatenation partitioned by input (``rules/base.py``) keeps the
+  whole ``if_then_else`` chain in every segment until blocks become opaque, and
+  CompactBufferAllocation's region analysis over n segments x n loads x n conditions took 10 s;
+  simplifying once the blocks are opaque (the segment's loop bounds decide every condition)
+  leaves one load per segment first.
 """
 
 from __future__ import annotations
@@ -30,6 +49,39 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 # Below this many kernels a build takes a few seconds and a thread is not worth it.
 MIN_KERNELS_PER_SHARD = 8
+ARGUMENT_CHECKS = 0
+TIR_CSE = 0
+SIMPLIFY_OPAQUE_BLOCKS = 1
+PIPELINE = "tvmbench-native-cpu"
+
+
+def opaque_and_simplified() -> Any:
+    """Blocks made opaque (their loop bounds substituted in) and the statements simplified: steps
+    of TVM's S-TIR pipeline, taken ahead of CompactBufferAllocation (the pipeline repeats them,
+    finding nothing to do)."""
+    from tvm import s_tir
+
+    return tvm.transform.Sequential([
+        s_tir.transform.LowerInitBlock(), s_tir.transform.PlanAndUpdateBufferAllocationLocation(),
+        s_tir.transform.ConvertBlocksToOpaque(), s_tir.transform.StmtSimplify()])
+
+
+def _pipeline() -> tuple[Any, Any, Any]:
+    """TVM's S-TIR pipeline, after ``opaque_and_simplified`` when ``SIMPLIFY_OPAQUE_BLOCKS``."""
+    lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
+    if SIMPLIFY_OPAQUE_BLOCKS:
+        lower = tvm.transform.Sequential([opaque_and_simplified(), lower])
+    return lower, host, device
+
+
+tvm.tirx.compilation_pipeline.register_tir_pipeline(PIPELINE, _pipeline)
+
+
+def lowering_context() -> Any:
+    """The pass context every kernel of a native CPU build is lowered in (per thread: TVM's
+    context stack is thread-local)."""
+    return tvm.transform.PassContext(config={"tirx.disable_assert": not ARGUMENT_CHECKS,
+                                             "tirx.disable_cse_tir": not TIR_CSE})
 
 
 @dataclass
@@ -105,8 +157,9 @@ def split_kernels(mod: Any, shards: int) -> tuple[Any, list[Any]]:
 
 
 def _object(part: Any, target: Any, path: Path) -> str:
-    lib = tvm.tirx.build(part, target=target)
-    lib.write_to_file(str(path))
+    with lowering_context():
+        lib = tvm.tirx.build(part, target=target, pipeline=PIPELINE)
+        lib.write_to_file(str(path))
     return str(path)
 
 
@@ -115,11 +168,13 @@ def build_in_parallel(mod: Any, target: Any, build_main: Any, shards: int | None
     one thread per shard."""
     main, parts = split_kernels(mod, shards or workers())
     if not parts:
-        return Built(build_main(mod))
+        with lowering_context():
+            return Built(build_main(mod))
     folder = tempfile.TemporaryDirectory(prefix="tvmbench-kernels-")
     with ThreadPoolExecutor(len(parts)) as pool:
         futures = [pool.submit(_object, part, target, Path(folder.name) / f"kernels{i}.o")
                    for i, part in enumerate(parts)]
-        executable = build_main(main)
+        with lowering_context():
+            executable = build_main(main)
         objects = [f.result() for f in futures]
     return Built(executable, objects, folder)

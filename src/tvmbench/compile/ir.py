@@ -53,11 +53,29 @@ def bindings(func: Any) -> list[Any]:
 
 
 def variables(expr: Any) -> list[Any]:
-    """Every Relax variable an expression mentions (with repeats)."""
+    """Every Relax variable an expression mentions (with repeats, in no set order).
+
+    Calls, tuples and their items are walked here: ``post_order_visit`` also walks each variable's
+    type, and ``params[98]`` of a 500-weight tuple cost a thousand visits (DenseNet-201's passes
+    spent a second on it); anything else is left to it."""
     from tvm import relax
 
     found: list[Any] = []
-    relax.analysis.post_order_visit(expr, lambda e: found.append(e) if isinstance(e, relax.Var) else None)
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, relax.Var):
+            found.append(e)
+        elif isinstance(e, relax.Call):
+            stack.extend(e.args)
+            if isinstance(e.op, relax.Expr):
+                stack.append(e.op)
+        elif isinstance(e, relax.Tuple):
+            stack.extend(e.fields)
+        elif isinstance(e, relax.TupleGetItem):
+            stack.append(e.tuple_value)
+        elif isinstance(e, (relax.If, relax.SeqExpr, relax.Function)):
+            relax.analysis.post_order_visit(e, lambda v: found.append(v) if isinstance(v, relax.Var) else None)
     return found
 
 
@@ -104,6 +122,43 @@ def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
         return mod
 
     return rewrite
+
+
+class TECache:
+    """``builder.call_te`` once per distinct kernel: a later call with tensors of the same shapes and
+    dtypes and the same other arguments calls the kernel already made.
+
+    ``call_te`` traces the TE function and makes a PrimFunc each time (11 ms), and the builder then
+    finds it structurally equal to one it has: DenseNet-201 at 320 px asked for 392 Winograd
+    kernels, 3 of them distinct, and spent 4.4 of its 14 s of Relax passes making them."""
+
+    def __init__(self, builder: Any) -> None:
+        self.builder = builder
+        self.calls: dict[Any, Any] = {}
+
+    def __call__(self, func: Any, *args: Any, primfunc_name_hint: str | None = None) -> Any:
+        from tvm import relax
+
+        key = (func, primfunc_name_hint, tuple(_te_key(a) for a in args))
+        tensors = [a for a in args if isinstance(a, relax.Expr)]
+        first = self.calls.get(key) if None not in key[2] else None
+        if first is not None and len(first.args[1].fields) == len(tensors) and len(first.args) == 2:
+            return relax.Call(first.op, [first.args[0], relax.Tuple(tensors)], first.attrs, first.ty_args)
+        call = self.builder.call_te(func, *args, primfunc_name_hint=primfunc_name_hint)
+        if None not in key[2]:
+            self.calls[key] = call
+        return call
+
+
+def _te_key(arg: Any) -> Any:
+    """What of a ``call_te`` argument shapes the kernel: a tensor's static shape and dtype (None
+    when symbolic: not cached), any other argument's value."""
+    from tvm import relax
+
+    if isinstance(arg, relax.Expr):
+        shape = static_shape(arg.ty)
+        return None if shape is None else ("tensor", tuple(shape), str(arg.ty.dtype))
+    return repr(arg)
 
 
 def builder_pass(mutator_class: Any, name: str, before: Any = None) -> Any:

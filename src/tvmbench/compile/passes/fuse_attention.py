@@ -45,11 +45,11 @@ def _kinds(mod: Any, call: Any, cache: dict[Any, Any]) -> list[str] | None:
     return cache[key]
 
 
-def _chain(func: Any, mod: Any, last: Any, cache: dict[Any, Any], lanes: int) -> list[Any] | None:
+def _chain(all_bindings: list[Any], mod: Any, last: Any, cache: dict[Any, Any], lanes: int) -> list[Any] | None:
     """The bindings from the first matmul to ``last`` (the second), in order, when they form an
     attention (see the module's docstring), else None."""
-    index = {b.var: i for i, b in enumerate(bindings(func))}
-    binding = {b.var: b for b in bindings(func)}
+    index = {b.var: i for i, b in enumerate(all_bindings)}
+    binding = {b.var: b for b in all_bindings}
     first_operand = callee(mod, last.value)[1][0]
     seen, stack, firsts = set(), [first_operand], []
     while stack:
@@ -95,10 +95,11 @@ def _only_used_inside(func: Any, chain: list[Any]) -> bool:
 
 def _attentions(func: Any, mod: Any, cache: dict[Any, Any], lanes: int) -> list[list[Any]]:
     found, taken = [], set()
-    for b in bindings(func):
+    every = bindings(func)  # once: a CNN has a matmul-like call per convolution
+    for b in every:
         if _kinds(mod, b.value, cache) != ["dot"]:
             continue
-        chain = _chain(func, mod, b, cache, lanes)
+        chain = _chain(every, mod, b, cache, lanes)
         if chain and _only_used_inside(func, chain) and not any(c.var in taken for c in chain):
             found.append(chain)
             taken.update(c.var for c in chain)

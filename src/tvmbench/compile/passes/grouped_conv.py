@@ -28,7 +28,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, op_name, out_dtype, static_shape
+from tvmbench.compile.ir import TECache, builder_pass, op_name, out_dtype, static_shape
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.targets import ResolvedTarget
 
@@ -70,6 +70,7 @@ class _Grouped(PyExprMutator):
     def __init__(self, mod: Any, lanes: int) -> None:
         super().__init__(mod)
         self.lanes = lanes
+        self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
         call = super().visit_call_(call)
@@ -93,7 +94,7 @@ class _Grouped(PyExprMutator):
         else:
             x5 = emit(relax.op.reshape(x, [n, h, wd, g, ci]))
             w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
-        out5 = emit(self.builder_.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
+        out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
                                           [int(v) for v in a.padding], [int(v) for v in a.dilation],
                                           out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
         if inner:

@@ -20,7 +20,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, numel, op_name, out_dtype, static_shape, weight_params
+from tvmbench.compile.ir import TECache, builder_pass, numel, op_name, out_dtype, static_shape, weight_params
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str) -> Any:
@@ -64,6 +64,7 @@ class _Pack(PyExprMutator):
         super().__init__(mod)
         self.block, self.conv_block = block, conv_block
         self.weights: set[Any] = set()
+        self.call_te = TECache(self.builder_)
 
     def from_weights(self, expr: Any) -> bool:
         """A weight parameter, or a transpose of one (what the importers give dense layers)."""
@@ -100,7 +101,7 @@ class _Pack(PyExprMutator):
         padded = channels % cblock != 0
         packed = self.builder_.emit(relax.op.layout_transform(
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
-        out = self.builder_.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
+        out = self.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
                                     [int(v) for v in a.padding], [int(v) for v in a.dilation],
                                     out_dtype(call, x), primfunc_name_hint="conv2d_nhwc_packed")
         if padded:
@@ -132,7 +133,7 @@ class _Pack(PyExprMutator):
         # (no bounds check, no copy), and sliced off.
         m = int(x.ty.shape[-2])
         rows = -(-m // 8) * 8 if m > 8 and max(d for d in range(1, 9) if m % d == 0) < 4 else None
-        out = self.builder_.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
+        out = self.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
                                     primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
         if rows:

@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile.ir import builder_pass, out_dtype, static_shape
+from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
 from tvmbench.compile.tiles import weight_block
 from tvmbench.targets import ResolvedTarget
@@ -192,6 +192,10 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
 
     @mutator
     class Rewrite(PyExprMutator):
+        def __init__(self, mod: Any) -> None:
+            super().__init__(mod)
+            self.call_te = TECache(self.builder_)
+
         def visit_call_(self, call: Any) -> Any:
             call = super().visit_call_(call)
             if not (isinstance(call.op, tvm.ir.Op) and call.op.name == "relax.nn.conv2d"):
@@ -217,12 +221,12 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 return call
             _, _, g = transform_matrices(m)
             emit = self.builder_.emit
-            u = emit(self.builder_.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
+            u = emit(self.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
                                            primfunc_name_hint="winograd_weight"))
-            v = emit(self.builder_.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
+            v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
                                            primfunc_name_hint=WINOGRAD_INPUT))
-            prod = emit(self.builder_.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
-            return self.builder_.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
+            prod = emit(self.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
+            return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
                                          primfunc_name_hint=WINOGRAD_OUTPUT)
 
     return builder_pass(Rewrite, "WinogradConv3x3")
