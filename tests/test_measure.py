@@ -302,3 +302,21 @@ def test_the_compute_roof_is_the_cores_fma_throughput_not_a_blas():
     peak = measure_compute_peak(1, seconds=0.05)
     assert peak.method.startswith("FMA loop") and peak.threads == 1
     assert lanes * 2 * 1 * 0.8 < peak.gflops < lanes * 2 * 2 * 6.0, peak
+
+
+def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_untimed_call():
+    """A turn's first call is untimed (the other framework just had the caches), except for
+    calls of ``slow_call_s`` or more, whose turns start with a pause: every call is then a sample."""
+    import multiprocessing
+
+    from tvmbench.measure.lockstep import Baton, Turns
+
+    cfg = TimerConfig(min_warmup_runs=3, min_warmup_s=0.0, slow_call_s=0.02, slow_warmup_runs=3,
+                      turn_settle_s=0.01, min_runs=6, min_time_s=0.0, max_time_s=0.3, target_ci_rel=0.0)
+    for seconds, slow in ((0.03, True), (0.002, False)):
+        calls = []
+        turns = Turns(Baton(1, multiprocessing.get_context("spawn")), 0, turn_s=0.001)  # a turn per sample
+        m = measure(lambda s=seconds: calls.append(time.sleep(s)), cfg, turns=turns)
+        assert len(m.turns) == len(m.samples_s) >= 6
+        untimed = len(calls) - len(m.warmup_s) - m.timed_calls
+        assert untimed == (0 if slow else len(m.turns)), (seconds, untimed, len(m.turns))

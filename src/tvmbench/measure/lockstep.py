@@ -5,7 +5,8 @@ a burst lands on whichever framework is being timed and becomes a difference bet
 In lockstep every framework's worker is prepared and warmed up first (all of them alive at once),
 then they take turns of about ``TURN_S`` each, in a fixed rotation, so a burst of a few seconds
 falls on all of them alike; the first call of each turn is run untimed (the other framework has
-just had the caches). Only one worker computes at any moment: the others wait for their turn.
+just had the caches), or for calls of a quarter second and more a short pause instead
+(``timer.py``). Only one worker computes at any moment: the others wait for their turn.
 
 The :class:`Baton` lives in shared memory (a condition variable over a small array), handed to
 every worker when it is spawned. The parent abandons a worker's place when the worker ends, for
@@ -103,8 +104,8 @@ class Turns:
 
 class TurnClock:
     """The timer's view of lockstep: measured time counts only inside this framework's turns, and
-    each turn's first call is a re-warm-up (``rewarm``), not a sample. Records each turn's wall
-    clock span (``time.time()``, comparable across processes)."""
+    each turn starts with ``rewarm`` (an untimed call, or a pause for slow calls), not a sample.
+    Records each turn's wall clock span (``time.time()``, comparable across processes)."""
 
     def __init__(self, turns: Turns, rewarm: Callable[[], Any]) -> None:
         self.turns, self.rewarm = turns, rewarm

@@ -25,7 +25,11 @@ with no time rules.
 
 In lockstep (``lockstep.py``, several frameworks of a round taking turns), warm-up is one turn,
 the timed phase many short ones, and the timed phase's durations count only this framework's
-turns.
+turns. Each turn starts with an untimed call (the other framework has just had the caches),
+except for slow calls (``slow_call_s`` or more): refilling 32 MB of cache is under 1 % of such a
+call, and the untimed call doubled the time of points whose calls take 1-3 s (877 s of the
+session-29 zoo sweep). Their turns start after a pause of ``turn_settle_s`` instead, long enough
+for the other framework's threads to stop spinning.
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ class TimerConfig:
     max_warmup_s: float = 30.0
     slow_call_s: float = 0.25
     slow_warmup_runs: int = 3
+    turn_settle_s: float = 0.05  # lockstep, slow calls: the pause a turn starts with (no untimed call)
     min_runs: int = 30
     min_time_s: float = 3.0
     max_time_s: float = 60.0
@@ -147,7 +152,13 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
     probe_s: list[float] = []
     probed_at = -math.inf  # ``own`` at the last probe turn
-    lockstep = TurnClock(turns, lambda: timed_block(1)) if turns is not None else None
+    if 0 < cfg.slow_call_s <= estimate:
+        def rewarm() -> None:
+            time.sleep(cfg.turn_settle_s)
+    else:
+        def rewarm() -> None:  # the model's data back in the caches, untimed
+            timed_block(1)
+    lockstep = TurnClock(turns, rewarm) if turns is not None else None
     while True:
         # (in lockstep, or with probe turns, only the model's own timed work counts)
         elapsed = own if lockstep is not None or probe is not None else clock() - start
@@ -174,7 +185,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         if probe is not None and probe.due(own - probed_at, samples[-1]):
             probe_s += probe.turn()
             probed_at = own
-            timed_block(1)  # the model's data back in the caches, untimed
+            rewarm()
         if lockstep is not None:
             lockstep.after_block()
         if on_progress:
