@@ -21,8 +21,8 @@ kernels, one core: 77 s of TIR lowering and LLVM before, 27 s after), each a con
 - ``ARGUMENT_CHECKS``: TVM's packed-function entry checks each argument (type, rank, dtype, every
   dimension, strides, device, alignment) with asserts whose messages hold the kernel's whole
   signature, so a kernel of n arguments carries n^2 bytes of strings and ten branches per
-  argument: a DenseNet concatenation of 72 tensors compiled to 208 KB of object code, and LLVM
-  spent 40 of the 53 s on such code. The Relax VM calls these kernels only with the buffers its
+  argument: a DenseNet concatenation of 68 inputs compiled to 208 KB of object code, and LLVM
+  spent 35 of its 53 s on such concatenations. The Relax VM calls these kernels only with the buffers its
   memory plan allocated, shapes fixed when the model compiled; the model's own inputs are still
   checked by the VM (``match_cast`` in ``main``), so a wrong input is still a clear error.
 - ``TIR_CSE``: TIR's common-subexpression pass took 28 % of lowering (1.3 s on each unrolled

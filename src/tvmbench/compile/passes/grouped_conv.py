@@ -95,8 +95,8 @@ class _Grouped(PyExprMutator):
             x5 = emit(relax.op.reshape(x, [n, h, wd, g, ci]))
             w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
         out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
-                                          [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                                          out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
+                                 [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                                 out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
         if inner:
             out5 = emit(relax.op.permute_dims(out5, [0, 1, 2, 4, 3]))
         return relax.op.reshape(out5, outs)

@@ -102,8 +102,8 @@ class _Pack(PyExprMutator):
         packed = self.builder_.emit(relax.op.layout_transform(
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
         out = self.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
-                                    [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                                    out_dtype(call, x), primfunc_name_hint="conv2d_nhwc_packed")
+                           [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                           out_dtype(call, x), primfunc_name_hint="conv2d_nhwc_packed")
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
@@ -134,7 +134,7 @@ class _Pack(PyExprMutator):
         m = int(x.ty.shape[-2])
         rows = -(-m // 8) * 8 if m > 8 and max(d for d in range(1, 9) if m % d == 0) < 4 else None
         out = self.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
-                                    primfunc_name_hint="matmul_packed")
+                           primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
         if rows:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])

@@ -222,11 +222,11 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             _, _, g = transform_matrices(m)
             emit = self.builder_.emit
             u = emit(self.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
-                                           primfunc_name_hint="winograd_weight"))
+                                  primfunc_name_hint="winograd_weight"))
             v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
-                                           primfunc_name_hint=WINOGRAD_INPUT))
+                                  primfunc_name_hint=WINOGRAD_INPUT))
             prod = emit(self.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw),
-                                         primfunc_name_hint=WINOGRAD_OUTPUT)
+                                primfunc_name_hint=WINOGRAD_OUTPUT)
 
     return builder_pass(Rewrite, "WinogradConv3x3")
