@@ -6,7 +6,8 @@
 
 Builds the model twice in one process, once with the constant ``tvmbench.compile.<module>.<NAME>``
 (e.g. ``tiles.MAX_ROWS``, ``rules.contraction.UNROLL_REDUCTION``, ``passes.winograd._TILE``) set to the
-given value (A) and once with its current value (B), then alternates single inferences of A and B
+given value (A; ``--also module.NAME=VALUE`` sets more constants for A, for changes that go
+together) and once with its current value (B), then alternates single inferences of A and B
 (or blocks of ``--block`` consecutive ones, the warm steady state of a benchmark loop) and prints
 both medians and B's speedup. Strict alternation starts each inference with the other build's data
 in the caches, which exaggerates changes that save memory traffic: use blocks for those. On this shared 2-vCPU VM separate processes drift by up to
@@ -29,6 +30,8 @@ def main() -> None:
     parser.add_argument("name", help="module.NAME: a module-level constant of a tvmbench.compile module, e.g. "
                                      "tiles.MAX_ROWS")
     parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
+    parser.add_argument("--also", action="append", default=[], metavar="module.NAME=VALUE",
+                        help="another constant build A sets (repeatable), to A/B changes that go together")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--batch-size", type=int, default=1)
@@ -63,11 +66,21 @@ def main() -> None:
         parser.error(f"{args.name}: expected module.NAME, e.g. tiles.MAX_ROWS")
     rules = importlib.import_module(f"tvmbench.compile.{module_name}")
     current = getattr(rules, constant)
+    others = []  # (module, NAME, A's value, current value) of each --also
+    for item in args.also:
+        name, _, value = item.partition("=")
+        mod_name, _, const = name.rpartition(".")
+        if not mod_name or not value.lstrip("-").isdigit():
+            parser.error(f"--also {item}: expected module.NAME=INT")
+        mod = importlib.import_module(f"tvmbench.compile.{mod_name}")
+        others.append((mod, const, int(value), getattr(mod, const)))
     root = cache_dir("rule-ab")
     builds = {}
     order = (("A", args.value), ("B", current))
     for label, value in order if args.build_order == "ab" else order[::-1]:
         setattr(rules, constant, value)
+        for mod, const, a_value, now in others:
+            setattr(mod, const, a_value if label == "A" else now)
         # The compile cache knows neither the constant nor the code of the rules: a fresh folder
         # for each build (a folder kept from an earlier run would hold the code of that run).
         folder = root / f"{args.name}-{value}"
@@ -77,6 +90,8 @@ def main() -> None:
         backend.prepare(model)
         builds[label] = backend
     setattr(rules, constant, current)
+    for mod, const, _, now in others:
+        setattr(mod, const, now)
     for backend in builds.values():
         for _ in range(10):
             backend.run()
@@ -91,7 +106,8 @@ def main() -> None:
                 if j >= warm:
                     times[label].append(time.perf_counter() - t0)
     a, b = (statistics.median(times[k]) * 1e3 for k in ("A", "B"))
-    print(f"{args.model}: A ({args.name}={args.value}) {a:.3f} ms, B ({args.name}={current}) {b:.3f} ms, "
+    also = "".join(f", {item}" for item in args.also)
+    print(f"{args.model}: A ({args.name}={args.value}{also}) {a:.3f} ms, B ({args.name}={current}) {b:.3f} ms, "
           f"B speedup {a / b:.3f} (medians of {len(times['A'])} runs, alternating "
           f"{'single runs' if args.block == 1 else f'blocks of {args.block}'}, built {args.build_order})")
 
