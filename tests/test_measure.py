@@ -314,9 +314,9 @@ def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_u
     cfg = TimerConfig(min_warmup_runs=3, min_warmup_s=0.0, slow_call_s=0.02, slow_warmup_runs=3,
                       turn_settle_s=0.01, min_runs=6, min_time_s=0.0, max_time_s=0.3, target_ci_rel=0.0)
     for seconds, slow in ((0.03, True), (0.002, False)):
-        calls = []
+        calls: list[None] = []
         turns = Turns(Baton(1, multiprocessing.get_context("spawn")), 0, turn_s=0.001)  # a turn per sample
-        m = measure(lambda s=seconds: calls.append(time.sleep(s)), cfg, turns=turns)
+        m = measure(lambda s=seconds, calls=calls: calls.append(time.sleep(s)), cfg, turns=turns)
         assert len(m.turns) == len(m.samples_s) >= 6
         untimed = len(calls) - len(m.warmup_s) - m.timed_calls
         assert untimed == (0 if slow else len(m.turns)), (seconds, untimed, len(m.turns))
