@@ -306,12 +306,12 @@ def test_the_compute_roof_is_the_cores_fma_throughput_not_a_blas():
 
 def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_untimed_call():
     """A turn's first call is untimed (the other framework just had the caches), except for
-    calls of ``slow_call_s`` or more, whose turns start with a pause: every call is then a sample."""
+    calls of ``pause_turn_call_s`` or more, whose turns start with a pause: every call is then a sample."""
     import multiprocessing
 
     from tvmbench.measure.lockstep import Baton, Turns
 
-    cfg = TimerConfig(min_warmup_runs=3, min_warmup_s=0.0, slow_call_s=0.02, slow_warmup_runs=3,
+    cfg = TimerConfig(min_warmup_runs=3, min_warmup_s=0.0, pause_turn_call_s=0.02, slow_warmup_runs=3,
                       turn_settle_s=0.01, min_runs=6, min_time_s=0.0, max_time_s=0.3, target_ci_rel=0.0)
     for seconds, slow in ((0.03, True), (0.002, False)):
         calls: list[None] = []

@@ -81,14 +81,16 @@ def _die_with_parent() -> None:
         forkserver._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
 
 
-PRELOAD = ["torch", "tvm"]
+PRELOAD = ["torch", "torchvision", "tvm"]
 
 
 def context(preloaded: bool = True) -> Any:
-    """Where workers come from: forked from a server that has imported torch and TVM, or spawned.
+    """Where workers come from: forked from a server that has imported torch, torchvision and TVM,
+    or spawned.
 
     A spawned worker is a new interpreter that imports torch and TVM itself: 6-7 s on the 2-core
-    hosts here, most of a small model's run and the larger part of the test suite's time. The
+    hosts here, most of a small model's run and the larger part of the test suite's time (and
+    torchvision 1.2 s more, in each of a point's four workers at once in the zoo sweep). The
     fork server (started on first use) imports them once; each worker is then a fork of that
     pristine process (0.03 s), which has run nothing: no thread pool started, no allocation made,
     no model seen, so a worker is as fresh as a spawned one. Thread counts still hold: PyTorch,

@@ -5,7 +5,7 @@ a burst lands on whichever framework is being timed and becomes a difference bet
 In lockstep every framework's worker is prepared and warmed up first (all of them alive at once),
 then they take turns of about ``TURN_S`` each, in a fixed rotation, so a burst of a few seconds
 falls on all of them alike; the first call of each turn is run untimed (the other framework has
-just had the caches), or for calls of a quarter second and more a short pause instead
+just had the caches), or for calls of a tenth of a second and more a short pause instead
 (``timer.py``). Only one worker computes at any moment: the others wait for their turn.
 
 The :class:`Baton` lives in shared memory (a condition variable over a small array), handed to

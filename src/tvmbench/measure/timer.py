@@ -26,10 +26,14 @@ with no time rules.
 In lockstep (``lockstep.py``, several frameworks of a round taking turns), warm-up is one turn,
 the timed phase many short ones, and the timed phase's durations count only this framework's
 turns. Each turn starts with an untimed call (the other framework has just had the caches),
-except for slow calls (``slow_call_s`` or more): refilling 32 MB of cache is under 1 % of such a
-call, and the untimed call doubled the time of points whose calls take 1-3 s (877 s of the
-session-29 zoo sweep). Their turns start after a pause of ``turn_settle_s`` instead, long enough
-for the other framework's threads to stop spinning.
+except for calls of ``pause_turn_call_s`` (0.1 s) or more, whose turns start after a pause of
+``turn_settle_s`` instead, long enough for the other framework's threads to stop spinning. The
+untimed call doubled the time of points whose calls take 1-3 s (877 s of the session-29 zoo
+sweep) and took a third to a half of the turns of 0.1-0.25 s calls (about 460 s of session 30's),
+while the first call after another framework's turn is only 1-2 % slower than the next (ONNX
+Runtime, 2 threads, after a quarter second of VGG-11: ResNet-50 at 39 and 158 ms 1.02x,
+DenseNet-121 at 57 ms 1.01x; ``docs/performance.md``, session 31), and of a 0.1 s call's turn of
+two or three samples only the first pays it: the median hardly moves.
 """
 
 from __future__ import annotations
@@ -52,7 +56,8 @@ class TimerConfig:
     max_warmup_s: float = 30.0
     slow_call_s: float = 0.25
     slow_warmup_runs: int = 3
-    turn_settle_s: float = 0.05  # lockstep, slow calls: the pause a turn starts with (no untimed call)
+    pause_turn_call_s: float = 0.1  # lockstep: calls this long start a turn with a pause, not an untimed call
+    turn_settle_s: float = 0.05  # ... that pause
     min_runs: int = 30
     min_time_s: float = 3.0
     max_time_s: float = 60.0
@@ -152,7 +157,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
     probe_s: list[float] = []
     probed_at = -math.inf  # ``own`` at the last probe turn
-    if 0 < cfg.slow_call_s <= estimate:
+    if 0 < cfg.pause_turn_call_s <= estimate:
         def rewarm() -> None:
             time.sleep(cfg.turn_settle_s)
     else:
