@@ -83,6 +83,15 @@ def _compile_s(entry: dict) -> float | None:
     return (entry.get("phases_s") or {}).get("compile_s") if compiled else None
 
 
+def _spread(row: dict) -> str:
+    """How sure a point's ratio is: its 95 % interval within the point's process, and the two
+    frameworks' coefficients of variation (a point behind at CV 0.3 is a point to measure again)."""
+    ci, cv = row["ci95"], {k: v for k, v in row["cv"].items() if v is not None}
+    out = f" ({ci[0]:.2f}-{ci[1]:.2f} in its run" if ci else " ("
+    out += (", " if ci else "") + "CV " + ", ".join(f"{fw} {v:.0%}" for fw, v in cv.items()) + ")"
+    return out
+
+
 def summarize(out_dir: Path) -> int:
     rows = []
     for path in sorted(out_dir.glob("*.json")):
@@ -96,6 +105,8 @@ def summarize(out_dir: Path) -> int:
             rows.append({"model": p["model"], "type": p.get("model_type"), "point": f"b{p['batch_size']} {size}",
                          "tvm": tvm, "best": best, "peer_ms": peers.get(best), "pytorch": _median(p, "pytorch"),
                          "ratio": peers[best] / tvm if tvm and best else None, "matched": acc.get("passed"),
+                         "ci95": ((p.get("tvm_speedups") or {}).get(best) or {}).get("ci95"),
+                         "cv": {fw: (p.get("tvm_relax" if fw == "tvm" else fw) or {}).get("cv") for fw in ("tvm", best)},
                          "compile_s": _compile_s(entry) if p["batch_size"] == 1 else None})
     print(f"{'model':28} {'point':10} {'TVM ms':>9} {'best peer':>12} {'peer ms':>9} {'PyTorch':>9} {'ratio':>6} ok")
     for r in rows:
@@ -126,7 +137,7 @@ def summarize(out_dir: Path) -> int:
         print(f"goal: compile under 60 s at batch 1 (untuned, {len(compiled)} builds not from the cache): "
               f"slowest {slowest['compile_s']:.1f} s ({slowest['model']} {slowest['point']})")
     for r in sorted((r for r in rows if r["ratio"] and r["ratio"] < 1.0), key=lambda r: r["ratio"]):
-        print(f"  behind: {r['model']} {r['point']} {r['ratio']:.2f}x of {r['best']}")
+        print(f"  behind: {r['model']} {r['point']} {r['ratio']:.2f}x of {r['best']}{_spread(r)}")
     for r in unmatched:
         print(f"  not matched: {r['model']} {r['point']}")
     return 0
