@@ -30,10 +30,11 @@ except for calls of ``pause_turn_call_s`` (0.1 s) or more, whose turns start aft
 ``turn_settle_s`` instead, long enough for the other framework's threads to stop spinning. The
 untimed call doubled the time of points whose calls take 1-3 s (877 s of the session-29 zoo
 sweep) and took a third to a half of the turns of 0.1-0.25 s calls (about 460 s of session 30's),
-while the first call after another framework's turn is only 1-2 % slower than the next (ONNX
-Runtime, 2 threads, after a quarter second of VGG-11: ResNet-50 at 39 and 158 ms 1.02x,
-DenseNet-121 at 57 ms 1.01x; ``docs/performance.md``, session 31), and of a 0.1 s call's turn of
-two or three samples only the first pays it: the median hardly moves.
+while the first call after another framework's turn is at most 2 % slower than the next
+(``benchmarks/turn_switch_cost.py``: ONNX Runtime, 2 threads, after a quarter second of VGG-11;
+ResNet-50 at 38 and 150 ms 1.00-1.02x, DenseNet-121 at 57 ms 1.00-1.01x over two runs;
+``docs/performance.md``, session 31), and of a 0.1 s call's turn of two or three samples only
+the first pays it: the median hardly moves.
 """
 
 from __future__ import annotations
