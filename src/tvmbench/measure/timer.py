@@ -29,7 +29,7 @@ turns. Each turn starts with an untimed call (the other framework has just had t
 except for calls of ``pause_turn_call_s`` (0.1 s) or more, whose turns start after a pause of
 ``turn_settle_s`` instead, long enough for the other framework's threads to stop spinning. The
 untimed call doubled the time of points whose calls take 1-3 s (877 s of the session-29 zoo
-sweep) and took a third to a half of the turns of 0.1-0.25 s calls (about 460 s of session 30's),
+sweep) and a third to a half of the turns of 0.06-0.25 s calls (460 s of session 30's sweep),
 while the first call after another framework's turn is at most 2 % slower than the next
 (``benchmarks/turn_switch_cost.py``: ONNX Runtime, 2 threads, after a quarter second of VGG-11;
 ResNet-50 at 38 and 150 ms 1.00-1.02x, DenseNet-121 at 57 ms 1.00-1.01x over two runs;
