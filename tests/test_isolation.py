@@ -290,12 +290,15 @@ def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
                           history=False, probe=True)
     turns = {fw: result.results[fw].lockstep_turns for fw in ("tvm", "pytorch")}
     assert all(r.ok for r in result.results.values()) and all(len(t) >= 4 for t in turns.values()), turns
-    spans = sorted((start, end, fw) for fw, ts in turns.items() for start, end in ts)
+    spans = sorted((start, end, fw) for fw, ts in turns.items() for start, end, _ in ts)
     for (s1, e1, f1), (s2, e2, f2) in zip(spans, spans[1:], strict=False):
         assert e1 <= s2 + 1e-3, (f1, (s1, e1), f2, (s2, e2))  # one framework at a time
     switches = sum(1 for a, b in zip(spans, spans[1:], strict=False) if a[2] != b[2])
     assert switches >= 4, spans
     assert result.results["tvm"].rounds.count == 2
+    # each turn says how many samples it took; they add up, so TVM's speedup pairs adjacent turns
+    assert all(sum(n for *_, n in ts) == len(result.results[fw].samples_ms) for fw, ts in turns.items()), turns
+    assert result.tvm_speedups["pytorch"].basis.startswith("lockstep turns"), result.tvm_speedups["pytorch"]
     # each worker timed the host-speed probe in its turns, kept apart from the samples
     assert all(len(result.results[fw].rounds.probe_ms) == 2 for fw in turns), result.results["tvm"].rounds
     from tvmbench.api import run_config

@@ -192,6 +192,44 @@ def test_paired_ratio_interval_excludes_one_exactly_when_a_paired_t_test_rejects
         assert (not low <= 1.0 <= high) == (ttest_rel(np.log(a), np.log(b)).pvalue < 0.05)
 
 
+def test_lockstep_speedups_pair_each_turn_with_its_neighbour_not_the_whole_run():
+    """In lockstep a framework that stops early (its interval narrow enough) leaves the other
+    timing alone, in another stretch of a shared host, and the ratio of their overall medians
+    then compares two speeds of the host. Each turn set against the turn next to it does not."""
+    from tvmbench.results.build import tvm_speedups
+    from tvmbench.results.records import FrameworkResult
+
+    rng = np.random.default_rng(5)
+
+    def host(t: float) -> float:  # the host's slowdown, in stretches of 2 s
+        return 1.6 if int(t // 2) % 2 else 1.0
+
+    def framework(true_ms: float, starts: list[float]) -> FrameworkResult:
+        samples, turns = [], []
+        for t in starts:
+            samples += list(true_ms * host(t) * np.exp(rng.normal(0, 0.02, 20)))
+            turns.append([t, t + 0.24, 20])
+        return FrameworkResult(status="ok", statistics={"median_ms": float(np.median(samples))},
+                               samples_ms=samples, lockstep_turns=turns, accuracy={"passed": True})
+
+    # TVM (9 ms) and ONNX Runtime (10 ms) alternate for 2 s; then ONNX Runtime goes on alone
+    tvm = framework(9.0, [0.25, 0.75, 1.25, 1.75])
+    ort = framework(10.0, [0.0, 0.5, 1.0, 1.5] + [2.0 + 0.25 * k for k in range(8)])
+    assert ort.median_ms / tvm.median_ms > 1.5  # the medians' ratio: mostly the host's slow stretch
+    s = tvm_speedups({"tvm": tvm, "onnxruntime": ort})["onnxruntime"]
+    assert s.speedup == pytest.approx(10 / 9, rel=0.02) and 1.0 < s.ci95[0] < 10 / 9 < s.ci95[1]
+    assert s.basis.startswith("lockstep turns: median over 4 pairs")
+    # turns without sample counts (documents from before them), or counts that do not add up: the medians
+    assert stats.turn_medians(tvm.samples_ms, [t[:2] for t in tvm.lockstep_turns]) is None
+    assert stats.turn_medians(tvm.samples_ms[1:], tvm.lockstep_turns) is None
+    old = FrameworkResult(**{**tvm.__dict__, "lockstep_turns": [t[:2] for t in tvm.lockstep_turns]})
+    assert tvm_speedups({"tvm": old, "onnxruntime": ort})["onnxruntime"].basis.startswith("median")
+    # turns of two rounds never pair across them, and the rounds are the interval's units
+    a = stats.turn_medians([1.0] * 8, [[0, 1, 2], [2, 3, 2], [100, 101, 2], [102, 103, 2]], rounds=[4, 4])
+    b = stats.turn_medians([2.0] * 6, [[1, 2, 2], [3, 4, 2], [101, 102, 2]], rounds=[4, 2])
+    assert [t[2] for t in a] == [0, 0, 1, 1] and stats.pair_turns(a, b) == [(0, 0), (1, 1), (2, 2)]
+
+
 def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
     assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
     assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)

@@ -105,28 +105,33 @@ class Turns:
 class TurnClock:
     """The timer's view of lockstep: measured time counts only inside this framework's turns, and
     each turn starts with ``rewarm`` (an untimed call, or a pause for slow calls), not a sample.
-    Records each turn's wall clock span (``time.time()``, comparable across processes)."""
+    Records each turn's wall clock span (``time.time()``, comparable across processes) and how many
+    samples it took: (start, end, samples). The samples are the measurement's, in order, so the
+    turns split them, and a turn's median can be set against the other frameworks' turns next to
+    it (``stats.turn_paired_ratio``)."""
 
     def __init__(self, turns: Turns, rewarm: Callable[[], Any]) -> None:
         self.turns, self.rewarm = turns, rewarm
         self.holding = False
         self.started = 0.0
-        self.spans: list[tuple[float, float]] = []
+        self.spans: list[tuple[float, float, int]] = []
 
     def before_block(self) -> None:
         if not self.holding:
             self.turns.acquire()
             self.holding, self.started = True, time.perf_counter()
-            self.spans.append((time.time(), time.time()))
+            self.spans.append((time.time(), time.time(), 0))
             self.rewarm()
 
     def after_block(self) -> None:
-        self.spans[-1] = (self.spans[-1][0], time.time())
+        start, _, n = self.spans[-1]
+        self.spans[-1] = (start, time.time(), n + 1)
         if time.perf_counter() - self.started >= self.turns.turn_s:
             self.stop()
 
     def stop(self) -> None:
         if self.holding:
-            self.spans[-1] = (self.spans[-1][0], time.time())
+            start, _, n = self.spans[-1]
+            self.spans[-1] = (start, time.time(), n)
             self.turns.release()
             self.holding = False

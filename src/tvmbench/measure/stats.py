@@ -119,6 +119,71 @@ def paired_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half)
 
 
+def turn_medians(samples: Sequence[float], turns: Sequence[Sequence[float]],
+                 rounds: Sequence[int] | None = None) -> list[tuple[float, float, int]] | None:
+    """Each lockstep turn that took samples as (wall-clock middle, median of its samples, round),
+    splitting the samples in order by the turns' counts (``lockstep.TurnClock``); ``rounds``: the
+    samples per round, as in ``round_medians``. None when the turns carry no counts (documents
+    from before them) or the counts do not add up to the samples."""
+    if not turns or any(len(t) < 3 for t in turns) or sum(int(t[2]) for t in turns) != len(samples):
+        return None
+    bounds = np.cumsum(rounds) if rounds else np.array([len(samples)])
+    out, i = [], 0
+    for start, end, n in (t[:3] for t in turns):
+        n = int(n)
+        if n:
+            out.append(((start + end) / 2, float(np.median(samples[i:i + n])), int(np.searchsorted(bounds, i, "right"))))
+        i += n
+    return out
+
+
+def pair_turns(a: Sequence[tuple[float, float, int]], b: Sequence[tuple[float, float, int]],
+               max_gap_s: float = 5.0) -> list[tuple[int, int]]:
+    """Turns of two frameworks that were next to each other: the two frameworks' turns in time
+    order, each pair one of ``a`` and one of ``b`` with no other turn of either between them, in
+    the same round, each turn in one pair at most. Where one framework stopped early, the
+    other's later turns follow one another and pair with nothing, instead of being set against
+    a different stretch of the host."""
+    merged = sorted([(t[0], 0, i) for i, t in enumerate(a)] + [(t[0], 1, j) for j, t in enumerate(b)])
+    pairs, k = [], 0
+    while k + 1 < len(merged):
+        (t1, s1, i1), (t2, s2, i2) = merged[k], merged[k + 1]
+        ia, ib = (i1, i2) if s1 == 0 else (i2, i1)
+        if s1 != s2 and a[ia][2] == b[ib][2] and t2 - t1 <= max_gap_s:
+            pairs.append((ia, ib))
+            k += 2
+        else:
+            k += 1
+    return pairs
+
+
+def turn_paired_ratio(baseline: Sequence[tuple[float, float, int]], candidate: Sequence[tuple[float, float, int]],
+                      confidence: float = 0.95, min_pairs: int = 3) -> tuple[float, float, float, int] | None:
+    """(ratio, low, high, pairs) of baseline / candidate from lockstep turns (``turn_medians``):
+    each candidate turn set against the baseline turn next to it (``pair_turns``), so the host's
+    state, which on a shared machine moves by tens of percent within seconds, is nearly the same
+    on both sides of each ratio. The ratio of the two frameworks' overall medians compares
+    whatever stretches of the host each framework's samples happened to fall in: a framework
+    that stops early (its interval narrow enough) leaves the other timing alone, at another
+    speed of the host. The ratio is the median of the per-pair ratios (a burst inside one turn
+    and not its neighbour makes one wild pair, which a mean would follow), its interval the
+    median's order-statistic interval (``median_ci``); over two rounds or more, Student's t over
+    the rounds' medians on the log scale (processes as the units, as ``rounds_ratio_ci``). None
+    with fewer than ``min_pairs`` pairs."""
+    pairs = pair_turns(baseline, candidate)
+    if len(pairs) < min_pairs:
+        return None
+    logs = np.array([math.log(baseline[i][1] / candidate[j][1]) for i, j in pairs])
+    rounds = sorted({baseline[i][2] for i, _ in pairs})
+    if len(rounds) < 2:
+        lo, hi = median_ci(logs, confidence)
+        return math.exp(float(np.median(logs))), math.exp(lo), math.exp(hi), len(pairs)
+    units = np.array([np.median(logs[[k for k, (i, _) in enumerate(pairs) if baseline[i][2] == r]]) for r in rounds])
+    centre = float(units.mean())
+    half = _t_quantile(confidence, units.size - 1) * float(units.std(ddof=1)) / math.sqrt(units.size)
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(pairs)
+
+
 def speedup_ci(baseline_s: Sequence[float], candidate_s: Sequence[float], confidence: float = 0.95,
                seed: int = 0, baseline_rounds: Sequence[int] | None = None,
                candidate_rounds: Sequence[int] | None = None) -> tuple[float, float]:

@@ -83,7 +83,7 @@ class Measurement:
     timed_calls: int
     timed_wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
-    turns: list[tuple[float, float]] = field(default_factory=list)  # lockstep: each turn's wall-clock span
+    turns: list[tuple[float, float, int]] = field(default_factory=list)  # lockstep: each turn's span, samples
     probe_s: list[float] = field(default_factory=list)  # the host-speed probe's per-call times, if it ran
 
 

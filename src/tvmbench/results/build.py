@@ -117,8 +117,9 @@ def framework_result(outcome: isolation.Outcome, ref_outputs: list[Any] | None, 
 
 def tvm_speedup(results: dict[str, FrameworkResult], other: str = REFERENCE) -> Speedup:
     """TVM's speedup over ``other`` (median other / median TVM) with a 95 % interval (from the
-    round medians when the run had rounds, see stats.speedup_ci); none when either failed or
-    either's outputs did not match the reference."""
+    round medians when the run had rounds, see stats.speedup_ci); in lockstep, from the two
+    frameworks' adjacent turns instead (``_turn_paired``). None when either failed or either's
+    outputs did not match the reference."""
     tvm_r, other_r = results.get("tvm"), results.get(other)
     basis = f"median({other}) / median(tvm)"
     if not tvm_r or not other_r or not tvm_r.ok or not other_r.ok:
@@ -127,10 +128,23 @@ def tvm_speedup(results: dict[str, FrameworkResult], other: str = REFERENCE) -> 
         return Speedup(None, None, basis + "; withheld: outputs did not match the reference")
     if other_r.accuracy.get("passed") is False:
         return Speedup(None, None, basis + f"; withheld: {other}'s outputs did not match the reference")
+    paired = _turn_paired(other_r, tvm_r)
+    if paired is not None:
+        ratio, low, high, n = paired
+        return Speedup(ratio, [low, high], f"lockstep turns: median over {n} pairs of adjacent turns of "
+                                           f"median({other} turn) / median(tvm turn)")
     ci = stats.speedup_ci(other_r.samples_ms, tvm_r.samples_ms,
                           baseline_rounds=other_r.rounds.sizes if other_r.rounds else None,
                           candidate_rounds=tvm_r.rounds.sizes if tvm_r.rounds else None)
     return Speedup(stats.speedup(other_r.median_ms, tvm_r.median_ms), list(ci), basis)
+
+
+def _turn_paired(baseline: FrameworkResult, candidate: FrameworkResult) -> tuple[float, float, float, int] | None:
+    """baseline / candidate from their lockstep turns side by side (``stats.turn_paired_ratio``),
+    when both measured in turns that say how many samples each took."""
+    turns = [stats.turn_medians(r.samples_ms, r.lockstep_turns, r.rounds.sizes if r.rounds else None)
+             for r in (baseline, candidate)]
+    return stats.turn_paired_ratio(*turns) if turns[0] and turns[1] else None
 
 
 def tvm_speedups(results: dict[str, FrameworkResult]) -> dict[str, Speedup]:
