@@ -7,8 +7,11 @@ shared VM the same build's median moves by 5-10 % between processes. If that mov
 host's speed, a fixed workload timed beside the model (in alternating quarter-second turns, in
 the same process) would move with it, and the model's time over the probe's would be steadier
 than the model's time. This measures that, in ``--processes`` fresh processes, for three probes:
-a 256x256 float32 matmul (NumPy's BLAS), a 3 MB stream (NumPy add), and a small TVM kernel run
-by TVM's own thread pool (a parallel matmul and stream). It prints each process's medians and,
+a 256x256 float32 matmul (NumPy's BLAS), a 3 MB stream (NumPy add), a small TVM kernel run
+by TVM's own thread pool (a parallel matmul and stream), and a 96 MB stream (``dram``: two 32 MB
+arrays added into a third, past any L3 this VM has, as resnet18's 45 MB of weights are: the TVM
+kernel, in cache, hardly moved while the model moved 8 %, so the model's movement may be the
+memory system's). It prints each process's medians and,
 per probe, the spread (standard deviation of the logs) of the model's median alone and over the
 probe's: a probe that helps makes the second smaller than the first.
 """
@@ -24,7 +27,7 @@ import subprocess
 import sys
 import time
 
-PROBES = ("gemm", "stream", "gemm+stream", "tvm")
+PROBES = ("gemm", "stream", "gemm+stream", "tvm", "dram")
 
 
 def _tvm_probe():  # type: ignore[no-untyped-def]
@@ -76,6 +79,8 @@ def child(model_name: str, seconds: float) -> None:
     a, b = (rng.standard_normal((256, 256), dtype=np.float32) for _ in range(2))
     x, y = (rng.standard_normal(1 << 18, dtype=np.float32) for _ in range(2))
     z = np.empty_like(x)
+    big_x, big_y = (rng.standard_normal(1 << 23, dtype=np.float32) for _ in range(2))
+    big_z = np.empty_like(big_x)
 
     def gemm() -> None:
         a @ b
@@ -83,11 +88,15 @@ def child(model_name: str, seconds: float) -> None:
     def stream() -> None:
         np.add(x, y, out=z)
 
+    def dram() -> None:
+        np.add(big_x, big_y, out=big_z)
+
     def both() -> None:
         gemm()
         stream()
 
-    work = {"model": backend.run, "gemm": gemm, "stream": stream, "gemm+stream": both, "tvm": _tvm_probe()}
+    work = {"model": backend.run, "gemm": gemm, "stream": stream, "gemm+stream": both, "tvm": _tvm_probe(),
+            "dram": dram}
     times: dict[str, list[float]] = {k: [] for k in work}
     for fn in work.values():
         for _ in range(5):
