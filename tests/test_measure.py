@@ -224,7 +224,7 @@ def test_lockstep_speedups_pair_each_turn_with_its_neighbour_not_the_whole_run()
     assert stats.turn_medians(tvm.samples_ms[1:], tvm.lockstep_turns) is None
     old = FrameworkResult(**{**tvm.__dict__, "lockstep_turns": [t[:2] for t in tvm.lockstep_turns]})
     assert tvm_speedups({"tvm": old, "onnxruntime": ort})["onnxruntime"].basis.startswith("median")
-    # turns of two rounds never pair across them, and the rounds are the interval's units
+    # turns of two rounds never pair across them
     a = stats.turn_medians([1.0] * 8, [[0, 1, 2], [2, 3, 2], [100, 101, 2], [102, 103, 2]], rounds=[4, 4])
     b = stats.turn_medians([2.0] * 6, [[1, 2, 2], [3, 4, 2], [101, 102, 2]], rounds=[4, 2])
     assert [t[2] for t in a] == [0, 0, 1, 1] and stats.pair_turns(a, b) == [(0, 0), (1, 1), (2, 2)]
