@@ -179,9 +179,8 @@ def turn_paired_ratio(baseline: Sequence[tuple[float, float, int]], candidate: S
         lo, hi = median_ci(logs, confidence)
         return math.exp(float(np.median(logs))), math.exp(lo), math.exp(hi), len(pairs)
     units = np.array([np.median(logs[[k for k, (i, _) in enumerate(pairs) if baseline[i][2] == r]]) for r in rounds])
-    centre = float(units.mean())
-    half = _t_quantile(confidence, units.size - 1) * float(units.std(ddof=1)) / math.sqrt(units.size)
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(pairs)
+    lo, hi = rounds_median_ci(np.exp(units), confidence)
+    return math.exp(float(units.mean())), lo, hi, len(pairs)
 
 
 def speedup_ci(baseline_s: Sequence[float], candidate_s: Sequence[float], confidence: float = 0.95,
