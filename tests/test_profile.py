@@ -34,6 +34,7 @@ def test_profile_times_every_kernel_inside_the_model(tmp_path, capsys):
     assert abs(sum(k["share"] for k in kernels) - 1) < 1e-6
     assert 0 < doc["kernels_ms"] and doc["end_to_end_ms"] > 0 and doc["peak_gflops"] > 0
     assert "matmul" in printed and "by kind:" in printed
+    assert doc["ceiling"]["speedup"] >= 1.0 and "schedule ceiling: no schedule" in printed
 
 
 def test_profile_of_a_cuda_target_without_a_gpu_is_one_line(capsys):
@@ -58,3 +59,22 @@ def test_gains_are_corrected_for_the_drift_of_unchanged_kernels():
     assert abs(drift - 1.1) < 1e-9
     k3 = rows[3]
     assert abs(k3["gain"] - 1.65) < 1e-9 and abs(k3["corrected_gain"] - 1.5) < 1e-9
+
+
+def test_the_schedule_ceiling_puts_every_kernel_at_the_peak_and_leaves_the_vm_alone():
+    from tvmbench.profiling.kernels import KernelProfile, ModelProfile
+
+    ks = [KernelProfile(name="conv", kind="conv", calls=2, ms=1.0, share=0.0, mflop=50.0),  # floor 0.5 ms
+          KernelProfile(name="copy", kind="layout", calls=1, ms=0.2, share=0.0),  # no FLOPs: floor 0
+          KernelProfile(name="dense", kind="matmul", calls=1, ms=0.1, share=0.0, mflop=20.0),  # above the peak
+          KernelProfile(name="vm.builtin.alloc_tensor", kind="vm", calls=9, ms=0.3, share=0.0)]
+    p = ModelProfile(model="m", target={}, variant="v", end_to_end_ms=1.8, kernels_ms=1.6, runs=1, threads=1,
+                     peak_gflops=100.0, peak_method="test", database=None, kernels=ks)
+    c = p.ceiling()
+    # saved: 0.5 (conv) + 0.2 (copy) + 0 (dense already "faster" than the peak, never negative)
+    assert abs(c.saved_ms - 0.7) < 1e-9 and abs(c.speedup - 1.6 / 0.9) < 1e-9
+    assert abs(c.end_to_end_ms - 1.8 / c.speedup) < 1e-9
+    assert [name for name, _ in c.headroom] == ["conv", "copy"]
+    assert p.to_json()["ceiling"]["speedup"] == c.speedup
+    no_peak = ModelProfile(**{**p.__dict__, "peak_gflops": None})
+    assert no_peak.ceiling() is None and no_peak.to_json()["ceiling"] is None

@@ -60,8 +60,49 @@ class ModelProfile:
     def unexplained_ms(self) -> float:
         return self.end_to_end_ms - self.kernels_ms
 
+    def floor_ms(self, k: KernelProfile) -> float | None:
+        """The least time any schedule could give kernel ``k`` (all its calls): its FLOPs at the
+        machine's FMA peak; 0 for a kernel that counts none (layout, Winograd transforms); None
+        for the VM's own work, which no schedule changes, or without a measured peak."""
+        if k.kind == "vm" or not self.peak_gflops:
+            return None
+        return (k.mflop or 0.0) * 1e6 / (self.peak_gflops * 1e9) * 1e3
+
+    def ceiling(self) -> Ceiling | None:
+        """How much faster any schedule search could make this model: every kernel at its
+        ``floor_ms``, the VM's work unchanged (see ``Ceiling``). None without a measured peak."""
+        if not self.peak_gflops or self.kernels_ms <= 0:
+            return None
+        headroom = {k.name: max(0.0, k.ms - floor) for k in self.kernels
+                    if (floor := self.floor_ms(k)) is not None}
+        saved = sum(headroom.values())
+        if saved >= self.kernels_ms:
+            return None
+        speedup = self.kernels_ms / (self.kernels_ms - saved)
+        top = sorted(headroom.items(), key=lambda kv: -kv[1])[:3]
+        return Ceiling(speedup, self.end_to_end_ms / speedup, saved, [(n, ms) for n, ms in top if ms > 0])
+
     def to_json(self) -> dict[str, Any]:
-        return {**asdict(self), "unexplained_ms": self.unexplained_ms}
+        ceiling = self.ceiling()
+        return {**asdict(self), "unexplained_ms": self.unexplained_ms,
+                "ceiling": ceiling._asdict() if ceiling else None}
+
+
+class Ceiling(NamedTuple):
+    """The most any schedule of these kernels could gain, end to end.
+
+    Tuning (MetaSchedule, Droplet, grid) only reschedules the kernels a model compiles to: the
+    same operators with the same FLOPs. No schedule runs a kernel faster than its FLOPs at the
+    machine's measured FMA peak, so with every kernel there, and every kernel that counts no
+    FLOPs (copies, layout changes) taking no time at all, the kernels' time falls by
+    ``saved_ms``. The bound is generous on purpose (real kernels load and store; nothing reaches
+    the peak), so a tuning goal above it cannot be met by search on this machine; what could beat
+    it is a different algorithm, layout or fusion: compiler work, not tuning."""
+
+    speedup: float  # end to end, at most
+    end_to_end_ms: float  # the end-to-end time at the ceiling
+    saved_ms: float  # of the instrumented kernels' time
+    headroom: list[tuple[str, float]]  # the kernels with the most ms above their floor, most first
 
 
 @dataclass(frozen=True)

@@ -132,6 +132,7 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
     console.print("by kind: " + "; ".join(parts), soft_wrap=True)
     console.print(f"end to end {_ms(profile.end_to_end_ms)} ms (median, no instrumentation); kernels "
                   f"{_ms(profile.kernels_ms)} ms; not in kernels {_ms(profile.unexplained_ms)} ms")
+    print_ceiling(profile, console)
     tuned = [k for k in profile.kernels if k.schedule == "tuning record"]
     if any(k.schedule for k in profile.kernels):
         console.print(f"{len(tuned)} of {sum(1 for k in profile.kernels if k.schedule)} kernels ran a tuning record "
@@ -144,6 +145,19 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
     if drift is not None:
         console.print(f"[dim]drift: kernels with the same (default) schedule in both builds ran {drift:.2f}x as "
                       "fast in the untuned build's process; 'corrected' divides each gain by it[/dim]")
+
+
+def print_ceiling(profile: Any, console: Console) -> None:
+    """The profile's schedule ceiling (``ModelProfile.ceiling``) in two lines, when it has one."""
+    ceiling = profile.ceiling()
+    if ceiling is None:
+        return
+    most = ", ".join(f"{name[:40]} {_ms(ms)} ms" for name, ms in ceiling.headroom)
+    console.print(f"schedule ceiling: no schedule of these kernels makes the model more than {ceiling.speedup:.2f}x "
+                  f"faster end to end ({_ms(ceiling.end_to_end_ms)} ms): every kernel at the FMA peak would save "
+                  f"{_ms(ceiling.saved_ms)} ms" + (f"; most above it: {most}" if most else ""), soft_wrap=True)
+    console.print("[dim]a bound for tuning (same kernels, same FLOPs), generous on purpose; a different algorithm, "
+                  "layout or fusion can go past it[/dim]", soft_wrap=True)
 
 
 def save_outputs(path: str, outputs: dict[str, list[Any]]) -> str:
