@@ -16,7 +16,8 @@ round is the untuned median over its median, and the interval is over the rounds
 the units). A second untuned build is measured beside them as an A/A control: its row is what the
 harness reads into identical code.
 It prints, per model, the curve of end-to-end speedup against tuning minutes for each strategy,
-and the per-layer table of each strategy's final database against evolutionary's
+the schedule ceiling (``tvmbench profile``: the most any schedule of the model's kernels could
+gain, every kernel at the FMA peak), and the per-layer table of each strategy's final database against evolutionary's
 (``tvmbench tune report``). Resumes: a database already tuned to a budget is not tuned again.
 Text models run at seq 128. ``--reselect`` runs every database's in-model check again with the
 current selection before measuring (into a copy of the results: it rewrites the verdicts).
@@ -147,6 +148,20 @@ def interval(ratios: list[float]) -> str:
     return f"{statistics.median(ratios):.3f}x [{lo:.3f}-{hi:.3f}]"
 
 
+def print_ceiling(model: str, args: argparse.Namespace) -> None:
+    """The most any tuning could gain on this model here: ``tvmbench profile``'s schedule ceiling
+    of the untuned build (every kernel at the measured FMA peak, copies free)."""
+    from tvmbench import api
+
+    profile = api.profile(model, "llvm", untuned=True, runs=30, threads=args.threads,
+                          seq_length=128 if options(model) else None)["tvm_untuned"]
+    c = profile.ceiling()
+    if c is not None:
+        print(f"  schedule ceiling (profile of the untuned build, {profile.end_to_end_ms:.2f} ms): no schedule "
+              f"makes it more than {c.speedup:.3f}x faster (kernels at the {profile.peak_gflops:.0f} GFLOP/s "
+              f"FMA peak would save {c.saved_ms:.3f} of {profile.kernels_ms:.2f} ms)", flush=True)
+
+
 def run_model(model: str, args: argparse.Namespace) -> None:
     root = Path(args.out_dir) / model.replace("/", "_")
     strategies = args.strategies.split(",")
@@ -173,6 +188,7 @@ def run_model(model: str, args: argparse.Namespace) -> None:
               f"{interval(speedups[f'{strategy}@{args.budget:g}m']):>26}")
     print(f"  A/A control: the untuned build built and timed again in the same processes, "
           f"{interval(speedups[CONTROL])}")
+    print_ceiling(model, args)
     for strategy in strategies[1:]:
         print(f"\nper layer, {strategies[0]} against {strategy} ({args.budget:g} min each):", flush=True)
         tvmbench("tune", "report", str(root / strategies[0]), str(root / strategy), "--labels",
