@@ -71,7 +71,7 @@ def main() -> None:
     print(f"{dest}: {counts['kept']} records (of {counts['workloads']} workloads) beat the default schedules "
           "in MetaSchedule's runner")
     threads = physical_cores()
-    verdict = select_in_model([in_model_gains(m, dest, target, threads, model_options(m)) for m in models])
+    verdict = select_in_model([in_model_gains(m, dest, target, threads, model_options(m)).rows for m in models])
     losers, per_workload = verdict.losing, verdict.gains
     # A workload no model ran is not judged, and would apply to nothing (the pipeline has since
     # changed that kernel): dropped too.

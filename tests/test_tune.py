@@ -75,6 +75,10 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert all(t.in_model_interval[0] <= t.in_model_gain <= t.in_model_interval[1] for t in checked)
     assert all(t.in_model_interval[0] > 1 and (t.speedup is None or t.speedup > 1) for t in checked if t.kept_in_model)
     assert set(mark["interval"]) == set(mark["gain"])
+    # what the kept records bought inside the model (nothing kept: exactly 1), and the ceiling
+    kept = [t for t in checked if t.kept_in_model]
+    assert report.in_model_speedup > 1.0 if kept else report.in_model_speedup == 1.0
+    assert report.ceiling >= 1.0
     # a task marked losing: its records are not applied; one found after the check is
     workload = checked[0].workload
     mark_in_model(database, {t.workload: 2.0 for t in checked}, set(), database.count_records())

@@ -262,7 +262,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
 
     lines = database.count_records()  # the records this check judges
     try:
-        rows = in_model_gains(model, database.path, resolved, threads, options)
+        rows, untuned = in_model_gains(model, database.path, resolved, threads, options)
     except (UserError, WorkFailed) as e:
         if on_warning:
             on_warning(f"{e}; the tuned records are applied as tuned")
@@ -280,13 +280,21 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             task.in_model_gain = verdict.gains[task.workload]
             task.in_model_interval = verdict.intervals.get(task.workload)
             task.kept_in_model = task.workload not in losing
+    # What tuning bought inside the model, and the most it could: the kept records' saving over
+    # the untuned kernels' time, and the untuned build's schedule ceiling.
+    saved = sum(r["untuned_ms"] - r["tuned_ms"] for r in rows if r["workload"] not in losing)
+    if untuned.kernels_ms > saved:
+        report.in_model_speedup = untuned.kernels_ms / (untuned.kernels_ms - saved)
+    ceiling = untuned.ceiling()
+    report.ceiling = ceiling.speedup if ceiling else None
 
 
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
-                   options: ModelOptions) -> list[dict[str, Any]]:
+                   options: ModelOptions) -> Any:
     """Per kernel of ``model`` that runs a record of ``database`` (and no other database): its
     gain inside the model over tvmbench's default schedule, both builds timed in alternating
-    blocks in one worker (``paired_gains_job``), as ``select_in_model`` judges them."""
+    blocks in one worker (``paired_gains_job``), as ``select_in_model`` judges them; with the
+    untuned build's profile (``PairedGains``)."""
     from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import PairedJob, paired_gains_job
 

@@ -200,7 +200,18 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     peak = measure_compute_peak(job.backend.threads) if job.measure_peak else None
     info = backend.info
     backend.close()
+    kernels = kernel_profiles(per_run, calls, facts, peak)
+    return ModelProfile(model=job.model, target=job.backend.target.config, variant=job.variant,
+                        end_to_end_ms=statistics.median(plain) * 1e3, kernels_ms=sum(k.ms for k in kernels),
+                        runs=job.runs, threads=int(tvm.runtime.num_threads()),
+                        peak_gflops=peak.gflops if peak else None, peak_method=peak.method if peak else None,
+                        database=info.get("database"), kernels=kernels)
 
+
+def kernel_profiles(per_run: list[dict[str, float]], calls: dict[str, int],
+                    facts: dict[str, tuple[float | None, str | None]], peak: Any) -> list[KernelProfile]:
+    """Per kernel (VM builtins too) its median time per inference over ``per_run``, FLOPs and
+    schedule from ``facts`` (``_kernel_facts``), slowest first."""
     kernels = []
     for name in calls:
         ms = statistics.median(r.get(name, 0.0) for r in per_run) * 1e3
@@ -215,12 +226,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     total = sum(k.ms for k in kernels)
     for k in kernels:
         k.share = k.ms / total if total else 0.0
-    kernels.sort(key=lambda k: -k.ms)
-    return ModelProfile(model=job.model, target=job.backend.target.config, variant=job.variant,
-                        end_to_end_ms=statistics.median(plain) * 1e3, kernels_ms=total, runs=job.runs,
-                        threads=int(tvm.runtime.num_threads()), peak_gflops=peak.gflops if peak else None,
-                        peak_method=peak.method if peak else None, database=info.get("database"),
-                        kernels=kernels)
+    return sorted(kernels, key=lambda k: -k.ms)
 
 
 @dataclass(frozen=True)
@@ -235,7 +241,16 @@ class PairedJob:
     warmup: int = 5
 
 
-def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any]]:
+class PairedGains(NamedTuple):
+    """``paired_gains_job``'s answer: the rows of the kernels that run a record, and the
+    untuned build's profile from the same blocks (its ``ceiling`` says how much any tuning could
+    gain; its ``end_to_end_ms`` is the instrumented kernels' sum, no plain runs are timed)."""
+
+    rows: list[dict[str, Any]]
+    untuned: ModelProfile
+
+
+def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     """Per kernel that runs a tuning record: its time with the databases and with tvmbench's
     default schedule, both builds in this one process, timed in alternating blocks.
 
@@ -255,19 +270,42 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> list[dict[str, Any
     builds = [("tuned", tuned), ("untuned", untuned)]
     for b in (tuned, untuned):
         plain_runs(b, job.warmup, 0)
+    untuned_runs: list[dict[str, float]] = []
+    calls: dict[str, int] = {}
     for r in range(job.rounds):
         # Always tuned, untuned, tuned, ...: each block follows the other build's, never its own
         # (``t u | u t`` gives every other pair one side warm from its own previous block).
         for name, b in builds:
-            for run in b.time_kernels(job.runs)[0]:
+            runs, calls_of = b.time_kernels(job.runs)
+            if name == "untuned":
+                untuned_runs += runs
+                calls = calls_of
+            for run in runs:
                 for kernel, secs in run.items():
                     blocks = times[name].setdefault(kernel, [[] for _ in range(job.rounds)])
                     blocks[r].append(secs)
     tuned.close()
     untuned.close()
-    return [_paired_row(kernel, workload, times["tuned"][kernel], times["untuned"][kernel])
+    rows = [_paired_row(kernel, workload, times["tuned"][kernel], times["untuned"][kernel])
             for kernel, (_, workload) in facts.items()
             if workload and kernel in times["tuned"] and kernel in times["untuned"]]
+    return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts))
+
+
+def _untuned_profile(job: PairedJob, per_run: list[dict[str, float]], calls: dict[str, int],
+                     facts: dict[str, tuple[float | None, str | None]]) -> ModelProfile:
+    """The untuned build's profile from its instrumented blocks, with the machine's FMA peak."""
+    import tvm
+
+    from tvmbench.measure.peak import measure_compute_peak
+
+    peak = measure_compute_peak(job.backend.threads)
+    kernels = kernel_profiles(per_run, calls, {k: (flops, None) for k, (flops, _) in facts.items()}, peak)
+    total = sum(k.ms for k in kernels)
+    return ModelProfile(model=job.model, target=job.backend.target.config, variant="tvm_untuned",
+                        end_to_end_ms=total, kernels_ms=total, runs=len(per_run),
+                        threads=int(tvm.runtime.num_threads()), peak_gflops=peak.gflops, peak_method=peak.method,
+                        database=None, kernels=kernels)
 
 
 def _paired_row(kernel: str, workload: str, tuned: list[list[float]], untuned: list[list[float]]) -> dict[str, Any]:

@@ -164,6 +164,10 @@ class TuneReport:
     stop_reason: str
     curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
     curve_files: list[str] = field(default_factory=list)  # where write_curve put it
+    # From the in-model check (``api.check_in_model``), when it ran: the kept records' speedup of
+    # the kernels inside the model, and the most any schedule could give (``Ceiling``).
+    in_model_speedup: float | None = None
+    ceiling: float | None = None
 
     @property
     def estimated_ms(self) -> float | None:
@@ -190,6 +194,7 @@ class TuneReport:
     def to_json(self) -> dict[str, Any]:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
+                "in_model_speedup": self.in_model_speedup, "ceiling": self.ceiling,
                 "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve}
 
 
