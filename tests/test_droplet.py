@@ -69,6 +69,25 @@ def test_the_search_descends_a_known_landscape_and_stops_at_its_optimum():
     assert capped.trials == 5 and capped.stopped == "trial budget reached"
 
 
+def test_tasks_go_by_their_time_in_the_model_and_each_gets_its_share_of_the_budget_left():
+    """The order and time shares of a search under a time budget: a 6 ms kernel called once comes
+    before a 33 us one called three times (by weight alone it came last, and in a one-minute bert
+    tune its turn never came); each task's deadline is its cost's share of the time left."""
+    import time
+    from types import SimpleNamespace
+
+    from tvmbench.tuning.droplet import by_model_time, task_deadline
+
+    matmul, norm = SimpleNamespace(weight=1, us=6000.0), SimpleNamespace(weight=3, us=33.0)
+    assert by_model_time([norm, matmul], lambda t: t.weight * t.us) == [matmul, norm]
+    assert by_model_time([matmul, norm]) == [norm, matmul]  # no costs: the weight
+    deadline = time.monotonic() + 100.0
+    first = task_deadline(deadline, [300.0, 100.0])  # 3/4 of what is left
+    assert 74.0 < first - time.monotonic() <= 75.0
+    assert abs(task_deadline(deadline, [100.0]) - deadline) < 1e-3  # the last task: all that is left
+    assert task_deadline(None, [1.0, 2.0]) is None and task_deadline(deadline, [0.0, 0.0]) == deadline
+
+
 def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs_only_its_candidate():
     """The builder's worker lasts across batches (MetaSchedule's starts one per batch, 2 s each)
     and never loads torch; a candidate LLVM cannot build is an error, its neighbours are built."""

@@ -383,26 +383,47 @@ def task_space(task: Any, ms_db: Any, target: Any, timer: Any) -> tuple[Any, Tra
     return workload, TraceSpace(mod, target, timer, commit)
 
 
+def by_model_time(tasks: list[Any], cost: Callable[[Any], float] | None = None) -> list[Any]:
+    """Tasks in the order of their time in the model, most first: ``cost(task)`` is its weight
+    times its default schedule's time (the weight alone without ``cost``). A search that runs out
+    of budget has then spent it where there was the most to gain."""
+    return sorted(tasks, key=lambda t: -(cost(t) if cost else t.weight))
+
+
+def task_deadline(deadline: float | None, costs: list[float]) -> float | None:
+    """The first of ``costs``' tasks' deadline: its share, by cost, of the time left to all of
+    them (the whole budget left when none has a cost). A task that stops early, at a local
+    optimum, leaves its time to the rest; one that would take it all cannot starve them."""
+    if deadline is None or not costs or sum(costs) <= 0:
+        return deadline
+    now = time.monotonic()
+    return now + max(0.0, deadline - now) * costs[0] / sum(costs)
+
+
 def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                    on_progress: Callable[[int, int, float | None], None] | None = None,
-                   task_seconds: dict[str, float] | None = None, budget_s: float | None = None
-                   ) -> tuple[str, list[dict[str, float]]]:
+                   task_seconds: dict[str, float] | None = None, budget_s: float | None = None,
+                   cost: Callable[[Any], float] | None = None) -> tuple[str, list[dict[str, float]]]:
     """Droplet (``cfg.strategy`` "droplet": from the default schedule's knobs, then each task's
-    best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn
-    with an equal share of the ``remaining`` trials and at most ``budget_s`` seconds in all; every
-    candidate measured is committed to ``ms_db`` as a tuning record. Returns why it stopped and
-    the curve (trials, seconds, the task's best us); each task's search time is added to
-    ``task_seconds`` (by task name)."""
+    best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn,
+    the most time in the model first (``by_model_time``), each with an equal share of the
+    ``remaining`` trials and its share by ``cost`` of the ``budget_s`` seconds left
+    (``task_deadline``); every candidate measured is committed to ``ms_db`` as a tuning record.
+    Returns why it stopped and the curve (trials, seconds, the task's best us); each task's search
+    time is added to ``task_seconds`` (by task name)."""
     timer = candidate_timer(target, cfg)
     # the budget is search time, from here (the tune's setup and default schedules come before)
     deadline = time.monotonic() + budget_s if budget_s is not None else None
     curve: list[dict[str, float]] = []
     used, share = 0, max(1, remaining // max(1, len(tasks)))
-    for t in sorted(tasks, key=lambda t: -t.weight):  # the most called kernels first
+    order = by_model_time(tasks, cost)
+    costs = [cost(t) for t in order] if cost else []
+    for i, t in enumerate(order):
         if used >= remaining or (deadline is not None and time.monotonic() >= deadline):
             break
         began = time.monotonic()
-        outcome = _droplet_task(t, ms_db, target, timer, cfg, min(share, remaining - used), deadline)
+        outcome = _droplet_task(t, ms_db, target, timer, cfg, min(share, remaining - used),
+                                task_deadline(deadline, costs[i:]))
         if task_seconds is not None:
             task_seconds[t.task_name] = task_seconds.get(t.task_name, 0.0) + time.monotonic() - began
         used += outcome.trials if outcome else 0

@@ -80,11 +80,12 @@ def check_budget(tasks: list[Any], target: Any, trials: int) -> None:
 
 def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                 on_progress: Callable[[int, int, float | None], None] | None = None,
-                task_seconds: dict[str, float] | None = None, budget_s: float | None = None
-                ) -> tuple[str, list[dict[str, Any]]]:
+                task_seconds: dict[str, float] | None = None, budget_s: float | None = None,
+                cost: Callable[[Any], float] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """Measure every point of every task's knob grid (``check_budget`` before), in batches of
-    ``cfg.trials_per_iter``; returns why it stopped and the curve (one row per task)."""
-    from tvmbench.tuning.droplet import candidate_timer, task_space
+    ``cfg.trials_per_iter``, the tasks with the most time in the model first (``cost``, as
+    Droplet's); returns why it stopped and the curve (one row per task)."""
+    from tvmbench.tuning.droplet import by_model_time, candidate_timer, task_space
     from tvmbench.tuning.unmeasured import trace_key
 
     timer = candidate_timer(target, cfg)
@@ -94,7 +95,7 @@ def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: 
     deadline = time.monotonic() + budget_s if budget_s is not None else None
     curve: list[dict[str, Any]] = []
     used = 0
-    for t in sorted(tasks, key=lambda t: -t.weight):
+    for t in by_model_time(tasks, cost):
         began = time.monotonic()
         workload, space = spaces[t.task_name]
         known = {trace_key(r.trace) for r in ms_db.get_all_tuning_records() if r.workload.same_as(workload)}

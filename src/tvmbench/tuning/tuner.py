@@ -477,11 +477,18 @@ def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase,
     """The strategy's search; returns why it stopped and the curve, adds search time per task to
     ``seconds``."""
     remaining, done, start = plan.remaining, plan.done, plan.start
+    keys = {id(t): _workload_key(t) for t in tasks}
+
+    def cost(t: Any) -> float:
+        """The task's time per inference with the default schedule (us); without one measured,
+        its FLOPs at 100 GFLOP/s (1 us at least): a task is never left no time at all."""
+        return t.weight * (defaults.get(keys[id(t)]) or max(1.0, _flops(t) / 1e5))
+
     if cfg.strategy == "grid":
         from tvmbench.tuning.grid import grid_search
 
         return grid_search(tasks, ms_db, target, cfg, remaining, done, start, on_progress, seconds,
-                           cfg.time_budget_s)
+                           cfg.time_budget_s, cost)
     if cfg.strategy not in ("droplet", "dpmeta"):
         return _metaschedule_search(tasks, plan, ms_db, db, cfg, builder, runner, on_progress, seconds)
     from tvmbench.tuning.droplet import droplet_needs_records, droplet_search
@@ -497,7 +504,7 @@ def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase,
         done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
     left_s = max(0.0, cfg.time_budget_s - (time.monotonic() - searching)) if cfg.time_budget_s else None
     stop, more = droplet_search(tasks, ms_db, target, cfg, cfg.trials - done, done, start, on_progress, seconds,
-                                left_s)
+                                left_s, cost)
     return stop, curve + more
 
 
