@@ -75,8 +75,7 @@ def snapshot(src: Path, dest: Path) -> None:
 def reselect(model: str, db: Path, threads: int) -> None:
     """Judge every record of ``db`` inside the model again with the current selection (the last
     check's verdict forgotten first): to measure a change of the selection on databases already
-    tuned, without tuning them again. Without a tune's task report, the condition that a record
-    also wins alone is not applied here."""
+    tuned, without tuning them again."""
     from tvmbench.api import check_in_model, model_options, target
     from tvmbench.tuning.database import TuningDatabase, forget_in_model
 

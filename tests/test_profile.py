@@ -76,5 +76,8 @@ def test_the_schedule_ceiling_puts_every_kernel_at_the_peak_and_leaves_the_vm_al
     assert abs(c.end_to_end_ms - 1.8 / c.speedup) < 1e-9
     assert [name for name, _ in c.headroom] == ["conv", "copy"]
     assert p.to_json()["ceiling"]["speedup"] == c.speedup
+    # a kernel faster than the measured peak (measured at a slow moment) raises the roof
+    ks[2].gflops = 200.0
+    assert abs(p.ceiling().saved_ms - (0.75 + 0.2)) < 1e-9  # conv's floor: 50 MFLOP at 200 GFLOP/s
     no_peak = ModelProfile(**{**p.__dict__, "peak_gflops": None})
     assert no_peak.ceiling() is None and no_peak.to_json()["ceiling"] is None

@@ -75,8 +75,10 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert all(t.in_model_interval[0] <= t.in_model_gain <= t.in_model_interval[1] for t in checked)
     assert all(t.in_model_interval[0] > 1 and (t.speedup is None or t.speedup > 1) for t in checked if t.kept_in_model)
     assert set(mark["interval"]) == set(mark["gain"])
-    # what the kept records bought inside the model (nothing kept: exactly 1), and the ceiling
+    # each kept task's winner is one of its three fastest schedules alone, and only it applies
     kept = [t for t in checked if t.kept_in_model]
+    assert {t.workload for t in kept} == set(mark["chosen"]) and all(1 <= t.in_model_rank <= 3 for t in kept)
+    # what the kept records bought inside the model (nothing kept: exactly 1), and the ceiling
     assert report.in_model_speedup > 1.0 if kept else report.in_model_speedup == 1.0
     assert report.ceiling >= 1.0
     # a task marked losing: its records are not applied; one found after the check is
@@ -95,6 +97,37 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     with open(db / RECORDS, "a") as f:
         f.write(newer + "\n")
     _, after = TuningDatabase.open(db).view_for(TARGET)
+    assert after["applied_records"] == info["applied_records"] + 1
+
+
+def test_the_in_model_candidates_are_each_tasks_next_fastest_and_a_chosen_one_alone_applies(tuned, tmp_path):
+    """``ranked_candidates``: the i-th candidate database holds each workload's i-th fastest
+    distinct schedule alone. A schedule chosen inside the model (``mark_in_model``'s ``chosen``)
+    is the only one of its workload's judged records applied; a record found later applies too,
+    to be judged by the next check."""
+    from tvmbench.tuning.database import mark_in_model, ranked_candidates, record_key
+
+    db = tmp_path / "db"
+    shutil.copytree(tuned[0], db)
+    database = TuningDatabase.open(db)
+    cands = ranked_candidates(database, TARGET, 3)
+    assert len(cands) >= 2
+    for c in cands:
+        assert set(TuningDatabase.open(c.path).records_per_workload().values()) == {1}
+    second = {wl: pick for wl, pick in cands[1].picks.items()}
+    assert second and all(cands[0].picks[wl][1] <= secs and cands[0].picks[wl][0] != key
+                          for wl, (key, secs) in second.items())
+    wl, (key, _) = next(iter(second.items()))
+    index = [str(json.loads(line)[0]) for line in (db / WORKLOADS).read_text().splitlines()].index(wl)
+    of_wl = [line for line in (db / RECORDS).read_text().splitlines() if line.startswith(f"[{index},")]
+    mark_in_model(database, {wl: 1.1}, set(), database.count_records(), chosen={wl: key})
+    view, info = database.view_for(TARGET)
+    applied = [line for line in (view / RECORDS).read_text().splitlines() if line.startswith(f"[{index},")]
+    assert {record_key(line) for line in applied} == {key}
+    assert info["passed_over_in_model"] == sum(record_key(line) != key for line in of_wl) > 0
+    with open(db / RECORDS, "a") as f:
+        f.write(of_wl[0] + "\n")
+    view, after = TuningDatabase.open(db).view_for(TARGET)
     assert after["applied_records"] == info["applied_records"] + 1
 
 

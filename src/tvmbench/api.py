@@ -245,44 +245,65 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     return report, database.path
 
 
+# How many of each task's fastest schedules (timed alone) the in-model check times in the model.
+IN_MODEL_CANDIDATES = 3
+
+
 def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTarget, threads: int,
                    options: ModelOptions, on_warning: Callable[[str], None] | None = None) -> None:
     """Selection inside the model, after tuning: MetaSchedule's runner times each kernel alone
     with hot caches, and a record that wins there can lose inside the model (its inputs come
-    from the previous kernel, its weights were evicted). The model is built with this database
-    and without any, in one worker, and their kernels timed in alternating blocks
-    (``paired_gains_job``); the records of every task whose kernel does not gain inside the
-    model, surely (``select_in_model``: a paired test over the blocks), or whose best record is
-    no faster than the default schedule alone (the task report's speedup), are marked in the
-    database (``mark_in_model``): they stay, and are not applied. Fills each task's
-    ``in_model_gain``, ``in_model_interval`` and ``kept_in_model``. A failed check is a warning:
-    the tuning itself is kept."""
+    from the previous kernel, its weights were evicted), while the second or third fastest alone
+    can win. The model is built once per rank of each task's fastest distinct schedules alone
+    (``IN_MODEL_CANDIDATES``: the fastest of every task, then the second, ...) and once without
+    any database, in one worker, and their kernels timed in alternating blocks
+    (``paired_gains_job``). A task's winner is the candidate with the largest gain among those
+    surely faster than the default schedule inside the model (``select_in_model``: a paired test
+    over the blocks) and faster alone (a record that *is* the default schedule read 0.94x-1.19x
+    "in the model", intervals excluding 1, its kernel moved by its tuned neighbours); only it is
+    applied. A task without one keeps the default schedule. Verdicts go to the database
+    (``mark_in_model``): no record is removed. Fills each task's ``in_model_gain``,
+    ``in_model_interval``, ``in_model_rank`` and ``kept_in_model``, and the report's
+    ``in_model_speedup`` and ``ceiling``. A failed check is a warning: the tuning itself is kept."""
     from tvmbench.profiling.kernels import select_in_model
-    from tvmbench.tuning.database import mark_in_model
+    from tvmbench.tuning.database import mark_in_model, ranked_candidates
 
     lines = database.count_records()  # the records this check judges
+    candidates = ranked_candidates(database, resolved, IN_MODEL_CANDIDATES)
+    if not candidates:
+        return
     try:
-        rows, untuned = in_model_gains(model, database.path, resolved, threads, options)
+        rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
+                                       tuple(str(c.path) for c in candidates))
     except (UserError, WorkFailed) as e:
         if on_warning:
             on_warning(f"{e}; the tuned records are applied as tuned")
         return
-    verdict = select_in_model([rows])
-    # A record no faster than the default alone loses too, whatever the model says: a record that
-    # *is* the default schedule measured 0.94x-1.19x "in the model" (intervals excluding 1), its
-    # kernel's time moved by its tuned neighbours, not by its own code.
-    losing = verdict.losing | {t.workload for t in report.tasks
-                               if t.workload in verdict.gains and t.speedup is not None and t.speedup <= 1.0}
+    verdicts = [select_in_model([[r for r in rows if r["candidate"] == i]]) for i in range(len(candidates))]
+    defaults = database.meta().get("default_us", {})
+    gains, intervals, chosen, rank = {}, {}, {}, {}
+    for wl in {wl for v in verdicts for wl in v.gains}:
+        judged = [i for i, v in enumerate(verdicts) if wl in v.gains]
+        winners = [i for i in judged if wl not in verdicts[i].losing
+                   and candidates[i].picks[wl][1] * 1e6 < defaults.get(wl, float("inf"))]
+        best = max(winners, key=lambda i: verdicts[i].gains[wl]) if winners else judged[0]
+        gains[wl] = verdicts[best].gains[wl]
+        if wl in verdicts[best].intervals:
+            intervals[wl] = verdicts[best].intervals[wl]
+        if winners:
+            chosen[wl], rank[wl] = candidates[best].picks[wl][0], best + 1
+    losing = set(gains) - set(chosen)
     with database.writing():
-        mark_in_model(database, verdict.gains, losing, lines, verdict.intervals)
+        mark_in_model(database, gains, losing, lines, intervals, chosen)
     for task in report.tasks:
-        if task.workload in verdict.gains:
-            task.in_model_gain = verdict.gains[task.workload]
-            task.in_model_interval = verdict.intervals.get(task.workload)
+        if task.workload in gains:
+            task.in_model_gain = gains[task.workload]
+            task.in_model_interval = intervals.get(task.workload)
+            task.in_model_rank = rank.get(task.workload)
             task.kept_in_model = task.workload not in losing
-    # What tuning bought inside the model, and the most it could: the kept records' saving over
-    # the untuned kernels' time, and the untuned build's schedule ceiling.
-    saved = sum(r["untuned_ms"] - r["tuned_ms"] for r in rows if r["workload"] not in losing)
+    # What tuning bought inside the model, and the most it could: the winners' saving over the
+    # untuned kernels' time, and the untuned build's schedule ceiling.
+    saved = sum(r["untuned_ms"] - r["tuned_ms"] for r in rows if rank.get(r["workload"]) == r["candidate"] + 1)
     if untuned.kernels_ms > saved:
         report.in_model_speedup = untuned.kernels_ms / (untuned.kernels_ms - saved)
     ceiling = untuned.ceiling()
@@ -290,15 +311,16 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
 
 
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
-                   options: ModelOptions) -> Any:
-    """Per kernel of ``model`` that runs a record of ``database`` (and no other database): its
-    gain inside the model over tvmbench's default schedule, both builds timed in alternating
-    blocks in one worker (``paired_gains_job``), as ``select_in_model`` judges them; with the
-    untuned build's profile (``PairedGains``)."""
+                   options: ModelOptions, candidates: tuple[str, ...] = ()) -> Any:
+    """Per kernel of ``model`` that runs a record of ``database`` (and no other database), or of
+    each of the ``candidates`` databases in its own build: its gain inside the model over
+    tvmbench's default schedule, all builds timed in alternating blocks in one worker
+    (``paired_gains_job``), as ``select_in_model`` judges them; with the untuned build's profile
+    (``PairedGains``)."""
     from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import PairedJob, paired_gains_job
 
-    job = PairedJob(model=model, options=options,
+    job = PairedJob(model=model, options=options, candidates=candidates,
                     backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
     return _in_worker(paired_gains_job, job, threads, 3600.0, f"checking the tuned kernels of {model} in the model")
 

@@ -167,7 +167,8 @@ def print_tune_report(report: Any, console: Any) -> None:
     for t in sorted(report.tasks, key=lambda t: -(t.weight * t.flops)):
         interval = f" [{t.in_model_interval[0]:.2f}-{t.in_model_interval[1]:.2f}]" if t.in_model_interval else ""
         in_model = "-" if t.in_model_gain is None else f"{t.in_model_gain:.3f}x{interval}" + (
-            "" if t.kept_in_model else " (default kept)")
+            " (default kept)" if not t.kept_in_model else f" (#{t.in_model_rank})" if (t.in_model_rank or 1) > 1
+            else "")
         table.add_row(t.name[:60], str(t.weight), f"{t.flops / 1e6:.2f}", str(t.trials),
                       f"{t.minutes:.2f}" if t.minutes is not None else "-",
                       f"{t.default_us:.1f}" if t.default_us else "-",
@@ -179,10 +180,11 @@ def print_tune_report(report: Any, console: Any) -> None:
                   "the best record's repeats ('-': measured once, --runner-repeat 1)")
     if checked:
         console.print("speedup: the best record over the default schedule in MetaSchedule's runner (the kernel "
-                      "alone); in model: the same inside the compiled model, paired blocks with the default "
-                      "schedule [95 % interval]; a task not surely faster there (interval above 1, gain "
-                      "at least 1.02x) or no faster alone keeps the default schedule (its records stay in the "
-                      "database, not applied)")
+                      "alone); in model: the task's winner inside the compiled model, paired blocks with the "
+                      "default schedule [95 % interval], of its three fastest schedules alone (#2, #3: the "
+                      "second or third fastest won); a task none of them is surely faster there (interval above "
+                      "1, gain at least 1.02x) and faster alone keeps the default schedule (its records stay in "
+                      "the database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
     if report.in_model_speedup is not None:

@@ -62,11 +62,14 @@ class ModelProfile:
 
     def floor_ms(self, k: KernelProfile) -> float | None:
         """The least time any schedule could give kernel ``k`` (all its calls): its FLOPs at the
-        machine's FMA peak; 0 for a kernel that counts none (layout, Winograd transforms); None
-        for the VM's own work, which no schedule changes, or without a measured peak."""
+        machine's FMA peak (or at the fastest kernel's rate, if one beat the peak: measured at
+        a slow moment of a shared machine, the peak would make the bound tight, not generous);
+        0 for a kernel that counts none (layout, Winograd transforms); None for the VM's own
+        work, which no schedule changes, or without a measured peak."""
         if k.kind == "vm" or not self.peak_gflops:
             return None
-        return (k.mflop or 0.0) * 1e6 / (self.peak_gflops * 1e9) * 1e3
+        peak = max([self.peak_gflops, *(x.gflops for x in self.kernels if x.gflops)])
+        return (k.mflop or 0.0) * 1e6 / (peak * 1e9) * 1e3
 
     def ceiling(self) -> Ceiling | None:
         """How much faster any schedule search could make this model: every kernel at its
@@ -231,7 +234,8 @@ def kernel_profiles(per_run: list[dict[str, float]], calls: dict[str, int],
 
 @dataclass(frozen=True)
 class PairedJob:
-    """The model built twice in one worker, with the databases of ``backend`` and without any."""
+    """The model built with the databases of ``backend`` and without any, in one worker; with
+    ``candidates`` (database folders), once with each instead of ``backend``'s databases."""
 
     model: str
     options: ModelOptions
@@ -239,20 +243,23 @@ class PairedJob:
     rounds: int = 10  # alternating blocks per build: the pairs a record's gain is tested on
     runs: int = 10  # instrumented inferences per block
     warmup: int = 5
+    candidates: tuple[str, ...] = ()
 
 
 class PairedGains(NamedTuple):
-    """``paired_gains_job``'s answer: the rows of the kernels that run a record, and the
-    untuned build's profile from the same blocks (its ``ceiling`` says how much any tuning could
-    gain; its ``end_to_end_ms`` is the instrumented kernels' sum, no plain runs are timed)."""
+    """``paired_gains_job``'s answer: the rows of the kernels that run a record (each with the
+    index of its ``candidate`` build), and the untuned build's profile from the same blocks (its
+    ``ceiling`` says how much any tuning could gain; its ``end_to_end_ms`` is the instrumented
+    kernels' sum, no plain runs are timed)."""
 
     rows: list[dict[str, Any]]
     untuned: ModelProfile
 
 
 def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
-    """Per kernel that runs a tuning record: its time with the databases and with tvmbench's
-    default schedule, both builds in this one process, timed in alternating blocks.
+    """Per kernel that runs a tuning record: its time with the databases (each candidate build)
+    and with tvmbench's default schedule, all builds in this one process, timed in alternating
+    blocks.
 
     Two processes can run 15-50 % apart on a shared machine, uniformly; ``compare_profiles``
     corrects that drift by the kernels both builds run with the default schedule, which a model
@@ -261,35 +268,35 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     is the gain itself), with each round's median in ``tuned_blocks_ms`` and ``untuned_blocks_ms``:
     the pairs ``select_in_model`` tests the gain on."""
     say = progress or (lambda msg: None)
-    tuned = prepared_backend("tvm", job.model, job.options, job.backend, say)
+    configs = [replace(job.backend, databases=(("--db", c),)) for c in job.candidates] or [job.backend]
+    builds = [prepared_backend("tvm", job.model, job.options, c, say) for c in configs]
     untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
-    facts = _kernel_facts(tuned.relax_module(), job.backend.target, tuned.tuning_databases())
+    facts = [_kernel_facts(b.relax_module(), job.backend.target, b.tuning_databases()) for b in builds]
     say("alternating instrumented runs")
-    # times[build][kernel][round]: the seconds of each run of that round's block
-    times: dict[str, dict[str, list[list[float]]]] = {"tuned": {}, "untuned": {}}
-    builds = [("tuned", tuned), ("untuned", untuned)]
-    for b in (tuned, untuned):
+    # times[build][kernel][round]: the seconds of each run of that round's block (the last build
+    # is the untuned one)
+    times: list[dict[str, list[list[float]]]] = [{} for _ in range(len(builds) + 1)]
+    for b in [*builds, untuned]:
         plain_runs(b, job.warmup, 0)
     untuned_runs: list[dict[str, float]] = []
     calls: dict[str, int] = {}
     for r in range(job.rounds):
-        # Always tuned, untuned, tuned, ...: each block follows the other build's, never its own
-        # (``t u | u t`` gives every other pair one side warm from its own previous block).
-        for name, b in builds:
+        # One fixed cycle, tuned builds then the untuned one: each block follows another build's,
+        # never its own (``t u | u t`` gives every other pair one side warm from its own block).
+        for i, b in enumerate([*builds, untuned]):
             runs, calls_of = b.time_kernels(job.runs)
-            if name == "untuned":
+            if b is untuned:
                 untuned_runs += runs
                 calls = calls_of
             for run in runs:
                 for kernel, secs in run.items():
-                    blocks = times[name].setdefault(kernel, [[] for _ in range(job.rounds)])
-                    blocks[r].append(secs)
-    tuned.close()
-    untuned.close()
-    rows = [_paired_row(kernel, workload, times["tuned"][kernel], times["untuned"][kernel])
-            for kernel, (_, workload) in facts.items()
-            if workload and kernel in times["tuned"] and kernel in times["untuned"]]
-    return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts))
+                    times[i].setdefault(kernel, [[] for _ in range(job.rounds)])[r].append(secs)
+    for b in [*builds, untuned]:
+        b.close()
+    rows = [{**_paired_row(kernel, workload, times[i][kernel], times[-1][kernel]), "candidate": i}
+            for i, kernels in enumerate(facts) for kernel, (_, workload) in kernels.items()
+            if workload and kernel in times[i] and kernel in times[-1]]
+    return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts[0]))
 
 
 def _untuned_profile(job: PairedJob, per_run: list[dict[str, float]], calls: dict[str, int],

@@ -330,6 +330,10 @@ class TuningDatabase:
         if losing:
             info["lose_in_model"] = len(losing)
             records = [line for i, line in enumerate(records) if i not in losing]
+        passed_over = passed_over_lines(meta, self._lines(WORKLOADS), records)
+        if passed_over:
+            info["passed_over_in_model"] = len(passed_over)
+            records = [line for i, line in enumerate(records) if i not in passed_over]
         mine = target.tvm()
         my_class = isa_class(mine) if by_isa_class else None
         parsed: dict[str, Any] = {}
@@ -603,23 +607,30 @@ IN_MODEL = "in_model"
 
 
 def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str], lines: int,
-                  intervals: dict[str, tuple[float, float]] | None = None) -> None:
+                  intervals: dict[str, tuple[float, float]] | None = None,
+                  chosen: dict[str, str] | None = None) -> None:
     """Record an in-model check (``profiling.kernels.select_in_model``): per workload its gain
     inside the model (and its interval where there is one), and for each workload whose records
     lose there, how many record lines the file had when the check began (``lines``), so that
     every record judged (at a line before that) is left out when the database is applied, and a
-    record found later is applied and judged by the next check. Call under the writer lock."""
+    record found later is applied and judged by the next check. ``chosen``: per winning
+    workload the ``record_key`` of the record that won inside the model, when it need not be the
+    fastest alone: of the records judged, only it is applied. Call under the writer lock."""
     meta = db.meta()
     mark = meta.get(IN_MODEL) or {"gain": {}, "losing": {}}
     mark.setdefault("interval", {})
+    mark.setdefault("chosen", {})
     for wl, gain in gains.items():
         mark["gain"][wl] = round(gain, 4)
         if intervals and wl in intervals:
             mark["interval"][wl] = [round(x, 4) for x in intervals[wl]]
+        mark["chosen"].pop(wl, None)
         if wl in losing:
             mark["losing"][wl] = lines
         else:
             mark["losing"].pop(wl, None)
+            if chosen and wl in chosen:
+                mark["chosen"][wl] = {"record": chosen[wl], "lines": lines}
     mark["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     meta[IN_MODEL] = mark
     db.write_meta(meta)
@@ -637,6 +648,71 @@ def losing_lines(meta: dict[str, Any], workloads: list[str], records: list[str])
         wl = hashes[int(index)] if index.isdigit() and int(index) < len(hashes) else None
         if wl in losing and i < losing[wl]:
             out.add(i)
+    return out
+
+
+def record_key(record_line: str) -> str:
+    """A record line's schedule, as a short hash of its trace's JSON: the same schedule in any
+    copy of the file, whatever its line number."""
+    return hashlib.sha256(json.dumps(json.loads(record_line)[1][0], sort_keys=True).encode()).hexdigest()[:16]
+
+
+def passed_over_lines(meta: dict[str, Any], workloads: list[str], records: list[str]) -> set[int]:
+    """Positions of the record lines an in-model check judged and passed over for another record
+    of their workload that won inside the model (``mark_in_model``'s ``chosen``)."""
+    chosen = (meta.get(IN_MODEL) or {}).get("chosen") or {}
+    if not chosen:
+        return set()
+    hashes = [str(_loads(line)[0]) if _is_list(line, 1) else None for line in workloads]
+    out = set()
+    for i, line in enumerate(records):
+        index = line[1:line.find(",")] if line.startswith("[") else ""
+        pick = chosen.get(hashes[int(index)]) if index.isdigit() and int(index) < len(hashes) else None
+        if pick and i < pick["lines"] and record_key(line) != pick["record"]:
+            out.add(i)
+    return out
+
+
+@dataclass
+class Candidates:
+    """One candidate database of the in-model check (``ranked_candidates``): its folder, and per
+    workload structural hash the schedule it holds (``record_key``) and that record's mean
+    seconds alone."""
+
+    path: Path
+    picks: dict[str, tuple[str, float]]
+
+
+def ranked_candidates(db: TuningDatabase, target: ResolvedTarget, count: int) -> list[Candidates]:
+    """Up to ``count`` candidate databases for the in-model check: the i-th holds, per workload,
+    its i-th fastest distinct schedule for ``target`` as timed alone, none where it has fewer
+    (its kernel then runs the default schedule in that build). Written once per database state
+    into the cache folder."""
+    mine = str(target.tvm())
+    parsed: dict[str, Any] = {}
+    ranked: dict[int, dict[str, tuple[float, list[Any]]]] = {}
+    for line in db._lines(RECORDS):
+        secs = _record_secs(line)
+        theirs = _record_target(json.loads(line)[1][2], parsed)
+        if secs is None or theirs is None or str(theirs) != mine:
+            continue
+        index, record = json.loads(line)
+        key = record_key(line)
+        best = ranked.setdefault(index, {})
+        if key not in best or secs < best[key][0]:
+            best[key] = (secs, record)
+    workloads = db._lines(WORKLOADS)
+    hashes = [str(json.loads(line)[0]) for line in workloads]
+    out = []
+    for rank in range(count):
+        picked = {index: sorted(by_key.items(), key=lambda kv: kv[1][0])[rank]
+                  for index, by_key in sorted(ranked.items()) if len(by_key) > rank}
+        if not picked:
+            break
+        dest = cache_dir("in-model-candidates", f"{db.digest()}-{hashlib.sha256(mine.encode()).hexdigest()[:8]}-{rank}")
+        if not (dest / RECORDS).is_file():
+            _write_subset(dest, workloads, [(index, record) for index, (_, (_, record)) in picked.items()])
+        out.append(Candidates(dest, {hashes[index]: (key, secs) for index, (key, (secs, _)) in picked.items()}))
     return out
 
 

@@ -141,6 +141,7 @@ class TaskReport:
     in_model_gain: float | None = None
     in_model_interval: tuple[float, float] | None = None  # its 95 % interval (paired blocks)
     kept_in_model: bool | None = None  # whether its records are applied (False: they lose in the model)
+    in_model_rank: int | None = None  # the winner's rank among the task's schedules timed alone (1: fastest)
     std_us: float | None = None  # the spread of the best record's repeats (None: it has one)
     minutes: float | None = None  # search time spent on this task, over every tuning run of the database
 
