@@ -110,7 +110,7 @@ def test_the_in_model_candidates_are_each_tasks_next_fastest_and_a_chosen_one_al
     db = tmp_path / "db"
     shutil.copytree(tuned[0], db)
     database = TuningDatabase.open(db)
-    cands = ranked_candidates(database, TARGET, 3)
+    cands = ranked_candidates(database, TARGET, 3, tmp_path / "candidates")
     assert len(cands) >= 2
     for c in cands:
         assert set(TuningDatabase.open(c.path).records_per_workload().values()) == {1}

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -269,16 +270,17 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     from tvmbench.tuning.database import mark_in_model, ranked_candidates
 
     lines = database.count_records()  # the records this check judges
-    candidates = ranked_candidates(database, resolved, IN_MODEL_CANDIDATES)
-    if not candidates:
-        return
-    try:
-        rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
-                                       tuple(str(c.path) for c in candidates))
-    except (UserError, WorkFailed) as e:
-        if on_warning:
-            on_warning(f"{e}; the tuned records are applied as tuned")
-        return
+    with tempfile.TemporaryDirectory(prefix="tvmbench-candidates-") as root:
+        candidates = ranked_candidates(database, resolved, IN_MODEL_CANDIDATES, Path(root))
+        if not candidates:
+            return
+        try:
+            rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
+                                           tuple(str(c.path) for c in candidates))
+        except (UserError, WorkFailed) as e:
+            if on_warning:
+                on_warning(f"{e}; the tuned records are applied as tuned")
+            return
     verdicts = [select_in_model([[r for r in rows if r["candidate"] == i]]) for i in range(len(candidates))]
     defaults = database.meta().get("default_us", {})
     gains, intervals, chosen, rank = {}, {}, {}, {}

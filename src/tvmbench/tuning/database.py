@@ -683,11 +683,10 @@ class Candidates:
     picks: dict[str, tuple[str, float]]
 
 
-def ranked_candidates(db: TuningDatabase, target: ResolvedTarget, count: int) -> list[Candidates]:
-    """Up to ``count`` candidate databases for the in-model check: the i-th holds, per workload,
-    its i-th fastest distinct schedule for ``target`` as timed alone, none where it has fewer
-    (its kernel then runs the default schedule in that build). Written once per database state
-    into the cache folder."""
+def ranked_candidates(db: TuningDatabase, target: ResolvedTarget, count: int, root: Path) -> list[Candidates]:
+    """Up to ``count`` candidate databases for the in-model check, written under ``root``: the
+    i-th holds, per workload, its i-th fastest distinct schedule for ``target`` as timed alone,
+    none where it has fewer (its kernel then runs the default schedule in that build)."""
     mine = str(target.tvm())
     parsed: dict[str, Any] = {}
     ranked: dict[int, dict[str, tuple[float, list[Any]]]] = {}
@@ -709,9 +708,8 @@ def ranked_candidates(db: TuningDatabase, target: ResolvedTarget, count: int) ->
                   for index, by_key in sorted(ranked.items()) if len(by_key) > rank}
         if not picked:
             break
-        dest = cache_dir("in-model-candidates", f"{db.digest()}-{hashlib.sha256(mine.encode()).hexdigest()[:8]}-{rank}")
-        if not (dest / RECORDS).is_file():
-            _write_subset(dest, workloads, [(index, record) for index, (_, (_, record)) in picked.items()])
+        dest = root / f"candidate-{rank + 1}"
+        _write_subset(dest, workloads, [(index, record) for index, (_, (_, record)) in picked.items()])
         out.append(Candidates(dest, {hashes[index]: (key, secs) for index, (key, (secs, _)) in picked.items()}))
     return out
 
