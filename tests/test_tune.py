@@ -120,15 +120,17 @@ def test_the_in_model_candidates_are_each_tasks_next_fastest_and_a_chosen_one_al
     wl, (key, _) = next(iter(second.items()))
     index = [str(json.loads(line)[0]) for line in (db / WORKLOADS).read_text().splitlines()].index(wl)
     of_wl = [line for line in (db / RECORDS).read_text().splitlines() if line.startswith(f"[{index},")]
-    mark_in_model(database, {wl: 1.1}, set(), database.count_records(), chosen={wl: key})
+    other = next(w for w in cands[0].picks if w != wl)  # judged losing in the same check
+    mark_in_model(database, {wl: 1.1, other: 0.5}, {other}, database.count_records(), chosen={wl: key})
     view, info = database.view_for(TARGET)
     applied = [line for line in (view / RECORDS).read_text().splitlines() if line.startswith(f"[{index},")]
     assert {record_key(line) for line in applied} == {key}
     assert info["passed_over_in_model"] == sum(record_key(line) != key for line in of_wl) > 0
-    with open(db / RECORDS, "a") as f:
-        f.write(of_wl[0] + "\n")
+    with open(db / RECORDS, "a") as f:  # another schedule of it, found after the check
+        f.write(next(line for line in of_wl if record_key(line) != key) + "\n")
     view, after = TuningDatabase.open(db).view_for(TARGET)
     assert after["applied_records"] == info["applied_records"] + 1
+    assert after["passed_over_in_model"] == info["passed_over_in_model"] and after["lose_in_model"] > 0
 
 
 def test_a_tuning_database_imported_into_the_operator_store_joins_the_collected_operators(tuned, tmp_path, capsys):

@@ -326,14 +326,14 @@ class TuningDatabase:
             info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
             return None, info
         records = self._lines(RECORDS)
+        # both by line position in the file as the check saw it
         losing = losing_lines(meta, self._lines(WORKLOADS), records)
+        passed_over = passed_over_lines(meta, self._lines(WORKLOADS), records)
         if losing:
             info["lose_in_model"] = len(losing)
-            records = [line for i, line in enumerate(records) if i not in losing]
-        passed_over = passed_over_lines(meta, self._lines(WORKLOADS), records)
         if passed_over:
             info["passed_over_in_model"] = len(passed_over)
-            records = [line for i, line in enumerate(records) if i not in passed_over]
+        records = [line for i, line in enumerate(records) if i not in losing and i not in passed_over]
         mine = target.tvm()
         my_class = isa_class(mine) if by_isa_class else None
         parsed: dict[str, Any] = {}
@@ -641,13 +641,16 @@ def losing_lines(meta: dict[str, Any], workloads: list[str], records: list[str])
     losing = (meta.get(IN_MODEL) or {}).get("losing") or {}
     if not losing:
         return set()
+    return {i for i, wl in enumerate(_workload_of(workloads, records)) if wl in losing and i < losing[wl]}
+
+
+def _workload_of(workloads: list[str], records: list[str]) -> list[str | None]:
+    """Each record line's workload structural hash (None where it names no workload line)."""
     hashes = [str(_loads(line)[0]) if _is_list(line, 1) else None for line in workloads]
-    out = set()
-    for i, line in enumerate(records):
+    out: list[str | None] = []
+    for line in records:
         index = line[1:line.find(",")] if line.startswith("[") else ""
-        wl = hashes[int(index)] if index.isdigit() and int(index) < len(hashes) else None
-        if wl in losing and i < losing[wl]:
-            out.add(i)
+        out.append(hashes[int(index)] if index.isdigit() and int(index) < len(hashes) else None)
     return out
 
 
@@ -663,14 +666,8 @@ def passed_over_lines(meta: dict[str, Any], workloads: list[str], records: list[
     chosen = (meta.get(IN_MODEL) or {}).get("chosen") or {}
     if not chosen:
         return set()
-    hashes = [str(_loads(line)[0]) if _is_list(line, 1) else None for line in workloads]
-    out = set()
-    for i, line in enumerate(records):
-        index = line[1:line.find(",")] if line.startswith("[") else ""
-        pick = chosen.get(hashes[int(index)]) if index.isdigit() and int(index) < len(hashes) else None
-        if pick and i < pick["lines"] and record_key(line) != pick["record"]:
-            out.add(i)
-    return out
+    return {i for i, (wl, line) in enumerate(zip(_workload_of(workloads, records), records, strict=True))
+            if wl in chosen and i < chosen[wl]["lines"] and record_key(line) != chosen[wl]["record"]}
 
 
 @dataclass
