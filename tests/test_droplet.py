@@ -48,7 +48,7 @@ def test_a_move_is_accepted_only_when_the_test_says_it_is_faster():
 
 def test_the_search_descends_a_known_landscape_and_stops_at_its_optimum():
     """Two knobs on a bowl with noisy measurements: coordinate descent walks to the minimum
-    (3, 5) and stops there; every accepted step was significant."""
+    (3, 5) and stops there; every accepted step was significant (8 steps at least, from (0, 0))."""
     rng = np.random.default_rng(1)
 
     def cost(x, y):
@@ -58,15 +58,35 @@ def test_the_search_descends_a_known_landscape_and_stops_at_its_optimum():
         return [tuple(v + d if i == k else v for i, v in enumerate(point)) for d in (-1, 1)
                 if 0 <= point[k] + d <= 9]
 
-    def measure(points):
+    def measure(points, again=0):
         return [list(cost(*p) * (1 + 0.01 * rng.standard_normal(7))) for p in points]
 
     start = Candidate((0, 0), measure([(0, 0)])[0])
     out = search(start, 2, neighbours, measure, trials=200)
     assert out.best.trace == (3, 5) and out.stopped.startswith("no move")
-    assert out.accepted >= 8 and all(b <= a for a, b in zip(out.history, out.history[1:], strict=False))
+    # (the best's own times are taken again at each step, so its mean may wander by the noise)
+    assert out.accepted >= 8 and out.history[-1] < 0.5 * out.history[0]
     capped = search(start, 2, neighbours, measure, trials=5)
     assert capped.trials == 5 and capped.stopped == "trial budget reached"
+
+
+def test_the_best_is_timed_again_beside_its_neighbours_so_a_host_speeding_up_is_not_progress():
+    """A flat landscape on a host that gets 10 % faster with every batch: against the best's
+    first times every later neighbour looks faster (a descent would walk on noise); timed
+    again beside them in each batch, the best ties with every neighbour and no move is taken."""
+    calls = []
+
+    def neighbours(point, k):
+        return [tuple(v + d if i == k else v for i, v in enumerate(point)) for d in (-1, 1) if 0 <= point[k] + d <= 9]
+
+    def measure(points, again=0):
+        calls.append(again)
+        return [[1e-3 * 0.9 ** len(calls)] * 5 for _ in points]
+
+    start = Candidate((5, 5), measure([(5, 5)])[0])
+    out = search(start, 2, neighbours, measure, trials=100)
+    assert out.accepted == 0 and out.best.trace == (5, 5) and out.stopped.startswith("no move")
+    assert calls[1:] == [1, 1]  # each knob's batch re-timed the best
 
 
 def test_tasks_go_by_their_time_in_the_model_and_each_gets_its_share_of_the_budget_left():

@@ -10,9 +10,13 @@ schedule so far, one knob at a time is moved to its neighbouring legal values:
   stays within the instruction's ``max_innermost_factor``;
 - a categorical decision moves to the candidate before or after it (no wrap-around).
 
-Each neighbour is built and measured several times, and the fastest replaces the best only when
-Welch's t-test on the two sets of times says it is faster at the set significance (one-sided):
-a candidate that is 1 % faster by the luck of one noisy measurement is not progress. The search
+Each neighbour is built and measured several times, with the best so far measured again in the
+same batch, and the fastest replaces the best only when Welch's t-test on the two sets of times
+says it is faster at the set significance (one-sided): a candidate that is 1 % faster by the luck
+of one noisy measurement is not progress, and neither is one measured at a faster moment of a
+shared machine than the best's old times (on a 2-vCPU VM whose processes run at two speeds 30 %
+apart, the default schedule's time from the start of a tune made whatever was measured later
+look up to 3x faster alone, and none of it held inside the model). The search
 moves on to the next knob either way and stops when a full pass over the knobs brings nothing,
 or when the trial or time budget is spent.
 
@@ -35,7 +39,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-Measure = Callable[[list[Any]], list[list[float] | None]]  # schedules -> seconds per run, or None: failed
+# schedules -> seconds per run, or None: failed; ``again``: the first so many are timed afresh
+# (never answered from the database, never committed again)
+Measure = Callable[..., list[list[float] | None]]
 
 
 def prime_factors(n: int) -> list[int]:
@@ -126,7 +132,9 @@ def search(start: Candidate, knob_count: int, neighbours: Callable[[Any, int], l
            trials: int, deadline: float | None = None, alpha: float = 0.05,
            charged: Callable[[], int] | None = None) -> Outcome:
     """Coordinate descent from ``start`` over ``knob_count`` knobs: ``neighbours(trace, k)`` gives
-    the traces one move away on knob ``k``, ``measure`` times them (several runs each). Stops
+    the traces one move away on knob ``k``, ``measure`` times them (several runs each) beside the
+    best so far, timed again each time (``again=1``), so that the test compares times taken
+    together (a trial is a candidate measured: the re-timing is not one, as it is no record). Stops
     after a pass over every knob without an accepted move, or at the budgets. ``charged`` counts
     the candidates really measured so far, when ``measure`` answers some from a database: those
     cost no trial, so a resumed search replays its path for free."""
@@ -143,8 +151,10 @@ def search(start: Candidate, knob_count: int, neighbours: Callable[[Any, int], l
             tries = neighbours(best.trace, position)[: trials - used]
             if not tries:
                 continue
-            times = measure(tries)
+            again, *times = measure([best.trace, *tries], again=1)  # the best beside its neighbours
             used = charged() - base if charged else used + len(tries)
+            if again:
+                best = Candidate(best.trace, again)
             timed = [Candidate(t, s) for t, s in zip(tries, times, strict=True) if s]
             winner = min(timed, key=lambda c: c.mean_s, default=None)
             if winner is not None and faster(winner.secs, best.secs, alpha):
@@ -175,7 +185,7 @@ class TraceSpace:
         knob = knobs(trace)[position]
         return [trace.with_decision(knob, value, remove_postproc=True) for value in moves(knob, trace.decisions[knob])]
 
-    def measure(self, traces: list[Any]) -> list[list[float] | None]:
+    def measure(self, traces: list[Any], again: int = 0) -> list[list[float] | None]:
         schedules = [self.schedule(t) for t in traces]
         valid = [(i, s) for i, s in enumerate(schedules) if s is not None]
         out: list[list[float] | None] = [None] * len(traces)
@@ -183,7 +193,8 @@ class TraceSpace:
         for (i, sch), secs in zip(valid, timed, strict=True):
             if not isinstance(secs, str):
                 out[i] = secs
-                self.on_measured(sch.trace, secs)
+                if i >= again:
+                    self.on_measured(sch.trace, secs)
         return out
 
 
@@ -229,26 +240,30 @@ class KnobSpace:
             else k.choices.index(k.default)
         return [{**assignment, k.name: k.choices[j]} for j in categorical_moves(i, len(k.choices))]
 
-    def measure(self, assignments: list[dict[str, Any]]) -> list[list[float] | None]:
+    def measure(self, assignments: list[dict[str, Any]], again: int = 0) -> list[list[float] | None]:
         """Times per assignment (None: it does not build or run). A schedule the database holds
         with several times is answered from it (a resumed search measures nothing twice); the
-        others are timed, and committed unless the database has them (the default's record)."""
+        others are timed, and committed unless the database has them (the default's record).
+        The first ``again`` are timed afresh when any other is timed: times are compared with
+        times taken together, and a replayed path, all of it known, stays free."""
         from tvmbench.tuning.unmeasured import trace_key
 
         out: list[list[float] | None] = [None] * len(assignments)
+        built = [(i, sch, trace_key(sch.trace)) for i, a in enumerate(assignments)
+                 if (sch := self.build(a)[0]) is not None]
+
+        def known(key: str) -> bool:
+            return self.known.get(key) is not None and len(self.known[key] or ()) >= 2
+
+        fresh = any(not known(key) for i, _, key in built if i >= again)
         todo = []
-        for i, a in enumerate(assignments):
-            sch = self.build(a)[0]
-            if sch is None:
-                continue
-            key = trace_key(sch.trace)
-            recorded = self.known.get(key)
-            if recorded is not None and len(recorded) >= 2:
-                out[i] = recorded
+        for i, sch, key in built:
+            if known(key) and not (fresh and i < again):
+                out[i] = self.known[key]
             else:
                 todo.append((i, sch, key))
         timed = self.timer.time([s.mod for _, s, _ in todo]) if todo else []
-        self.timed += len(todo)
+        self.timed += sum(1 for i, _, _ in todo if i >= again)  # candidates; a re-timed best is none
         for (i, sch, key), secs in zip(todo, timed, strict=True):
             if not isinstance(secs, str):
                 out[i] = secs
