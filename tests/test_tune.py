@@ -78,9 +78,14 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     # each kept task's winner is one of its three fastest schedules alone, and only it applies
     kept = [t for t in checked if t.kept_in_model]
     assert {t.workload for t in kept} == set(mark["chosen"]) and all(1 <= t.in_model_rank <= 3 for t in kept)
-    # what the kept records bought inside the model (nothing kept: exactly 1), and the ceiling
-    assert report.in_model_speedup > 1.0 if kept else report.in_model_speedup == 1.0
+    # the winners together were timed end to end (kept unless surely slower), and the ceiling
+    e2e = getattr(report, "end_to_end", None)
+    assert e2e is None if not mark["chosen"] else (e2e[1] <= e2e[0] <= e2e[2] and e2e[2] >= 1.0)
     assert report.ceiling >= 1.0
+    from tvmbench.api import in_model_end_to_end  # the end-to-end timing itself, whatever won
+
+    gain, low, high = in_model_end_to_end(MODEL, db, TARGET, 2, ModelOptions())
+    assert 0 < low <= gain <= high
     # a task marked losing: its records are not applied; one found after the check is
     workload = checked[0].workload
     mark_in_model(database, {t.workload: 2.0 for t in checked}, set(), database.count_records())
@@ -98,6 +103,50 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
         f.write(newer + "\n")
     _, after = TuningDatabase.open(db).view_for(TARGET)
     assert after["applied_records"] == info["applied_records"] + 1
+
+
+@pytest.mark.parametrize("end_to_end, applied", [((1.05, 1.01, 1.09), True), ((0.93, 0.90, 0.96), False)])
+def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_applied(
+        tuned, tmp_path, monkeypatch, end_to_end, applied):
+    """``check_in_model``'s last guard, as a unit (both measurements replaced): a task whose
+    second fastest schedule alone wins surely inside the model is kept with it, unless the tuned
+    build, timed end to end against the untuned one, is surely slower: then no task is."""
+    from tvmbench import api
+    from tvmbench.models import ModelOptions
+    from tvmbench.profiling.kernels import ModelProfile, PairedGains
+    from tvmbench.tuning.database import IN_MODEL, mark_in_model, ranked_candidates
+    from tvmbench.tuning.tuner import TaskReport
+
+    db = tmp_path / "db"
+    shutil.copytree(tuned[0], db)
+    database = TuningDatabase.open(db)
+    second = ranked_candidates(database, TARGET, 2, tmp_path / "c")[1].picks
+    wl = next(iter(second))
+    meta = database.meta()
+    meta["default_us"][wl] = 1e6  # every schedule is faster alone than this default
+    database.write_meta(meta)
+    mark_in_model(database, {}, set(), 0)
+
+    def rows(candidate, gain):
+        untuned = [1.0 + 0.01 * (i % 3) for i in range(10)]
+        return {"name": "k", "workload": wl, "schedule": "tuning record", "tuned_ms": 1.0 / gain,
+                "untuned_ms": 1.0, "gain": gain, "corrected_gain": gain, "candidate": candidate,
+                "untuned_blocks_ms": untuned, "tuned_blocks_ms": [u / gain for u in untuned]}
+
+    profile = ModelProfile(model="m", target={}, variant="tvm_untuned", end_to_end_ms=1.0, kernels_ms=1.0, runs=1,
+                           threads=1, peak_gflops=None, peak_method=None, database=None)
+    monkeypatch.setattr(api, "in_model_gains", lambda *a: PairedGains([rows(0, 0.9), rows(1, 1.3)], profile))
+    monkeypatch.setattr(api, "in_model_end_to_end", lambda *a: end_to_end)
+    task = TaskReport(name="k", weight=1, flops=1.0, trials=2, best_us=1.0, workload=wl)
+    report = type("Report", (), {"tasks": [task]})()
+    warnings = []
+    api.check_in_model(report, database, MODEL, TARGET, 2, ModelOptions(), warnings.append)
+    mark = database.meta()[IN_MODEL]
+    assert report.end_to_end == end_to_end and task.kept_in_model is applied
+    if applied:
+        assert task.in_model_rank == 2 and mark["chosen"][wl]["record"] == second[wl][0] and not warnings
+    else:
+        assert not mark["chosen"] and wl in mark["losing"] and "slower end to end" in warnings[0]
 
 
 def test_the_in_model_candidates_are_each_tasks_next_fastest_and_a_chosen_one_alone_applies(tuned, tmp_path):

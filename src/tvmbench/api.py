@@ -265,7 +265,8 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     applied. A task without one keeps the default schedule. Verdicts go to the database
     (``mark_in_model``): no record is removed. Fills each task's ``in_model_gain``,
     ``in_model_interval``, ``in_model_rank`` and ``kept_in_model``, and the report's
-    ``in_model_speedup`` and ``ceiling``. A failed check is a warning: the tuning itself is kept."""
+    ``end_to_end`` (the winners together against the default schedules, end to end: if surely
+    slower, none is applied) and ``ceiling``. A failed check is a warning: the tuning is kept."""
     from tvmbench.profiling.kernels import select_in_model
     from tvmbench.tuning.database import mark_in_model, ranked_candidates
 
@@ -297,19 +298,43 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     losing = set(gains) - set(chosen)
     with database.writing():
         mark_in_model(database, gains, losing, lines, intervals, chosen)
+    if chosen:
+        # The winners together, end to end and without the instrument hook: what the user gets.
+        # Surely slower than the default schedules (the interval below 1): none is applied.
+        report.end_to_end = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
+        if report.end_to_end and report.end_to_end[2] < 1.0:
+            if on_warning:
+                on_warning(f"the tuned kernels together made {model} slower end to end "
+                           f"({report.end_to_end[0]:.3f}x); every task keeps the default schedule")
+            losing, chosen, rank = set(gains), {}, {}
+            with database.writing():
+                mark_in_model(database, gains, losing, lines, intervals)
     for task in report.tasks:
         if task.workload in gains:
             task.in_model_gain = gains[task.workload]
             task.in_model_interval = intervals.get(task.workload)
             task.in_model_rank = rank.get(task.workload)
             task.kept_in_model = task.workload not in losing
-    # What tuning bought inside the model, and the most it could: the winners' saving over the
-    # untuned kernels' time, and the untuned build's schedule ceiling.
-    saved = sum(r["untuned_ms"] - r["tuned_ms"] for r in rows if rank.get(r["workload"]) == r["candidate"] + 1)
-    if untuned.kernels_ms > saved:
-        report.in_model_speedup = untuned.kernels_ms / (untuned.kernels_ms - saved)
-    ceiling = untuned.ceiling()
+    ceiling = untuned.ceiling()  # the most any tuning could buy
     report.ceiling = ceiling.speedup if ceiling else None
+
+
+def in_model_end_to_end(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
+                        options: ModelOptions, on_warning: Callable[[str], None] | None = None
+                        ) -> tuple[float, float, float] | None:
+    """The model with ``database`` as it applies against no database, end to end, paired blocks
+    in one worker (``end_to_end_job``); None (with a warning) when the check failed."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.profiling.kernels import PairedJob, end_to_end_job
+
+    job = PairedJob(model=model, options=options, runs=5,
+                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
+    try:
+        return _in_worker(end_to_end_job, job, threads, 3600.0, f"timing the tuned {model} end to end")
+    except (UserError, WorkFailed) as e:
+        if on_warning:
+            on_warning(str(e))
+        return None
 
 
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,

@@ -187,11 +187,14 @@ def print_tune_report(report: Any, console: Any) -> None:
                       "the database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
-    if report.in_model_speedup is not None:
-        ceiling = (f"; the schedule ceiling is {report.ceiling:.2f}x (every kernel at the FMA peak: no tuning "
-                   "of these kernels can gain more)") if report.ceiling else ""
-        console.print(f"inside the model the kept records make the kernels {report.in_model_speedup:.3f}x as fast "
-                      f"as the default schedules{ceiling}", soft_wrap=True)
+    if report.end_to_end is not None:
+        gain, low, high = report.end_to_end
+        console.print(f"end to end, the tuned build runs {gain:.3f}x as fast as the default schedules "
+                      f"[{low:.3f}-{high:.3f}] (paired blocks of plain runs, one process)", soft_wrap=True)
+    if report.ceiling is not None:
+        console.print(f"schedule ceiling {report.ceiling:.2f}x: no tuning of these kernels can make the model "
+                      "faster than that (every kernel at the FMA peak; `tvmbench profile` shows where)",
+                      soft_wrap=True)
 
 
 def add_db_parser(sub: Any) -> None:

@@ -299,6 +299,28 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts[0]))
 
 
+def end_to_end_job(job: PairedJob, progress: Any = None) -> tuple[float, float, float]:
+    """The build with ``job.backend``'s databases against the build without any, end to end:
+    (gain, low, high), the untuned time over the tuned one with its 95 % interval, from
+    ``job.rounds`` pairs of alternating blocks of ``job.runs`` plain inferences in this one
+    process (``paired_ratio_ci`` on the blocks' medians). Each kernel's gain inside the model is
+    timed with the VM's instrument hook, a device sync after every call; their sum need not be
+    what the model gains when it runs freely, and this is that."""
+    say = progress or (lambda msg: None)
+    tuned = prepared_backend("tvm", job.model, job.options, job.backend, say)
+    untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
+    say("alternating end-to-end runs")
+    blocks: tuple[list[float], list[float]] = ([], [])
+    for b in (tuned, untuned):
+        plain_runs(b, job.warmup, 0)
+    for _ in range(job.rounds):
+        for side, b in zip(blocks, (tuned, untuned), strict=True):
+            side.append(statistics.median(plain_runs(b, 1, job.runs)))
+    tuned.close()
+    untuned.close()
+    return paired_ratio_ci(blocks[1], blocks[0])
+
+
 def _untuned_profile(job: PairedJob, per_run: list[dict[str, float]], calls: dict[str, int],
                      facts: dict[str, tuple[float | None, str | None]]) -> ModelProfile:
     """The untuned build's profile from its instrumented blocks, with the machine's FMA peak."""

@@ -165,9 +165,10 @@ class TuneReport:
     stop_reason: str
     curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
     curve_files: list[str] = field(default_factory=list)  # where write_curve put it
-    # From the in-model check (``api.check_in_model``), when it ran: the kept records' speedup of
-    # the kernels inside the model, and the most any schedule could give (``Ceiling``).
-    in_model_speedup: float | None = None
+    # From the in-model check (``api.check_in_model``), when it ran: the tuned build against the
+    # untuned one end to end (gain, low, high: paired blocks), when any record won in the model,
+    # and the most any schedule could give (``Ceiling``).
+    end_to_end: tuple[float, float, float] | None = None
     ceiling: float | None = None
 
     @property
@@ -195,7 +196,7 @@ class TuneReport:
     def to_json(self) -> dict[str, Any]:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
-                "in_model_speedup": self.in_model_speedup, "ceiling": self.ceiling,
+                "end_to_end": self.end_to_end, "ceiling": self.ceiling,
                 "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve}
 
 
