@@ -80,7 +80,7 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert {t.workload for t in kept} == set(mark["chosen"]) and all(1 <= t.in_model_rank <= 3 for t in kept)
     # the winners together were timed end to end (kept unless surely slower), and the ceiling
     e2e = getattr(report, "end_to_end", None)
-    assert e2e is None if not mark["chosen"] else (e2e[1] <= e2e[0] <= e2e[2] and e2e[2] >= 1.0)
+    assert e2e is None if not mark["chosen"] else (e2e[1] <= e2e[0] <= e2e[2] and e2e[0] >= 1.0)
     assert report.ceiling >= 1.0
     from tvmbench.api import in_model_end_to_end  # the end-to-end timing itself, whatever won
 
@@ -105,12 +105,14 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     assert after["applied_records"] == info["applied_records"] + 1
 
 
-@pytest.mark.parametrize("end_to_end, applied", [((1.05, 1.01, 1.09), True), ((0.93, 0.90, 0.96), False)])
+@pytest.mark.parametrize("end_to_end, applied", [((1.05, 1.01, 1.09), True), ((1.004, 0.99, 1.02), True),
+                                                 ((0.995, 0.987, 1.002), False), ((0.93, 0.90, 0.96), False)])
 def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_applied(
         tuned, tmp_path, monkeypatch, end_to_end, applied):
     """``check_in_model``'s last guard, as a unit (both measurements replaced): a task whose
     second fastest schedule alone wins surely inside the model is kept with it, unless the tuned
-    build, timed end to end against the untuned one, is surely slower: then no task is."""
+    build, timed end to end against the untuned one, measured slower, even within the noise:
+    then no task is."""
     from tvmbench import api
     from tvmbench.models import ModelOptions
     from tvmbench.profiling.kernels import ModelProfile, PairedGains

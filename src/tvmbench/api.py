@@ -265,7 +265,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     applied. A task without one keeps the default schedule. Verdicts go to the database
     (``mark_in_model``): no record is removed. Fills each task's ``in_model_gain``,
     ``in_model_interval``, ``in_model_rank`` and ``kept_in_model``, and the report's
-    ``end_to_end`` (the winners together against the default schedules, end to end: if surely
+    ``end_to_end`` (the winners together against the default schedules, end to end: if measured
     slower, none is applied) and ``ceiling``. A failed check is a warning: the tuning is kept."""
     from tvmbench.profiling.kernels import select_in_model
     from tvmbench.tuning.database import mark_in_model, ranked_candidates
@@ -283,30 +283,22 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
                 on_warning(f"{e}; the tuned records are applied as tuned")
             return
     verdicts = [select_in_model([[r for r in rows if r["candidate"] == i]]) for i in range(len(candidates))]
-    defaults = database.meta().get("default_us", {})
-    gains, intervals, chosen, rank = {}, {}, {}, {}
-    for wl in {wl for v in verdicts for wl in v.gains}:
-        judged = [i for i, v in enumerate(verdicts) if wl in v.gains]
-        winners = [i for i in judged if wl not in verdicts[i].losing
-                   and candidates[i].picks[wl][1] * 1e6 < defaults.get(wl, float("inf"))]
-        best = max(winners, key=lambda i: verdicts[i].gains[wl]) if winners else judged[0]
-        gains[wl] = verdicts[best].gains[wl]
-        if wl in verdicts[best].intervals:
-            intervals[wl] = verdicts[best].intervals[wl]
-        if winners:
-            chosen[wl], rank[wl] = candidates[best].picks[wl][0], best + 1
+    gains, intervals, rank = _winners(verdicts, candidates, database.meta().get("default_us", {}))
+    chosen = {wl: candidates[r - 1].picks[wl][0] for wl, r in rank.items()}
     losing = set(gains) - set(chosen)
     with database.writing():
         mark_in_model(database, gains, losing, lines, intervals, chosen)
     if chosen:
         # The winners together, end to end and without the instrument hook: what the user gets.
-        # Surely slower than the default schedules (the interval below 1): none is applied.
+        # Measured slower than the default schedules, however slightly: none is applied (tuning
+        # never leaves a build that measured slower than no tuning).
         report.end_to_end = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
-        if report.end_to_end and report.end_to_end[2] < 1.0:
+        if report.end_to_end and report.end_to_end[0] < 1.0:
+            gain, low, high = report.end_to_end
             if on_warning:
-                on_warning(f"the tuned kernels together made {model} slower end to end "
-                           f"({report.end_to_end[0]:.3f}x); every task keeps the default schedule")
-            losing, chosen, rank = set(gains), {}, {}
+                on_warning(f"the tuned kernels together made {model} slower end to end ({gain:.3f}x "
+                           f"[{low:.3f}-{high:.3f}]); every task keeps the default schedule")
+            losing, rank = set(gains), {}
             with database.writing():
                 mark_in_model(database, gains, losing, lines, intervals)
     for task in report.tasks:
@@ -317,6 +309,26 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             task.kept_in_model = task.workload not in losing
     ceiling = untuned.ceiling()  # the most any tuning could buy
     report.ceiling = ceiling.speedup if ceiling else None
+
+
+def _winners(verdicts: list[Any], candidates: list[Any], default_us: dict[str, float]
+             ) -> tuple[dict[str, float], dict[str, tuple[float, float]], dict[str, int]]:
+    """Per workload judged: its gain inside the model and interval (its winner's, else its fastest
+    schedule's alone), and its winner's rank (1: the fastest alone) where it has one: the
+    candidate with the largest gain among those ``select_in_model`` keeps (``verdicts[i]``:
+    candidate build ``i``'s) that are also faster alone than the default schedule."""
+    gains, intervals, rank = {}, {}, {}
+    for wl in {wl for v in verdicts for wl in v.gains}:
+        judged = [i for i, v in enumerate(verdicts) if wl in v.gains]
+        winners = [i for i in judged if wl not in verdicts[i].losing
+                   and candidates[i].picks[wl][1] * 1e6 < default_us.get(wl, float("inf"))]
+        best = max(winners, key=lambda i: verdicts[i].gains[wl]) if winners else judged[0]
+        gains[wl] = verdicts[best].gains[wl]
+        if wl in verdicts[best].intervals:
+            intervals[wl] = verdicts[best].intervals[wl]
+        if winners:
+            rank[wl] = best + 1
+    return gains, intervals, rank
 
 
 def in_model_end_to_end(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,

@@ -15,8 +15,8 @@ same batch, and the fastest replaces the best only when Welch's t-test on the tw
 says it is faster at the set significance (one-sided): a candidate that is 1 % faster by the luck
 of one noisy measurement is not progress, and neither is one measured at a faster moment of a
 shared machine than the best's old times (on a 2-vCPU VM whose processes run at two speeds 30 %
-apart, the default schedule's time from the start of a tune made whatever was measured later
-look up to 3x faster alone, and none of it held inside the model). The search
+apart, the default schedule's time from the start of a tune is no yardstick for times taken
+minutes later). The search
 moves on to the next knob either way and stops when a full pass over the knobs brings nothing,
 or when the trial or time budget is spent.
 
