@@ -556,6 +556,19 @@ def test_truncated_line_is_skipped_with_a_warning(tuned, tmp_path):
     assert view is not None and info["applied_records"] == report["trials_after"]
 
 
+def test_a_quiet_tune_still_prints_its_warnings(tuned, tmp_path, capsys):
+    """``-q`` drops the progress bar, not a warning: here the repair of a half-written record."""
+    db, report = tuned
+    copy = tmp_path / "copy"
+    shutil.copytree(db, copy)
+    with open(copy / RECORDS, "a") as f:
+        f.write('[0, [[["GetSBlock", [], ["matmul"')
+    assert main(["tune", "--model", MODEL, "--target", "llvm", "--trials", str(report["trials_after"]),
+                 "--db", str(copy), "-q", "--no-in-model-check", "--no-history"]) == 0
+    err = capsys.readouterr().err
+    assert "warning:" in err and f"line {report['trials_after'] + 1}" in err
+
+
 def test_a_second_tuner_waits_for_a_killed_one_then_resumes_its_records_and_stops_at_a_time_budget(
         tmp_path, kill_group):
     """Two real tuners on one database: the second waits for the first's lock; the first is

@@ -137,6 +137,8 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
         bar = progress.add_task(model, total=config["trials"], best="")
 
         verbose = getattr(args, "verbose", False)
+        # --quiet silences the progress bar, not a warning (such as winners not applied)
+        warnings = make_console(stderr=True) if getattr(args, "quiet", False) else console
 
         def on_progress(done: int, total: int, estimate: float | None) -> None:
             best = f"tuned kernels ~{estimate:.2f} ms/inference" if estimate is not None else ""
@@ -146,7 +148,7 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
 
         report, path = api.tune(model, target or args.target, db=args.db, layout=getattr(args, "layout", "auto"),
                                 timeout=float(args.tune_timeout), on_progress=on_progress,
-                                on_warning=lambda w: console.print(f"[yellow]warning:[/yellow] {w}"),
+                                on_warning=lambda w: warnings.print(f"[yellow]warning:[/yellow] {w}"),
                                 wait=not getattr(args, "no_wait", False), history=history_arg(args),
                                 verbose=verbose, in_model_check=getattr(args, "in_model_check", True),
                                 threads=args.threads or None,
