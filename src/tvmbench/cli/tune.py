@@ -190,9 +190,12 @@ def print_tune_report(report: Any, console: Any) -> None:
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
     if report.end_to_end is not None:
+        from tvmbench.api import END_TO_END_PROCESSES
+
         gain, low, high = report.end_to_end
         console.print(f"end to end, the tuned build runs {gain:.3f}x as fast as the default schedules "
-                      f"[{low:.3f}-{high:.3f}] (paired blocks of plain runs in each of 3 processes)", soft_wrap=True)
+                      f"[{low:.3f}-{high:.3f}] (paired blocks of plain runs in each of {END_TO_END_PROCESSES} "
+                      "processes)", soft_wrap=True)
     if report.ceiling is not None:
         console.print(f"schedule ceiling {report.ceiling:.2f}x: no tuning of these kernels can make the model "
                       "faster than that (every kernel at the FMA peak; `tvmbench profile` shows where)",
