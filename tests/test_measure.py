@@ -260,7 +260,7 @@ def test_rounds_pool_samples_and_report_per_round_medians():
 def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_the_samples():
     import time as _time
 
-    from tvmbench.measure.probe import OVERHEAD, HostProbe
+    from tvmbench.measure.probe import OVERHEAD, PROBE_TURN_S, HostProbe
     from tvmbench.measure.timer import measure
 
     calls = []
@@ -273,11 +273,27 @@ def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_th
                                    min_warmup_s=0.0), probe=HostProbe())
     turns = m.total_calls - m.timed_calls - len(m.warmup_s)  # each probe turn is followed by a re-warm-up call
     assert len(calls) == m.total_calls and 3 <= turns <= 1.0 / 0.25 + 1, turns  # after the first block, then
-    assert len(m.probe_s) >= 3 * turns and min(m.samples_s) >= 0.004  # one per quarter second
-    assert sum(m.probe_s) < OVERHEAD * sum(m.samples_s) * 1.5  # (the last turn may come late)
+    assert len(m.probe_turns) == turns and min(m.samples_s) >= 0.004  # one per quarter second
+    assert [i for i, _ in m.probe_turns] == sorted({i for i, _ in m.probe_turns})  # after different blocks
+    assert all(0 < us < 1e-3 for _, us in m.probe_turns), m.probe_turns  # seconds per fork-join
+    assert turns * PROBE_TURN_S < OVERHEAD * sum(m.samples_s) * 1.5  # (the last turn may come late)
     # a slow call spaces the turns so that turn and re-warm-up stay within the overhead share
     probe = HostProbe()
     assert not probe.due(1.0, call_s=0.5) and probe.due(0.3, call_s=0.001)
+
+
+def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
+    from tvmbench.measure.probe import label_samples, states
+
+    bounds = states([1.0, 0.95, 1.05, 1.4, 1.45, 1.02, 1.41])
+    assert len(bounds) == 1 and 1.05 < bounds[0] < 1.4
+    strays = states([0.7, 0.98, 1.0, 1.02, 1.05, 1.39, 1.4, 1.41, 1.45])
+    assert len(strays) == 1 and 1.05 < strays[0] < 1.39  # a stray turn (0.7) founds no state of its own
+    assert states([1.0, 1.05, 1.1, 1.12]) == []  # no gap over 15 %: one state
+    # turns after samples 3 (near), 6 (near), 9 (far): samples 6-8 lie between near and far
+    labels = label_samples(12, [(3, 1.0), (6, 1.02), (9, 1.42)], bounds)
+    assert labels == [0, 0, 0, 0, 0, 0, None, None, None, 1, 1, 1]
+    assert label_samples(4, [], bounds) == [None] * 4
 
 
 def test_environment_warnings_for_a_noisy_machine():

@@ -151,20 +151,24 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
     probed = any(c.host is not None for c in changes)
     table = Table(title=f"{args.a} -> {args.b}: median of B / median of A (band +-{args.band:g} %)")
     for col in ("model", "batch", "framework", "A ms", "B ms", "B / A", "95 % interval", "verdict",
-                *(["host B / A"] if probed else [])):
+                *(["host states (rounds)"] if probed else [])):
         table.add_column(col, justify="right" if col not in ("model", "framework", "verdict") else "left")
-    colour = {"slower": "red", "faster": "green", "no change": "dim"}
+    colour = {"slower": "red", "faster": "green", "no change": "dim", "inconclusive": "yellow"}
     for c in changes:
         ci = f"{c.ci95[0]:.3f}-{c.ci95[1]:.3f}" if c.ci95 else "-"
         table.add_row(c.model, str(c.batch_size), c.framework, f"{c.a_ms:.3f}", f"{c.b_ms:.3f}", f"{c.ratio:.3f}",
                       ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
-                      *([f"{c.host:.3f}" if c.host is not None else "-"] if probed else []))
+                      *([c.host or "-"] if probed else []))
     console.print(table)
     if probed:
-        console.print("B / A compares each round's median over the host-speed probe timed beside it (the "
-                      "machine's hour divided out); host B / A is how the probe itself moved", soft_wrap=True)
+        console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins, "
+                      "microseconds each) told which state the cores were in for each sample, and a host that "
+                      "jumped between states is not read as a change of the code", soft_wrap=True)
     slower = sum(c.verdict == "slower" for c in changes)
-    console.print(f"{slower} regression(s)" if slower else "no regression")
+    unknown = sum(c.verdict == "inconclusive" for c in changes)
+    console.print((f"{slower} regression(s)" if slower else "no regression")
+                  + (f"; {unknown} inconclusive (the sides were timed in different host states: run again)"
+                     if unknown else ""), soft_wrap=True)
 
 
 def cmd_report(args: argparse.Namespace) -> int:

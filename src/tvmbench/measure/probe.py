@@ -1,22 +1,32 @@
-"""The host-speed probe: a fixed piece of work timed beside the model, so two runs can be compared
-for the code and not for the hour.
+"""The host-state probe: which state the machine's cores were in while each sample was timed, so
+two runs can be compared state for state and not hour for hour.
 
-On a shared machine the same build's median moves by 5-15 % from one process to the next, minutes
-apart (a neighbour's load, the host's clock), while two builds timed side by side in one process
-move together (their ratio holds within 1-2 %). A diff of two runs made at different times cannot
-pair them, so it pairs each with the machine: every worker times this probe in short turns
-between its own blocks, and ``tvmbench diff`` compares model time over probe time. A slowdown
-of the model's own code moves only the numerator; a slower hour moves both.
+On the 2-vCPU AMD EPYC VM of the development notes the same build's median jumps by about 30 %
+between two levels, for tens of seconds at a time, in the middle of a process or between two
+(resnet18 11.0 and 14.2 ms, nothing in between). Each core alone never moves (a one-thread
+matrix product on either vCPU: 324-326 us all along); what moves is the time for the two cores
+to hand a cache line to each other: a C ping-pong between threads pinned to the two vCPUs reads
+60-80 ns in one state and 320-350 ns in the other, and flips exactly when the model does (the
+hypervisor places the two vCPUs on one core complex, or on two). Any work that the two threads
+share pays it: the model's parallel loops, BLAS's threads. Dividing by a probe that pays it too
+(a 2-thread matrix product, the first version of this probe) halved the spread but could not
+remove it: the product and the model pay it in different proportions.
 
-The work is a small single-precision matrix product on the run's threads (NumPy's BLAS, seeded
-inputs, warm in cache): the probe does not change with tvmbench's code, only with NumPy's, whose
-version the run records. A memory stream and a TVM kernel on TVM's own thread pool were tried
-beside it (``benchmarks/host_probe.py``) and tracked the model's movement less well.
+So this probe does not measure the machine's speed; it names the state. Its work is TVM
+fork-joins on TVM's own thread pool (a kernel of ``FORK_JOINS`` parallel loops of two tiny
+tasks each): on that VM 0.9-1.1 us per fork-join in the near state, 1.4-1.6 us in the far one.
+The timer runs a short turn of it between blocks (``turn``), each turn's value is kept with the
+number of samples taken before it, and ``tvmbench diff`` groups the turns' values into states
+(``states``: clusters separated by a gap of more than ``STATE_GAP``), labels each sample by the
+turns around it (``label_samples``) and compares the two runs within each state both have.
+On a machine without such states every value falls in one cluster and nothing changes.
 """
 
 from __future__ import annotations
 
+import math
 import time
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -24,24 +34,45 @@ PROBE_EVERY_S = 0.25  # timed model work between two probe turns (more when a ca
 PROBE_TURN_S = 0.02  # one probe turn: calls timed for this long, at least MIN_CALLS
 MIN_CALLS = 3
 OVERHEAD = 0.125  # a probe turn and its re-warm-up call cost at most this share of the timed work
+FORK_JOINS = 256  # parallel loops per probe call
+STATE_GAP = 0.15  # two probe values more than 15 % apart with none between them: two host states
+
+
+def _fork_join_kernel():  # type: ignore[no-untyped-def]
+    """A TVM function of ``FORK_JOINS`` parallel loops in sequence, each two tasks of a few adds:
+    its time is the pool's fork-join latency (the cores' hand-over), not compute."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def fork_joins(x: T.Buffer((FORK_JOINS, 2, 16), "float32")) -> None:
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for i in range(FORK_JOINS):
+            for p in T.parallel(2):
+                for q in range(16):
+                    with T.sblock("x"):
+                        vi, vp, vq = T.axis.remap("SSS", [i, p, q])
+                        x[vi, vp, vq] = x[vi, vp, vq] + T.float32(1)
+
+    return tvm.compile(tvm.IRModule({"main": fork_joins}), target="llvm")["main"]
 
 
 class HostProbe:
-    """``probe()`` runs one unit of the fixed work; ``turn()`` times a short series of them and
-    returns their per-call seconds."""
+    """``probe()`` runs one call of the fork-join kernel; ``turn()`` times a short series of them
+    and returns the median seconds per fork-join."""
 
-    def __init__(self, gemm: int = 256) -> None:
-        rng = np.random.default_rng(0)
-        self.a = rng.standard_normal((gemm, gemm), dtype=np.float32)
-        self.b = rng.standard_normal((gemm, gemm), dtype=np.float32)
-        self.c = np.empty((gemm, gemm), dtype=np.float32)
+    def __init__(self) -> None:
+        import tvm
+
+        self.kernel = _fork_join_kernel()
+        self.x = tvm.runtime.tensor(np.zeros((FORK_JOINS, 2, 16), dtype="float32"), tvm.cpu())
         self.last_turn_s = PROBE_TURN_S
-        self.probe()  # first calls allocate and spin up BLAS's threads
+        self.probe()  # the first call starts TVM's pool
 
     def probe(self) -> None:
-        np.matmul(self.a, self.b, out=self.c)
+        self.kernel(self.x)
 
-    def turn(self) -> list[float]:
+    def turn(self) -> float:
         clock = time.perf_counter
         start = clock()
         self.probe()  # the model has just had the caches
@@ -52,10 +83,56 @@ class HostProbe:
             self.probe()
             times.append(clock() - t0)
         self.last_turn_s = clock() - start
-        return times
+        return float(np.median(times)) / FORK_JOINS
 
     def due(self, since_last_s: float, call_s: float) -> bool:
         """Whether a probe turn is due after ``since_last_s`` of timed model work, when one model
         call (the re-warm-up a turn costs) takes ``call_s``: the last turn and its re-warm-up
         stay within ``OVERHEAD`` of the timed work."""
         return since_last_s >= max(PROBE_EVERY_S, (self.last_turn_s + call_s) / OVERHEAD)
+
+
+MIN_STATE_SHARE = 0.1  # a state holds at least this share of the probe's turns (and 3 of them)
+
+
+def states(values: Sequence[float], gap: float = STATE_GAP) -> list[float]:
+    """The boundaries between host states among probe ``values`` (all the turns of the runs to be
+    compared, pooled): the widest gap between consecutive sorted values, if wider than ``gap``
+    and with ``MIN_STATE_SHARE`` of the values on each side, split in two at its geometric
+    midpoint, and each side split again the same way. A value's state is how many boundaries lie
+    below it; no boundaries, one state. (Stray turns, a preempted thread's, stay in the state next
+    to them rather than found one: on the EPYC VM 3 of 44 turns read 0.7 us beside the 1.0 us
+    near state.)"""
+    ordered = sorted(v for v in values if v > 0)
+    least = max(3, math.ceil(MIN_STATE_SHARE * len(ordered)))
+
+    def split(lo: int, hi: int) -> list[float]:  # boundaries within ordered[lo:hi]
+        cuts = [i for i in range(lo + least, hi - least + 1) if ordered[i] > ordered[i - 1] * (1 + gap)]
+        if not cuts:
+            return []
+        i = max(cuts, key=lambda c: ordered[c] / ordered[c - 1])
+        return [*split(lo, i), math.sqrt(ordered[i - 1] * ordered[i]), *split(i, hi)]
+
+    return split(0, len(ordered))
+
+
+def state_of(value: float, bounds: Sequence[float]) -> int:
+    return sum(value > b for b in bounds)
+
+
+def label_samples(count: int, turns: Sequence[Sequence[float]], bounds: Sequence[float]) -> list[int | None]:
+    """Each of a round's ``count`` samples labelled with the host state of the probe turns around
+    it: ``turns`` are (samples taken before the turn, its value). A sample between two turns of
+    different states is None (the state changed somewhere in between); samples before the first
+    turn or after the last take that turn's state (a state lasts seconds, a stretch 0.25 s)."""
+    if not turns:
+        return [None] * count
+    marks = [(int(i), state_of(v, bounds)) for i, v in turns]
+    labels: list[int | None] = []
+    k = 0  # marks[k - 1] is the last turn at or before the sample, marks[k] the next
+    for s in range(count):
+        while k < len(marks) and marks[k][0] <= s:
+            k += 1
+        before, after = (marks[k - 1][1] if k > 0 else None), (marks[k][1] if k < len(marks) else None)
+        labels.append(before if after is None else after if before is None or before == after else None)
+    return labels

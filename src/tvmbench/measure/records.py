@@ -19,27 +19,30 @@ from tvmbench.measure.timer import Measurement
 @dataclass
 class Rounds:
     """How the pooled samples of ``--rounds N`` came about: one median and size per round (each
-    round a fresh process, so the medians carry the spread between processes), and the median of
-    the host-speed probe timed beside each round's samples (``probe.py``), when it ran."""
+    round a fresh process, so the medians carry the spread between processes), and, when the
+    host-state probe ran (``probe.py``), each round's probe turns as (samples of that round
+    taken before the turn, microseconds per fork-join)."""
 
     count: int
     medians_ms: list[float]
     sizes: list[int]
     failures: list[str | None] = field(default_factory=list)
-    probe_ms: list[float] | None = None
+    probe_turns: list[list[tuple[int, float]]] | None = None
 
     def to_json(self) -> dict[str, Any]:
         medians = self.medians_ms
         doc = {**dataclasses.asdict(self), "spread": (max(medians) - min(medians)) / float(np.median(medians))}
-        if self.probe_ms is None:  # (documents from before the probe, and runs without it, have no key)
-            del doc["probe_ms"]
+        if self.probe_turns is None:  # (documents from before the probe, and runs without it, have no key)
+            del doc["probe_turns"]
+        else:
+            doc["probe_turns"] = [[[i, round(us, 4)] for i, us in turns] for turns in self.probe_turns]
         return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Rounds:
-        probe = doc.get("probe_ms")
+        turns = doc.get("probe_turns")  # (the first probe's ``probe_ms``, a speed to divide by, is not read)
         return cls(doc["count"], list(doc["medians_ms"]), list(doc["sizes"]), list(doc.get("failures", [])),
-                   list(probe) if probe is not None else None)
+                   [[(int(i), float(us)) for i, us in t] for t in turns] if turns is not None else None)
 
 
 @dataclass
@@ -70,9 +73,9 @@ def pool_rounds(runs: list[FrameworkRun], failures: list[str | None], count: int
     pooled = dataclasses.replace(measurements[0], samples_s=[s for m in measurements for s in m.samples_s],
                                  timed_calls=sum(m.timed_calls for m in measurements),
                                  turns=[t for m in measurements for t in m.turns],
-                                 probe_s=[p for m in measurements for p in m.probe_s])
-    probed = all(m.probe_s for m in measurements)
+                                 probe_turns=[])  # (per round, in ``rounds``)
+    probed = all(m.probe_turns for m in measurements)
     rounds = Rounds(count=count, medians_ms=[float(np.median(m.samples_s)) * 1e3 for m in measurements],
                     sizes=[len(m.samples_s) for m in measurements], failures=failures,
-                    probe_ms=[float(np.median(m.probe_s)) * 1e3 for m in measurements] if probed else None)
+                    probe_turns=[[(i, s * 1e6) for i, s in m.probe_turns] for m in measurements] if probed else None)
     return dataclasses.replace(first, measurement=pooled, rounds=rounds)

@@ -104,6 +104,32 @@ def rounds_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
     return float(np.exp(centre - half)), float(np.exp(centre + half))
 
 
+def stratified_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[int, Sequence[float]],
+                        confidence: float = 0.95) -> tuple[float, float, float, list[int]] | None:
+    """(ratio, low, high, strata used) of baseline / candidate from round medians grouped by
+    stratum (the host state they were timed in, ``probe.py``): Welch's t on the logs within each
+    stratum both sides have two medians or more in, the strata's differences combined with
+    inverse-variance weights and Welch-Satterthwaite degrees of freedom. Comparing state with
+    state keeps the host's jumps between states out of the ratio; None when no stratum is shared."""
+    parts = []
+    for key in sorted(set(baseline) & set(candidate)):
+        a, b = np.log(np.asarray(baseline[key], dtype=float)), np.log(np.asarray(candidate[key], dtype=float))
+        if a.size < 2 or b.size < 2:
+            continue
+        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
+        v = max(va + vb, 1e-12)
+        df = v**2 / max(va**2 / (a.size - 1) + vb**2 / (b.size - 1), 1e-24)
+        parts.append((key, a.mean() - b.mean(), v, df))
+    if not parts:
+        return None
+    total = sum(1 / v for _, _, v, _ in parts)
+    centre = sum(c / v for _, c, v, _ in parts) / total
+    var = 1 / total
+    df = var**2 / sum((1 / v / total) ** 4 * v**2 / d for _, _, v, d in parts)
+    half = _t_quantile(confidence, df) * math.sqrt(var)
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), [k for k, *_ in parts]
+
+
 def paired_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
                     confidence: float = 0.95) -> tuple[float, float, float]:
     """(ratio, low, high) of baseline / candidate from paired blocks: ``baseline[i]`` and

@@ -84,7 +84,8 @@ class Measurement:
     timed_wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
     turns: list[tuple[float, float, int]] = field(default_factory=list)  # lockstep: each turn's span, samples
-    probe_s: list[float] = field(default_factory=list)  # the host-speed probe's per-call times, if it ran
+    # the host-state probe's turns, if it ran: (samples taken before the turn, seconds per fork-join)
+    probe_turns: list[tuple[int, float]] = field(default_factory=list)
 
 
 def _ci_rel(samples: list[float]) -> float:
@@ -156,7 +157,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     start = clock()
     reason = ""
     own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
-    probe_s: list[float] = []
+    probe_turns: list[tuple[int, float]] = []
     probed_at = -math.inf  # ``own`` at the last probe turn
     if 0 < cfg.pause_turn_call_s <= estimate:
         def rewarm() -> None:
@@ -189,7 +190,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         own += clock() - t0
         timed_calls += block
         if probe is not None and probe.due(own - probed_at, samples[-1]):
-            probe_s += probe.turn()
+            probe_turns.append((len(samples), probe.turn()))
             probed_at = own
             rewarm()
         if lockstep is not None:
@@ -200,7 +201,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         lockstep.stop()
     return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
                        total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json(),
-                       turns=lockstep.spans if lockstep is not None else [], probe_s=probe_s)
+                       turns=lockstep.spans if lockstep is not None else [], probe_turns=probe_turns)
 
 
 def _at_most_every(seconds: float, fn: Callable[[str, int], None]) -> Callable[[str, int], None]:

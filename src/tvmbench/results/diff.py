@@ -9,11 +9,14 @@ The verdict says "slower" only when the whole interval lies above the noise band
 interval is not a regression. As ``asv continuous`` and ``pytest-benchmark
 --benchmark-compare-fail`` do, a regression makes the command's exit status 1, so it can gate CI.
 
-When both sides also timed the host-speed probe beside every round (``measure/probe.py``,
-``--rounds N --probe`` on a CPU), each round's median is first divided by its probe's: the
-ratio and interval are then of the code's speed, not of how busy the machine was in each hour.
-``host`` says how the probe itself moved (above 1: the machine was slower for B). A side whose
-probe medians disagree among themselves (``PROBE_MAX_SPREAD``) is compared raw.
+When both sides also ran the host-state probe between their blocks (``measure/probe.py``,
+``--rounds N --probe`` on a CPU), the probe's values from both sides are grouped into host
+states, each sample is labelled with its state, and each round gives one median per state it
+spent enough samples in (``MIN_STATE_SAMPLES``); the two sides are then compared state with state
+(``stats.stratified_ratio_ci``): a host that jumps between two speeds (the 2-vCPU EPYC VM's
+vCPUs on one core complex or two) no longer reads as a change of the code. ``host`` says which
+states each side was seen in. When the sides share no state with two rounds each, the verdict
+is "inconclusive": neither a regression nor its absence can be read from them.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ class Change:
     ratio: float  # b / a: above 1, B is slower
     ci95: tuple[float, float] | None
     basis: str
-    verdict: str  # "slower", "faster", "no change"
-    host: float | None = None  # B's probe median over A's, when both sides timed it
+    verdict: str  # "slower", "faster", "no change", "inconclusive"
+    host: str | None = None  # the host states each side was timed in, when both ran the probe
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -55,7 +58,6 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
     """The changes from run documents ``a`` to ``b``, matched by model, batch, sequence and
     framework (points or frameworks on one side only are left out)."""
     from tvmbench.backends import result_key
-    from tvmbench.measure.stats import rounds_ratio_ci, speedup_ci
 
     index = {_point(r): r for r in a}
     changes = []
@@ -65,47 +67,96 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             continue
         for fw in [f for f in run.get("frameworks", []) if f in old.get("frameworks", [])]:
             ra, rb = old.get(result_key(fw)) or {}, run.get(result_key(fw)) or {}
-            if ra.get("status") != "ok" or rb.get("status") != "ok" or not ra.get("median_ms") or not rb.get("median_ms"):
-                continue
-            sizes_a, sizes_b = (ra.get("rounds") or {}).get("sizes"), (rb.get("rounds") or {}).get("sizes")
-            ratio, host = rb["median_ms"] / ra["median_ms"], None
-            na, nb = _over_probe(ra.get("rounds")), _over_probe(rb.get("rounds"))
-            if na is not None and nb is not None:
-                low, high = rounds_ratio_ci(nb[0], na[0])
-                ratio = _geomean(nb[0]) / _geomean(na[0])
-                host, basis = _geomean(nb[1]) / _geomean(na[1]), "round medians over the host probe's (Welch's t, log)"
-            else:
-                low, high = speedup_ci([s / 1e3 for s in rb.get("samples_ms") or []],
-                                       [s / 1e3 for s in ra.get("samples_ms") or []],
-                                       baseline_rounds=sizes_b, candidate_rounds=sizes_a)
-                basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
-                         and len(sizes_b) > 1 else "bootstrap of the timed samples")
-            ci = None if math.isnan(low) else (low, high)
-            changes.append(Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw,
-                                  ra["median_ms"], rb["median_ms"], ratio, ci, basis,
-                                  verdict(low, high, band) if ci else "no change", host))
+            if ra.get("status") == "ok" and rb.get("status") == "ok" and ra.get("median_ms") and rb.get("median_ms"):
+                changes.append(_change(run, fw, ra, rb, band))
     return changes
 
 
-# A side whose probe medians spread more than this (max / min) is not divided by them: on the
-# 2-vCPU host 2 of 80 rounds timed the probe 100x slower than the rest (its BLAS threads against
-# TVM's spinning pool), which would have made that run's interval useless.
-PROBE_MAX_SPREAD = 1.5
+def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any], band: float) -> Change:
+    """One framework's change from result ``ra`` to ``rb``: state with state when both ran the
+    host-state probe, else from the round medians or the samples."""
+    from tvmbench.measure.stats import speedup_ci
+
+    ratio, host = rb["median_ms"] / ra["median_ms"], None
+    by_state = _by_host_state(ra, rb)
+    if by_state is not None:
+        ratio, low, high, basis, host = by_state
+    else:
+        sizes_a, sizes_b = (ra.get("rounds") or {}).get("sizes"), (rb.get("rounds") or {}).get("sizes")
+        low, high = speedup_ci([s / 1e3 for s in rb.get("samples_ms") or []],
+                               [s / 1e3 for s in ra.get("samples_ms") or []],
+                               baseline_rounds=sizes_b, candidate_rounds=sizes_a)
+        basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
+                 and len(sizes_b) > 1 else "bootstrap of the timed samples")
+    ci = None if math.isnan(low) else (low, high)
+    said = "inconclusive" if basis.startswith("no host state") else verdict(low, high, band) if ci else "no change"
+    return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
+                  rb["median_ms"], ratio, ci, basis, said, host)
 
 
-def _over_probe(rounds: dict[str, Any] | None) -> tuple[list[float], list[float]] | None:
-    """Each round's median over its probe's median, and the probe medians; None unless every one
-    of two or more rounds timed the probe, and within ``PROBE_MAX_SPREAD`` of each other."""
-    medians, probe = (rounds or {}).get("medians_ms"), (rounds or {}).get("probe_ms")
-    if not medians or not probe or len(medians) != len(probe) or len(medians) < 2 or min(probe) <= 0:
+MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's median of the round
+
+
+def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float, float, str, str] | None:
+    """(ratio, low, high, basis, host) of B over A compared within host states, or None unless
+    both sides carry the probe's turns for every round."""
+    from tvmbench.measure.probe import states
+    from tvmbench.measure.stats import stratified_ratio_ci
+
+    turns_a, turns_b = _probe_turns(ra), _probe_turns(rb)
+    if turns_a is None or turns_b is None:
         return None
-    if max(probe) / min(probe) > PROBE_MAX_SPREAD:
+    bounds = states([us for t in turns_a + turns_b for _, us in t])
+    ma, mb = _state_medians(ra, turns_a, bounds), _state_medians(rb, turns_b, bounds)
+    levels = _state_levels(turns_a + turns_b, bounds)
+
+    def seen(m: dict[int, list[float]]) -> str:
+        return ", ".join(f"{len(m.get(k, []))} in {levels[k]}" for k in range(len(levels)))
+
+    host = f"A: {seen(ma)}; B: {seen(mb)}" if bounds else f"one host state ({levels[0]})"
+    got = stratified_ratio_ci(mb, ma)
+    if got is None:
+        return math.nan, math.nan, math.nan, "no host state with two rounds on both sides", host
+    ratio, low, high, used = got
+    basis = (f"round medians within {'each host state' if len(used) > 1 else 'one host state'} "
+             f"({', '.join(levels[k] for k in used)}; Welch's t, log)")
+    return ratio, low, high, basis, host
+
+
+def _probe_turns(result: dict[str, Any]) -> list[list[tuple[int, float]]] | None:
+    rounds = result.get("rounds") or {}
+    turns, sizes = rounds.get("probe_turns"), rounds.get("sizes")
+    if not turns or not sizes or len(turns) != len(sizes) or sum(sizes) != len(result.get("samples_ms") or []):
         return None
-    return [m / p for m, p in zip(medians, probe, strict=True)], list(probe)
+    return [[(int(i), float(us)) for i, us in t] for t in turns]
 
 
-def _geomean(values: list[float]) -> float:
-    return math.exp(sum(math.log(v) for v in values) / len(values))
+def _state_medians(result: dict[str, Any], turns: list[list[tuple[int, float]]],
+                   bounds: list[float]) -> dict[int, list[float]]:
+    """Per host state, the medians of the rounds that spent ``MIN_STATE_SAMPLES`` in it."""
+    from tvmbench.measure.probe import label_samples
+
+    out: dict[int, list[float]] = {}
+    start = 0
+    for size, round_turns in zip(result["rounds"]["sizes"], turns, strict=True):
+        chunk, start = result["samples_ms"][start:start + size], start + size
+        labels = label_samples(size, round_turns, bounds)
+        for state in sorted({x for x in labels if x is not None}):
+            mine = [v for v, x in zip(chunk, labels, strict=True) if x == state]
+            if len(mine) >= MIN_STATE_SAMPLES:
+                out.setdefault(state, []).append(float(sorted(mine)[len(mine) // 2]))
+    return out
+
+
+def _state_levels(turns: list[list[tuple[int, float]]], bounds: list[float]) -> list[str]:
+    """Each host state named by its probe turns' median (microseconds per fork-join)."""
+    from tvmbench.measure.probe import state_of
+
+    values: dict[int, list[float]] = {}
+    for t in turns:
+        for _, us in t:
+            values.setdefault(state_of(us, bounds), []).append(us)
+    return [f"{sorted(values[k])[len(values[k]) // 2]:.2f} us" if k in values else "?" for k in range(len(bounds) + 1)]
 
 
 def _point(run: dict[str, Any]) -> tuple[Any, ...]:
