@@ -90,6 +90,21 @@ def test_diff_compares_rounds_state_with_state_when_the_host_jumps_between_two_s
     assert raw.verdict == "no change" and raw.host is None and raw.ci95[1] - raw.ci95[0] > 0.15, raw
 
 
+def test_a_run_whose_host_changed_state_says_so_with_each_states_share():
+    from tvmbench.measure.records import Rounds
+    from tvmbench.results.build import host_states_note
+    from tvmbench.results.records import FrameworkResult
+
+    def result(rounds: list[str]) -> FrameworkResult:
+        doc = probed_doc(10.0, rounds, seed=3)["pytorch"]
+        return FrameworkResult("ok", samples_ms=doc["samples_ms"], rounds=Rounds.from_json(doc["rounds"]))
+
+    note = host_states_note({"pytorch": result(["nnnnnnnnnn", "ffffffffff", "nnnnnfffff", "nnnnnnnnnn"])})
+    assert re.search(r"in 2 states .* read (0\.9\d|1\.0\d)/1\.4\d us .*: pytorch 10\.\d\d ms in 6\d% of samples, "
+                     r"1[34]\.\d\d ms in 3\d% of samples\.", note), note
+    assert host_states_note({"pytorch": result(["nnnnnnnnnn"] * 3)}) is None  # one state: nothing to say
+
+
 def test_diff_says_inconclusive_when_the_sides_share_no_host_state(tmp_path, capsys):
     a = probed_doc(10.0, ["nnnnnnnnnn"] * 3, seed=1)
     b = probed_doc(10.0, ["ffffffffff"] * 3, seed=2)  # the same code, only ever timed in the far state

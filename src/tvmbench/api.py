@@ -165,8 +165,8 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
 
     ``settings`` are those of :func:`run_config`: ``threads``, ``runs``/``warmup`` (exact counts;
     adaptive without them), ``min_time``/``max_time``, ``rounds``, ``lockstep`` (with rounds, turns
-    within a round; default on), ``probe`` (with rounds on a CPU, the host-speed probe timed
-    beside the model for ``diff``; default off), ``db``, ``pretuned``,
+    within a round; default on), ``probe`` (with rounds on a CPU, the host-state probe run
+    between blocks for ``diff``; default off), ``db``, ``pretuned``,
     ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
     ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``. The result is appended
     to the history (``results/history.py``; ``history`` names another file, False skips it) and
@@ -292,12 +292,15 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         # The winners together, end to end and without the instrument hook: what the user gets.
         # Measured slower than the default schedules, however slightly: none is applied (tuning
         # never leaves a build that measured slower than no tuning).
-        report.end_to_end = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
-        if report.end_to_end and report.end_to_end[0] < 1.0:
-            gain, low, high = report.end_to_end
+        report.end_to_end = e2e = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
+        worst = e2e.worst_state() if e2e else None
+        if e2e and (e2e.gain < 1.0 or (worst is not None and worst[1] < 1.0)):
             if on_warning:
-                on_warning(f"the tuned kernels together made {model} slower end to end ({gain:.3f}x "
-                           f"[{low:.3f}-{high:.3f}]); every task keeps the default schedule")
+                slower = (f"{e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}]" if e2e.gain < 1.0 or worst is None else
+                          f"{worst[1]:.3f}x in {worst[2]} pairs of blocks timed while the host's cores were in "
+                          f"its {worst[0]:.2f} us state, {e2e.gain:.3f}x over all")
+                on_warning(f"the tuned kernels together made {model} slower end to end ({slower}); every task "
+                           "keeps the default schedule")
             losing, rank = set(gains), {}
             with database.writing():
                 mark_in_model(database, gains, losing, lines, intervals)
@@ -331,33 +334,34 @@ def _winners(verdicts: list[Any], candidates: list[Any], default_us: dict[str, f
     return gains, intervals, rank
 
 
-# Worker processes the end-to-end check of the winners runs in: on a shared VM a process can run
-# at one of two speeds, and the fastest schedule at one need not be at the other (mobilenet_v2's
-# Droplet winners: 1.02x in fast processes, 0.92-0.95x in slow ones).
+# Worker processes the end-to-end check of the winners runs in: on a shared VM the host's cores
+# jump between states (``measure/probe.py``), and the fastest schedule in one need not be in the
+# other (mobilenet_v2's Droplet winners: 1.02x in the near state, 0.92-0.95x in the far one); more
+# processes, more time to see both.
 END_TO_END_PROCESSES = 3
 
 
 def in_model_end_to_end(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
                         options: ModelOptions, on_warning: Callable[[str], None] | None = None
-                        ) -> tuple[float, float, float] | None:
+                        ) -> Any:
     """The model with ``database`` as it applies against no database, end to end: paired blocks
     in each of ``END_TO_END_PROCESSES`` workers (``end_to_end_job``), the processes the units:
-    the geometric mean of their gains with its 95 % interval (Student's t). None (with a warning)
-    when the check failed."""
+    the geometric mean of their gains with its 95 % interval (Student's t); and the gain within
+    each host state the probe told apart (the pairs the units): ``kernels.EndToEnd``. None
+    (with a warning) when the check failed."""
     from tvmbench.backends import BackendConfig
-    from tvmbench.measure.stats import paired_ratio_ci
-    from tvmbench.profiling.kernels import PairedJob, end_to_end_job
+    from tvmbench.profiling.kernels import EndToEnd, PairedJob, end_to_end_job
 
     job = PairedJob(model=model, options=options, runs=5,
                     backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
     try:
-        gains = [_in_worker(end_to_end_job, job, threads, 3600.0, f"timing the tuned {model} end to end")[0]
-                 for _ in range(END_TO_END_PROCESSES)]
+        runs = [_in_worker(end_to_end_job, job, threads, 3600.0, f"timing the tuned {model} end to end")
+                for _ in range(END_TO_END_PROCESSES)]
     except (UserError, WorkFailed) as e:
         if on_warning:
             on_warning(str(e))
         return None
-    return paired_ratio_ci(gains, [1.0] * len(gains))  # the geometric mean of the gains, t over them
+    return EndToEnd.of(runs)
 
 
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,

@@ -132,6 +132,13 @@ def add_framework_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
 
 
+def add_probe_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--probe", action="store_true", default=None,
+                   help="with --rounds: run the host-state probe (TVM fork-joins) between blocks, so that "
+                        "'tvmbench diff' compares runs state with state on a host whose cores jump between "
+                        "two speeds")
+
+
 def add_timer_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--warmup", type=nonneg_int, default=None,
                    help="exact warm-up runs (default: adaptive, >=10 runs and >=1 s, at most 10 s)")

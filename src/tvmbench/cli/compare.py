@@ -12,6 +12,7 @@ from tvmbench.cli.args import (
     add_database_args,
     add_framework_args,
     add_history_args,
+    add_probe_arg,
     add_timer_args,
     add_tune_args,
     history_arg,
@@ -49,9 +50,7 @@ def add_compare_parser(sub: Any) -> None:
                          help="as for run: N alternating rounds, each in lockstep turns")
     compare.add_argument("--no-lockstep", dest="lockstep", action="store_false", default=None,
                          help="with --rounds: one framework after the other within a round")
-    compare.add_argument("--probe", action="store_true", default=None,
-                        help="with --rounds: time a fixed host-speed probe between blocks, so that "
-                             "'tvmbench diff' compares runs over it (the machine's hour divided out)")
+    add_probe_arg(compare)
     add_framework_args(compare)
     compare.add_argument("--db", default=None, help="MetaSchedule database to apply (with --tune: to tune into)")
     add_database_args(compare)

@@ -16,6 +16,7 @@ from tvmbench.cli.args import (
     add_framework_args,
     add_history_args,
     add_model_args,
+    add_probe_arg,
     add_timer_args,
     add_tune_args,
     history_arg,
@@ -53,9 +54,7 @@ def add_run_parser(sub: Any) -> None:
                           "round's frameworks in alternating quarter-second turns (lockstep)")
     run.add_argument("--no-lockstep", dest="lockstep", action="store_false", default=None,
                      help="with --rounds: one framework after the other within a round")
-    run.add_argument("--probe", action="store_true", default=None,
-                    help="with --rounds: time a fixed host-speed probe between blocks, so that "
-                         "'tvmbench diff' compares runs over it (the machine's hour divided out)")
+    add_probe_arg(run)
     run.add_argument("--include-io", action="store_true",
                      help="time the input copies to the device and the output copies back")
     run.add_argument("--db", default=None,

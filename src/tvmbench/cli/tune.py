@@ -192,10 +192,14 @@ def print_tune_report(report: Any, console: Any) -> None:
     if report.end_to_end is not None:
         from tvmbench.api import END_TO_END_PROCESSES
 
-        gain, low, high = report.end_to_end
-        console.print(f"end to end, the tuned build runs {gain:.3f}x as fast as the default schedules "
-                      f"[{low:.3f}-{high:.3f}] (paired blocks of plain runs in each of {END_TO_END_PROCESSES} "
+        e2e = report.end_to_end
+        console.print(f"end to end, the tuned build runs {e2e.gain:.3f}x as fast as the default schedules "
+                      f"[{e2e.low:.3f}-{e2e.high:.3f}] (paired blocks of plain runs in each of {END_TO_END_PROCESSES} "
                       "processes)", soft_wrap=True)
+        if e2e.states:
+            console.print("  by the state of the host's cores (the host-state probe, microseconds per fork-join): "
+                          + ", ".join(f"{g:.3f}x at {us:.2f} us ({n} pairs)" for us, g, n in e2e.states),
+                          soft_wrap=True)
     if report.ceiling is not None:
         console.print(f"schedule ceiling {report.ceiling:.2f}x: no tuning of these kernels can make the model "
                       "faster than that (every kernel at the FMA peak; `tvmbench profile` shows where)",

@@ -136,3 +136,27 @@ def label_samples(count: int, turns: Sequence[Sequence[float]], bounds: Sequence
         before, after = (marks[k - 1][1] if k > 0 else None), (marks[k][1] if k < len(marks) else None)
         labels.append(before if after is None else after if before is None or before == after else None)
     return labels
+
+
+def state_levels(values: Sequence[float], bounds: Sequence[float]) -> list[float | None]:
+    """Each host state's typical probe value (the median of its turns; None for a state no value
+    fell in), to name the states by."""
+    by_state: dict[int, list[float]] = {}
+    for v in values:
+        by_state.setdefault(state_of(v, bounds), []).append(v)
+    return [float(np.median(by_state[k])) if k in by_state else None for k in range(len(bounds) + 1)]
+
+
+def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence[Sequence[Sequence[float]]],
+                 bounds: Sequence[float]) -> list[dict[int, list[float]]]:
+    """Per round (``sizes`` samples each, in order, with its probe ``turns``), its samples by host
+    state (``label_samples``; a sample between turns of two states is in none)."""
+    out, start = [], 0
+    for size, round_turns in zip(sizes, turns, strict=True):
+        by_state: dict[int, list[float]] = {}
+        for value, label in zip(samples[start:start + size], label_samples(size, round_turns, bounds), strict=True):
+            if label is not None:
+                by_state.setdefault(label, []).append(value)
+        out.append(by_state)
+        start += size
+    return out

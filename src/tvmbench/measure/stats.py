@@ -107,27 +107,34 @@ def rounds_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
 def stratified_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[int, Sequence[float]],
                         confidence: float = 0.95) -> tuple[float, float, float, list[int]] | None:
     """(ratio, low, high, strata used) of baseline / candidate from round medians grouped by
-    stratum (the host state they were timed in, ``probe.py``): Welch's t on the logs within each
-    stratum both sides have two medians or more in, the strata's differences combined with
-    inverse-variance weights and Welch-Satterthwaite degrees of freedom. Comparing state with
-    state keeps the host's jumps between states out of the ratio; None when no stratum is shared."""
-    parts = []
-    for key in sorted(set(baseline) & set(candidate)):
-        a, b = np.log(np.asarray(baseline[key], dtype=float)), np.log(np.asarray(candidate[key], dtype=float))
-        if a.size < 2 or b.size < 2:
-            continue
-        va, vb = a.var(ddof=1) / a.size, b.var(ddof=1) / b.size
-        v = max(va + vb, 1e-12)
-        df = v**2 / max(va**2 / (a.size - 1) + vb**2 / (b.size - 1), 1e-24)
-        parts.append((key, a.mean() - b.mean(), v, df))
-    if not parts:
+    stratum (the host state they were timed in, ``probe.py``), compared stratum with stratum so
+    that the host's jumps between states stay out of the ratio.
+
+    Each side's spread between rounds is estimated once, pooled over its strata (the deviations
+    of each round from its stratum's mean, on the logs): a state with one round on a side still
+    counts, and two rounds no longer carry a whole variance estimate alone. The sides keep their
+    own spreads (two runs, two hours). The strata both sides have are combined with
+    inverse-variance weights; Welch-Satterthwaite degrees of freedom. None when no stratum is
+    shared or a side has no stratum with two rounds."""
+    def pooled(side: dict[int, Sequence[float]]) -> tuple[dict[int, np.ndarray], float, int]:
+        logs = {k: np.log(np.asarray(v, dtype=float)) for k, v in side.items() if len(v)}
+        df = sum(x.size - 1 for x in logs.values())
+        ss = sum(float(((x - x.mean()) ** 2).sum()) for x in logs.values())
+        return logs, ss / df if df else math.nan, df
+
+    (a, va, dfa), (b, vb, dfb) = pooled(baseline), pooled(candidate)
+    shared = sorted(set(a) & set(b))
+    if not shared or not dfa or not dfb:
         return None
-    total = sum(1 / v for _, _, v, _ in parts)
-    centre = sum(c / v for _, c, v, _ in parts) / total
-    var = 1 / total
-    df = var**2 / sum((1 / v / total) ** 4 * v**2 / d for _, _, v, d in parts)
-    half = _t_quantile(confidence, df) * math.sqrt(var)
-    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), [k for k, *_ in parts]
+    va, vb = max(va, 1e-12), max(vb, 1e-12)
+    weights = {k: 1 / (va / a[k].size + vb / b[k].size) for k in shared}
+    total = sum(weights.values())
+    centre = sum(w * (a[k].mean() - b[k].mean()) for k, w in weights.items()) / total
+    ca = sum((w / total) ** 2 / a[k].size for k, w in weights.items()) * va  # the variance's two parts
+    cb = sum((w / total) ** 2 / b[k].size for k, w in weights.items()) * vb
+    df = (ca + cb) ** 2 / (ca**2 / dfa + cb**2 / dfb)
+    half = _t_quantile(confidence, df) * math.sqrt(ca + cb)
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), shared
 
 
 def paired_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],

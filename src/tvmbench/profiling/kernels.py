@@ -299,26 +299,65 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts[0]))
 
 
-def end_to_end_job(job: PairedJob, progress: Any = None) -> tuple[float, float, float]:
+class EndToEnd(NamedTuple):
+    """The tuned build over the untuned one end to end (``end_to_end_job`` in several processes):
+    the gain with its 95 % interval, and, when the host-state probe saw the cores in more than
+    one state, the gain in each as (probe microseconds per fork-join, gain, pairs of blocks)."""
+
+    gain: float
+    low: float
+    high: float
+    states: tuple[tuple[float, float, int], ...] = ()
+
+    @classmethod
+    def of(cls, runs: list[list[tuple[float, float, float | None]]]) -> EndToEnd:
+        """From each process's pairs: the geometric mean of the processes' gains, Student's t over
+        them (the processes the units); per host state, the pairs in it (the pairs the units)."""
+        from tvmbench.measure.probe import state_levels, state_of, states
+
+        gains = [paired_ratio_ci([u for _, u, _ in pairs], [t for t, _, _ in pairs])[0] for pairs in runs]
+        gain, low, high = paired_ratio_ci(gains, [1.0] * len(gains))
+        probed = [(t, u, us) for r in runs for t, u, us in r if us is not None]
+        bounds = states([us for *_, us in probed])
+        if not bounds:
+            return cls(gain, low, high)
+        by_state = []
+        for k, level in enumerate(state_levels([us for *_, us in probed], bounds)):
+            mine = [(t, u) for t, u, us in probed if state_of(us, bounds) == k]
+            if mine and level is not None:
+                by_state.append((level, paired_ratio_ci([u for _, u in mine], [t for t, _ in mine])[0], len(mine)))
+        return cls(gain, low, high, tuple(by_state))
+
+    def worst_state(self, min_pairs: int = 5) -> tuple[float, float, int] | None:
+        """The state with the lowest gain among those with ``min_pairs`` pairs, if several."""
+        seen = [s for s in self.states if s[2] >= min_pairs]
+        return min(seen, key=lambda s: s[1]) if len(seen) > 1 else None
+
+
+def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, float, float | None]]:
     """The build with ``job.backend``'s databases against the build without any, end to end:
-    (gain, low, high), the untuned time over the tuned one with its 95 % interval, from
-    ``job.rounds`` pairs of alternating blocks of ``job.runs`` plain inferences in this one
-    process (``paired_ratio_ci`` on the blocks' medians). Each kernel's gain inside the model is
+    ``job.rounds`` pairs of alternating blocks of ``job.runs`` plain inferences in this one process,
+    each pair as (tuned median, untuned median, the host-state probe after it: microseconds per
+    fork-join, ``measure/probe.py``, or None off a CPU). Each kernel's gain inside the model is
     timed with the VM's instrument hook, a device sync after every call; their sum need not be
-    what the model gains when it runs freely, and this is that."""
+    what the model gains when it runs freely, and this is that. The probe says which state the
+    host's cores were in for each pair: on the EPYC VM a schedule's gain differs between them."""
+    from tvmbench.measure.probe import HostProbe
+
     say = progress or (lambda msg: None)
     tuned = prepared_backend("tvm", job.model, job.options, job.backend, say)
     untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
+    probe = HostProbe() if job.backend.target.device == "cpu" else None
     say("alternating end-to-end runs")
-    blocks: tuple[list[float], list[float]] = ([], [])
+    pairs: list[tuple[float, float, float | None]] = []
     for b in (tuned, untuned):
         plain_runs(b, job.warmup, 0)
     for _ in range(job.rounds):
-        for side, b in zip(blocks, (tuned, untuned), strict=True):
-            side.append(statistics.median(plain_runs(b, 1, job.runs)))
+        t, u = (statistics.median(plain_runs(b, 1, job.runs)) for b in (tuned, untuned))
+        pairs.append((t, u, probe.turn() * 1e6 if probe is not None else None))
     tuned.close()
     untuned.close()
-    return paired_ratio_ci(blocks[1], blocks[0])
+    return pairs
 
 
 def _untuned_profile(job: PairedJob, per_run: list[dict[str, float]], calls: dict[str, int],

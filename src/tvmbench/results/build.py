@@ -3,6 +3,7 @@ and the warnings a reader needs (a noisy machine, a call too close for one proce
 
 from __future__ import annotations
 
+import statistics
 from typing import Any
 
 from tvmbench.backends import load_class
@@ -58,6 +59,9 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
     noisy = environment.warnings_for(env)
     noisy += [f"{fw}: high run-to-run variation (CV {r.statistics['cv']:.0%})" for fw, r in results.items()
               if r.statistics.get("cv", 0) > 0.10]
+    states = host_states_note(results)
+    if states:
+        noisy.append(states)
     close = close_calls(cfg.rounds, {fw: s.to_json() for fw, s in speedups.items()})
     if close:
         noisy.append(close)
@@ -67,6 +71,32 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
         noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
                      "frameworks ran on this machine, so speedups between them compare two machines")
     return noisy
+
+
+def host_states_note(results: dict[str, FrameworkResult]) -> str | None:
+    """When the host-state probe (``--probe``) saw the machine's cores in more than one state
+    during the run, each framework's median and share of samples in each: the run-to-run
+    variation it explains, and why ``tvmbench diff`` compares runs state with state."""
+    from tvmbench.measure.probe import round_states, state_levels, states
+
+    runs = {fw: r for fw, r in results.items() if r.rounds is not None and r.rounds.probe_turns}
+    values = [us for r in runs.values() for t in r.rounds.probe_turns or [] for _, us in t]
+    bounds = states(values)
+    if not bounds:
+        return None
+    levels = state_levels(values, bounds)
+    per_fw = []
+    for fw, r in runs.items():
+        pooled: dict[int, list[float]] = {}
+        for by_state in round_states(r.samples_ms, r.rounds.sizes, r.rounds.probe_turns or [], bounds):
+            for k, mine in by_state.items():
+                pooled.setdefault(k, []).extend(mine)
+        per_fw.append(f"{fw} " + ", ".join(
+            f"{statistics.median(pooled[k]):.2f} ms in {len(pooled[k]) / len(r.samples_ms):.0%} of samples"
+            if k in pooled else "-" for k in range(len(levels))))
+    return (f"the host's cores were in {len(levels)} states during this run (the host-state probe read "
+            + "/".join(f"{us:.2f}" for us in levels if us is not None) + f" us per fork-join): {'; '.join(per_fw)}. "
+            "Times differ by state; `tvmbench diff` compares runs state with state")
 
 
 def close_calls(rounds: int, speedups: dict[str, dict[str, Any]], margin: float = 0.10) -> str | None:

@@ -15,13 +15,14 @@ states, each sample is labelled with its state, and each round gives one median 
 spent enough samples in (``MIN_STATE_SAMPLES``); the two sides are then compared state with state
 (``stats.stratified_ratio_ci``): a host that jumps between two speeds (the 2-vCPU EPYC VM's
 vCPUs on one core complex or two) no longer reads as a change of the code. ``host`` says which
-states each side was seen in. When the sides share no state with two rounds each, the verdict
+states each side was seen in. When the sides share no state (or a side has no state with two rounds), the verdict
 is "inconclusive": neither a regression nor its absence can be read from them.
 """
 
 from __future__ import annotations
 
 import math
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -89,7 +90,7 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
         basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
                  and len(sizes_b) > 1 else "bootstrap of the timed samples")
     ci = None if math.isnan(low) else (low, high)
-    said = "inconclusive" if basis.startswith("no host state") else verdict(low, high, band) if ci else "no change"
+    said = "inconclusive" if basis.startswith("no host state seen") else verdict(low, high, band) if ci else "no change"
     return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                   rb["median_ms"], ratio, ci, basis, said, host)
 
@@ -100,15 +101,17 @@ MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's 
 def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float, float, str, str] | None:
     """(ratio, low, high, basis, host) of B over A compared within host states, or None unless
     both sides carry the probe's turns for every round."""
-    from tvmbench.measure.probe import states
+    from tvmbench.measure.probe import state_levels, states
     from tvmbench.measure.stats import stratified_ratio_ci
 
     turns_a, turns_b = _probe_turns(ra), _probe_turns(rb)
     if turns_a is None or turns_b is None:
         return None
-    bounds = states([us for t in turns_a + turns_b for _, us in t])
+    values = [us for t in turns_a + turns_b for _, us in t]
+    bounds = states(values)
     ma, mb = _state_medians(ra, turns_a, bounds), _state_medians(rb, turns_b, bounds)
-    levels = _state_levels(turns_a + turns_b, bounds)
+    levels = [f"{us:.2f} us" if us is not None else "?"
+              for us in state_levels(values, bounds)]
 
     def seen(m: dict[int, list[float]]) -> str:
         return ", ".join(f"{len(m.get(k, []))} in {levels[k]}" for k in range(len(levels)))
@@ -116,7 +119,7 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     host = f"A: {seen(ma)}; B: {seen(mb)}" if bounds else f"one host state ({levels[0]})"
     got = stratified_ratio_ci(mb, ma)
     if got is None:
-        return math.nan, math.nan, math.nan, "no host state with two rounds on both sides", host
+        return math.nan, math.nan, math.nan, "no host state seen by both sides (or one round per state)", host
     ratio, low, high, used = got
     basis = (f"round medians within {'each host state' if len(used) > 1 else 'one host state'} "
              f"({', '.join(levels[k] for k in used)}; Welch's t, log)")
@@ -134,29 +137,14 @@ def _probe_turns(result: dict[str, Any]) -> list[list[tuple[int, float]]] | None
 def _state_medians(result: dict[str, Any], turns: list[list[tuple[int, float]]],
                    bounds: list[float]) -> dict[int, list[float]]:
     """Per host state, the medians of the rounds that spent ``MIN_STATE_SAMPLES`` in it."""
-    from tvmbench.measure.probe import label_samples
+    from tvmbench.measure.probe import round_states
 
     out: dict[int, list[float]] = {}
-    start = 0
-    for size, round_turns in zip(result["rounds"]["sizes"], turns, strict=True):
-        chunk, start = result["samples_ms"][start:start + size], start + size
-        labels = label_samples(size, round_turns, bounds)
-        for state in sorted({x for x in labels if x is not None}):
-            mine = [v for v, x in zip(chunk, labels, strict=True) if x == state]
+    for by_state in round_states(result["samples_ms"], result["rounds"]["sizes"], turns, bounds):
+        for state, mine in sorted(by_state.items()):
             if len(mine) >= MIN_STATE_SAMPLES:
-                out.setdefault(state, []).append(float(sorted(mine)[len(mine) // 2]))
+                out.setdefault(state, []).append(statistics.median(mine))
     return out
-
-
-def _state_levels(turns: list[list[tuple[int, float]]], bounds: list[float]) -> list[str]:
-    """Each host state named by its probe turns' median (microseconds per fork-join)."""
-    from tvmbench.measure.probe import state_of
-
-    values: dict[int, list[float]] = {}
-    for t in turns:
-        for _, us in t:
-            values.setdefault(state_of(us, bounds), []).append(us)
-    return [f"{sorted(values[k])[len(values[k]) // 2]:.2f} us" if k in values else "?" for k in range(len(bounds) + 1)]
 
 
 def _point(run: dict[str, Any]) -> tuple[Any, ...]:

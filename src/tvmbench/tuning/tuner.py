@@ -166,9 +166,10 @@ class TuneReport:
     curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
     curve_files: list[str] = field(default_factory=list)  # where write_curve put it
     # From the in-model check (``api.check_in_model``), when it ran: the tuned build against the
-    # untuned one end to end (gain, low, high: paired blocks), when any record won in the model,
-    # and the most any schedule could give (``Ceiling``).
-    end_to_end: tuple[float, float, float] | None = None
+    # untuned one end to end (``profiling.kernels.EndToEnd``: gain, low, high from paired blocks,
+    # and the gain per host state), when any record won in the model, and the most any schedule
+    # could give (``Ceiling``).
+    end_to_end: Any = None
     ceiling: float | None = None
 
     @property
@@ -196,7 +197,7 @@ class TuneReport:
     def to_json(self) -> dict[str, Any]:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
-                "end_to_end": self.end_to_end, "ceiling": self.ceiling,
+                "end_to_end": self.end_to_end._asdict() if self.end_to_end else None, "ceiling": self.ceiling,
                 "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve}
 
 
