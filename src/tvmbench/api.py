@@ -96,7 +96,7 @@ def check_rpc(rpc: str | None, rpc_key: str | None) -> dict[str, str] | None:
 def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, frameworks: Sequence[str], *,
                threads: int | None = None, runs: int | None = None, warmup: int | None = None,
                min_time: float = 3.0, max_time: float = 60.0, rounds: int = 1, lockstep: bool | None = None,
-               probe: bool = False, db: str | None = None, pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
+               probe: bool = True, db: str | None = None, pretuned: bool = True, untuned: bool = False, cache: bool = True, isolate: bool = True,
                include_io: bool = False, precision: str = "fp32", torch_compile_mode: str = "default",
                openvino_hint: str = "latency", cuda_graph: bool = False, timeout: float = 3600.0,
                memory_limit_gib: float | None = None, remote: dict[str, str] | None = None,
@@ -166,7 +166,7 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
     ``settings`` are those of :func:`run_config`: ``threads``, ``runs``/``warmup`` (exact counts;
     adaptive without them), ``min_time``/``max_time``, ``rounds``, ``lockstep`` (with rounds, turns
     within a round; default on), ``probe`` (with rounds on a CPU, the host-state probe run
-    between blocks for ``diff``; default off), ``db``, ``pretuned``,
+    between blocks, for ``diff`` to compare runs state with state; default on), ``db``, ``pretuned``,
     ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
     ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``. The result is appended
     to the history (``results/history.py``; ``history`` names another file, False skips it) and

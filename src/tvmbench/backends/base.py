@@ -78,6 +78,10 @@ class Backend(ABC):
     distribution: ClassVar[str | None] = None  # pip distribution name, when not requires[0]
     runs_onnx_files: ClassVar[bool] = True  # can run a model given as a .onnx file
     runs_packages: ClassVar[bool] = False  # can run a package written by ``tvmbench export`` (TVM only)
+    # Its model runs on TVM's thread pool, so the host-state probe (TVM fork-joins between blocks,
+    # ``measure/probe.py``) adds no threads to it. Elsewhere it would: beside ONNX Runtime's pool,
+    # TVM's yielding workers made a quarter of ORT's resnet18 samples 3.5x slower (64 ms, not 18.5).
+    tvm_thread_pool: ClassVar[bool] = False
     # honours --precision (fp16/bf16/amp); its outputs are then checked at the fp16 tolerance
     reduced_precision: ClassVar[bool] = False
     options_type: ClassVar[type[BackendOptions]] = BackendOptions  # its settings, typed
@@ -138,6 +142,12 @@ class Backend(ABC):
                 "install": None if missing is None else f"pip install 'tvmbench[{cls.extra}]'" if cls.extra
                 else f"pip install {missing}",
                 "unavailable": cls.unavailable_reason()}
+
+    @classmethod
+    def lockstep_env(cls) -> dict[str, str]:
+        """Environment for its worker when it measures in lockstep turns with other frameworks
+        (``measure/lockstep.py``): what keeps its idle threads out of the others' turns."""
+        return {}
 
     @classmethod
     def devices(cls) -> list[str]:

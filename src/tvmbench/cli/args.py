@@ -133,10 +133,10 @@ def add_framework_args(p: argparse.ArgumentParser) -> None:
 
 
 def add_probe_arg(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--probe", action="store_true", default=None,
-                   help="with --rounds: run the host-state probe (TVM fork-joins) between blocks, so that "
-                        "'tvmbench diff' compares runs state with state on a host whose cores jump between "
-                        "two speeds")
+    p.add_argument("--probe", action=argparse.BooleanOptionalAction, default=None,
+                   help="with --rounds on a CPU (default on): run the host-state probe (TVM fork-joins) between "
+                        "blocks, so that 'tvmbench diff' compares runs state with state on a host whose cores "
+                        "jump between two speeds")
 
 
 def add_timer_args(p: argparse.ArgumentParser) -> None:

@@ -54,7 +54,7 @@ class RunConfig:
     isolate: bool = True
     rounds: int = 1  # >1: frameworks measured again in alternating order (A B, B A, ...)
     lockstep: bool | None = None  # frameworks of a round in alternating turns (None: when rounds > 1)
-    probe: bool = False  # time the host-speed probe beside the model (with rounds, on a CPU)
+    probe: bool = True  # run the host-state probe between blocks (with rounds, on a CPU)
     include_io: bool = False  # time host-to-device input copies and output copies back
     timeout_s: float = 3600.0
     memory_limit_bytes: int = 0  # 0: MEMORY_FRACTION of the machine's memory
@@ -73,8 +73,8 @@ class RunConfig:
         return wanted and self.isolate and len(self.frameworks) > 1
 
     def probed(self) -> bool:
-        """Whether workers time the host-speed probe (``probe.py``) between their blocks: when
-        asked (``--probe``), with ``--rounds``, on a CPU target (the probe measures the CPU)."""
+        """Whether workers run the host-state probe (``probe.py``) between their blocks: with
+        ``--rounds``, on a CPU target (the probe reads the CPU's cores), unless ``--no-probe``."""
         return self.probe and self.rounds > 1 and self.target.device == "cpu"
 
 
@@ -91,7 +91,7 @@ class FrameworkJob:
     count_flops: bool = False
     include_io: bool = False
     turns: Turns | None = None  # lockstep: this worker's place in the round's rotation
-    probe: bool = False  # time the host-speed probe between blocks (not for a remote device)
+    probe: bool = False  # run the host-state probe between blocks (not for a remote device)
 
 
 INFERENCE_STARTS = "first inference"  # the progress message after which memory is inference memory
@@ -136,7 +136,7 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
             job.turns.arrive()
         try:
             block_timer = None if job.include_io else backend.block_timer()
-            probe = HostProbe() if job.probe and block_timer is None else None
+            probe = HostProbe() if job.probe and block_timer is None and backend.tvm_thread_pool else None
             run.measurement = measure(backend.run_with_io if job.include_io else backend.run, job.timer, on_timer,
                                       block_timer=block_timer, turns=job.turns, probe=probe)
         finally:
@@ -306,7 +306,7 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
         events(job.framework, msg)
 
     try:  # a missing or unavailable framework is reported without starting a worker
-        backend_class(job.framework, cfg.target)
+        cls = backend_class(job.framework, cfg.target)
     except UserError as e:
         kind = "unavailable" if isinstance(e, FrameworkUnavailableError) else "missing"
         return isolation.Outcome(ok=False, error={"kind": kind, "type": type(e).__name__, "message": str(e)})
@@ -318,7 +318,8 @@ def _run_job(cfg: RunConfig, job: FrameworkJob, events: Events) -> isolation.Out
 
         sampler = GpuMemorySampler()
     return isolation.run_isolated(measure_framework, job, timeout_s=cfg.timeout_s,
-                                  memory_limit_bytes=cfg.memory_limit(), env=thread_env(cfg.threads),
+                                  memory_limit_bytes=cfg.memory_limit(),
+                                  env={**thread_env(cfg.threads), **(cls.lockstep_env() if job.turns is not None else {})},
                                   on_progress=progress, gpu_sampler=sampler, mark=INFERENCE_STARTS,
                                   preloaded=not is_package(job.model),
                                   output=None if cfg.show_worker_output else isolation.output_file(job.framework))
