@@ -7,10 +7,13 @@ between two levels, for tens of seconds at a time, in the middle of a process or
 matrix product on either vCPU: 324-326 us all along); what moves is the time for the two cores
 to hand a cache line to each other: a C ping-pong between threads pinned to the two vCPUs reads
 60-80 ns in one state and 320-350 ns in the other, and flips exactly when the model does
-(presumably the hypervisor placing the two vCPUs on one core complex, or on two). Any work that the two threads
-share pays it: the model's parallel loops, BLAS's threads. Dividing by a probe that pays it too
-(a 2-thread matrix product, the first version of this probe) halved the spread but could not
-remove it: the product and the model pay it in different proportions.
+(presumably the hypervisor placing the two vCPUs on one core complex, or on two). Any work the
+two threads share pays it: the model's parallel loops, BLAS's threads. Dividing by a probe that
+pays it too (a 2-thread matrix product, the first version of this probe) halved the spread but
+could not remove it: the product and the model pay it in different proportions.
+
+It runs only where the model runs on TVM's pool (``Backend.tvm_thread_pool``): there it adds no
+threads; beside another framework's pool its workers would compete with that pool's.
 
 So this probe does not measure the machine's speed; it names the state. Its work is TVM
 fork-joins on TVM's own thread pool (a kernel of ``FORK_JOINS`` parallel loops of two tiny

@@ -15,8 +15,8 @@ states, each sample is labelled with its state, and each round gives one median 
 spent enough samples in (``MIN_STATE_SAMPLES``); the two sides are then compared state with state
 (``stats.stratified_ratio_ci``): a host that jumps between two speeds (the 2-vCPU EPYC VM's
 vCPUs on one core complex or two) no longer reads as a change of the code. ``host`` says which
-states each side was seen in. When the sides share no state (or a side has no state with two rounds), the verdict
-is "inconclusive": neither a regression nor its absence can be read from them.
+states each side was seen in. When the sides share no state (or a side has no state with two
+rounds), the verdict is "inconclusive": neither a regression nor its absence can be read.
 """
 
 from __future__ import annotations
