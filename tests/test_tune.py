@@ -160,6 +160,50 @@ def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_ap
         assert ("1.41 us state" in warnings[0]) == bool(end_to_end.states), warnings
 
 
+@pytest.mark.parametrize("crashing", [3, 1])
+def test_a_candidate_build_that_crashes_in_the_model_is_left_out_and_if_all_do_no_record_applies(
+        tuned, tmp_path, monkeypatch, crashing):
+    """resnet18's build with each task's third-fastest schedule crashed its worker (SIGSEGV): the
+    check judges the faster candidates without it; if even the fastest ones crash, every task
+    keeps the default schedule (applying them would crash the user's runs)."""
+    from tvmbench import api
+    from tvmbench.errors import WorkFailed
+    from tvmbench.models import ModelOptions
+    from tvmbench.profiling.kernels import ModelProfile, PairedGains
+    from tvmbench.tuning.database import IN_MODEL, mark_in_model
+    from tvmbench.tuning.tuner import TaskReport
+
+    db = tmp_path / "db"
+    shutil.copytree(tuned[0], db)
+    database = TuningDatabase.open(db)
+    mark_in_model(database, {}, set(), 0)
+    wl = next(iter(database.records_per_workload()))
+    profile = ModelProfile(model="m", target={}, variant="tvm_untuned", end_to_end_ms=1.0, kernels_ms=1.0, runs=1,
+                           threads=1, peak_gflops=None, peak_method=None, database=None)
+    judged = []
+
+    def gains(model, path, resolved, threads, options, candidates):
+        judged.append(len(candidates))
+        if len(candidates) >= crashing:
+            raise WorkFailed("the worker process crashed with SIGSEGV")
+        return PairedGains([], profile)
+
+    monkeypatch.setattr(api, "in_model_gains", gains)
+    from tvmbench.tuning import database as databases
+
+    monkeypatch.setattr(databases, "ranked_candidates",
+                        lambda *a: [type("C", (), {"path": tmp_path / str(i), "picks": {}})() for i in range(3)])
+    task = TaskReport(name="k", weight=1, flops=1.0, trials=2, best_us=1.0, workload=wl)
+    report = type("Report", (), {"tasks": [task]})()
+    warnings = []
+    api.check_in_model(report, database, MODEL, TARGET, 2, ModelOptions(), warnings.append)
+    losing = database.meta()[IN_MODEL]["losing"]
+    if crashing == 3:
+        assert judged == [3, 2] and "schedule #3 is left out" in warnings[0] and wl not in losing
+    else:
+        assert judged == [3, 2, 1] and "no tuned record is applied" in warnings[-1] and wl in losing
+
+
 def test_the_in_model_candidates_are_each_tasks_next_fastest_and_a_chosen_one_alone_applies(tuned, tmp_path):
     """``ranked_candidates``: the i-th candidate database holds each workload's i-th fastest
     distinct schedule alone. A schedule chosen inside the model (``mark_in_model``'s ``chosen``)

@@ -276,11 +276,17 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         if not candidates:
             return
         try:
-            rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
-                                           tuple(str(c.path) for c in candidates))
-        except (UserError, WorkFailed) as e:
+            rows, untuned, candidates = _gains_of_candidates(model, database, resolved, threads, options, candidates,
+                                                             on_warning)
+        except UserError as e:
             if on_warning:
                 on_warning(f"{e}; the tuned records are applied as tuned")
+            return
+        except WorkFailed as e:  # even each task's fastest schedule alone crashed inside the model
+            if on_warning:
+                on_warning(f"{e}; no tuned record is applied (every task keeps the default schedule)")
+            with database.writing():
+                mark_in_model(database, {}, set(database.records_per_workload()), lines)
             return
     verdicts = [select_in_model([[r for r in rows if r["candidate"] == i]]) for i in range(len(candidates))]
     gains, intervals, rank = _winners(verdicts, candidates, database.meta().get("default_us", {}))
@@ -312,6 +318,26 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             task.kept_in_model = task.workload not in losing
     ceiling = untuned.ceiling()  # the most any tuning could buy
     report.ceiling = ceiling.speedup if ceiling else None
+
+
+def _gains_of_candidates(model: str, database: Any, resolved: ResolvedTarget, threads: int, options: ModelOptions,
+                         candidates: list[Any], on_warning: Callable[[str], None] | None) -> tuple[Any, Any, list[Any]]:
+    """``in_model_gains`` over the candidate builds; when the worker crashes, again without the
+    last candidate (resnet18's third-fastest schedules crashed its worker with SIGSEGV inside
+    the model, 2026-11-27; the first two ran), down to the first alone: WorkFailed if that
+    crashes too. Returns the rows, the untuned profile and the candidates judged."""
+    while True:
+        try:
+            rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
+                                           tuple(str(c.path) for c in candidates))
+            return rows, untuned, candidates
+        except WorkFailed as e:
+            if len(candidates) == 1:
+                raise
+            if on_warning:
+                on_warning(f"{e}; the build with each task's schedule #{len(candidates)} is left out, the "
+                           f"{len(candidates) - 1} faster ones judged")
+            candidates = candidates[:-1]
 
 
 def _winners(verdicts: list[Any], candidates: list[Any], default_us: dict[str, float]

@@ -631,6 +631,9 @@ def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str],
             mark["losing"].pop(wl, None)
             if chosen and wl in chosen:
                 mark["chosen"][wl] = {"record": chosen[wl], "lines": lines}
+    for wl in losing - gains.keys():  # losing without a gain measured (the check's builds crashed)
+        mark["chosen"].pop(wl, None)
+        mark["losing"][wl] = lines
     mark["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     meta[IN_MODEL] = mark
     db.write_meta(meta)
