@@ -163,8 +163,8 @@ def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_ap
 @pytest.mark.parametrize("crashing", [3, 1])
 def test_a_candidate_build_that_crashes_in_the_model_is_left_out_and_if_all_do_no_record_applies(
         tuned, tmp_path, monkeypatch, crashing):
-    """resnet18's build with each task's third-fastest schedule crashed its worker (SIGSEGV): the
-    check judges the faster candidates without it; if even the fastest ones crash, every task
+    """resnet18's check crashed its worker (SIGSEGV) with its third candidate build: the check
+    judges the faster candidates without it; if even the fastest ones crash, every task
     keeps the default schedule (applying them would crash the user's runs)."""
     from tvmbench import api
     from tvmbench.errors import WorkFailed

@@ -323,9 +323,9 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
 def _gains_of_candidates(model: str, database: Any, resolved: ResolvedTarget, threads: int, options: ModelOptions,
                          candidates: list[Any], on_warning: Callable[[str], None] | None) -> tuple[Any, Any, list[Any]]:
     """``in_model_gains`` over the candidate builds; when the worker crashes, again without the
-    last candidate (resnet18's third-fastest schedules crashed its worker with SIGSEGV inside
-    the model, 2026-11-27; the first two ran), down to the first alone: WorkFailed if that
-    crashes too. Returns the rows, the untuned profile and the candidates judged."""
+    last candidate (resnet18's check crashed its worker with SIGSEGV in a TVM pool thread with
+    all three candidate builds, for an evolutionary and a Droplet database alike, and ran with
+    two; 2026-11-27, cause not found), down to the first alone: WorkFailed if that crashes too. Returns the rows, the untuned profile and the candidates judged."""
     while True:
         try:
             rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
