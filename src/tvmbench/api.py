@@ -325,7 +325,8 @@ def _gains_of_candidates(model: str, database: Any, resolved: ResolvedTarget, th
     """``in_model_gains`` over the candidate builds; when the worker crashes, again without the
     last candidate (resnet18's check crashed its worker with SIGSEGV in a TVM pool thread with
     all three candidate builds, for an evolutionary and a Droplet database alike, and ran with
-    two; 2026-11-27, cause not found), down to the first alone: WorkFailed if that crashes too. Returns the rows, the untuned profile and the candidates judged."""
+    two; 2026-11-27, cause not found), down to the first alone: WorkFailed if that crashes too.
+    Returns the rows, the untuned profile and the candidates judged."""
     while True:
         try:
             rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
