@@ -17,7 +17,7 @@ phases hid part of the injected slowdown (+7.9 % measured for +10 % spun, sessio
 Every run times the host-state probe between its blocks (``measure/probe.py``, ``--probe``),
 and ``tvmbench diff`` compares the round medians state with state. The same files are also judged
 with the probe left out (raw round medians, as before the probe), so both methods are scored on
-the same runs. An "inconclusive" verdict (no host state with two rounds on both sides) is no
+the same runs. An "inconclusive" verdict (the two runs timed in no common host state) is no
 false alarm, and no catch either.
 """
 

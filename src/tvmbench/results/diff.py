@@ -90,12 +90,13 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
         basis = ("round medians (Welch's t, log scale)" if sizes_a and sizes_b and len(sizes_a) > 1
                  and len(sizes_b) > 1 else "bootstrap of the timed samples")
     ci = None if math.isnan(low) else (low, high)
-    said = "inconclusive" if basis.startswith("no host state seen") else verdict(low, high, band) if ci else "no change"
+    said = "inconclusive" if basis == NO_SHARED_STATE else verdict(low, high, band) if ci else "no change"
     return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                   rb["median_ms"], ratio, ci, basis, said, host)
 
 
 MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's median of the round
+NO_SHARED_STATE = "no host state seen by both sides (or one round per state)"  # the basis of "inconclusive"
 
 
 def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float, float, str, str] | None:
@@ -119,10 +120,10 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     host = f"A: {seen(ma)}; B: {seen(mb)}" if bounds else f"one host state ({levels[0]})"
     got = stratified_ratio_ci(mb, ma)
     if got is None:
-        return math.nan, math.nan, math.nan, "no host state seen by both sides (or one round per state)", host
+        return math.nan, math.nan, math.nan, NO_SHARED_STATE, host
     ratio, low, high, used = got
     basis = (f"round medians within {'each host state' if len(used) > 1 else 'one host state'} "
-             f"({', '.join(levels[k] for k in used)}; Welch's t, log)")
+             f"({', '.join(levels[k] for k in used)}; each side's spread pooled over its states, t on the logs)")
     return ratio, low, high, basis, host
 
 
