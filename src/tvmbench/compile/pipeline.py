@@ -17,6 +17,8 @@ stages, so that the functions the tuner extracts are exactly the functions this 
    FlatTransformParams;
 3. schedules: a MetaSchedule database where given, then default rules for what it did not cover
    (tvmbench's CPU rules in ``rules/``, then DLight's; functions already scheduled are skipped);
+   then LazySelect, so no ``Select`` loads memory its condition excludes (a tuned schedule's
+   kernel read megabytes past its input without it);
 4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
 
 tvmbench's passes live in ``passes/`` (one module each), its rules in ``rules/``.
@@ -40,7 +42,7 @@ from tvmbench.compile.tiles import vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "27"
+PIPELINE_VERSION = "28"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -125,6 +127,7 @@ def schedule_passes(target: ResolvedTarget, database: Any | None) -> list[Any]:
     if database is not None:
         result.append(relax.transform.MetaScheduleApplyDatabase(enable_warning=False))
     result.append(dl.ApplyDefaultSchedule(*dlight_rules(target)))
+    result.append(passes.lazy_select)
     return result
 
 
@@ -144,6 +147,7 @@ def describe(target: ResolvedTarget, database: Any | None, cuda_graph: bool = Fa
     if database is not None:
         names.append("MetaScheduleApplyDatabase")
     names.append("DLight(" + ",".join(type(r).__name__ for r in dlight_rules(target)) + ")")
+    names.append(passes.lazy_select.info.name)
     names += [p.info.name for p in lowering_passes(target, cuda_graph)]
     return names
 

@@ -1,4 +1,5 @@
-"""tvmbench's own Relax passes, one per module; ``compile/pipeline.py`` puts them in order.
+"""tvmbench's own Relax passes (and LazySelect, over the scheduled kernels), one per module;
+``compile/pipeline.py`` puts them in order.
 
 Each module's docstring says what its pass rewrites and why (with the measurement that made it
 worth having); each exposes one function returning the pass.
@@ -13,6 +14,7 @@ from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
 from tvmbench.compile.passes.fuse_attention import fuse_attention
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
+from tvmbench.compile.passes.lazy_select import lazy_select
 from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
 from tvmbench.compile.passes.pack_weights import pack_weights
 from tvmbench.compile.passes.pad_attention import pad_attention
@@ -21,6 +23,7 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bounded_take", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
            "fold_scale_into_conv",
-           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "pack_weights",
+           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "lazy_select",
+           "pack_weights",
            "pad_attention", "pad_softmax_rows", "unbroadcast_matmul",
            "winograd_conv3x3"]
