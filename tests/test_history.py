@@ -105,6 +105,34 @@ def test_a_run_whose_host_changed_state_says_so_with_each_states_share():
     assert host_states_note({"pytorch": result(["nnnnnnnnnn"] * 3)}) is None  # one state: nothing to say
 
 
+def test_the_report_shows_each_frameworks_median_and_share_per_host_state(tmp_path):
+    from tvmbench.results import html
+
+    run = probed_doc(10.0, ["nnnnnnnnnn", "ffffffffff", "nnnnnfffff", "nnnnnnnnnn"], seed=3)
+    (section,) = [s for s in html.build([run], tmp_path) if s.title == "Host states"]
+    table = section.blocks[-1]
+    assert [r[:2] for r in table.rows] == [["m, batch 1", "pytorch"]] * 2
+    (near, far) = table.rows
+    assert re.fullmatch(r"(0\.9\d|1\.0\d) us", near[2]) and re.fullmatch(r"1\.4\d us", far[2]), table.rows
+    assert re.fullmatch(r"6\d%", near[3]) and re.fullmatch(r"3\d%", far[3]), table.rows
+    assert 9.5 < float(near[4]) < 10.5 and 12.5 < float(far[4]) < 13.5, table.rows
+    assert "Host states" not in [s.title for s in html.build([run_doc(10.0, rounds=4)], tmp_path)]
+
+
+def test_the_history_lists_each_points_host_states(tmp_path, capsys):
+    path = tmp_path / "history.sqlite"
+    history = History.open(path)
+    history.add("run", probed_doc(10.0, ["nnnnnnnnnn", "ffffffffff", "nnnnnfffff", "nnnnnnnnnn"], seed=3))
+    history.add("run", run_doc(10.0, rounds=4))
+    history.close()
+    assert main(["history", "--history", str(path), "--machine", "all", "--json"]) == 0
+    plain, probed = json.loads(capsys.readouterr().out)
+    assert plain["host_states"] is None
+    assert re.fullmatch(r"(0\.9\d|1\.0\d) us 6\d%, 1\.4\d us 3\d%", probed["host_states"]), probed
+    assert main(["history", "--history", str(path), "--machine", "all"]) == 0
+    assert "host states" in capsys.readouterr().out
+
+
 def test_diff_says_inconclusive_when_the_sides_share_no_host_state(tmp_path, capsys):
     a = probed_doc(10.0, ["nnnnnnnnnn"] * 3, seed=1)
     b = probed_doc(10.0, ["ffffffffff"] * 3, seed=2)  # the same code, only ever timed in the far state

@@ -83,13 +83,15 @@ def _print_history(rows: list[dict[str, Any]], console: Any) -> None:
         if r["median_ms"]:
             trend.setdefault((r["model"], r["framework"], r["batch_size"], r["seq_length"]), []).append(r["median_ms"])
     table = Table(title="history, newest first")
-    for col in ("entry", "date", "kind", "commit", "model", "framework", "batch", "median ms", "trend"):
+    probed = any(r.get("host_states") for r in rows)
+    for col in ("entry", "date", "kind", "commit", "model", "framework", "batch", "median ms", "trend") + (
+            ("host states (probe, share)",) if probed else ()):
         table.add_column(col, justify="right" if col in ("entry", "median ms") else "left")
     for r in rows:
         series = trend.get((r["model"], r["framework"], r["batch_size"], r["seq_length"]), [])
         table.add_row(str(r["entry"]), r["created"][:16], r["kind"], r["commit"] or "", r["model"], r["framework"],
                       str(r["batch_size"]), f"{r['median_ms']:.3f}" if r["median_ms"] else r["status"],
-                      sparkline(series[-20:]))
+                      sparkline(series[-20:]), *((r.get("host_states") or "",) if probed else ()))
     console.print(table)
 
 

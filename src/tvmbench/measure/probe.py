@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -163,3 +164,36 @@ def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence
         out.append(by_state)
         start += size
     return out
+
+
+# One framework's timed samples in order, its rounds' sizes, and each round's probe turns.
+Timed = tuple[Sequence[float], Sequence[int], Sequence[Sequence[Sequence[float]]]]
+
+
+@dataclass
+class StateSplit:
+    """How one run's samples fell into the host's states: each state's level (the probe's
+    microseconds per fork-join) and, per framework, its median (ms) and share of its samples in
+    each state (None where it has none). One state when the host never moved."""
+
+    levels: list[float | None]
+    frameworks: dict[str, list[tuple[float, float] | None]]
+
+
+def split_by_state(runs: Mapping[str, Timed]) -> StateSplit | None:
+    """The states of the probe turns of all ``runs`` (frameworks of one run, probed alike), and
+    each framework's samples split by them; None without probe turns."""
+    values = [float(us) for _, _, turns in runs.values() for t in turns for _, us in t]
+    if not values:
+        return None
+    bounds = states(values)
+    levels = state_levels(values, bounds)
+    frameworks: dict[str, list[tuple[float, float] | None]] = {}
+    for fw, (samples, sizes, turns) in runs.items():
+        pooled: dict[int, list[float]] = {}
+        for by_state in round_states(samples, sizes, turns, bounds):
+            for k, mine in by_state.items():
+                pooled.setdefault(k, []).extend(mine)
+        frameworks[fw] = [(float(np.median(pooled[k])), len(pooled[k]) / len(samples)) if k in pooled else None
+                          for k in range(len(levels))]
+    return StateSplit(levels, frameworks)

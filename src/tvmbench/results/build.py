@@ -3,7 +3,6 @@ and the warnings a reader needs (a noisy machine, a call too close for one proce
 
 from __future__ import annotations
 
-import statistics
 from typing import Any
 
 from tvmbench.backends import load_class
@@ -77,23 +76,15 @@ def host_states_note(results: dict[str, FrameworkResult]) -> str | None:
     """When the host-state probe (``--probe``) saw the machine's cores in more than one state
     during the run, each framework's median and share of samples in each: the run-to-run
     variation it explains, and why ``tvmbench diff`` compares runs state with state."""
-    from tvmbench.measure.probe import round_states, state_levels, states
+    from tvmbench.measure.probe import split_by_state
 
-    runs = {fw: r for fw, r in results.items() if r.rounds is not None and r.rounds.probe_turns}
-    values = [us for r in runs.values() for t in r.rounds.probe_turns or [] for _, us in t]
-    bounds = states(values)
-    if not bounds:
+    split = split_by_state({fw: (r.samples_ms, r.rounds.sizes, r.rounds.probe_turns) for fw, r in results.items()
+                            if r.rounds is not None and r.rounds.probe_turns})
+    if split is None or len(split.levels) < 2:
         return None
-    levels = state_levels(values, bounds)
-    per_fw = []
-    for fw, r in runs.items():
-        pooled: dict[int, list[float]] = {}
-        for by_state in round_states(r.samples_ms, r.rounds.sizes, r.rounds.probe_turns or [], bounds):
-            for k, mine in by_state.items():
-                pooled.setdefault(k, []).extend(mine)
-        per_fw.append(f"{fw} " + ", ".join(
-            f"{statistics.median(pooled[k]):.2f} ms in {len(pooled[k]) / len(r.samples_ms):.0%} of samples"
-            if k in pooled else "-" for k in range(len(levels))))
+    levels = split.levels
+    per_fw = [f"{fw} " + ", ".join(f"{got[0]:.2f} ms in {got[1]:.0%} of samples" if got else "-" for got in by_state)
+              for fw, by_state in split.frameworks.items()]
     return (f"the host's cores were in {len(levels)} states during this run (the host-state probe read "
             + "/".join(f"{us:.2f}" for us in levels if us is not None) + f" us per fork-join): {'; '.join(per_fw)}. "
             "Times differ by state; `tvmbench diff` compares runs state with state")

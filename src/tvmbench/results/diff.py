@@ -105,7 +105,7 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     from tvmbench.measure.probe import state_levels, states
     from tvmbench.measure.stats import stratified_ratio_ci
 
-    turns_a, turns_b = _probe_turns(ra), _probe_turns(rb)
+    turns_a, turns_b = probe_turns_of(ra), probe_turns_of(rb)
     if turns_a is None or turns_b is None:
         return None
     values = [us for t in turns_a + turns_b for _, us in t]
@@ -127,7 +127,24 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     return ratio, low, high, basis, host
 
 
-def _probe_turns(result: dict[str, Any]) -> list[list[tuple[int, float]]] | None:
+def host_state_split(run: dict[str, Any]) -> Any:
+    """A run result document's samples split by host state (``probe.StateSplit``) over the
+    frameworks that carry probe turns; None when none does."""
+    from tvmbench.backends import result_key
+    from tvmbench.measure.probe import split_by_state
+
+    timed = {}
+    for fw in run.get("frameworks", []):
+        r = run.get(result_key(fw)) or {}
+        turns = probe_turns_of(r) if r.get("status") == "ok" else None
+        if turns is not None:
+            timed[fw] = (r["samples_ms"], r["rounds"]["sizes"], turns)
+    return split_by_state(timed)
+
+
+def probe_turns_of(result: dict[str, Any]) -> list[list[tuple[int, float]]] | None:
+    """A framework result document's probe turns per round, or None unless it has them for every
+    round and its rounds account for its samples."""
     rounds = result.get("rounds") or {}
     turns, sizes = rounds.get("probe_turns"), rounds.get("sizes")
     if not turns or not sizes or len(turns) != len(sizes) or sum(sizes) != len(result.get("samples_ms") or []):

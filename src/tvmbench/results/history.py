@@ -154,7 +154,31 @@ class History(SQLiteFile):
             f"WHERE {' AND '.join(where)} ORDER BY e.id DESC LIMIT ?", (*params, limit)).fetchall()
         names = ["entry", "created", "kind", "machine", "commit", "model", "framework", "batch_size",
                  "seq_length", "status", "median_ms"]
-        return [dict(zip(names, r, strict=True)) for r in rows]
+        points = [dict(zip(names, r, strict=True)) for r in rows]
+        self._add_host_states(points)
+        return points
+
+    def _add_host_states(self, points: list[dict[str, Any]]) -> None:
+        """Each point's host states (``host_states``: the probe's level and the point's share of
+        samples in each, or None where the run had no probe), read from its entry's document."""
+        from tvmbench.results.diff import host_state_split
+
+        ids = sorted({p["entry"] for p in points})
+        docs = dict(self.db.execute(f"SELECT id, document FROM entries WHERE id IN ({','.join('?' * len(ids))})",
+                                    ids).fetchall()) if ids else {}
+        splits: dict[tuple[Any, ...], Any] = {}
+        for p in points:
+            key = (p["entry"], p["model"], p["batch_size"], p["seq_length"])
+            if key not in splits:
+                doc = json.loads(docs[p["entry"]])
+                runs = [doc] if p["kind"] == "run" else doc.get("points", []) if p["kind"] == "compare" else []
+                run = next((r for r in runs if (r.get("model"), r.get("batch_size"), r.get("seq_length")) == key[1:]),
+                           None)
+                splits[key] = host_state_split(run) if run else None
+            by_state = splits[key].frameworks.get(p["framework"]) if splits[key] else None
+            p["host_states"] = ", ".join(f"{level:.2f} us {got[1]:.0%}" for level, got
+                                         in zip(splits[key].levels, by_state, strict=True)
+                                         if got is not None and level is not None) if by_state else None
 
 
 _COLUMNS = "id, created, kind, command, machine, machine_key, versions, git_commit, target, document"

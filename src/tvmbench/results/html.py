@@ -7,6 +7,7 @@ same tables and the figures as PNG files beside it. Sections, each where its dat
 - the environment (machine, versions, target);
 - per model point: each framework's median with its 95 % interval and tail percentiles, and
   TVM's speedup over each peer with its interval;
+- the host's states, where the probe ran: each framework's median and share of samples per state;
 - latency distributions (a violin per framework, from the timed samples);
 - throughput against batch size, for models measured at several batch sizes;
 - tuning curves of the databases the runs applied (``curves/`` in each database);
@@ -53,6 +54,7 @@ def build(runs: list[dict[str, Any]], work: Path, store: Any = None, history: An
     sections = [_environment(runs[0])]
     latency = Section("Latency", [_latency_table(runs, result_key), _speedup_table(runs)])
     sections.append(latency)
+    sections.append(_host_states(runs))
     sections.append(_distributions(runs, work, result_key))
     sections += [s for s in (_throughput(runs, work, result_key), _tuning_curves(runs, work),
                              _operators(runs, work, store), _trend(runs, work, history)) if s is not None]
@@ -106,6 +108,29 @@ def _speedup_table(runs: list[dict[str, Any]]) -> Table:
             rows.append([_point_name(run), peer, _fmt(s.get("speedup"), 2), f"{_fmt(ci[0], 2)} - {_fmt(ci[1], 2)}",
                          s.get("basis", "")])
     return Table(["point", "TVM vs", "speedup", "95 % CI", "basis"], rows)
+
+
+def _host_states(runs: list[dict[str, Any]]) -> Section:
+    """Where the host-state probe ran (``--rounds`` on a CPU): each framework's median and share of
+    samples per state of the machine's cores, so a slower run can be told from a slower host."""
+    from tvmbench.results.diff import host_state_split
+
+    rows = []
+    for run in runs:
+        split = host_state_split(run)
+        if split is None:
+            continue
+        for fw, by_state in split.frameworks.items():
+            for level, got in zip(split.levels, by_state, strict=True):
+                if got is not None:
+                    rows.append([_point_name(run), fw, f"{_fmt(level, 2)} us", f"{got[1]:.0%}", _fmt(got[0])])
+    if not rows:
+        return Section("Host states")
+    note = ("The host-state probe times TVM fork-joins between blocks of samples; its readings cluster into "
+            "the states of the machine's cores (one state on a steady host). A framework's times differ by "
+            "state, so `tvmbench diff` compares runs state with state.")
+    return Section("Host states", [note, Table(["point", "framework", "host state (probe, per fork-join)",
+                                                "share of samples", "median ms"], rows)])
 
 
 def _distributions(runs: list[dict[str, Any]], work: Path, result_key: Any) -> Section:
