@@ -81,3 +81,30 @@ def test_the_schedule_ceiling_puts_every_kernel_at_the_peak_and_leaves_the_vm_al
     assert abs(p.ceiling().saved_ms - (0.75 + 0.2)) < 1e-9  # conv's floor: 50 MFLOP at 200 GFLOP/s
     no_peak = ModelProfile(**{**p.__dict__, "peak_gflops": None})
     assert no_peak.ceiling() is None and no_peak.to_json()["ceiling"] is None
+
+
+def test_timing_kernels_leaves_the_build_uninstrumented():
+    """After ``time_kernels`` the VM's instrument is removed: a later run of the same build (an
+    end-to-end timing, say) must not pay a Python callback per kernel."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.models import ModelOptions, load_model
+    from tvmbench.targets import resolve_target
+
+    backend = TVMBackend(BackendConfig(target=resolve_target("llvm"), threads=1, databases=()))
+    backend.prepare(load_model(MLP, ModelOptions()))
+    installed = []
+    vm = backend.vm
+
+    class Spy:
+        def set_instrument(self, f):
+            installed.append(f)
+            vm.set_instrument(f)
+
+        def __getattr__(self, name):
+            return getattr(vm, name)
+
+    backend.vm = Spy()
+    per_run, calls = backend.time_kernels(2)
+    assert len(per_run) == 2 and calls and installed[0] is not None and installed[-1] is None
+    backend.close()

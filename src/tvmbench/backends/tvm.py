@@ -266,13 +266,16 @@ class TVMBackend(Backend):
             return 0  # relax.VMInstrumentReturnKind.NO_OP
 
         self.vm.set_instrument(instrument)
-        for _ in range(runs):
-            current.clear()
-            order.clear()
-            self.run()
-            per_run.append(dict(current))
-            if sequence is not None:
-                sequence.append(list(order))
+        try:
+            for _ in range(runs):
+                current.clear()
+                order.clear()
+                self.run()
+                per_run.append(dict(current))
+                if sequence is not None:
+                    sequence.append(list(order))
+        finally:
+            self.vm.set_instrument(None)  # later runs of this build are not instrumented
         return per_run, calls
 
     def run_with_io(self) -> None:
