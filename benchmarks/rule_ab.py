@@ -12,7 +12,9 @@ together) and once with its current value (B), then alternates single inferences
 both medians and B's speedup. Strict alternation starts each inference with the other build's data
 in the caches, which exaggerates changes that save memory traffic: use blocks for those. On this shared 2-vCPU VM separate processes drift by up to
 40 % against each other, so comparing two `tvmbench profile` runs cannot resolve a 2-5 % change;
-alternating inside one process can.
+alternating inside one process can. ``--probe`` also splits the result by the host's state
+(``measure/probe.py``: on that VM the two vCPUs' hand-over jumps between a near and a far state,
+and a change to how work is split between the cores can win in one and lose in the other).
 """
 
 from __future__ import annotations
@@ -45,6 +47,9 @@ def main() -> None:
                         help="which build is made first: on large transformers the second build of a process "
                              "ran 2-5 %% apart from the first with the same code (A/A runs); run both orders "
                              "and take the geometric mean of the two speedups to cancel that")
+    parser.add_argument("--probe", action="store_true",
+                        help="a turn of the host-state probe (measure/probe.py) before each pair of blocks; "
+                             "prints the two medians and the speedup in each host state as well")
     parser.add_argument("--target", default="llvm",
                         help='as for tvmbench run, e.g. \'{"kind": "llvm", "mcpu": "haswell"}\' for AVX2 code')
     args = parser.parse_args()
@@ -96,7 +101,15 @@ def main() -> None:
         for _ in range(10):
             backend.run()
     times: dict[str, list[float]] = {"A": [], "B": []}
+    probe = None
+    if args.probe:
+        from tvmbench.measure.probe import HostProbe
+
+        probe = HostProbe()
+    turns: list[float] = []  # probe reading before each pair of blocks
     for i in range(max(args.runs // args.block, 1)):
+        if probe is not None:
+            turns.append(probe.turn() * 1e6)
         for label in ("A", "B") if i % 2 == 0 else ("B", "A"):
             # in a block, a first inference brings the build's data back into the caches, untimed
             warm = 1 if args.block > 1 else 0
@@ -110,6 +123,24 @@ def main() -> None:
     print(f"{args.model}: A ({args.name}={args.value}{also}) {a:.3f} ms, B ({args.name}={current}) {b:.3f} ms, "
           f"B speedup {a / b:.3f} (medians of {len(times['A'])} runs, alternating "
           f"{'single runs' if args.block == 1 else f'blocks of {args.block}'}, built {args.build_order})")
+    if turns:
+        by_state(turns, times, args.block)
+
+
+def by_state(turns: list[float], times: dict[str, list[float]], block: int) -> None:
+    """Each host state's medians and speedup: pair ``i`` of blocks is labelled by the probe turn
+    before it (``probe.states`` groups the turns)."""
+    from tvmbench.measure.probe import state_levels, state_of, states
+
+    bounds = states(turns)
+    for k, level in enumerate(state_levels(turns, bounds)):
+        pairs = [i for i, us in enumerate(turns) if state_of(us, bounds) == k]
+        if level is None or not pairs:
+            continue
+        mine = {label: [t for i in pairs for t in times[label][i * block:(i + 1) * block]] for label in times}
+        a, b = (statistics.median(mine[x]) * 1e3 for x in ("A", "B"))
+        print(f"  host state {level:.2f} us per fork-join ({len(pairs)} pairs of blocks): A {a:.3f} ms, "
+              f"B {b:.3f} ms, B speedup {a / b:.3f}")
 
 
 if __name__ == "__main__":

@@ -537,6 +537,37 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     assert result["passed"], result
 
 
+def test_winograd_products_with_rows_before_positions_stay_exact(monkeypatch):
+    """``ROWS_BEFORE_BATCH`` (off by default; docs/performance.md): each core takes a range of
+    Winograd tiles over every position; the products' parallel loop starts with the tiles, and
+    the model still matches PyTorch."""
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.rules import contraction
+
+    monkeypatch.setattr(contraction, "ROWS_BEFORE_BATCH", 2)  # every product, its weights fitting or not
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_winograd")
+    scheduled = pipeline.optimize(import_model(model).mod, TARGET)
+    products = [f.script() for gv, f in scheduled.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.startswith("winograd_product")]
+    # ax0 is the position, ax1 the tile (rows): the fused parallel loop's name lists them in order
+    firsts = [re.search(r"for (ax\d)\w*_fused in T.parallel", script) for script in products]
+    assert len(products) == 3 and all(m is not None for m in firsts), products
+    assert [m.group(1) for m in firsts] == ["ax1"] * 3, products
+    tvm_b, ref_b = TVMBackend(dataclasses.replace(CFG, use_cache=False)), PyTorchBackend(CFG)
+    tvm_b.prepare(model)
+    ref_b.prepare(model)
+    tvm_b.run()
+    ref_b.run()
+    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    assert result["passed"], result
+
+
 def test_identical_convolutions_share_winograd_kernels_made_once(monkeypatch):
     """A model repeating one convolution (DenseNet's blocks) makes each Winograd kernel once
     (``ir.TECache``: tracing a TE function is the costly part of the pass), every convolution

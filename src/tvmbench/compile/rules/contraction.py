@@ -92,6 +92,19 @@ SPAN_ALL = True
 # x 4 rows 0.83-0.88 ms. 32-register targets only (measured on AVX-512; NEON has 32 too); 0 turns
 # it off. Rows stacked on a short map (``_stack``) count against what the weights leave.
 DEPTHWISE_REGISTERS = 32
+# A batched contraction whose batch axis indexes the weights (the Winograd product: the tile
+# position) may fuse its row tiles outside the batch, so each core takes a range of rows (Winograd
+# tiles) for every position, the tiles its input transform wrote and its output transform reads,
+# instead of half the positions of every tile: on the EPYC VM's far host state (the two vCPUs on
+# two core complexes) the other half crosses between the complexes. 0 (the default): batch
+# outermost; 1: rows first where the tiles run spatial-outer; 2: and spatial-outer forced on every
+# batched product (each core then reads every position's weights). Same-process A/Bs with the
+# host-state probe (session 35, Zen 4 VM; docs/performance.md, "Which side of the cores"): 1 gave
+# resnet18 1.035-1.061x in the far state but resnet18 at batch 8 0.956x in the near one; 2 gave
+# resnet18 1.080x far and 1.010-1.013x near, densenet121 1.015x, googlenet 1.018x, but vgg16 0.945x,
+# inception_v3 0.984x and resnet18 at batch 8 0.956x, where the weights are large against the rows.
+# Off until a rule tells those apart.
+ROWS_BEFORE_BATCH = 0
 
 
 @dataclass
@@ -438,13 +451,19 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     if m_axis is not None:
         m_outer, m_inner = sch.split(loops[m_axis], factors=[None, tile.rows])
         inner.append(m_inner)
-    outer_spatial += [h_outer if i == stacked else loops[i] for i, k in enumerate(kinds)
-                      if k == "S" and i not in (found.n_axis, m_axis)]
+    others = [(i, h_outer if i == stacked else loops[i]) for i, k in enumerate(kinds)
+              if k == "S" and i not in (found.n_axis, m_axis)]
+    outer_spatial += [loop for _, loop in others]
     channel_outer = False
     if m_axis is not None:
         outer_spatial.append(m_outer)
-        channel_outer = not knob("spatial_outer", _weights_fit(found), (False, True))
-        if not channel_outer:
+        batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
+        channel_outer = not knob("spatial_outer", _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(batch)),
+                                 (False, True))
+        if not channel_outer and batch:
+            outer_spatial = ([loop for i, loop in others if i not in batch] + [m_outer]
+                             + [loop for i, loop in others if i in batch] + [n_outer])
+        elif not channel_outer:
             outer_spatial = outer_spatial[1:] + outer_spatial[:1]
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
@@ -505,6 +524,19 @@ def _operand_bytes(found: Match, rows_dependent: bool) -> int:
     return sum(int(np.prod([as_int(d) or 0 for d in r.source.shape])) * dtype_bits(r.source.dtype) // 8
                for r in found.block.reads if not r.source.same_as(found.out)
                and any(uses(x.min, m_var) for x in r.region) == rows_dependent)
+
+
+def _weight_batch_axes(found: Match) -> set[int]:
+    """The spatial axes, other than the vector and row axes, that index the weights (the operands
+    that do not depend on the row axis): a batched contraction's batch, such as the Winograd
+    product's tile position."""
+    if found.m_axis is None:
+        return set()
+    m_var = found.block.iter_vars[found.m_axis].var
+    weights = [r for r in found.block.reads if not r.source.same_as(found.out)
+               and not any(uses(x.min, m_var) for x in r.region)]
+    return {i for i, k in enumerate(found.kinds) if k == "S" and i not in (found.n_axis, found.m_axis)
+            and any(uses(x.min, found.block.iter_vars[i].var) for w in weights for x in w.region)}
 
 
 def _weights_fit(found: Match) -> bool:
