@@ -19,8 +19,10 @@ TARGET = resolve_target("llvm", gpu_query=lambda: None)
 CFG = BackendConfig(target=TARGET, threads=2)
 
 
-def tvm_vs_torch(model):
-    tvm_b, ref_b = TVMBackend(CFG), PyTorchBackend(CFG)
+def tvm_vs_torch(model, cfg=CFG):
+    """TVM's outputs against PyTorch's (``cfg`` for TVM: ``use_cache=False`` when a test changes a
+    rule constant, which the compile cache does not know)."""
+    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(CFG)
     tvm_b.prepare(model)
     ref_b.prepare(model)
     tvm_b.run()
@@ -263,11 +265,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
     assert f"T.parallel(T.int64({32 // values['band_rows']}))" in script  # no channel blocks among the tasks
     assert f"T.unroll(T.int64({values['expansion_vectors']}))" in script
     monkeypatch.setattr(expand_window, "WHOLE_CHANNELS", True)
-    tvm_b, ref_b = TVMBackend(dataclasses.replace(CFG, use_cache=False)), PyTorchBackend(CFG)
-    for backend in (tvm_b, ref_b):
-        backend.prepare(model)
-        backend.run()
-    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
     assert result["passed"], result
 
 
@@ -559,12 +557,7 @@ def test_winograd_products_with_rows_before_positions_stay_exact(monkeypatch):
     firsts = [re.search(r"for (ax\d)\w*_fused in T.parallel", script) for script in products]
     assert len(products) == 3 and all(m is not None for m in firsts), products
     assert [m.group(1) for m in firsts] == ["ax1"] * 3, products
-    tvm_b, ref_b = TVMBackend(dataclasses.replace(CFG, use_cache=False)), PyTorchBackend(CFG)
-    tvm_b.prepare(model)
-    ref_b.prepare(model)
-    tvm_b.run()
-    ref_b.run()
-    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
     assert result["passed"], result
 
 
