@@ -24,7 +24,10 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tvmbench.measure.probe import StateSplit
 
 DEFAULT_BAND = 0.03
 
@@ -127,7 +130,7 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     return ratio, low, high, basis, host
 
 
-def host_state_split(run: dict[str, Any]) -> Any:
+def host_state_split(run: dict[str, Any]) -> StateSplit | None:
     """A run result document's samples split by host state (``probe.StateSplit``) over the
     frameworks that carry probe turns; None when none does."""
     from tvmbench.backends import result_key

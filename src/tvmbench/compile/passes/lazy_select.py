@@ -5,7 +5,7 @@ Why: TIR's ``Select`` evaluates both branches, and TVM's simplifier proves facts
 under the selection's condition (``a`` under ``c`` in ``Select(c, a, b)``). Inside the branch that
 is sound for the value, not for the loads: a padding guard ``if_then_else(1 <= row, x[row - 1],
 0)`` that the condition implies is dropped, and the unguarded load then runs for every position,
-the ones the condition excludes too. Found in session 35: a MetaSchedule record for resnet18's
+the ones the condition excludes too. Found in session 34, explained in 35: a MetaSchedule record for resnet18's
 Winograd input transform (``passes/winograd.py`` selects the transform's rows by tile position
 with ``Select``) fused the position, tile and channel loops under one vectorised loop; the
 simplifier then read ``x[0, pos // 28 * 2 + 1, ...]`` unguarded for positions up to 3135 (rows up
