@@ -49,6 +49,7 @@ def main() -> None:
     for _ in range(10):
         backend.run()
     rows: list[tuple[float, float, dict[str, float]]] = []  # (probe us, end to end s, kernel s)
+    calls: dict[str, int] = {}
     end = time.monotonic() + args.minutes * 60
     while time.monotonic() < end:
         us = probe.turn() * 1e6
