@@ -119,7 +119,7 @@ def distribution_png(samples_ms: dict[str, Sequence[float]], path: str | Path, t
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(7, 0.7 + 0.6 * len(series)))
     names = list(series)
-    ax.violinplot([series[n] for n in names], vert=False, showmedians=True, showextrema=False)
+    ax.violinplot([series[n] for n in names], orientation="horizontal", showmedians=True, showextrema=False)
     ax.set_yticks(range(1, len(names) + 1), names)
     ax.set_xscale("log")
     ax.set_xlabel("latency per inference (ms, log scale)")
