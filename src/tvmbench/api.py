@@ -33,7 +33,7 @@ from tvmbench.results.records import RunResult
 from tvmbench.targets import ResolvedTarget, physical_cores, resolve_target
 from tvmbench.tuning.config import TuneConfig
 
-__all__ = ["collect_ops", "compare", "explain", "model_options", "profile", "run", "run_config", "target", "tune"]
+__all__ = ["check_database", "collect_ops", "compare", "explain", "model_options", "profile", "run", "run_config", "target", "tune"]
 
 
 def target(spec: str | dict[str, Any] | ResolvedTarget = "auto", layout: str = "auto") -> ResolvedTarget:
@@ -195,7 +195,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
          timeout: float = 86400.0, on_progress: Callable[[int, int, float | None], None] | None = None,
          on_warning: Callable[[str], None] | None = None, wait: bool = True,
          history: str | Path | bool | None = None, verbose: bool = False, in_model_check: bool = True,
-         **config: Any) -> tuple[Any, Path]:
+         force_check: bool = False, **config: Any) -> tuple[Any, Path]:
     """Tune ``model``'s kernels with MetaSchedule into ``db`` (default: the target's database in
     the cache), in a worker process; a second call resumes. ``verbose``: MetaSchedule's per-task
     tables go to stderr (they always go to the database's ``logs/`` folder). ``config`` are :class:`TuneConfig`
@@ -204,9 +204,11 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     on opening and when it waits for another process writing the database (with ``wait=False``
     that is a UserError instead). The tuning curve is written into the database's ``curves/``
     folder (``report.curve_files``). ``in_model_check``: then judge the records inside the model
-    (``check_in_model``). Returns the TuneReport and the database path."""
+    (``check_in_model``): after new trials, when a task was never judged, when a verdict was
+    judged against an earlier pipeline's default schedules (``stale_verdicts``), or with
+    ``force_check``. Returns the TuneReport and the database path."""
     from tvmbench.measure.isolation import run_isolated
-    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, default_database_dir
+    from tvmbench.tuning.database import IN_MODEL, TuningDatabase, default_database_dir, forget_stale_defaults
     from tvmbench.tuning.tuner import TuneJob, run_tune_job
 
     options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
@@ -223,6 +225,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     with database.writing(wait=wait, on_wait=on_warning):  # the worker appends; no one else may
         for warning in database.warnings if on_warning else []:
             on_warning(warning)
+        stale = forget_stale_defaults(database)  # this pipeline's defaults are timed again
         outcome = run_isolated(run_tune_job, job, timeout_s=timeout, memory_limit_bytes=default_memory_limit(),
                                env=thread_env(cfg.threads), on_progress=lambda m: on_progress and on_progress(*m))
     if not outcome.ok:
@@ -232,8 +235,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
                            f"measured so far; run the command again to resume)")
     report = outcome.value
     gains = (database.meta().get(IN_MODEL) or {}).get("gain", {})
-    judged = report.trials_after == report.trials_before and all(  # nothing new since this model's check
-        t.workload in gains for t in report.tasks if t.best_us)
+    judged = not force_check and report.trials_after == report.trials_before and all(  # nothing new since
+        t.workload in gains and t.workload not in stale for t in report.tasks if t.best_us)  # the last check
     if in_model_check and resolved.runs_here and not cfg.rpc_tracker and not judged and any(
             t.best_us for t in report.tasks):
         check_in_model(report, database, model, resolved, cfg.threads, options, on_warning)
@@ -244,6 +247,21 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     record("tune", {"model": model, "database": str(database.path), **report.to_json()}, history=history,
            environment=environment.collect(cfg.threads), target=resolved.config)
     return report, database.path
+
+
+def check_database(model: str, db: str | Path, target_spec: Any = "auto", **kwargs: Any) -> tuple[Any, Path]:
+    """Judge ``db``'s records for ``model`` inside the model again, against this tvmbench's default
+    schedules, without tuning: what to run after an upgrade changed the default schedules (a
+    database applied then warns of its stale verdicts), or on a database filled elsewhere. The
+    defaults of the stale workloads are timed again first. ``kwargs`` as for :func:`tune`
+    (model shapes, ``threads``, ``on_warning``, ``history``). Returns the TuneReport (its tasks'
+    in-model gains, the end-to-end gain) and the database path."""
+    from tvmbench.tuning.database import TuningDatabase
+
+    TuningDatabase.open(db)  # an existing database: a one-line error otherwise, never a new one
+    report, path = tune(model, target_spec, db=str(db), trials=0, force_check=True, **kwargs)
+    report.stop_reason = "no search (db check): the records judged inside the model again"
+    return report, path
 
 
 # How many of each task's fastest schedules (timed alone) the in-model check times in the model.

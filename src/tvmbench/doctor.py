@@ -87,8 +87,10 @@ def check_tuning(f: Facts) -> list[Finding]:
     for d in skipped:
         why = d.get("skipped") or (f"its {d.get('foreign_target_records', 0)} records are for other targets"
                                   if d.get("records") else "it is empty")
-        out.append(Finding("tuning-db", "warn", f"the {d['source']} database {d['path']} does not apply: {why}",
-                           "tune for this target: tvmbench tune --model MODEL --target ..."))
+        fix = ("tune for this target: tvmbench tune --model MODEL --target ..." if "pipeline" not in why else
+               "tvmbench tune --model MODEL (your own database), or from a checkout "
+               "benchmarks/build_pretuned.py --rejudge")
+        out.append(Finding("tuning-db", "warn", f"the {d['source']} database {d['path']} does not apply: {why}", fix))
     if not applied:
         out.append(Finding("tuning-db", "warn" if f.target.get("kind") == "cuda" else "info",
                            "no tuning records apply to this target: TVM runs tvmbench's default schedules only",

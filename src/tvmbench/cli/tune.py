@@ -221,6 +221,12 @@ def add_db_parser(sub: Any) -> None:
     export = db_sub.add_parser("export", help="write a database as a .tar.gz")
     export.add_argument("path")
     export.add_argument("archive")
+    check = db_sub.add_parser("check", help="judge a database's records inside a model again, against this "
+                                            "tvmbench's default schedules (after an upgrade), without tuning")
+    check.add_argument("path")
+    add_model_args(check)
+    check.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
+    add_history_args(check)
     compare = db_sub.add_parser("compare", help="per layer, two databases' best times, spreads, trials and "
                                                 "tuning minutes (also 'tvmbench tune report A B')")
     compare.add_argument("a")
@@ -239,7 +245,16 @@ def cmd_db(args: argparse.Namespace) -> int:
     from tvmbench.tuning import database as dbm
 
     console = make_console()
-    if args.db_command == "compare":
+    if args.db_command == "check":
+        from tvmbench import api
+
+        warnings = make_console(stderr=True)
+        report, _ = api.check_database(args.model, args.path, args.target, layout=args.layout,
+                                       threads=args.threads or None, history=history_arg(args),
+                                       on_warning=lambda w: warnings.print(f"[yellow]warning:[/yellow] {w}"),
+                                       **model_kwargs(args))
+        print_tune_report(report, console)
+    elif args.db_command == "compare":
         labels = args.labels.split(",") if args.labels else [Path(args.a).name, Path(args.b).name]
         if len(labels) != 2:
             from tvmbench.errors import UserError

@@ -105,7 +105,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
     names = pipeline.describe(target, database, cuda_graph)
     compile_s = 0.0
     db_info: dict[str, Any] = {"sources": infos} if infos else {}
-    warnings: list[str] = []
+    warnings: list[str] = [w for info in infos for w in info.get("warnings") or []]  # e.g. stale verdicts
     hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
     if hit:
         try:

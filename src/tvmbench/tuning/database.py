@@ -325,6 +325,22 @@ class TuningDatabase:
         if made_with and _tvm_minor(made_with) != _tvm_minor(tvm.__version__):
             info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
             return None, info
+        if by_isa_class and (meta.get("pretuned") or {}).get("pipeline") != pipeline_version():
+            # A shipped database's records were kept because they beat the default schedules of
+            # the pipeline it was judged with; against another pipeline's defaults they can lose
+            # (the znver4 database of 2026-11-23 made mobilenet_v2 0.976x as fast by 2026-11-27).
+            judged = (meta.get("pretuned") or {}).get("pipeline") or "an earlier"
+            info["skipped"] = (f"judged against the default schedules of pipeline {judged}, this tvmbench builds "
+                               f"pipeline {pipeline_version()}: not applied until judged again "
+                               "(benchmarks/build_pretuned.py --rejudge)")
+            return None, info
+        stale = stale_verdicts(meta)
+        if stale:
+            info["stale_in_model"] = len(stale)
+            self.warnings.append(
+                f"{len(stale)} workloads of {self.path} were judged inside the model against the default schedules "
+                f"of an earlier tvmbench pipeline (now {pipeline_version()}), and may now be slower than them: judge "
+                f"them again with 'tvmbench db check {self.path} --model MODEL'")
         records = self._lines(RECORDS)
         # both by line position in the file as the check saw it
         losing = losing_lines(meta, self._lines(WORKLOADS), records)
@@ -551,20 +567,30 @@ def improvements(db: TuningDatabase, dest: Path, min_gain: float = 0.02,
     """Write to ``dest`` a database with, per workload, only the fastest record, and only where it
     beats tvmbench's default schedule (as measured when tuning, ``default_us`` in the meta file)
     by more than ``min_gain``: what a shipped database is made of. A record that merely equals the
-    default would freeze today's default schedule in place of tomorrow's better one."""
+    default would freeze today's default schedule in place of tomorrow's better one. Where an
+    in-model check chose a workload's winner (``mark_in_model``), that record is taken instead of
+    the fastest alone (Droplet's best dense+GELU in bert-base was the second fastest alone), and a
+    workload it judged losing is left out."""
     defaults = db.meta().get("default_us", {})
+    mark = db.meta().get(IN_MODEL) or {}
+    chosen = {wl: c["record"] for wl, c in (mark.get("chosen") or {}).items()}
+    losing = set(mark.get("losing") or {})
     workloads = db._lines(WORKLOADS)
+    hashes = [str(json.loads(line)[0]) for line in workloads]
     best: dict[tuple[int, str], tuple[float, str]] = {}
     for line in db._lines(RECORDS):
         index, record = json.loads(line)
         secs = _record_secs(line)
+        wl = hashes[index] if isinstance(index, int) and index < len(hashes) else None
+        if secs is None or wl in losing or (wl in chosen and record_key(line) != chosen[wl]):
+            continue
         key = (index, json.dumps(record[2], sort_keys=True))
-        if secs is not None and (key not in best or secs < best[key][0]):
+        if key not in best or secs < best[key][0]:
             best[key] = (secs, line)
     kept: list[tuple[int, list[Any]]] = []
     for (index, _), (secs, line) in sorted(best.items()):
         default_us = defaults.get(json.loads(workloads[index])[0])
-        if default_us is None or secs * 1e6 < default_us * (1 - min_gain):
+        if default_us is None or hashes[index] in chosen or secs * 1e6 < default_us * (1 - min_gain):
             kept.append((index, json.loads(line)[1]))
     dest.mkdir(parents=True, exist_ok=True)
     used = _write_subset(dest, workloads, kept)
@@ -606,6 +632,37 @@ def drop_workloads(db: TuningDatabase, hashes: set[str]) -> int:
 IN_MODEL = "in_model"
 
 
+def pipeline_version() -> str:
+    """The compile pipeline's version (``compile.pipeline.PIPELINE_VERSION``): the default
+    schedules an in-model verdict was judged against."""
+    from tvmbench.compile.pipeline import PIPELINE_VERSION
+
+    return PIPELINE_VERSION
+
+
+def stale_verdicts(meta: dict[str, Any]) -> set[str]:
+    """Workloads whose in-model verdict (``mark_in_model``) was judged against another pipeline's
+    default schedules than this tvmbench's (or before verdicts recorded the pipeline): a record
+    that won against the old defaults can lose against the new ones."""
+    mark = meta.get(IN_MODEL) or {}
+    judged = set(mark.get("gain") or {}) | set(mark.get("losing") or {})
+    stamps = mark.get("pipeline") or {}
+    return {wl for wl in judged if stamps.get(wl) != pipeline_version()}
+
+
+def forget_stale_defaults(db: TuningDatabase) -> set[str]:
+    """Before judging stale verdicts again: forget those workloads' default-schedule times alone,
+    so the tuner times this pipeline's defaults (and adds them as records) instead of comparing
+    with the old ones. Returns the stale workloads. Call under the writer lock."""
+    meta = db.meta()
+    stale = stale_verdicts(meta)
+    defaults = meta.get("default_us") or {}
+    if stale & set(defaults):
+        meta["default_us"] = {wl: us for wl, us in defaults.items() if wl not in stale}
+        db.write_meta(meta)
+    return stale
+
+
 def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str], lines: int,
                   intervals: dict[str, tuple[float, float]] | None = None,
                   chosen: dict[str, str] | None = None) -> None:
@@ -620,6 +677,9 @@ def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str],
     mark = meta.get(IN_MODEL) or {"gain": {}, "losing": {}}
     mark.setdefault("interval", {})
     mark.setdefault("chosen", {})
+    stamps = mark.setdefault("pipeline", {})
+    for wl in {*gains, *losing}:
+        stamps[wl] = pipeline_version()
     for wl, gain in gains.items():
         mark["gain"][wl] = round(gain, 4)
         if intervals and wl in intervals:
