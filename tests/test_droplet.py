@@ -146,8 +146,8 @@ def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_p
 
     from tvmbench.tuning.unmeasured import ATTEMPTS, skipping_known
 
-    shipped = sorted((Path(__file__).parents[1] / "src/tvmbench/tuning/pretuned").iterdir())[0]
-    shutil.copytree(shipped, tmp_path / "db")
+    real = Path(__file__).with_name("data") / "tuning_db"  # a database tvmbench once shipped
+    shutil.copytree(real, tmp_path / "db")
     db = ms.database.JSONDatabase(work_dir=str(tmp_path / "db"))
     (record, *_) = db.get_all_tuning_records()
     workload = record.workload

@@ -23,7 +23,7 @@ from tvmbench.tuning.database import META, RECORDS, WORKLOADS, TuningDatabase, l
 
 MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
 TARGET = resolve_target("llvm", gpu_query=lambda: None)
-SHIPPED = sorted((Path(__file__).parents[1] / "src/tvmbench/tuning/pretuned").iterdir())[0]
+REAL_DB = Path(__file__).with_name("data") / "tuning_db"
 
 
 def one_line(capsys) -> str:
@@ -34,11 +34,12 @@ def one_line(capsys) -> str:
 
 @pytest.fixture
 def database(tmp_path):
-    """A copy of a shipped database: real workloads and records."""
+    """A copy of a real database (tests/data/tuning_db: the AVX2 database tvmbench shipped until
+    2026-11-27): real workloads and records."""
     db = tmp_path / "db"
     db.mkdir()
     for name in (WORKLOADS, RECORDS, META):
-        (db / name).write_bytes((SHIPPED / name).read_bytes())
+        (db / name).write_bytes((REAL_DB / name).read_bytes())
     return db
 
 
