@@ -329,10 +329,10 @@ class TuningDatabase:
             # A shipped database's records were kept because they beat the default schedules of
             # the pipeline it was judged with; against another pipeline's defaults they can lose
             # (the znver4 database of 2026-11-23 made mobilenet_v2 0.976x as fast by 2026-11-27).
-            judged = (meta.get("pretuned") or {}).get("pipeline") or "an earlier"
-            info["skipped"] = (f"judged against the default schedules of pipeline {judged}, this tvmbench builds "
-                               f"pipeline {pipeline_version()}: not applied until judged again "
-                               "(benchmarks/build_pretuned.py --rejudge)")
+            judged = (meta.get("pretuned") or {}).get("pipeline")
+            info["skipped"] = (f"judged against the default schedules of {f'pipeline {judged}' if judged else 'an earlier pipeline'}"
+                               f", this tvmbench builds pipeline {pipeline_version()}: not applied until judged "
+                               "again (benchmarks/build_pretuned.py --rejudge)")
             return None, info
         stale = stale_verdicts(meta)
         if stale:
