@@ -41,6 +41,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tvmbench.api import in_model_end_to_end, in_model_gains, model_options
 from tvmbench.measure.environment import cpu_model
@@ -83,7 +84,13 @@ def main() -> None:
     args = parser.parse_args()
     target = resolve_target(args.target)
     dest = PRETUNED_ROOT / target_slug(target)
-    scratch = Path(tempfile.mkdtemp(prefix="pretuned-"))
+    with tempfile.TemporaryDirectory(prefix="pretuned-") as scratch:
+        build(args, target, dest, Path(scratch))
+
+
+def work_databases(args: argparse.Namespace, dest: Path, scratch: Path) -> tuple[list[Path], dict, list[str]]:
+    """The work databases (with --rejudge, a copy of the shipped one first), what the shipped
+    database's meta said of how it was made, and the models to tune and judge on."""
     work = args.work or ("" if args.rejudge else ".cache/pretuned-work")
     works = [Path(w) for w in work.split(",") if w]
     made_before: dict = {}
@@ -93,6 +100,11 @@ def main() -> None:
         made_before = TuningDatabase.open(dest).meta().get("pretuned", {})
     models = [m for m in (args.models or (",".join(made_before.get("models", [])) if args.rejudge else "")
                           or DEFAULT_MODELS).split(",") if m]
+    return works, made_before, models
+
+
+def build(args: argparse.Namespace, target: Any, dest: Path, scratch: Path) -> None:
+    works, made_before, models = work_databases(args, dest, scratch)
     if not args.skip_tuning and not args.rejudge:
         for model in models:
             subprocess.run([sys.executable, "-m", "tvmbench.cli", "tune", "--model", model, "--target", args.target,
@@ -120,18 +132,7 @@ def main() -> None:
     candidates = {str(json.loads(line)[0]) for line in TuningDatabase.open(dest)._lines(WORKLOADS)}
     unseen = candidates - set(per_workload)
     dropped = drop_workloads(TuningDatabase.open(dest), losers | unseen)
-    # The kernels' gains inside the model need not add up to the model's (session 33): each model
-    # with the records it keeps, end to end against none; a model measured slower keeps none.
-    end_to_end, slower = {}, set()
-    for model in models:
-        if not TuningDatabase.open(dest).count_records():
-            break
-        e2e = in_model_end_to_end(model, dest, target, threads, model_options(model))
-        if e2e is None or e2e.gain < 1.0:
-            slower |= {r["workload"] for r in rows[model] if r.get("workload")} - losers
-        if e2e is not None:
-            end_to_end[model] = [round(e2e.gain, 4), round(e2e.low, 4), round(e2e.high, 4)]
-            print(f"{model}: {e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}] end to end with the shipped records")
+    end_to_end, slower = end_to_end_check(models, rows, losers, dest, target, threads)
     if slower:
         dropped += drop_workloads(TuningDatabase.open(dest), slower)
         losers |= slower
@@ -145,6 +146,24 @@ def main() -> None:
     shipped.write_meta(meta)
     print(f"{dest}: dropped {dropped} workloads not surely faster inside the models; "
           f"{shipped.count_records()} records shipped")
+
+
+def end_to_end_check(models: list[str], rows: dict[str, list[dict]], losers: set[str], dest: Path, target: Any,
+                     threads: int) -> tuple[dict[str, list[float]], set[str]]:
+    """The kernels' gains inside the model need not add up to the model's (session 33): each
+    model with the records ``dest`` keeps, end to end against none. Returns each model's gain
+    [low, high] and the workloads of the models measured slower (to drop: a model keeps none)."""
+    end_to_end, slower = {}, set()
+    for model in models:
+        if not TuningDatabase.open(dest).count_records():
+            break
+        e2e = in_model_end_to_end(model, dest, target, threads, model_options(model))
+        if e2e is None or e2e.gain < 1.0:
+            slower |= {r["workload"] for r in rows[model] if r.get("workload")} - losers
+        if e2e is not None:
+            end_to_end[model] = [round(e2e.gain, 4), round(e2e.low, 4), round(e2e.high, 4)]
+            print(f"{model}: {e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}] end to end with the shipped records")
+    return end_to_end, slower
 
 
 def shipped_subset(dbs: list[TuningDatabase], dest: Path, scratch: Path, meta_extra: dict) -> dict[str, int]:

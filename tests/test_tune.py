@@ -145,7 +145,7 @@ def test_verdicts_judged_against_another_pipeline_warn_and_db_check_judges_them_
         assert applies or "not applied until judged again" in info["skipped"]
 
     capsys.readouterr()
-    assert main(["db", "check", str(db), "--model", MODEL, "--target", "llvm", "-q", "--no-history"]) == 0
+    assert main(["db", "check", str(db), "--model", MODEL, "--target", "llvm", "--no-history"]) == 0
     printed = capsys.readouterr().out
     assert "in model" in printed and "no search (db check)" in printed
     after = TuningDatabase.open(db)

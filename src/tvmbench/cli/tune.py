@@ -225,7 +225,6 @@ def add_db_parser(sub: Any) -> None:
                                             "tvmbench's default schedules (after an upgrade), without tuning")
     check.add_argument("path")
     add_model_args(check)
-    check.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
     add_history_args(check)
     compare = db_sub.add_parser("compare", help="per layer, two databases' best times, spreads, trials and "
                                                 "tuning minutes (also 'tvmbench tune report A B')")
