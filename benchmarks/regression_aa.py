@@ -1,6 +1,6 @@
 """Does `tvmbench diff` cry wolf? An A/A test of the history and its verdicts (issue 22).
 
-    .venv/bin/python benchmarks/regression_aa.py [--model resnet18] [--builds 10] [--rounds 4]
+    .venv/bin/python benchmarks/regression_aa.py [--model resnet18] [--builds 10] [--rounds 4] [--min-time S]
 
 1. The same TVM build of the model (compiled once, from the cache afterwards) is measured
    ``--builds`` times, each a fresh `tvmbench run --rounds N` (N processes per run), into a
@@ -37,9 +37,11 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 
 
-def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str]) -> dict:
+def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], min_time: float | None = None
+        ) -> dict:
     cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--frameworks", "tvm", "--target", "llvm",
-           "--rounds", str(rounds), "--probe", "--history", str(history), "-o", str(out), "-q"]
+           "--rounds", str(rounds), "--probe", "--history", str(history), "-o", str(out), "-q",
+           *(["--min-time", f"{min_time:g}"] if min_time else [])]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
     return json.loads(out.read_text())
 
@@ -73,6 +75,9 @@ def main() -> None:
     parser.add_argument("--builds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--slowdown", type=float, default=0.10)
+    parser.add_argument("--min-time", type=float, default=None,
+                        help="each round's minimum timed seconds (tvmbench run --min-time; default its own, 3 s): "
+                             "longer rounds see more of the host's states, so fewer pairs share none")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="aa-"))
     history = work / "history.sqlite"
@@ -84,11 +89,12 @@ def main() -> None:
     slow_medians: list[float] = []
     delay = 0.0
     for i in range(args.builds):
-        medians.append(run(args.model, args.rounds, history, plain[i], base)["tvm_relax"]["median_ms"])
+        medians.append(run(args.model, args.rounds, history, plain[i], base, args.min_time)["tvm_relax"]["median_ms"])
         delay = delay or args.slowdown * medians[0] / 1e3
         slowed_env = {**base, "PYTHONPATH": os.pathsep.join([str(HERE / "aa_inject"), base.get("PYTHONPATH", "")]),
                       "TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"}
-        slow_medians.append(run(args.model, args.rounds, history, slowed[i], slowed_env)["tvm_relax"]["median_ms"])
+        slow_medians.append(run(args.model, args.rounds, history, slowed[i], slowed_env,
+                                args.min_time)["tvm_relax"]["median_ms"])
         print(f"  pair {i}: {medians[-1]:.3f} ms plain, {slow_medians[-1]:.3f} ms slowed", flush=True)
     print(f"{args.builds} A/A runs of {args.model} (--rounds {args.rounds}): TVM medians "
           f"{min(medians):.3f}-{max(medians):.3f} ms (spread {(max(medians) - min(medians)) / min(medians):.1%})")
