@@ -152,6 +152,8 @@ def test_verdicts_judged_against_another_pipeline_warn_and_db_check_judges_them_
     assert dbm.stale_verdicts(after.meta()) == set()
     assert set(workloads) <= set(after.meta()["default_us"])  # the new defaults, timed again
     assert after.count_records() >= opened.count_records()  # nothing tuned, nothing lost
+    assert main(["db", "check", str(tmp_path / "none"), "--model", MODEL, "--no-history"]) == 2
+    assert "is not a tuning database" in capsys.readouterr().err and not (tmp_path / "none").exists()
 
 
 NEAR, FAR = 1.02, 1.41  # host-state probe readings (us per fork-join) of the EPYC VM's two states

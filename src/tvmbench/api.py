@@ -256,9 +256,11 @@ def check_database(model: str, db: str | Path, target_spec: Any = "auto", **kwar
     defaults of the stale workloads are timed again first. ``kwargs`` as for :func:`tune`
     (model shapes, ``threads``, ``on_warning``, ``history``). Returns the TuneReport (its tasks'
     in-model gains, the end-to-end gain) and the database path."""
-    from tvmbench.tuning.database import TuningDatabase
+    from tvmbench.tuning.database import WORKLOADS
 
-    TuningDatabase.open(db)  # an existing database: a one-line error otherwise, never a new one
+    if not (Path(db).expanduser() / WORKLOADS).is_file():  # never a new, empty database
+        raise UserError(f"{db} is not a tuning database (no {WORKLOADS}): give the folder 'tvmbench tune --db' "
+                        "filled, or see 'tvmbench db list'")
     report, path = tune(model, target_spec, db=str(db), trials=0, force_check=True, **kwargs)
     report.stop_reason = "no search (db check): the records judged inside the model again"
     return report, path
