@@ -587,7 +587,8 @@ def test_a_shipped_database_takes_each_tasks_winner_in_the_model_not_the_fastest
     dbm.mark_in_model(db, {wl: 1.1, **dict.fromkeys(others, 0.9)}, others, db.count_records(),
                       chosen={wl: dbm.record_key(slowest)})
     meta = db.meta()
-    meta["default_us"] = dict.fromkeys(by_workload, 1e-3)  # no record beats it alone
+    # the winner's default unbeatable alone; the losing workloads' defaults beaten by any record
+    meta["default_us"] = {w: 1e-3 if w == wl else 1e9 for w in by_workload}
     db.write_meta(meta)
     assert dbm.improvements(db, tmp_path / "shipped")["kept"] == 1
     (kept,) = TuningDatabase.open(tmp_path / "shipped")._lines(RECORDS)
