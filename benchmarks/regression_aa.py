@@ -15,10 +15,11 @@ minutes apart, not a quarter of an hour: run one after the other, a host that sp
 phases hid part of the injected slowdown (+7.9 % measured for +10 % spun, session 18).
 
 Every run times the host-state probe between its blocks (``measure/probe.py``, ``--probe``),
-and ``tvmbench diff`` compares the round medians state with state. The same files are also judged
-with the probe left out (raw round medians, as before the probe), so both methods are scored on
-the same runs. An "inconclusive" verdict (the two runs timed in no common host state) is no
-false alarm, and no catch either.
+and ``tvmbench diff`` compares each round's 5th percentile state with state. The same files are
+also judged three other ways, so the methods are scored on the same runs: the round medians
+within host states (before session 37), the 5th percentiles with the probe left out, and raw
+round medians (before the probe). An "inconclusive" verdict (the two runs timed in no common
+host state) is no false alarm, and no catch either.
 """
 
 from __future__ import annotations
@@ -46,21 +47,33 @@ def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], 
     return json.loads(out.read_text())
 
 
-def raw_verdict(a: Path, b: Path) -> str:
-    """The verdict from the same two files with the probe's times removed: raw round medians."""
-    from tvmbench.results.diff import compare_runs
+def verdict_of(a: Path, b: Path, probe: bool = True, quantile: float | None = None) -> str:
+    """The verdict on the same two files in this process: with the probe's turns or without them
+    (``probe=False``), and with each round's level at another percentile (50: the medians, the
+    method before session 37) instead of ``diff.ROUND_QUANTILE``."""
+    from tvmbench.results import diff as diff_module
 
     docs = []
     for path in (a, b):
         doc = json.loads(path.read_text())
-        (doc["tvm_relax"].get("rounds") or {}).pop("probe_turns", None)
+        if not probe:
+            (doc["tvm_relax"].get("rounds") or {}).pop("probe_turns", None)
         docs.append(doc)
-    return compare_runs([docs[0]], [docs[1]])[0].verdict
+    kept = diff_module.ROUND_QUANTILE
+    diff_module.ROUND_QUANTILE = kept if quantile is None else quantile
+    try:
+        return diff_module.compare_runs([docs[0]], [docs[1]])[0].verdict
+    finally:
+        diff_module.ROUND_QUANTILE = kept
 
 
 def _turn_range(path: Path) -> str:
-    values = [us for t in json.loads(path.read_text())["tvm_relax"]["rounds"].get("probe_turns") or [] for _, us in t]
-    return f"{min(values):.2f}-{max(values):.2f}" if values else "-"
+    turns = [t for r in json.loads(path.read_text())["tvm_relax"]["rounds"].get("probe_turns") or [] for t in r]
+    if not turns:
+        return "-"
+    ranges = [f"{min(t[d] for t in turns):.2f}-{max(t[d] for t in turns):.2f}"
+              for d in range(1, min(len(t) for t in turns))]
+    return "/".join(ranges)
 
 
 def diff(a: Path, b: Path) -> str:
@@ -98,17 +111,21 @@ def main() -> None:
         print(f"  pair {i}: {medians[-1]:.3f} ms plain, {slow_medians[-1]:.3f} ms slowed", flush=True)
     print(f"{args.builds} A/A runs of {args.model} (--rounds {args.rounds}): TVM medians "
           f"{min(medians):.3f}-{max(medians):.3f} ms (spread {(max(medians) - min(medians)) / min(medians):.1%})")
-    print("  host states seen (probe turns' microseconds per fork-join, min-max per run): "
+    print("  host states seen (probe turns' microseconds per fork-join / per paired-work call, min-max per run): "
           + ", ".join(_turn_range(f) for f in plain))
     pairs = list(itertools.combinations(plain, 2))
     verdicts = [diff(a, b) for a, b in pairs]
-    raw = [raw_verdict(a, b) for a, b in pairs]
     caught = [diff(a, b) for a, b in zip(plain, slowed, strict=True)]
-    caught_raw = [raw_verdict(a, b) for a, b in zip(plain, slowed, strict=True)]
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     print(f"injected: +{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first median), measured "
           f"{ratio - 1:+.1%}")
-    for name, aa, injected in (("within host states", verdicts, caught), ("raw round medians", raw, caught_raw)):
+    methods = [("tvmbench diff (rounds' 5th percentiles within host states)", verdicts, caught)]
+    for name, probe, quantile in (("round medians within host states (before session 37)", True, 50),
+                                  ("rounds' 5th percentiles without the probe", False, None),
+                                  ("raw round medians", False, 50)):
+        methods.append((name, [verdict_of(a, b, probe, quantile) for a, b in pairs],
+                        [verdict_of(a, b, probe, quantile) for a, b in zip(plain, slowed, strict=True)]))
+    for name, aa, injected in methods:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "
               f"injected flagged slower in {injected.count('slower')} of {len(injected)}")

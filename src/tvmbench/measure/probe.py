@@ -18,11 +18,22 @@ threads; beside another framework's pool its workers would compete with that poo
 So this probe does not measure the machine's speed; it names the state. Its work is TVM
 fork-joins on TVM's own thread pool (a kernel of ``FORK_JOINS`` parallel loops of two tiny
 tasks each): on that VM 0.9-1.1 us per fork-join in the near state, 1.4-1.6 us in the far one.
-The timer runs a short turn of it between blocks (``turn``), each turn's value is kept with the
-number of samples taken before it, and ``tvmbench diff`` groups the turns' values into states
-(``states``: clusters separated by a gap of more than ``STATE_GAP``), labels each sample by the
-turns around it (``label_samples``) and compares the two runs within each state both have.
-On a machine without such states every value falls in one cluster and nothing changes.
+
+A third state hides from the fork-joins (session 37): now and then, for seconds, the hypervisor
+runs the two vCPUs on one physical core's two hyper-threads. Fork-joins get faster (0.74 us:
+the threads share their caches) and the model twice as slow (resnet18 22 ms), because the two
+threads share one core's arithmetic. A second reading names it: a parallel loop of two tasks of
+more independent multiply-adds than one core holds in flight (``_paired_work_kernel``), 10 us
+per call on two cores and 18 us on one core's two threads (a watch of 8 minutes on the VM: the
+two-thread value read 18.1 us in about a tenth of the turns, always with fork-joins of
+0.74-0.77 us; a one-thread call 9.0 us throughout).
+
+The timer runs a short turn of both between blocks (``reading``), each turn's values are kept
+with the number of samples taken before it, and ``tvmbench diff`` groups the turns into states
+(``HostStates``: along each reading, clusters separated by a gap of more than ``STATE_GAP``),
+labels each sample by the turns around it (``label_samples``) and compares the two runs within
+each state both have. On a machine without such states every turn falls in one cluster and
+nothing changes.
 """
 
 from __future__ import annotations
@@ -40,6 +51,9 @@ MIN_CALLS = 3
 OVERHEAD = 0.125  # a probe turn and its re-warm-up call cost at most this share of the timed work
 FORK_JOINS = 256  # parallel loops per probe call
 STATE_GAP = 0.15  # two probe values more than 15 % apart with none between them: two host states
+WORK_LANES = 256  # floats per task of the paired-work kernel (16 AVX-512 registers, more than in flight)
+WORK_STEPS = 2000  # multiply-adds per float: about 10 us per call on the EPYC VM
+WORK_CALLS = 15  # paired-work calls per probe turn (their median is the reading)
 
 
 def _fork_join_kernel():  # type: ignore[no-untyped-def]
@@ -61,15 +75,42 @@ def _fork_join_kernel():  # type: ignore[no-untyped-def]
     return tvm.compile(tvm.IRModule({"main": fork_joins}), target="llvm")["main"]
 
 
+def _paired_work_kernel():  # type: ignore[no-untyped-def]
+    """A TVM function of one parallel loop of two tasks, each ``WORK_STEPS`` multiply-adds over
+    ``WORK_LANES`` independent floats in L1: more independent work than one core's arithmetic
+    units hold, so its time doubles when the two tasks share one physical core (the VM's two
+    vCPUs on one core's two hyper-threads) and barely moves otherwise."""
+    import tvm
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def paired_work(x: T.Buffer((2, WORK_LANES), "float32")) -> None:
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for p in T.parallel(2):
+            for r in range(WORK_STEPS):
+                for j in T.vectorized(WORK_LANES):
+                    with T.sblock("x"):
+                        vp, vr, vj = T.axis.remap("SRS", [p, r, j])
+                        x[vp, vj] = x[vp, vj] * T.float32(0.999) + T.float32(0.5)
+
+    from tvmbench.targets import host_cpu
+
+    # for this CPU's vectors: compiled for the baseline ISA it spills and reads 4x slower, less steadily
+    return tvm.compile(tvm.IRModule({"main": paired_work}), target={"kind": "llvm", "mcpu": host_cpu()})["main"]
+
+
 class HostProbe:
     """``probe()`` runs one call of the fork-join kernel; ``turn()`` times a short series of them
-    and returns the median seconds per fork-join."""
+    and returns the median seconds per fork-join; ``reading()`` adds the median seconds of the
+    paired-work kernel (both cores computing at once), the second coordinate of a host state."""
 
     def __init__(self) -> None:
         import tvm
 
         self.kernel = _fork_join_kernel()
         self.x = tvm.runtime.tensor(np.zeros((FORK_JOINS, 2, 16), dtype="float32"), tvm.cpu())
+        self.work = _paired_work_kernel()
+        self.w = tvm.runtime.tensor(np.ones((2, WORK_LANES), dtype="float32"), tvm.cpu())
         self.last_turn_s = PROBE_TURN_S
         self.probe()  # the first call starts TVM's pool
 
@@ -88,6 +129,19 @@ class HostProbe:
             times.append(clock() - t0)
         self.last_turn_s = clock() - start
         return float(np.median(times)) / FORK_JOINS
+
+    def reading(self) -> tuple[float, float]:
+        """(seconds per fork-join, seconds per paired-work call): the first tells cores on one
+        core complex from cores on two, the second two cores from one core's two hyper-threads."""
+        per_fork_join = self.turn()
+        start = time.perf_counter()
+        times = []
+        for _ in range(WORK_CALLS + 1):
+            t0 = time.perf_counter()
+            self.work(self.w)
+            times.append(time.perf_counter() - t0)
+        self.last_turn_s += time.perf_counter() - start
+        return per_fork_join, float(np.median(times[1:]))
 
     def due(self, since_last_s: float, call_s: float) -> bool:
         """Whether a probe turn is due after ``since_last_s`` of timed model work, when one model
@@ -124,14 +178,61 @@ def state_of(value: float, bounds: Sequence[float]) -> int:
     return sum(value > b for b in bounds)
 
 
-def label_samples(count: int, turns: Sequence[Sequence[float]], bounds: Sequence[float]) -> list[int | None]:
+# A probe turn as stored: (samples taken before it, microseconds per fork-join[, microseconds per
+# paired-work call]); runs from before the paired-work reading have the first two only.
+Turn = Sequence[float]
+
+
+@dataclass(frozen=True)
+class HostStates:
+    """The host states among a set of probe turns: ``states`` found along each reading separately
+    (fork-join microseconds; paired-work microseconds when every turn has it), a turn's state the
+    combination of its two. On the EPYC VM the fork-joins split the cores on one core complex
+    (0.8-1.0 us) from two (1.4-2.0 us), and the paired work splits two cores (10 us) from one
+    core's two hyper-threads (18 us, the model twice as slow, with fork-joins of 0.74 us that
+    the first reading alone files with the near state)."""
+
+    bounds: tuple[list[float], ...]
+    names: tuple[str | None, ...]
+
+    @classmethod
+    def of(cls, turns: Sequence[Turn]) -> HostStates:
+        dims = 2 if turns and all(len(t) > 2 for t in turns) else 1
+        columns = [[float(t[1 + d]) for t in turns] for d in range(dims)]
+        bounds = tuple(states(c) for c in columns)
+        sizes = [len(b) + 1 for b in bounds]
+        by_state: dict[int, list[Turn]] = {}
+        for t in turns:
+            by_state.setdefault(cls._index(t, bounds, sizes), []).append(t)
+        names = []
+        for k in range(int(np.prod(sizes))):
+            mine = by_state.get(k)
+            names.append(None if not mine else f"{np.median([t[1] for t in mine]):.2f} us" + (
+                f"/{np.median([t[2] for t in mine]):.1f} us" if len(sizes) > 1 and sizes[1] > 1 else ""))
+        return cls(bounds, tuple(names))
+
+    @staticmethod
+    def _index(turn: Turn, bounds: tuple[list[float], ...], sizes: list[int]) -> int:
+        k = 0
+        for d, b in enumerate(bounds):
+            k = k * sizes[d] + state_of(float(turn[1 + d]), b)
+        return k
+
+    def of_turn(self, turn: Turn) -> int:
+        return self._index(turn, self.bounds, [len(b) + 1 for b in self.bounds])
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def label_samples(count: int, turns: Sequence[Turn], host: HostStates) -> list[int | None]:
     """Each of a round's ``count`` samples labelled with the host state of the probe turns around
-    it: ``turns`` are (samples taken before the turn, its value). A sample between two turns of
-    different states is None (the state changed somewhere in between); samples before the first
-    turn or after the last take that turn's state (a state lasts seconds, a stretch 0.25 s)."""
+    it. A sample between two turns of different states is None (the state changed somewhere in
+    between); samples before the first turn or after the last take that turn's state (a state
+    lasts seconds, a stretch 0.25 s)."""
     if not turns:
         return [None] * count
-    marks = [(int(i), state_of(v, bounds)) for i, v in turns]
+    marks = [(int(t[0]), host.of_turn(t)) for t in turns]
     labels: list[int | None] = []
     k = 0  # marks[k - 1] is the last turn at or before the sample, marks[k] the next
     for s in range(count):
@@ -143,22 +244,22 @@ def label_samples(count: int, turns: Sequence[Sequence[float]], bounds: Sequence
 
 
 def state_levels(values: Sequence[float], bounds: Sequence[float]) -> list[float | None]:
-    """Each host state's typical probe value (the median of its turns; None for a state no value
-    fell in), to name the states by."""
+    """Each state's typical value along one reading (the median of its turns; None for a state no
+    value fell in)."""
     by_state: dict[int, list[float]] = {}
     for v in values:
         by_state.setdefault(state_of(v, bounds), []).append(v)
     return [float(np.median(by_state[k])) if k in by_state else None for k in range(len(bounds) + 1)]
 
 
-def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence[Sequence[Sequence[float]]],
-                 bounds: Sequence[float]) -> list[dict[int, list[float]]]:
+def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence[Sequence[Turn]],
+                 host: HostStates) -> list[dict[int, list[float]]]:
     """Per round (``sizes`` samples each, in order, with its probe ``turns``), its samples by host
     state (``label_samples``; a sample between turns of two states is in none)."""
     out, start = [], 0
     for size, round_turns in zip(sizes, turns, strict=True):
         by_state: dict[int, list[float]] = {}
-        for value, label in zip(samples[start:start + size], label_samples(size, round_turns, bounds), strict=True):
+        for value, label in zip(samples[start:start + size], label_samples(size, round_turns, host), strict=True):
             if label is not None:
                 by_state.setdefault(label, []).append(value)
         out.append(by_state)
@@ -167,33 +268,33 @@ def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence
 
 
 # One framework's timed samples in order, its rounds' sizes, and each round's probe turns.
-Timed = tuple[Sequence[float], Sequence[int], Sequence[Sequence[Sequence[float]]]]
+Timed = tuple[Sequence[float], Sequence[int], Sequence[Sequence[Turn]]]
 
 
 @dataclass
 class StateSplit:
-    """How one run's samples fell into the host's states: each state's level (the probe's
-    microseconds per fork-join) and, per framework, its median (ms) and share of its samples in
-    each state (None where it has none). One state when the host never moved."""
+    """How one run's samples fell into the host's states: each state's name (the probe's readings
+    there, ``HostStates``) and, per framework, its median (ms) and share of its samples in each
+    state (None where it has none). One state when the host never moved."""
 
-    levels: list[float | None]
+    names: list[str]
     frameworks: dict[str, list[tuple[float, float] | None]]
 
 
 def split_by_state(runs: Mapping[str, Timed]) -> StateSplit | None:
     """The states of the probe turns of all ``runs`` (frameworks of one run, probed alike), and
     each framework's samples split by them; None without probe turns."""
-    values = [float(us) for _, _, turns in runs.values() for t in turns for _, us in t]
-    if not values:
+    turns = [t for _, _, per_round in runs.values() for r in per_round for t in r]
+    if not turns:
         return None
-    bounds = states(values)
-    levels = state_levels(values, bounds)
+    host = HostStates.of(turns)
     frameworks: dict[str, list[tuple[float, float] | None]] = {}
-    for fw, (samples, sizes, turns) in runs.items():
+    for fw, (samples, sizes, per_round) in runs.items():
         pooled: dict[int, list[float]] = {}
-        for by_state in round_states(samples, sizes, turns, bounds):
+        for by_state in round_states(samples, sizes, per_round, host):
             for k, mine in by_state.items():
                 pooled.setdefault(k, []).extend(mine)
         frameworks[fw] = [(float(np.median(pooled[k])), len(pooled[k]) / len(samples)) if k in pooled else None
-                          for k in range(len(levels))]
-    return StateSplit(levels, frameworks)
+                          for k in range(len(host))]
+    keep = [k for k in range(len(host)) if host.names[k] is not None]  # combinations no turn fell in
+    return StateSplit([host.names[k] or "" for k in keep], {fw: [v[k] for k in keep] for fw, v in frameworks.items()})

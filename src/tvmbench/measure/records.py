@@ -27,7 +27,7 @@ class Rounds:
     medians_ms: list[float]
     sizes: list[int]
     failures: list[str | None] = field(default_factory=list)
-    probe_turns: list[list[tuple[int, float]]] | None = None
+    probe_turns: list[list[tuple[float, ...]]] | None = None  # per round: (samples before, us[, us])
 
     def to_json(self) -> dict[str, Any]:
         medians = self.medians_ms
@@ -35,14 +35,15 @@ class Rounds:
         if self.probe_turns is None:  # (documents from before the probe, and runs without it, have no key)
             del doc["probe_turns"]
         else:
-            doc["probe_turns"] = [[[i, round(us, 4)] for i, us in turns] for turns in self.probe_turns]
+            doc["probe_turns"] = [[[int(t[0]), *(round(us, 4) for us in t[1:])] for t in turns]
+                                  for turns in self.probe_turns]
         return doc
 
     @classmethod
     def from_json(cls, doc: dict[str, Any]) -> Rounds:
         turns = doc.get("probe_turns")  # (the first probe's ``probe_ms``, a speed to divide by, is not read)
         return cls(doc["count"], list(doc["medians_ms"]), list(doc["sizes"]), list(doc.get("failures", [])),
-                   [[(int(i), float(us)) for i, us in t] for t in turns] if turns is not None else None)
+                   [[(int(t[0]), *map(float, t[1:])) for t in r] for r in turns] if turns is not None else None)
 
 
 @dataclass
@@ -77,5 +78,6 @@ def pool_rounds(runs: list[FrameworkRun], failures: list[str | None], count: int
     probed = all(m.probe_turns for m in measurements)
     rounds = Rounds(count=count, medians_ms=[float(np.median(m.samples_s)) * 1e3 for m in measurements],
                     sizes=[len(m.samples_s) for m in measurements], failures=failures,
-                    probe_turns=[[(i, s * 1e6) for i, s in m.probe_turns] for m in measurements] if probed else None)
+                    probe_turns=[[(t[0], *(s * 1e6 for s in t[1:])) for t in m.probe_turns] for m in measurements]
+                    if probed else None)
     return dataclasses.replace(first, measurement=pooled, rounds=rounds)

@@ -84,8 +84,9 @@ class Measurement:
     timed_wall_s: float
     config: dict[str, Any] = field(default_factory=dict)
     turns: list[tuple[float, float, int]] = field(default_factory=list)  # lockstep: each turn's span, samples
-    # the host-state probe's turns, if it ran: (samples taken before the turn, seconds per fork-join)
-    probe_turns: list[tuple[int, float]] = field(default_factory=list)
+    # the host-state probe's turns, if it ran: (samples taken before the turn, seconds per fork-join,
+    # seconds per paired-work call; ``HostProbe.reading``)
+    probe_turns: list[tuple[int, float, float]] = field(default_factory=list)
 
 
 def _ci_rel(samples: list[float]) -> float:
@@ -157,7 +158,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     start = clock()
     reason = ""
     own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
-    probe_turns: list[tuple[int, float]] = []
+    probe_turns: list[tuple[int, float, float]] = []
     probed_at = -math.inf  # ``own`` at the last probe turn
     if 0 < cfg.pause_turn_call_s <= estimate:
         def rewarm() -> None:
@@ -190,7 +191,7 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
         own += clock() - t0
         timed_calls += block
         if probe is not None and probe.due(own - probed_at, samples[-1]):
-            probe_turns.append((len(samples), probe.turn()))
+            probe_turns.append((len(samples), *probe.reading()))
             probed_at = own
             rewarm()
         if lockstep is not None:

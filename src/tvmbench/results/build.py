@@ -72,6 +72,9 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
     return noisy
 
 
+_PAIRED = " / per paired-work call"  # the second reading, named when it splits states
+
+
 def host_states_note(results: dict[str, FrameworkResult]) -> str | None:
     """When the host-state probe (``--probe``) saw the machine's cores in more than one state
     during the run, each framework's median and share of samples in each: the run-to-run
@@ -80,13 +83,13 @@ def host_states_note(results: dict[str, FrameworkResult]) -> str | None:
 
     split = split_by_state({fw: (r.samples_ms, r.rounds.sizes, r.rounds.probe_turns) for fw, r in results.items()
                             if r.rounds is not None and r.rounds.probe_turns})
-    if split is None or len(split.levels) < 2:
+    if split is None or len(split.names) < 2:
         return None
-    levels = split.levels
     per_fw = [f"{fw} " + ", ".join(f"{got[0]:.2f} ms in {got[1]:.0%} of samples" if got else "-" for got in by_state)
               for fw, by_state in split.frameworks.items()]
-    return (f"the host's cores were in {len(levels)} states during this run (the host-state probe read "
-            + "/".join(f"{us:.2f}" for us in levels if us is not None) + f" us per fork-join): {'; '.join(per_fw)}. "
+    return (f"the host's cores were in {len(split.names)} states during this run (the host-state probe read "
+            + ", ".join(split.names) + f" per fork-join{_PAIRED if any('/' in n for n in split.names) else ''}): "
+            f"{'; '.join(per_fw)}. "
             "Times differ by state; `tvmbench diff` compares runs state with state")
 
 

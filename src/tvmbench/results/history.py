@@ -176,9 +176,9 @@ class History(SQLiteFile):
                            None)
                 splits[key] = host_state_split(run) if run else None
             by_state = splits[key].frameworks.get(p["framework"]) if splits[key] else None
-            p["host_states"] = ", ".join(f"{level:.2f} us {got[1]:.0%}" for level, got
-                                         in zip(splits[key].levels, by_state, strict=True)
-                                         if got is not None and level is not None) if by_state else None
+            p["host_states"] = ", ".join(f"{name} {got[1]:.0%}" for name, got
+                                         in zip(splits[key].names, by_state, strict=True)
+                                         if got is not None) if by_state else None
 
 
 _COLUMNS = "id, created, kind, command, machine, machine_key, versions, git_commit, target, document"

@@ -121,15 +121,15 @@ def _host_states(runs: list[dict[str, Any]]) -> Section:
         if split is None:
             continue
         for fw, by_state in split.frameworks.items():
-            for level, got in zip(split.levels, by_state, strict=True):
+            for name, got in zip(split.names, by_state, strict=True):
                 if got is not None:
-                    rows.append([_point_name(run), fw, f"{_fmt(level, 2)} us", f"{got[1]:.0%}", _fmt(got[0])])
+                    rows.append([_point_name(run), fw, name, f"{got[1]:.0%}", _fmt(got[0])])
     if not rows:
         return Section("Host states")
     note = ("The host-state probe times TVM fork-joins between blocks of samples; its readings cluster into "
             "the states of the machine's cores (one state on a steady host). A framework's times differ by "
             "state, so `tvmbench diff` compares runs state with state.")
-    return Section("Host states", [note, Table(["point", "framework", "host state (probe, per fork-join)",
+    return Section("Host states", [note, Table(["point", "framework", "host state (probe: per fork-join / per paired-work call)",
                                                 "share of samples", "median ms"], rows)])
 
 
