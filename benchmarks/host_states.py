@@ -5,12 +5,14 @@
 Every ``--every`` seconds, one after the other: a C ping-pong between two threads pinned to CPUs
 0 and 1 (one cache line handed back and forth 200 000 times; nanoseconds per round trip; built
 with the system's C compiler, left out when there is none), a turn of tvmbench's host-state
-probe (TVM fork-joins on TVM's pool, ``measure/probe.py``; microseconds per fork-join), and a
-256x256 float32 matrix product on two BLAS threads (microseconds). On the 2-vCPU EPYC VM of the
-development notes the ping-pong reads 60-80 or 320-350 ns, and the other two jump with it.
-At the end: the states ``probe.states`` finds among the probe's readings, and per state the
-ping-pong's and the product's range, so a state the probe names can be checked against the
-ping-pong's.
+probe (``measure/probe.py``: microseconds per TVM fork-join on TVM's pool, and per call of its
+paired work, two tasks of multiply-adds at once), the same work as one task on this thread, and
+a 256x256 float32 matrix product on two BLAS threads (microseconds). On the 2-vCPU EPYC VM of
+the development notes the ping-pong reads 60-80 or 320-350 ns, and the fork-joins and the
+product jump with it; the paired work doubles (18 us, the one task unmoved) when the two vCPUs
+sit on one core's two hyper-threads. At the end: the states ``probe.HostStates`` finds among the
+probe's readings, and per state the other readings' range, so a state the probe names can be
+checked against the ping-pong's and the one task's.
 """
 
 from __future__ import annotations
@@ -72,10 +74,20 @@ def main() -> None:
     args = parser.parse_args()
     os.environ.setdefault("TVM_NUM_THREADS", "2")
     import numpy as np
+    import tvm
 
-    from tvmbench.measure.probe import HostProbe, state_of, states
+    from tvmbench.measure.probe import WORK_LANES, HostProbe, HostStates, paired_work_kernel
 
     probe = HostProbe()
+    one_task, w = paired_work_kernel(tasks=1), tvm.runtime.tensor(np.ones((2, WORK_LANES), np.float32), tvm.cpu())
+
+    def one_task_us() -> float:
+        times = []
+        for _ in range(15):
+            t0 = time.perf_counter()
+            one_task(w)
+            times.append(time.perf_counter() - t0)
+        return float(np.median(times)) * 1e6
     a = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
 
     def matmul_us() -> float:
@@ -93,19 +105,27 @@ def main() -> None:
         while time.time() < end:
             ns = float(subprocess.run([str(pp)], capture_output=True, text=True).stdout) if pp else float("nan")
             probe.turn()  # (after the sleep: TVM's worker sleeping, this thread maybe on its core)
-            row = (ns, probe.turn() * 1e6, matmul_us())
+            fork_join, paired = probe.reading()
+            row = (ns, fork_join * 1e6, matmul_us(), paired * 1e6, one_task_us())
             rows.append(row)
             print(f"{time.strftime('%H:%M:%S')}  ping-pong {row[0]:5.0f} ns  fork-join {row[1]:.2f} us  "
-                  f"matmul {row[2]:.0f} us", flush=True)
+                  f"matmul {row[2]:.0f} us  paired work {row[3]:.1f} us  one task {row[4]:.1f} us", flush=True)
             time.sleep(args.every)
-    bounds = states([r[1] for r in rows])
-    print(f"{len(rows)} readings; the probe's states: {len(bounds) + 1} (boundaries {[round(b, 2) for b in bounds]} us)")
-    for k in range(len(bounds) + 1):
-        mine = [r for r in rows if state_of(r[1], bounds) == k]
+    host = HostStates.of([(0, r[1], r[3]) for r in rows])
+    print(f"{len(rows)} readings; the probe's states (fork-join / paired work): "
+          f"{', '.join(n for n in host.names if n)}")
+
+    def span(values: list[float], fmt: str) -> str:
+        q = np.percentile(values, [5, 95])
+        return f"{q[0]:{fmt}}-{q[1]:{fmt}}"
+
+    for k, name in enumerate(host.names):
+        mine = [r for r in rows if host.of_turn((0, r[1], r[3])) == k]
         if mine:
-            print(f"  state {k}: {len(mine)} readings, fork-join {min(r[1] for r in mine):.2f}-{max(r[1] for r in mine):.2f}"
-                  f" us, ping-pong {min(r[0] for r in mine):.0f}-{max(r[0] for r in mine):.0f} ns, matmul "
-                  f"{min(r[2] for r in mine):.0f}-{max(r[2] for r in mine):.0f} us")
+            print(f"  {name}: {len(mine)} readings ({len(mine) / len(rows):.0%}); 5th-95th percentiles: fork-join "
+                  f"{span([r[1] for r in mine], '.2f')} us, paired work {span([r[3] for r in mine], '.1f')} us, one "
+                  f"task {span([r[4] for r in mine], '.1f')} us, ping-pong {span([r[0] for r in mine], '.0f')} ns, "
+                  f"matmul {span([r[2] for r in mine], '.0f')} us")
 
 
 if __name__ == "__main__":

@@ -274,8 +274,9 @@ def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_th
     turns = m.total_calls - m.timed_calls - len(m.warmup_s)  # each probe turn is followed by a re-warm-up call
     assert len(calls) == m.total_calls and 3 <= turns <= 1.0 / 0.25 + 1, turns  # after the first block, then
     assert len(m.probe_turns) == turns and min(m.samples_s) >= 0.004  # one per quarter second
-    assert [i for i, _ in m.probe_turns] == sorted({i for i, _ in m.probe_turns})  # after different blocks
-    assert all(0 < us < 1e-3 for _, us in m.probe_turns), m.probe_turns  # seconds per fork-join
+    assert [i for i, *_ in m.probe_turns] == sorted({i for i, *_ in m.probe_turns})  # after different blocks
+    # seconds per fork-join, and per call of the paired work (two tasks of multiply-adds at once)
+    assert all(0 < fj < 1e-3 and fj < work < 1e-2 for _, fj, work in m.probe_turns), m.probe_turns
     assert turns * PROBE_TURN_S < OVERHEAD * sum(m.samples_s) * 1.5  # (the last turn may come late)
     # a slow call spaces the turns so that turn and re-warm-up stay within the overhead share
     probe = HostProbe()
@@ -283,7 +284,7 @@ def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_th
 
 
 def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
-    from tvmbench.measure.probe import label_samples, states
+    from tvmbench.measure.probe import HostStates, label_samples, states
 
     bounds = states([1.0, 0.95, 1.05, 1.4, 1.45, 1.02, 1.41])
     assert len(bounds) == 1 and 1.05 < bounds[0] < 1.4
@@ -291,9 +292,18 @@ def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
     assert len(strays) == 1 and 1.05 < strays[0] < 1.39  # a stray turn (0.7) founds no state of its own
     assert states([1.0, 1.05, 1.1, 1.12]) == []  # no gap over 15 %: one state
     # turns after samples 3 (near), 6 (near), 9 (far): samples 6-8 lie between near and far
-    labels = label_samples(12, [(3, 1.0), (6, 1.02), (9, 1.42)], bounds)
+    host = HostStates.of([(0, v) for v in [1.0, 0.95, 1.05, 1.4, 1.45, 1.02, 1.41]])
+    labels = label_samples(12, [(3, 1.0), (6, 1.02), (9, 1.42)], host)
     assert labels == [0, 0, 0, 0, 0, 0, None, None, None, 1, 1, 1]
-    assert label_samples(4, [], bounds) == [None] * 4
+    assert label_samples(4, [], host) == [None] * 4
+    # with the paired-work reading: one core's two hyper-threads (18 us, fork-joins as near) is a
+    # state of its own however few its turns; the fork-joins alone file it with the near state
+    turns = [(0, fj, work) for fj, work in [(1.0, 10.1), (0.95, 10.3), (1.05, 10.0), (1.4, 10.6), (1.45, 10.8),
+                                            (1.41, 10.7)] * 3 + [(0.9, 18.1), (0.92, 18.2), (0.91, 18.1)]]
+    paired = HostStates.of(turns + [(0, 1.02, 10.2)] * 60)  # 3 turns in 81 on hyper-threads
+    assert [n for n in paired.names if n] == ["1.02 us/10.2 us", "0.91 us/18.1 us", "1.41 us/10.7 us"], paired
+    assert len({paired.of_turn(t) for t in turns}) == 3
+    assert len({HostStates.of([t[:2] for t in turns]).of_turn(t[:2]) for t in turns}) == 2
 
 
 def test_environment_warnings_for_a_noisy_machine():

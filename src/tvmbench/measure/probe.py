@@ -23,10 +23,10 @@ A third state hides from the fork-joins (session 37): now and then, for seconds,
 runs the two vCPUs on one physical core's two hyper-threads. Fork-joins get faster (0.74 us:
 the threads share their caches) and the model twice as slow (resnet18 22 ms), because the two
 threads share one core's arithmetic. A second reading names it: a parallel loop of two tasks of
-more independent multiply-adds than one core holds in flight (``_paired_work_kernel``), 10 us
-per call on two cores and 18 us on one core's two threads (a watch of 8 minutes on the VM: the
-two-thread value read 18.1 us in about a tenth of the turns, always with fork-joins of
-0.74-0.77 us; a one-thread call 9.0 us throughout).
+more independent multiply-adds than one core holds in flight (``paired_work_kernel``), 10 us
+per call on two cores and 18 us on one core's two threads (a watch of 8 minutes on the VM: it
+read 18.1 us in 11 % of the turns, with fork-joins of 0.74-0.77 us, and 20.6 us in another 3 %,
+with fork-joins of 2.8-6 us; one task alone 9.0 us throughout; docs/performance.md, session 37).
 
 The timer runs a short turn of both between blocks (``reading``), each turn's values are kept
 with the number of samples taken before it, and ``tvmbench diff`` groups the turns into states
@@ -38,6 +38,7 @@ nothing changes.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections.abc import Mapping, Sequence
@@ -54,8 +55,10 @@ STATE_GAP = 0.15  # two probe values more than 15 % apart with none between them
 WORK_LANES = 256  # floats per task of the paired-work kernel (16 AVX-512 registers, more than in flight)
 WORK_STEPS = 2000  # multiply-adds per float: about 10 us per call on the EPYC VM
 WORK_CALLS = 15  # paired-work calls per probe turn (their median is the reading)
+WORK_GAP = 0.3  # paired-work readings: two cores 9.6-12.5 us, one core's two hyper-threads 15-22 us
 
 
+@functools.cache
 def _fork_join_kernel():  # type: ignore[no-untyped-def]
     """A TVM function of ``FORK_JOINS`` parallel loops in sequence, each two tasks of a few adds:
     its time is the pool's fork-join latency (the cores' hand-over), not compute."""
@@ -75,13 +78,17 @@ def _fork_join_kernel():  # type: ignore[no-untyped-def]
     return tvm.compile(tvm.IRModule({"main": fork_joins}), target="llvm")["main"]
 
 
-def _paired_work_kernel():  # type: ignore[no-untyped-def]
+@functools.cache  # (compiled once per process)
+def paired_work_kernel(tasks: int = 2):  # type: ignore[no-untyped-def]
     """A TVM function of one parallel loop of two tasks, each ``WORK_STEPS`` multiply-adds over
     ``WORK_LANES`` independent floats in L1: more independent work than one core's arithmetic
     units hold, so its time doubles when the two tasks share one physical core (the VM's two
-    vCPUs on one core's two hyper-threads) and barely moves otherwise."""
+    vCPUs on one core's two hyper-threads) and barely moves otherwise. ``tasks=1``: one task on
+    the calling thread, the yardstick (``benchmarks/host_states.py``)."""
     import tvm
     from tvm.script import tirx as T
+
+    from tvmbench.targets import host_cpu
 
     @T.prim_func(s_tir=True)
     def paired_work(x: T.Buffer((2, WORK_LANES), "float32")) -> None:
@@ -93,10 +100,18 @@ def _paired_work_kernel():  # type: ignore[no-untyped-def]
                         vp, vr, vj = T.axis.remap("SRS", [p, r, j])
                         x[vp, vj] = x[vp, vj] * T.float32(0.999) + T.float32(0.5)
 
-    from tvmbench.targets import host_cpu
+    @T.prim_func(s_tir=True)
+    def one_task(x: T.Buffer((2, WORK_LANES), "float32")) -> None:
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for r in range(WORK_STEPS):
+            for j in T.vectorized(WORK_LANES):
+                with T.sblock("x"):
+                    vr, vj = T.axis.remap("RS", [r, j])
+                    x[0, vj] = x[0, vj] * T.float32(0.999) + T.float32(0.5)
 
     # for this CPU's vectors: compiled for the baseline ISA it spills and reads 4x slower, less steadily
-    return tvm.compile(tvm.IRModule({"main": paired_work}), target={"kind": "llvm", "mcpu": host_cpu()})["main"]
+    return tvm.compile(tvm.IRModule({"main": paired_work if tasks == 2 else one_task}),
+                       target={"kind": "llvm", "mcpu": host_cpu()})["main"]
 
 
 class HostProbe:
@@ -109,7 +124,7 @@ class HostProbe:
 
         self.kernel = _fork_join_kernel()
         self.x = tvm.runtime.tensor(np.zeros((FORK_JOINS, 2, 16), dtype="float32"), tvm.cpu())
-        self.work = _paired_work_kernel()
+        self.work = paired_work_kernel()
         self.w = tvm.runtime.tensor(np.ones((2, WORK_LANES), dtype="float32"), tvm.cpu())
         self.last_turn_s = PROBE_TURN_S
         self.probe()  # the first call starts TVM's pool
@@ -153,16 +168,16 @@ class HostProbe:
 MIN_STATE_SHARE = 0.1  # a state holds at least this share of the probe's turns (and 3 of them)
 
 
-def states(values: Sequence[float], gap: float = STATE_GAP) -> list[float]:
+def states(values: Sequence[float], gap: float = STATE_GAP, min_share: float = MIN_STATE_SHARE) -> list[float]:
     """The boundaries between host states among probe ``values`` (all the turns of the runs to be
     compared, pooled): the widest gap between consecutive sorted values, if wider than ``gap``
-    and with ``MIN_STATE_SHARE`` of the values on each side, split in two at its geometric
+    and with ``min_share`` of the values (and 3) on each side, split in two at its geometric
     midpoint, and each side split again the same way. A value's state is how many boundaries lie
     below it; no boundaries, one state. (Stray turns, a preempted thread's, stay in the state next
     to them rather than found one: on the EPYC VM 3 of 44 turns read 0.7 us beside the 1.0 us
     near state.)"""
     ordered = sorted(v for v in values if v > 0)
-    least = max(3, math.ceil(MIN_STATE_SHARE * len(ordered)))
+    least = max(3, math.ceil(min_share * len(ordered)))
 
     def split(lo: int, hi: int) -> list[float]:  # boundaries within ordered[lo:hi]
         cuts = [i for i in range(lo + least, hi - least + 1) if ordered[i] > ordered[i - 1] * (1 + gap)]
@@ -199,7 +214,8 @@ class HostStates:
     def of(cls, turns: Sequence[Turn]) -> HostStates:
         dims = 2 if turns and all(len(t) > 2 for t in turns) else 1
         columns = [[float(t[1 + d]) for t in turns] for d in range(dims)]
-        bounds = tuple(states(c) for c in columns)
+        # a stretch on one core's hyper-threads is a state however short: no share asked of it
+        bounds = tuple(states(c) if d == 0 else states(c, WORK_GAP, min_share=0) for d, c in enumerate(columns))
         sizes = [len(b) + 1 for b in bounds]
         by_state: dict[int, list[Turn]] = {}
         for t in turns:
