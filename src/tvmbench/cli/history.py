@@ -151,8 +151,8 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
     for note in notes or ["same machine and versions"]:
         console.print(f"[bold]{note}[/bold]" if notes else note, soft_wrap=True)
     probed = any(c.host is not None for c in changes)
-    table = Table(title=f"{args.a} -> {args.b}: median of B / median of A (band +-{args.band:g} %)")
-    for col in ("model", "batch", "framework", "A ms", "B ms", "B / A", "95 % interval", "verdict",
+    table = Table(title=f"{args.a} -> {args.b} (band +-{args.band:g} %)")
+    for col in ("model", "batch", "framework", "A median ms", "B median ms", "B / A", "95 % interval", "verdict",
                 *(["host states (rounds)"] if probed else [])):
         table.add_column(col, justify="right" if col not in ("model", "framework", "verdict") else "left")
     colour = {"slower": "red", "faster": "green", "no change": "dim", "inconclusive": "yellow"}
@@ -162,8 +162,11 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
                       *([c.host or "-"] if probed else []))
     console.print(table)
+    console.print("B / A: the ratio of the rounds' 5th percentiles where both sides ran --rounds (interference "
+                  "on a shared machine only adds time, so a round's fastest samples are the code's own), of the "
+                  "medians otherwise", soft_wrap=True)
     if probed:
-        console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins, "
+        console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins and paired work, "
                       "microseconds each) told which state the cores were in for each sample, and a host that "
                       "jumped between states is not read as a change of the code", soft_wrap=True)
     slower = sum(c.verdict == "slower" for c in changes)
