@@ -324,7 +324,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             if on_warning:
                 slower = (f"{e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}]" if e2e.gain < 1.0 or worst is None else
                           f"{worst[1]:.3f}x in {worst[2]} pairs of blocks timed while the host's cores were in "
-                          f"its {worst[0]:.2f} us state, {e2e.gain:.3f}x over all")
+                          f"its {worst[0]} state, {e2e.gain:.3f}x over all")
                 on_warning(f"the tuned kernels together made {model} slower end to end ({slower}); every task "
                            "keeps the default schedule")
             losing, rank = set(gains), {}

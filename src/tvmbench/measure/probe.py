@@ -261,7 +261,7 @@ def label_samples(count: int, turns: Sequence[Turn], host: HostStates) -> list[i
 
 def state_levels(values: Sequence[float], bounds: Sequence[float]) -> list[float | None]:
     """Each state's typical value along one reading (the median of its turns; None for a state no
-    value fell in)."""
+    value fell in): ``benchmarks/state_kernels.py``'s near and far."""
     by_state: dict[int, list[float]] = {}
     for v in values:
         by_state.setdefault(state_of(v, bounds), []).append(v)

@@ -302,43 +302,44 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
 class EndToEnd(NamedTuple):
     """The tuned build over the untuned one end to end (``end_to_end_job`` in several processes):
     the gain with its 95 % interval, and, when the host-state probe saw the cores in more than
-    one state, the gain in each as (probe microseconds per fork-join, gain, pairs of blocks)."""
+    one state, the gain in each as (the state's name, ``probe.HostStates``; gain; pairs of blocks)."""
 
     gain: float
     low: float
     high: float
-    states: tuple[tuple[float, float, int], ...] = ()
+    states: tuple[tuple[str, float, int], ...] = ()
 
     @classmethod
-    def of(cls, runs: list[list[tuple[float, float, float | None]]]) -> EndToEnd:
+    def of(cls, runs: list[list[tuple[float, float, tuple[float, ...] | None]]]) -> EndToEnd:
         """From each process's pairs: the geometric mean of the processes' gains, Student's t over
         them (the processes the units); per host state, the pairs in it (the pairs the units)."""
-        from tvmbench.measure.probe import state_levels, state_of, states
+        from tvmbench.measure.probe import HostStates
 
         gains = [paired_ratio_ci([u for _, u, _ in pairs], [t for t, _, _ in pairs])[0] for pairs in runs]
         gain, low, high = paired_ratio_ci(gains, [1.0] * len(gains))
-        probed = [(t, u, us) for r in runs for t, u, us in r if us is not None]
-        bounds = states([us for *_, us in probed])
-        if not bounds:
+        probed = [(t, u, (0, *reading)) for r in runs for t, u, reading in r if reading is not None]
+        host = HostStates.of([turn for *_, turn in probed])
+        if len(host) < 2:
             return cls(gain, low, high)
         by_state = []
-        for k, level in enumerate(state_levels([us for *_, us in probed], bounds)):
-            mine = [(t, u) for t, u, us in probed if state_of(us, bounds) == k]
-            if mine and level is not None:
-                by_state.append((level, paired_ratio_ci([u for _, u in mine], [t for t, _ in mine])[0], len(mine)))
+        for k, name in enumerate(host.names):
+            mine = [(t, u) for t, u, turn in probed if host.of_turn(turn) == k]
+            if mine and name is not None:
+                by_state.append((name, paired_ratio_ci([u for _, u in mine], [t for t, _ in mine])[0], len(mine)))
         return cls(gain, low, high, tuple(by_state))
 
-    def worst_state(self, min_pairs: int = 5) -> tuple[float, float, int] | None:
+    def worst_state(self, min_pairs: int = 5) -> tuple[str, float, int] | None:
         """The state with the lowest gain among those with ``min_pairs`` pairs, if several."""
         seen = [s for s in self.states if s[2] >= min_pairs]
         return min(seen, key=lambda s: s[1]) if len(seen) > 1 else None
 
 
-def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, float, float | None]]:
+def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, float, tuple[float, ...] | None]]:
     """The build with ``job.backend``'s databases against the build without any, end to end:
     ``job.rounds`` pairs of alternating blocks of ``job.runs`` plain inferences in this one process,
-    each pair as (tuned median, untuned median, the host-state probe after it: microseconds per
-    fork-join, ``measure/probe.py``, or None off a CPU). Each kernel's gain inside the model is
+    each pair as (tuned median, untuned median, the host-state probe's reading after it:
+    microseconds per fork-join and per paired-work call, ``measure/probe.py``, or None off a CPU).
+    Each kernel's gain inside the model is
     timed with the VM's instrument hook, a device sync after every call; their sum need not be
     what the model gains when it runs freely, and this is that. The probe says which state the
     host's cores were in for each pair: on the EPYC VM a schedule's gain differs between them."""
@@ -349,12 +350,12 @@ def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, fl
     untuned = prepared_backend("tvm_untuned", job.model, job.options, replace(job.backend, databases=()), say)
     probe = HostProbe() if job.backend.target.device == "cpu" else None
     say("alternating end-to-end runs")
-    pairs: list[tuple[float, float, float | None]] = []
+    pairs: list[tuple[float, float, tuple[float, ...] | None]] = []
     for b in (tuned, untuned):
         plain_runs(b, job.warmup, 0)
     for _ in range(job.rounds):
         t, u = (statistics.median(plain_runs(b, 1, job.runs)) for b in (tuned, untuned))
-        pairs.append((t, u, probe.turn() * 1e6 if probe is not None else None))
+        pairs.append((t, u, tuple(s * 1e6 for s in probe.reading()) if probe is not None else None))
     tuned.close()
     untuned.close()
     return pairs
