@@ -148,6 +148,8 @@ def _side(ref: str, history_path: str | None) -> dict[str, Any]:
 def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], console: Any) -> None:
     from rich.table import Table
 
+    from tvmbench.results.diff import ROUND_LEVEL
+
     for note in notes or ["same machine and versions"]:
         console.print(f"[bold]{note}[/bold]" if notes else note, soft_wrap=True)
     probed = any(c.host is not None for c in changes)
@@ -162,7 +164,7 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
                       *([c.host or "-"] if probed else []))
     console.print(table)
-    console.print("B / A: the ratio of the rounds' 5th percentiles where both sides ran --rounds (interference "
+    console.print(f"B / A: the ratio of the rounds' {ROUND_LEVEL}s where both sides ran --rounds (interference "
                   "on a shared machine only adds time, so a round's fastest samples are the code's own), of the "
                   "medians otherwise", soft_wrap=True)
     if probed:

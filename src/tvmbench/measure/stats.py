@@ -65,13 +65,14 @@ def bootstrap_median_ci(samples: Sequence[float], confidence: float = 0.95, seed
     return lo, hi
 
 
-def round_medians(samples: Sequence[float], rounds: Sequence[int] | None) -> np.ndarray | None:
-    """Each round's (process's) median, when there are two rounds or more and their sizes add up
-    to the samples, which are pooled round after round."""
+def round_medians(samples: Sequence[float], rounds: Sequence[int] | None, percentile: float = 50
+                  ) -> np.ndarray | None:
+    """Each round's (process's) median (or other ``percentile``), when there are two rounds or
+    more and their sizes add up to the samples, which are pooled round after round."""
     x = np.asarray(samples, dtype=float)
     if rounds is None or len(rounds) < 2 or sum(rounds) != x.size or min(rounds) < 1:
         return None
-    return np.array([np.median(g) for g in np.split(x, np.cumsum(rounds)[:-1])])
+    return np.array([np.percentile(g, percentile) for g in np.split(x, np.cumsum(rounds)[:-1])])
 
 
 def _t_quantile(confidence: float, df: float) -> float:

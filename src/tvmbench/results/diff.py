@@ -4,8 +4,8 @@ Per model point and framework present on both sides: the ratio of B's level to A
 is slower) with its 95 % interval, and a verdict. When both sides ran ``--rounds`` the level is
 each round's 5th percentile (``round_level``: interference on a shared host only adds time, and
 the median carries whatever share of a round a burst hit) and the interval comes from the rounds
-(processes are the units: a process's memory placement moves its speed by more than its own
-run-to-run noise); else the ratio of medians with a bootstrap interval over the timed samples.
+(processes are the units: each process keeps a speed of its own, beyond its own run-to-run
+noise); else the ratio of medians with a bootstrap interval over the timed samples.
 The verdict says "slower" only when the whole interval lies above the noise band (default
 +3 %), "faster" only when it lies below -3 %, and "no change" otherwise: a 1 % drift or a wide
 interval is not a regression. As ``asv continuous`` and ``pytest-benchmark
@@ -125,11 +125,10 @@ def round_level(samples_ms: list[float]) -> float:
 
 def _round_levels(result: dict[str, Any]) -> list[float] | None:
     """Each round's ``round_level``, when there are two rounds or more accounting for the samples."""
-    sizes, samples = (result.get("rounds") or {}).get("sizes"), result.get("samples_ms") or []
-    if not sizes or len(sizes) < 2 or sum(sizes) != len(samples) or min(sizes) < 1:
-        return None
-    bounds = np.cumsum(sizes)[:-1]
-    return [round_level(list(chunk)) for chunk in np.split(np.asarray(samples, dtype=float), bounds)]
+    from tvmbench.measure.stats import round_medians
+
+    levels = round_medians(result.get("samples_ms") or [], (result.get("rounds") or {}).get("sizes"), ROUND_QUANTILE)
+    return None if levels is None else [float(v) for v in levels]
 
 
 MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's median of the round
