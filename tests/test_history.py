@@ -101,7 +101,8 @@ def test_one_cores_two_hyper_threads_are_a_host_state_of_their_own(factor, expec
     a, b = probed_doc(10.0, rounds_a, seed=1, paired=True), probed_doc(10.0 * factor, rounds_b, seed=2, paired=True)
     (change,) = compare_runs([a], [b])
     assert change.verdict == expected and change.ratio == pytest.approx(factor, rel=0.02), change
-    assert re.fullmatch(r"A: 3 in 0\.9\d us/10\.\d us, 2 in 0\.8\d us/18\.\d us; B: 3 in .+, 2 in .+", change.host)
+    assert re.fullmatch(r"A: 3 in 0\.9\d us/10\.\d us, 2 in 0\.8\d us/18\.\d us \(one core\); B: 3 in .+, 2 in .+",
+                        change.host)
     a, b = probed_doc(10.0, rounds_a, seed=1), probed_doc(10.0 * factor, rounds_b, seed=2)
     (blind,) = compare_runs([a], [b])
     assert blind.host.startswith("one host state") and blind.ci95[1] / blind.ci95[0] > 2, blind

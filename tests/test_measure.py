@@ -301,7 +301,7 @@ def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
     turns = [(0, fj, work) for fj, work in [(1.0, 10.1), (0.95, 10.3), (1.05, 10.0), (1.4, 10.6), (1.45, 10.8),
                                             (1.41, 10.7)] * 3 + [(0.9, 18.1), (0.92, 18.2), (0.91, 18.1)]]
     paired = HostStates.of(turns + [(0, 1.02, 10.2)] * 60)  # 3 turns in 81 on hyper-threads
-    assert [n for n in paired.names if n] == ["1.02 us/10.2 us", "0.91 us/18.1 us", "1.41 us/10.7 us"], paired
+    assert [n for n in paired.names if n] == ["1.02 us/10.2 us", "0.91 us/18.1 us (one core)", "1.41 us/10.7 us"]
     assert len({paired.of_turn(t) for t in turns}) == 3
     assert len({HostStates.of([t[:2] for t in turns]).of_turn(t[:2]) for t in turns}) == 2
 

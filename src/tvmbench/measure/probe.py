@@ -56,6 +56,7 @@ WORK_LANES = 256  # floats per task of the paired-work kernel (16 AVX-512 regist
 WORK_STEPS = 2000  # multiply-adds per float: about 10 us per call on the EPYC VM
 WORK_CALLS = 15  # paired-work calls per probe turn (their median is the reading)
 WORK_GAP = 0.3  # paired-work readings: two cores 9.6-12.5 us, one core's two hyper-threads 15-22 us
+ONE_CORE = 1.6  # a state whose paired work takes this much longer than the fastest's: both threads on one core
 
 
 @functools.cache
@@ -220,11 +221,17 @@ class HostStates:
         by_state: dict[int, list[Turn]] = {}
         for t in turns:
             by_state.setdefault(cls._index(t, bounds, sizes), []).append(t)
+        levels = [tuple(float(np.median([t[1 + d] for t in by_state[k]])) for d in range(dims))
+                  if k in by_state else None for k in range(int(np.prod(sizes)))]
+        least_work = min((lv[1] for lv in levels if lv is not None), default=0.0) if dims > 1 else 0.0
         names = []
-        for k in range(int(np.prod(sizes))):
-            mine = by_state.get(k)
-            names.append(None if not mine else f"{np.median([t[1] for t in mine]):.2f} us" + (
-                f"/{np.median([t[2] for t in mine]):.1f} us" if len(sizes) > 1 and sizes[1] > 1 else ""))
+        for lv in levels:
+            if lv is None:
+                names.append(None)
+            elif len(sizes) < 2 or sizes[1] < 2:
+                names.append(f"{lv[0]:.2f} us")
+            else:  # the paired work split the states: say which state had the two threads on one core
+                names.append(f"{lv[0]:.2f} us/{lv[1]:.1f} us" + (" (one core)" if lv[1] >= ONE_CORE * least_work else ""))
         return cls(bounds, tuple(names))
 
     @staticmethod
