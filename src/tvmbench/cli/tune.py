@@ -197,8 +197,8 @@ def print_tune_report(report: Any, console: Any) -> None:
                       f"[{e2e.low:.3f}-{e2e.high:.3f}] (paired blocks of plain runs in each of {END_TO_END_PROCESSES} "
                       "processes)", soft_wrap=True)
         if e2e.states:
-            console.print("  by the state of the host's cores (the host-state probe, microseconds per fork-join "
-                          "[/ per paired-work call]): "
+            console.print("  by the state of the host's cores (the host-state probe, microseconds per fork-join, "
+                          "and per paired-work call where that told states apart): "
                           + ", ".join(f"{g:.3f}x at {name} ({n} pairs)" for name, g, n in e2e.states),
                           soft_wrap=True)
     if report.ceiling is not None:
