@@ -76,18 +76,10 @@ def main() -> None:
     import numpy as np
     import tvm
 
-    from tvmbench.measure.probe import WORK_LANES, HostProbe, HostStates, paired_work_kernel
+    from tvmbench.measure.probe import WORK_LANES, HostProbe, HostStates, median_call_s, paired_work_kernel
 
     probe = HostProbe()
     one_task, w = paired_work_kernel(tasks=1), tvm.runtime.tensor(np.ones((2, WORK_LANES), np.float32), tvm.cpu())
-
-    def one_task_us() -> float:
-        times = []
-        for _ in range(15):
-            t0 = time.perf_counter()
-            one_task(w)
-            times.append(time.perf_counter() - t0)
-        return float(np.median(times)) * 1e6
     a = np.random.default_rng(0).standard_normal((256, 256), dtype=np.float32)
 
     def matmul_us() -> float:
@@ -106,7 +98,7 @@ def main() -> None:
             ns = float(subprocess.run([str(pp)], capture_output=True, text=True).stdout) if pp else float("nan")
             probe.turn()  # (after the sleep: TVM's worker sleeping, this thread maybe on its core)
             fork_join, paired = probe.reading()
-            row = (ns, fork_join * 1e6, matmul_us(), paired * 1e6, one_task_us())
+            row = (ns, fork_join * 1e6, matmul_us(), paired * 1e6, median_call_s(one_task, w) * 1e6)
             rows.append(row)
             print(f"{time.strftime('%H:%M:%S')}  ping-pong {row[0]:5.0f} ns  fork-join {row[1]:.2f} us  "
                   f"matmul {row[2]:.0f} us  paired work {row[3]:.1f} us  one task {row[4]:.1f} us", flush=True)

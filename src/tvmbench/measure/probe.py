@@ -43,6 +43,7 @@ import math
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -115,6 +116,17 @@ def paired_work_kernel(tasks: int = 2):  # type: ignore[no-untyped-def]
                        target={"kind": "llvm", "mcpu": host_cpu()})["main"]
 
 
+def median_call_s(kernel: Any, arg: Any, calls: int = WORK_CALLS) -> float:
+    """The median seconds of ``calls`` calls of ``kernel(arg)``, after one untimed call."""
+    kernel(arg)
+    times = []
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        kernel(arg)
+        times.append(time.perf_counter() - t0)
+    return float(np.median(times))
+
+
 class HostProbe:
     """``probe()`` runs one call of the fork-join kernel; ``turn()`` times a short series of them
     and returns the median seconds per fork-join; ``reading()`` adds the median seconds of the
@@ -151,13 +163,9 @@ class HostProbe:
         core complex from cores on two, the second two cores from one core's two hyper-threads."""
         per_fork_join = self.turn()
         start = time.perf_counter()
-        times = []
-        for _ in range(WORK_CALLS + 1):
-            t0 = time.perf_counter()
-            self.work(self.w)
-            times.append(time.perf_counter() - t0)
+        paired = median_call_s(self.work, self.w)
         self.last_turn_s += time.perf_counter() - start
-        return per_fork_join, float(np.median(times[1:]))
+        return per_fork_join, paired
 
     def due(self, since_last_s: float, call_s: float) -> bool:
         """Whether a probe turn is due after ``since_last_s`` of timed model work, when one model
