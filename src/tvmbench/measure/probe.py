@@ -274,66 +274,6 @@ def label_samples(count: int, turns: Sequence[Turn], host: HostStates) -> list[i
     return labels
 
 
-MIN_STRETCH = 8  # samples between two probe turns, for that stretch's level in ``work_elasticity``
-MAX_ELASTICITY = 1.0  # the model slows at most in proportion to the paired work
-
-
-def sample_work(count: int, turns: Sequence[Turn]) -> np.ndarray:
-    """Each of a round's ``count`` samples' paired-work reading, as a log: the mean of the logs of
-    the turns before and after its stretch (the first or last turn's alone at either end)."""
-    logs = [math.log(float(t[2])) for t in turns]
-    marks = [int(t[0]) for t in turns] + [count]
-    out = np.full(count, logs[0])
-    for k, here in enumerate(logs):
-        out[marks[k]:marks[k + 1]] = (here + logs[min(k + 1, len(logs) - 1)]) / 2
-    return out
-
-
-def work_elasticity(rounds: Sequence[tuple[Sequence[float], Sequence[Turn]]], host: HostStates,
-                    percentile: float) -> float:
-    """How the model's time moves with the paired-work reading within one host state: the slope
-    of each stretch's ``percentile`` (log) on its ``sample_work`` between the stretches of one
-    round in one state (both turns around it in that state, ``MIN_STRETCH`` samples or more),
-    pooled over ``rounds`` (each a round's samples and its turns), clamped to [0,
-    ``MAX_ELASTICITY``]; 0 without the paired-work reading.
-
-    Why: inside the near state the EPYC VM's paired work reads 9.6-9.7 us most of the time and
-    10.1-10.6 us for stretches of seconds to minutes (another tenant on the cores' other
-    hyper-threads, presumably), and the model is slower there too: a stretch's 5th percentile
-    rose 2.6 % at 10.1-10.4 us and 5.1 % above (session 38, 1060 stretches of two A/A sets), so a
-    run timed in a busy minute read several percent slow in every state. The slope is taken
-    within rounds, where the code is the same, and the samples are then scaled to one reading
-    (``work_adjusted``): a covariate the code under test does not move."""
-    sxx = sxy = 0.0
-    for samples, turns in rounds:
-        if not turns or any(len(t) < 3 for t in turns):
-            return 0.0
-        logs = np.log(np.asarray(samples, dtype=float))
-        x = sample_work(len(logs), turns)
-        marks = [int(t[0]) for t in turns] + [len(logs)]
-        by_state: dict[int, list[tuple[float, float]]] = {}
-        for k in range(len(turns) - 1):
-            state = host.of_turn(turns[k])
-            if marks[k + 1] - marks[k] >= MIN_STRETCH and host.of_turn(turns[k + 1]) == state:
-                by_state.setdefault(state, []).append(
-                    (float(x[marks[k]]), float(np.percentile(logs[marks[k]:marks[k + 1]], percentile))))
-        for pairs in by_state.values():
-            xs, ys = np.array(pairs).T
-            sxx += float(((xs - xs.mean()) ** 2).sum())
-            sxy += float(((xs - xs.mean()) * (ys - ys.mean())).sum())
-    return min(max(sxy / sxx, 0.0), MAX_ELASTICITY) if sxx > 0 else 0.0
-
-
-def work_adjusted(samples: Sequence[float], turns: Sequence[Turn], elasticity: float,
-                  reference_us: float) -> list[float]:
-    """A round's samples scaled to a paired-work reading of ``reference_us`` by the model's
-    ``elasticity`` (``work_elasticity``); unchanged when it is 0."""
-    if not elasticity or not turns:
-        return list(samples)
-    x = sample_work(len(samples), turns)
-    return (np.asarray(samples, dtype=float) * np.exp(-elasticity * (x - math.log(reference_us)))).tolist()
-
-
 def state_levels(values: Sequence[float], bounds: Sequence[float]) -> list[float | None]:
     """Each state's typical value along one reading (the median of its turns; None for a state no
     value fell in): ``benchmarks/state_kernels.py``'s near and far."""

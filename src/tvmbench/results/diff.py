@@ -145,8 +145,7 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     if turns_a is None or turns_b is None:
         return None
     host = HostStates.of([t for r in turns_a + turns_b for t in r])
-    elasticity, reference = _work_elasticity((ra, turns_a), (rb, turns_b), host=host)
-    ma, mb = (_state_levels(r, turns, host, elasticity, reference) for r, turns in ((ra, turns_a), (rb, turns_b)))
+    ma, mb = _state_levels(ra, turns_a, host), _state_levels(rb, turns_b, host)
     names = [n or "?" for n in host.names]
 
     def seen(m: dict[int, list[float]]) -> str:
@@ -157,10 +156,8 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
     ratio, low, high, used = got
-    scaled = f"; samples scaled to {reference:.1f} us of paired work at {elasticity:.2f}" if elasticity else ""
     basis = (f"rounds' {ROUND_LEVEL}s within {'each host state' if len(used) > 1 else 'one host state'} "
-             f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states, t on the logs"
-             f"{scaled})")
+             f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states, t on the logs)")
     return ratio, low, high, basis, host_says
 
 
@@ -189,33 +186,13 @@ def probe_turns_of(result: dict[str, Any]) -> list[list[tuple[float, ...]]] | No
     return [[(int(t[0]), *map(float, t[1:])) for t in r] for r in turns]
 
 
-def _work_elasticity(*sides: tuple[dict[str, Any], list[list[tuple[float, ...]]]],
-                     host: HostStates) -> tuple[float, float]:
-    """(elasticity, reference us): how the model's time moves with the probe's paired-work reading
-    within rounds of both sides (``probe.work_elasticity``), and the reading both sides' samples
-    are scaled to (the least of their turns'); (0, 0) without that reading."""
-    from tvmbench.measure.probe import work_elasticity
+def _state_levels(result: dict[str, Any], turns: list[list[tuple[float, ...]]],
+                  host: HostStates) -> dict[int, list[float]]:
+    """Per host state, the ``round_level`` of each round that spent ``MIN_STATE_SAMPLES`` in it."""
+    from tvmbench.measure.probe import round_states
 
-    rounds = [(samples, turns[i]) for result, turns in sides
-              for i, samples in enumerate(_split(result["samples_ms"], result["rounds"]["sizes"]))]
-    elasticity = work_elasticity(rounds, host, ROUND_QUANTILE)
-    return (elasticity, min(t[2] for _, turns in sides for r in turns for t in r)) if elasticity else (0.0, 0.0)
-
-
-def _split(samples: list[float], sizes: list[int]) -> list[list[float]]:
-    return [samples[start:start + n] for start, n in zip(np.cumsum([0, *sizes[:-1]]), sizes, strict=True)]
-
-
-def _state_levels(result: dict[str, Any], turns: list[list[tuple[float, ...]]], host: HostStates,
-                  elasticity: float = 0.0, reference_us: float = 0.0) -> dict[int, list[float]]:
-    """Per host state, the ``round_level`` of each round that spent ``MIN_STATE_SAMPLES`` in it,
-    its samples first scaled to ``reference_us`` of paired work (``probe.work_adjusted``)."""
-    from tvmbench.measure.probe import round_states, work_adjusted
-
-    samples = [v for chunk, mine in zip(_split(result["samples_ms"], result["rounds"]["sizes"]), turns, strict=True)
-               for v in work_adjusted(chunk, mine, elasticity, reference_us)]
     out: dict[int, list[float]] = {}
-    for by_state in round_states(samples, result["rounds"]["sizes"], turns, host):
+    for by_state in round_states(result["samples_ms"], result["rounds"]["sizes"], turns, host):
         for state, mine in sorted(by_state.items()):
             if len(mine) >= MIN_STATE_SAMPLES:
                 out.setdefault(state, []).append(round_level(mine))
