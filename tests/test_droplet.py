@@ -89,6 +89,58 @@ def test_the_best_is_timed_again_beside_its_neighbours_so_a_host_speeding_up_is_
     assert calls[1:] == [1, 1]  # each knob's batch re-timed the best
 
 
+def _grid_neighbours(point, k, top=9):
+    return [tuple(v + d if i == k else v for i, v in enumerate(point)) for d in (-1, 1) if 0 <= point[k] + d <= top]
+
+
+def test_kicks_carry_the_search_past_its_first_local_optimum():
+    """Two basins: the descent from (0, 0) stops in the near one at (2, 2); kicks of a few random
+    moves and descents from there reach the far, deeper one at (6, 2) within the budget, and the
+    best is replaced only by a faster optimum (its true cost never rises)."""
+    import random
+
+    from tvmbench.tuning.droplet import iterated_search
+
+    rng = np.random.default_rng(2)
+
+    def cost(x, y):
+        return 1e-3 * (0.7 + 0.05 * ((x - 6) ** 2 + (y - 2) ** 2) if x >= 4 else 1.0 + 0.05 * ((x - 2) ** 2 + (y - 2) ** 2))
+
+    def measure(points, again=0, afresh=False):
+        return [list(cost(*p) * (1 + 0.01 * rng.standard_normal(7))) for p in points]
+
+    start = Candidate((0, 0), measure([(0, 0)])[0])
+    assert search(start, 2, _grid_neighbours, measure, trials=300).best.trace == (2, 2)
+    out = iterated_search(start, 2, _grid_neighbours, measure, trials=300, rng=random.Random(0))
+    assert out.best.trace == (6, 2) and out.trials == 300 and out.stopped == "trial budget reached"
+
+
+def test_kicks_stop_when_a_small_space_is_all_known_and_measure_nothing_twice():
+    """Nine points, each measured once and answered from the database after (free, as a resumed
+    search's replay is): the kicks soon find nothing new and the search stops on its own, far
+    inside a budget of 1000 trials, having measured each point at most once."""
+    import random
+
+    from tvmbench.tuning.droplet import PATIENCE, iterated_search
+
+    known, measured = {}, []
+
+    def measure(points, again=0, afresh=False):
+        out = []
+        for p in points:
+            if p not in known:
+                measured.append(p)
+                known[p] = [1e-3 * (1 + 0.1 * (p[0] + p[1]))] * 5
+            out.append(known[p])
+        return out
+
+    start = Candidate((2, 2), measure([(2, 2)])[0])
+    out = iterated_search(start, 2, lambda p, k: _grid_neighbours(p, k, top=2), measure, trials=1000,
+                          rng=random.Random(0), charged=lambda: len(measured))
+    assert out.best.trace == (0, 0) and f"{PATIENCE} kicks in a row" in out.stopped
+    assert len(measured) == len(set(measured)) <= 9 and out.trials == len(measured) - 1
+
+
 def test_tasks_go_by_their_time_in_the_model_and_each_gets_its_share_of_the_budget_left():
     """The order and time shares of a search under a time budget: a 6 ms kernel called once comes
     before a 33 us one called three times (by weight alone it came last, and in a one-minute bert
