@@ -160,6 +160,31 @@ def test_tasks_go_by_their_time_in_the_model_and_each_gets_its_share_of_the_budg
     assert task_deadline(None, [1.0, 2.0]) is None and task_deadline(deadline, [0.0, 0.0]) == deadline
 
 
+def test_droplet_times_cold_and_a_database_keeps_the_way_it_was_timed(tmp_path):
+    """Droplet, DPMeta and grid time one call after each cache flush (as a kernel meets its
+    weights in the model), MetaSchedule's strategies hot; a database remembers which, a database
+    from before (records, no mark) was timed hot, and asking for the other way is one line."""
+    import shutil
+    from dataclasses import replace
+
+    from tvmbench.errors import UserError
+    from tvmbench.tuning.config import COLD_REPEATS, TuneConfig
+    from tvmbench.tuning.database import TuningDatabase
+    from tvmbench.tuning.tuner import database_timing
+
+    droplet, evolutionary = TuneConfig(strategy="droplet"), TuneConfig()
+    assert droplet.evaluator() == (1, COLD_REPEATS, 0, True)
+    assert evolutionary.evaluator() == (3, 1, 50, False) and replace(evolutionary, cpu_cache_flush=True).cold()
+    fresh = TuningDatabase.open(tmp_path / "fresh", create=True)
+    assert database_timing(fresh, droplet) and database_timing(fresh, evolutionary)  # it follows the database
+    assert TuningDatabase.open(tmp_path / "fresh").meta()["timing"] == "cold"
+    shutil.copytree(Path(__file__).with_name("data") / "tuning_db", tmp_path / "old")
+    old = TuningDatabase.open(tmp_path / "old")
+    assert "timing" not in old.meta() and not database_timing(old, droplet)
+    with pytest.raises(UserError, match="timed with warm caches; tune it with --no-cpu-flush or into a new"):
+        database_timing(old, replace(droplet, cpu_cache_flush=True))
+
+
 def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs_only_its_candidate():
     """The builder's worker lasts across batches (MetaSchedule's starts one per batch, 2 s each)
     and never loads torch; a candidate LLVM cannot build is an error, its neighbours are built."""

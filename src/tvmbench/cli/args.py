@@ -190,7 +190,13 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--runner-number", type=positive_int, default=3)
     p.add_argument("--runner-repeat", type=positive_int, default=1)
     p.add_argument("--min-repeat-ms", type=positive_int, default=50)
-    p.add_argument("--cpu-flush", action="store_true", help="flush the CPU caches before each measurement")
+    p.add_argument("--cpu-flush", dest="cpu_flush", action="store_true", default=None,
+                   help="time candidates with cold caches: one call after each cache flush, as a kernel "
+                        "meets its weights inside the model (default for droplet, dpmeta and grid, and "
+                        "for a database tuned that way)")
+    p.add_argument("--no-cpu-flush", dest="cpu_flush", action="store_false",
+                   help="time candidates with hot caches, --runner-number calls per repeat (default for "
+                        "MetaSchedule's strategies, and for a database tuned that way)")
     p.add_argument("--rpc", default=None, metavar="HOST:PORT",
                    help="a TVM RPC tracker: tuning measures candidates on its devices; `run` also runs and "
                         "times TVM on one of them (cross-compiled for --target)")

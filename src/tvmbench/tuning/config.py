@@ -13,6 +13,9 @@ MS_STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule's own search st
 STRATEGIES = (*MS_STRATEGIES, "random", "grid", "droplet", "dpmeta")
 COST_MODELS = ("xgb", "mlp", "random")
 SCHEDULERS = ("gradient", "round-robin")
+# Strategies whose candidates are timed with cold caches unless told otherwise (``TuneConfig.cold``).
+COLD_STRATEGIES = ("droplet", "dpmeta", "grid")
+COLD_REPEATS = 10  # single cold calls per candidate (each after a flush)
 
 
 @dataclass(frozen=True)
@@ -30,13 +33,31 @@ class TuneConfig:
     runner_number: int = 3
     runner_repeat: int = 1
     runner_min_repeat_ms: int = 50
-    cpu_cache_flush: bool = False
+    cpu_cache_flush: bool | None = None  # None: cold for COLD_STRATEGIES (or as the database was tuned)
     seed: int = 0
     rpc_tracker: str | None = None  # "host:port" of a TVM RPC tracker: measure on its devices
     rpc_key: str | None = None
     rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
     top_k: int = 3  # dpmeta: records per task Droplet starts from
     alpha: float = 0.05  # droplet / dpmeta: significance of Welch's test for accepting a move
+
+    def cold(self) -> bool:
+        """Whether candidates are timed with cold caches. Inside a model a kernel reads weights
+        that the layers before it have pushed out of the caches; MetaSchedule's runner times a
+        kernel alone, over and over, its weights hot. On bert-base's four dense kernels
+        (session 38, a Droplet database's default and three fastest records each, 6 alternations)
+        the hot ratios to the default read 0.99-1.07x and did not predict the in-model check's
+        (0.80x, 0.895x, 1.025x for the second-fastest, 1.062x); timed cold, one call after each
+        flush, they did, task by task (0.90x, 0.93x, 1.05x for the second, 1.07x)."""
+        return self.strategy in COLD_STRATEGIES if self.cpu_cache_flush is None else self.cpu_cache_flush
+
+    def evaluator(self) -> tuple[int, int, int, bool]:
+        """(calls per repeat, repeats, minimum ms per repeat, flush) of the runner: cold is one
+        call per repeat after a flush (a repeat of several calls would time one cold call and
+        the rest hot), ``COLD_REPEATS`` of them at least; else the runner settings as given."""
+        if self.cold():
+            return 1, max(self.runner_repeat, COLD_REPEATS), 0, True
+        return self.runner_number, self.runner_repeat, self.runner_min_repeat_ms, False
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)

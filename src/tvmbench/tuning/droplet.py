@@ -441,12 +441,13 @@ def droplet_needs_records(tasks: list[Any], ms_db: Any) -> bool:
 
 
 def candidate_timer(target: Any, cfg: Any) -> Any:
-    """The timer of Droplet and grid candidates: MetaSchedule's runner with at least 5 repeats
-    (the test of a move needs a spread), the tuning run's other runner settings."""
+    """The timer of Droplet and grid candidates: MetaSchedule's runner as the tuning run sets it
+    (``TuneConfig.evaluator``: cold by default for these strategies) with at least 5 repeats (the
+    test of a move needs a spread)."""
     from tvmbench.tuning.candidates import CandidateTimer
 
-    return CandidateTimer(target, number=cfg.runner_number, repeat=max(5, cfg.runner_repeat),
-                          min_repeat_ms=cfg.runner_min_repeat_ms, flush=cfg.cpu_cache_flush,
+    number, repeat, min_repeat_ms, flush = cfg.evaluator()
+    return CandidateTimer(target, number=number, repeat=max(5, repeat), min_repeat_ms=min_repeat_ms, flush=flush,
                           build_timeout_s=cfg.builder_timeout_s, run_timeout_s=cfg.runner_timeout_s)
 
 

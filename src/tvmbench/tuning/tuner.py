@@ -251,9 +251,9 @@ def make_runner(cfg: TuneConfig) -> Any:
 
     light_workers()
 
-    evaluator = ms.runner.EvaluatorConfig(number=cfg.runner_number, repeat=cfg.runner_repeat,
-                                          min_repeat_ms=cfg.runner_min_repeat_ms,
-                                          enable_cpu_cache_flush=cfg.cpu_cache_flush)
+    number, repeat, min_repeat_ms, flush = cfg.evaluator()
+    evaluator = ms.runner.EvaluatorConfig(number=number, repeat=repeat, min_repeat_ms=min_repeat_ms,
+                                          enable_cpu_cache_flush=flush)
     if not cfg.rpc_tracker:
         return ms.runner.LocalRunner(timeout_sec=cfg.runner_timeout_s, evaluator_config=evaluator)
     if not cfg.rpc_key:
@@ -315,6 +315,27 @@ def _mark_postprocs(db: TuningDatabase, tasks: list[Any], target: ResolvedTarget
         return DesignSpace(task.dispatched[0], target).kinds() if task is not None else None
 
     return db.mark_postprocs(kinds)
+
+
+def database_timing(db: TuningDatabase, cfg: TuneConfig) -> bool:
+    """Whether this tune times cold (``TuneConfig.cold``), kept in the database's meta file: one
+    database holds records timed one way, since a cold time and a hot one do not compare (the
+    ranking of records, their speedups over the default's record, the in-model check's
+    candidates). A database with records and no mark was timed hot (every one before session
+    38). Asked for the other way explicitly: one line saying so."""
+    meta = db.meta()
+    held = meta.get("timing") or ("warm" if db.count_records() else None)
+    if cfg.cpu_cache_flush is None and held:
+        cold = held == "cold"
+    else:
+        cold = cfg.cold()
+        if held and cold != (held == "cold"):
+            raise UserError(f"{db.path} holds records timed with {held} caches; tune it with "
+                            f"{'--cpu-flush' if held == 'cold' else '--no-cpu-flush'} or into a new database")
+    if meta.get("timing") != ("cold" if cold else "warm"):
+        meta["timing"] = "cold" if cold else "warm"
+        db.write_meta(meta)
+    return cold
 
 
 def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarget, builder: Any, runner: Any,
@@ -542,6 +563,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
         check_budget(tasks, target, cfg.trials)
     _mark_postprocs(db, tasks, target)
+    cfg = replace(cfg, cpu_cache_flush=database_timing(db, cfg))
     ms_db = db.ms_database()
     builder = local_builder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
                             f_export=None if target.is_native or target.kind == "cuda" else cross_export)
