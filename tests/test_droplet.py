@@ -183,6 +183,7 @@ def test_droplet_times_cold_and_a_database_keeps_the_way_it_was_timed(tmp_path):
     assert "timing" not in old.meta() and not database_timing(old, droplet)
     with pytest.raises(UserError, match="timed with warm caches; tune it with --no-cpu-flush or into a new"):
         database_timing(old, replace(droplet, cpu_cache_flush=True))
+    assert not database_timing(fresh, droplet, cpu=False)  # a GPU's kernels: no CPU caches to flush
 
 
 def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs_only_its_candidate():

@@ -320,7 +320,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         # never leaves a build that measured slower than no tuning).
         report.end_to_end = e2e = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
         worst = e2e.worst_state() if e2e else None
-        if e2e and (e2e.gain < 1.0 or (worst is not None and worst[1] < 1.0)):
+        if e2e and (not e2e.gain >= 1.0 or (worst is not None and not worst[1] >= 1.0)):  # (nan: not faster)
             if on_warning:
                 slower = (f"{e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}]" if e2e.gain < 1.0 or worst is None else
                           f"{worst[1]:.3f}x in {worst[2]} pairs of blocks timed while the host's cores were in "

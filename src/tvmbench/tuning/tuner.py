@@ -317,12 +317,17 @@ def _mark_postprocs(db: TuningDatabase, tasks: list[Any], target: ResolvedTarget
     return db.mark_postprocs(kinds)
 
 
-def database_timing(db: TuningDatabase, cfg: TuneConfig) -> bool:
+def database_timing(db: TuningDatabase, cfg: TuneConfig, cpu: bool = True) -> bool:
     """Whether this tune times cold (``TuneConfig.cold``), kept in the database's meta file: one
     database holds records timed one way, since a cold time and a hot one do not compare (the
     ranking of records, their speedups over the default's record, the in-model check's
     candidates). A database with records and no mark was timed hot (every one before session
-    38). Asked for the other way explicitly: one line saying so."""
+    38). Asked for the other way explicitly: one line saying so. Not ``cpu`` (a GPU's kernels):
+    hot, the CPU caches' flush is no part of their time."""
+    if not cpu:
+        if cfg.cpu_cache_flush:
+            raise UserError("--cpu-flush times CPU kernels with cold caches; a GPU's candidates are timed as they are")
+        return False
     meta = db.meta()
     held = meta.get("timing") or ("warm" if db.count_records() else None)
     if cfg.cpu_cache_flush is None and held:
@@ -563,7 +568,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
         check_budget(tasks, target, cfg.trials)
     _mark_postprocs(db, tasks, target)
-    cfg = replace(cfg, cpu_cache_flush=database_timing(db, cfg))
+    cfg = replace(cfg, cpu_cache_flush=database_timing(db, cfg, cpu=target.kind != "cuda"))
     ms_db = db.ms_database()
     builder = local_builder(f_build=fast_build, max_workers=cfg.threads, timeout_sec=cfg.builder_timeout_s,
                             f_export=None if target.is_native or target.kind == "cuda" else cross_export)
