@@ -43,6 +43,18 @@ def build_bn():
     return _random_statistics(net).eval(), (torch.randn(1, 3, 32, 32),)
 
 
+def build_window_project():
+    """mobilenet_v2's first block: a stride-2 stem to 32 channels, the depthwise 3x3 (96x96x32,
+    1.2 MB: joined into the projection on a 1 MB L2), a 1x1 projection to 16 channels and, as
+    in mnasnet1_0's, none to 24 (half vectors of AVX-512); batch norms not the identity."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 32, 3, padding=1, groups=32, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU6(),
+        torch.nn.Conv2d(32, 24, 1, bias=False), torch.nn.BatchNorm2d(24))
+    return _random_statistics(net).eval(), (torch.randn(1, 3, 192, 192),)
+
+
 def _random_statistics(net):
     for m in net:
         if isinstance(m, torch.nn.BatchNorm2d):

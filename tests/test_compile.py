@@ -269,6 +269,59 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
     assert result["passed"], result
 
 
+def _joined_kernel(builder: str, target=TARGET):
+    """The pipeline's one kernel holding two convolutions of a test block, and all its kernels' names."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+    joined = [f for gv, f in legal.functions.items()
+              if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    return model, joined, [gv.name_hint for gv in legal.get_global_vars()]
+
+
+@pytest.mark.parametrize("l2, joins", [(1 << 20, True), (2 << 20, False)])
+def test_a_window_no_expansion_feeds_is_joined_into_its_projection_when_its_output_leaves_the_l2(
+        monkeypatch, l2, joins):
+    """mobilenet_v2's first block (96x96x32 after the depthwise: 1.2 MB): the depthwise and the
+    1x1 projection become one kernel on a 1 MB L2, two on a 2 MB one; the stem stays its own."""
+    import tvmbench.targets
+
+    monkeypatch.setattr(tvmbench.targets, "host_l2_bytes", lambda: l2)
+    _, joined, names = _joined_kernel("build_window_project")
+    assert len(joined) == joins and len([n for n in names if "conv2d" in n]) == 3 - joins, names
+
+
+def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exact(l2_of_1mb):
+    """The WindowProject rule: one task per band of rows; in each, the padded input rows, the
+    depthwise (unrolled over its window) and then the projection, all on band-sized tiles; every
+    band a tuner may choose schedules; the build matches PyTorch."""
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import WindowProject, window_project
+    from tvmbench.compile.tiles import largest_divisor
+
+    model, (joined,), _ = _joined_kernel("build_window_project")
+    with TARGET.tvm(), knob_set({}) as knobs:
+        sch = WindowProject().schedule(joined, TARGET.tvm())
+    assert sch is not None, "the WindowProject rule declined"
+    band = knobs.values()["band_rows"]
+    assert band == largest_divisor(96, window_project.BAND_ROWS)
+    script = sch.mod.script()
+    tasks = script.index(f"T.parallel(T.int64({96 // band}))")
+    assert tasks < script.index('T.sblock("pad_temp') < script.index('T.sblock("group_conv2d_nhwc_update')
+    assert script.index('T.sblock("group_conv2d_nhwc_update') < script.index('T.sblock("conv2d_nhwc_update')
+    (band_knob,) = [k for k in knobs.seen if k.name == "band_rows"]
+    for rows in band_knob.choices:
+        with TARGET.tvm(), knob_set({"band_rows": rows}):
+            assert WindowProject().schedule(joined, TARGET.tvm()) is not None, rows
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
     """On 7-pixel rows (a 7x7 map) six vectors of channels would leave a tile of one row (six
     FMAs per seven loads; mobilenet_v2's 7x7x960 join ran 2x slower alone): the tile takes fewer

@@ -8,6 +8,11 @@ reductions), so the expanded tensor (4.8 MB at 112x112x96) makes a round trip th
 Joined, the ExpandWindow rule (``rules/expand_window.py``) computes it band by band inside the
 depthwise convolution's tiles.
 
+A window that no expansion feeds (the first block of mobilenet_v2 and mnasnet1_0: the stem's 32
+channels straight into a depthwise 3x3) and whose output feeds only a 1x1 projection is joined
+into the projection the same way (``rules/window_project.py``): at batch 8 and 320 px that
+tensor is 26 MB, and the two kernels ran at 21 % and 36 % of peak, bound by memory.
+
 Only expansions to a whole number of half the target's vectors are joined (``lanes``,
 PARTIAL_VECTORS): over 116 channels (4 x 29) the joined kernel runs in quarter vectors, and
 shufflenet_v2_x1_0 at batch 8 and 320 px ran 1.33x faster with all its joins undone (same-process
@@ -28,6 +33,9 @@ from tvmbench.compile.passes.join import rewrite_chains
 
 # The channels joined must be whole vectors of ``lanes // PARTIAL_VECTORS`` (0: any channels).
 PARTIAL_VECTORS = 2
+# Join a window into the 1x1 projection it alone feeds (``rules/window_project.py``), when no
+# expansion was joined into it.
+PROJECTIONS = True
 
 
 class _Roles:
@@ -49,7 +57,9 @@ class _Roles:
 
 
 def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any]]:
-    """The bindings of ``func`` to join: [the expansion's, the window's] per pair."""
+    """The bindings of ``func`` to join, in order: [the expansion's, the window's] per pair, then
+    [the window's, the projection's] for each window left whose output feeds only a 1x1
+    convolution (the first block of mobilenet_v2 and mnasnet1_0, which expands nothing)."""
     uses: dict[Any, int] = {}
     for b in bindings(func):
         for var in variables(b.value):
@@ -57,14 +67,22 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
     for var in variables(func.body.body):
         uses[var] = uses.get(var, 0) + 1
     binding = {b.var: b for b in bindings(func)}
+
+    def joinable(first: Any, first_role: str) -> bool:  # ``first``'s value feeds only the next kernel
+        size = numel(first.ty)
+        return (first in binding and role(binding[first].value) == first_role and uses.get(first) == 1
+                and size is not None and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes
+                and _vectors_fit(first, lanes))
+
     fused: list[list[Any]] = []
     for b in bindings(func):
-        if role(b.value) != "window" or not isinstance(b.value.args[0], relax.Var):
-            continue
-        first = b.value.args[0]
-        size = numel(first.ty)
-        if (first in binding and role(binding[first].value) == "dot" and uses.get(first) == 1 and size is not None
-                and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes and _vectors_fit(first, lanes)):
+        if role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and joinable(b.value.args[0], "dot"):
+            fused.append([binding[b.value.args[0]], b])
+    taken = {c.var for pair in fused for c in pair}
+    for b in bindings(func) if PROJECTIONS else []:
+        first = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
+        if (role(b.value) == "dot" and b.var not in taken and isinstance(first, relax.Var) and first not in taken
+                and joinable(first, "window") and _vectors_fit(b.var, lanes)):
             fused.append([binding[first], b])
     return fused
 

@@ -8,6 +8,7 @@ rule that applies schedules the function:
 
 ``Winograd``      the input and output transforms of a Winograd convolution;
 ``ExpandWindow``  a 1x1 convolution computed band by band inside the window reduction it feeds;
+``WindowProject`` a depthwise convolution computed band by band inside the 1x1 projection it feeds;
 ``Attention``     a joined ``softmax(q @ k + mask) @ v``, a block of query rows per task;
 ``Contraction``   register-tiled reductions: matmul, batch matmul, convolution, pooling, means;
 ``Injective``     elementwise, broadcast, layout and padding loops, parallel and vectorised;
@@ -34,9 +35,11 @@ from tvmbench.compile.rules.expand_window import ExpandWindow
 from tvmbench.compile.rules.fallback import Fallback
 from tvmbench.compile.rules.injective import Injective
 from tvmbench.compile.rules.row_reduction import RowReduction
+from tvmbench.compile.rules.window_project import WindowProject
 from tvmbench.compile.rules.winograd import Winograd
 
-__all__ = ["Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "Winograd",
+__all__ = ["Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "WindowProject",
+           "Winograd",
            "default_rules", "guarded"]
 
 
@@ -45,6 +48,6 @@ def default_rules(kind: str) -> list[Any]:
     if kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [Winograd(), ExpandWindow(), Attention(), Contraction(), Injective(), RowReduction(),
+        rules = [Winograd(), ExpandWindow(), WindowProject(), Attention(), Contraction(), Injective(), RowReduction(),
                  dl.cpu.GEMV(), dl.cpu.Reduction(), Fallback()]
     return [guarded(r) for r in rules]

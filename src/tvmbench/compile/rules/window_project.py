@@ -1,0 +1,169 @@
+"""WindowProject: a window reduction (a depthwise convolution) computed band by band inside the
+1x1 projection it alone feeds (the kernels ``passes/fuse_expansion.py`` joins when no expansion
+was joined into the window: the first block of mobilenet_v2 and mnasnet1_0).
+
+Each parallel task owns an image of the batch and a band of rows: it computes the window for
+every channel of the band's rows (its epilogue applied as the register tiles are written back),
+a tile of some ten KB per row that stays in L2, then the projection's register tiles over the
+band. Unjoined, at batch 8 and 320 px, mnasnet1_0's depthwise wrote a 26 MB tensor that its
+projection read back, the two kernels at 21 % and 36 % of the FMA peak.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tvmbench.compile import tiles
+from tvmbench.compile.knobs import knob
+from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops, unroll_steps
+from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
+from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
+from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
+
+# Output rows per task: the window's tile for them is rows x width x channels (10 KB per row of
+# 80 columns x 32 channels).
+BAND_ROWS = 4
+# The projection's register tile holds at most this many accumulators. Its output has few
+# channels (16: one AVX-512 vector), so its rows make the accumulators: a tile needs about eight
+# to keep two FMA units with four cycles of latency busy, and the Contraction rule's 7 rows left
+# it at 5 on 160-column maps.
+PROJECTION_ACCUMULATORS = 14
+
+
+@dataclass
+class _Joined:
+    sch: Any
+    window: Any  # the window reduction's block
+    padded: Any  # the block computing the window's padded input, if any
+    between: Any  # the window's elementwise epilogue (the tensor the projection reads), if any
+    dot: Any  # the 1x1 convolution's block
+    epilogue: Any  # the projection's elementwise consumer, if any
+    shape: list[int]  # the projection's NHWC output (any batch)
+    channels: int  # the window's channels
+    lanes: int  # vector width over the projection's channels
+    window_lanes: int  # over the window's
+    window_kinds: str
+    dot_kinds: str
+
+
+class WindowProject(Rule):
+    """A window reduction computed band by band inside the 1x1 projection it feeds."""
+
+    def schedule(self, func: Any, target: Any) -> Any:
+        joined = match(func, target)
+        if joined is None:
+            return None
+        task = tile_projection(joined, target)
+        tile_window(joined, task, target)
+        return joined.sch
+
+
+def match(func: Any, target: Any) -> _Joined | None:
+    """Two reductions, a window over NHWC (two reduction axes) and then a 1x1 convolution (one)
+    that reads the window's rows and columns one to one; elementwise blocks (the padding) before
+    the window and after each. Inlines every elementwise block but the last of each group."""
+    found = normalized(func)
+    if found is None:
+        return None
+    sch, infos = found
+    reductions = [i for i, b in enumerate(infos) if not b.is_injective()]
+    if len(reductions) != 2:
+        return None
+    ia, ib = reductions
+    window_kinds, dot_kinds = infos[ia].dom_kind(), infos[ib].dom_kind()
+    if window_kinds.count("R") != 2 or dot_kinds.count("R") != 1:
+        return None
+    dot = infos[ib].block_rv
+    shape = buffer_shape(sch.get(dot).writes[0].source)
+    window_shape = buffer_shape(sch.get(infos[ia].block_rv).writes[0].source)
+    if len(shape) != 4 or None in shape or len(window_shape) != 4 or None in window_shape \
+            or window_shape[:3] != shape[:3] or not _one_to_one(sch.get(dot), dot_kinds):
+        return None
+    between, post = infos[ia + 1:ib], infos[ib + 1:]
+    if any(not b.is_injective() for b in infos[:ia] + post):
+        return None
+    bits = dtype_bits(sch.get(dot).writes[0].source.dtype)
+    lanes, window_lanes = (vector_width(n, vector_lanes(target, bits)) for n in (shape[3], window_shape[3]))
+    if lanes < 4 or window_lanes < 4:
+        return None
+    before = infos[:ia]
+    for info in before[:-1] + between[:-1] + post[:-1]:
+        sch.compute_inline(info.block_rv)
+    padded = before[-1].block_rv if before else None
+    return _Joined(sch, infos[ia].block_rv, padded, between[-1].block_rv if between else None, dot,
+                   post[-1].block_rv if post else None, shape, window_shape[3], lanes, window_lanes,
+                   window_kinds, dot_kinds)
+
+
+def _one_to_one(block: Any, kinds: str) -> bool:
+    """Whether every operand the 1x1 convolution reads by row and column reads it at the
+    output's row and column (no stride): the band's rows of the window are the band's rows."""
+    spatial = [iv.var for iv, k in zip(block.iter_vars, kinds, strict=True) if k == "S"]
+    h_var, w_var = spatial[-3], spatial[-2]
+    for read in block.reads:
+        if len(read.region) == 4 and not read.source.same_as(block.writes[0].source):
+            h, w = (coefficient(read.region[i].min, v) for i, v in ((1, h_var), (2, w_var)))
+            if (h or w) and (h, w) != (1, 1):
+                return False
+    return True
+
+
+def tile_projection(joined: _Joined, target: Any) -> Any:
+    """One parallel task per image and band of rows; the projection in register tiles of
+    ``rows`` columns by ``vectors`` vectors of output channels, its reduction (the window's
+    channels) unrolled by UNROLL_DEPTH. Returns the task loop."""
+    sch, dot, lanes = joined.sch, joined.dot, joined.lanes
+    loops = sch.get_loops(dot)
+    *batch, h, w, o = [loop for loop, k in zip(loops, joined.dot_kinds, strict=True) if k == "S"]
+    (reduce,) = [loop for loop, k in zip(loops, joined.dot_kinds, strict=True) if k == "R"]
+    height, width, out_vectors = joined.shape[1], joined.shape[2], joined.shape[3] // lanes
+    budget = accumulator_budget(target)
+    legal_vectors = [v for v in range(1, 5) if out_vectors % v == 0]  # (24 channels: 3 vectors of 8)
+    vectors = knob("vectors", max(legal_vectors), legal_vectors)
+    most = max(min(budget, PROJECTION_ACCUMULATORS) // vectors, 1)
+    rows = knob("rows", largest_divisor(width, most),
+                [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0])
+    band = knob("band_rows", largest_divisor(height, BAND_ROWS),
+                [r for r in range(1, 2 * BAND_ROWS + 1) if height % r == 0])
+    band_outer, band_in = sch.split(h, factors=[None, band])
+    w_outer, w_in = sch.split(w, factors=[None, rows])
+    o_outer, o_vec, o_lane = sch.split(o, factors=[None, vectors, lanes])
+    sch.reorder(*batch, band_outer, band_in, w_outer, o_outer, reduce, w_in, o_vec, o_lane)
+    task = sch.fuse(*batch, band_outer) if batch else band_outer
+    sch.parallel(task)
+    steps = unroll_steps(sch, reduce, UNROLL_DEPTH)
+    register_tile_loops(sch, dot, w_in, o_vec, o_lane, o_outer, steps[0], lanes, joined.epilogue)
+    return task
+
+
+def tile_window(joined: _Joined, task: Any, target: Any) -> None:
+    """The window computed inside each task for the band's rows and every channel, in register
+    tiles of columns x vectors of channels with the window unrolled; as many columns as leave
+    registers for the window's weights (the Contraction rule's depthwise tiles)."""
+    sch, window, lanes = joined.sch, joined.window, joined.window_lanes
+    if joined.between is not None:
+        sch.compute_at(joined.between, task, preserve_unit_loops=True)
+    sch.compute_at(window, task, preserve_unit_loops=True)
+    if joined.padded is not None:
+        sch.compute_at(joined.padded, task, preserve_unit_loops=True)
+        _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, lanes])
+        sch.vectorize(lane)
+    loops = sch.get_loops(window)[-5:]  # (rows, columns, channels, window rows, window columns)
+    h, w, c, kh, kw = loops
+    taps = (as_int(sch.get(kh).extent) or 1) * (as_int(sch.get(kw).extent) or 1)
+    width = as_int(sch.get(w).extent) or 1
+    channel_vectors = joined.channels // lanes
+    legal_vectors = [v for v in (1, 2, 4) if channel_vectors % v == 0]
+    # (16 vector registers on AVX2, where two vectors' taps alone would fill them)
+    registers = DEPTHWISE_REGISTERS if accumulator_budget(target) == tiles.MAX_ACCUMULATORS else 16
+    fits = [v for v in legal_vectors if v <= 2 and (registers - 2) // v - taps >= 2] or [1]
+    vectors = knob("window_vectors", max(fits), legal_vectors)
+    most = min(tiles.max_rows(target), max((registers - 2) // vectors - taps, 1))
+    rows = knob("window_rows", largest_divisor(width, most), [r for r in range(1, tiles.MAX_ROWS + 1) if width % r == 0])
+    w_outer, w_in = sch.split(w, factors=[None, rows])
+    c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
+    sch.reorder(h, w_outer, c_outer, kh, kw, w_in, c_vec, c_lane)
+    sch.unroll(kh)
+    sch.unroll(kw)
+    register_tile_loops(sch, window, w_in, c_vec, c_lane, c_outer, kh, lanes, joined.between)
