@@ -16,7 +16,7 @@ from typing import Any
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops
+from tvmbench.compile.rules.base import Rule, register_tile_loops, two_reductions
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits, is_copy, uses
 
@@ -100,14 +100,10 @@ def match(func: Any, target: Any) -> _Joined | None:
     """Two reductions, the second an NHWC window over (rows, columns, channels) whose channels are
     whole vectors; copies before the first, elementwise blocks after each. Inlines the copies and
     every elementwise block but the last of each group (the padding and the epilogue)."""
-    found = normalized(func)
+    found = two_reductions(func)
     if found is None:
         return None
-    sch, infos = found
-    reductions = [i for i, b in enumerate(infos) if not b.is_injective()]
-    if len(reductions) != 2:
-        return None
-    ia, ib = reductions
+    sch, infos, ia, ib = found
     window = infos[ib].block_rv
     out = sch.get(window).writes[0].source
     shape = buffer_shape(out)

@@ -16,7 +16,7 @@ from typing import Any
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, normalized, register_tile_loops, unroll_steps
+from tvmbench.compile.rules.base import Rule, register_tile_loops, two_reductions, unroll_steps
 from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
@@ -58,14 +58,10 @@ def match(func: Any, target: Any) -> _Joined | None:
     """Two reductions, a window over NHWC (two reduction axes) and then a 1x1 convolution (one)
     that reads the window's rows and columns one to one; elementwise blocks (the padding) before
     the window and after each. Inlines every elementwise block but the last of each group."""
-    found = normalized(func)
+    found = two_reductions(func)
     if found is None:
         return None
-    sch, infos = found
-    reductions = [i for i, b in enumerate(infos) if not b.is_injective()]
-    if len(reductions) != 2:
-        return None
-    ia, ib = reductions
+    sch, infos, ia, ib = found
     window_kinds, dot_kinds = infos[ia].dom_kind(), infos[ib].dom_kind()
     if window_kinds.count("R") != 2 or dot_kinds.count("R") != 1:
         return None
