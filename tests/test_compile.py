@@ -114,6 +114,15 @@ def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(bui
 
 
 @pytest.fixture
+def pairs_only(monkeypatch):
+    """Expansions joined with their windows only, not with the projections after them
+    (``fuse_expansion.PROJECTIONS``): the ExpandWindow rule's own kernels."""
+    from tvmbench.compile.passes import fuse_expansion
+
+    monkeypatch.setattr(fuse_expansion, "PROJECTIONS", False)
+
+
+@pytest.fixture
 def l2_of_1mb(monkeypatch):
     """This machine's CPU as one with 1 MB of L2 per core, over which the test blocks' expansions
     (1.4-1.9 MB) are joined into their depthwise convolutions (the join follows the L2 size)."""
@@ -123,7 +132,7 @@ def l2_of_1mb(monkeypatch):
 
 
 @pytest.mark.parametrize("l2, joins", [(1 << 20, True), (2 << 20, False)])
-def test_an_expansion_is_joined_into_its_window_only_when_it_does_not_fit_the_l2(monkeypatch, l2, joins):
+def test_an_expansion_is_joined_into_its_window_only_when_it_does_not_fit_the_l2(monkeypatch, l2, joins, pairs_only):
     """The 60x60x96 expansion (1.4 MB) of the stride-1 block: joined on a CPU with 1 MB of L2 per
     core, kept apart on one with 2 MB, where its round trip stays in L2."""
     from pathlib import Path
@@ -146,7 +155,7 @@ def test_the_l2_size_is_read_from_this_machine():
 
 
 @pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_stride2", "build_expand_batch4"])
-def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder, l2_of_1mb, monkeypatch):
+def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(builder, l2_of_1mb, monkeypatch, pairs_only):
     from pathlib import Path
 
     import tvm
@@ -183,7 +192,7 @@ def test_expansion_is_computed_inside_the_depthwise_convolution_and_stays_exact(
     ("build_expand_stride2", 6, 24),  # 8 tasks on 6 cores leave a third idle: a cache line per task
 ])
 def test_joined_expansions_take_whole_channel_bands_when_the_tasks_fill_the_cores(builder, cores, parallel,
-                                                                                 l2_of_1mb):
+                                                                                 l2_of_1mb, pairs_only):
     """By default a joined expansion computes all its channels per task, in the fewest rows from
     4 whose halo is at most half the band, when one task per image and band keeps the cores busy;
     otherwise one cache line of channels per task (6 channel blocks x bands of 8)."""
@@ -208,7 +217,7 @@ def test_joined_expansions_take_whole_channel_bands_when_the_tasks_fill_the_core
 
 
 @pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_batch4"])
-def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_of_1mb):
+def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_of_1mb, pairs_only):
     """Each legal ``band_rows`` value, with and without whole channels, is scheduled by the rule
     (a band of 1 row failed on stride-1 windows, and the kernel silently fell back to a schedule
     that recomputes the expansion per window tap, minutes per call at 320 px)."""
@@ -236,7 +245,7 @@ def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_o
 
 
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
-                                                                                                monkeypatch):
+                                                                                                monkeypatch, pairs_only):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,
     the expansion in a register tile of several channel vectors (each input broadcast once for
     all of them); the build with it matches PyTorch."""
@@ -270,7 +279,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
 
 
 def _joined_kernel(builder: str, target=TARGET):
-    """The pipeline's one kernel holding two convolutions of a test block, and all its kernels' names."""
+    """The pipeline's kernels joining two convolutions or more of a test block, and all its kernels' names."""
     from pathlib import Path
 
     import tvm
@@ -280,7 +289,7 @@ def _joined_kernel(builder: str, target=TARGET):
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder, ModelOptions())
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
     joined = [f for gv, f in legal.functions.items()
-              if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+              if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") >= 2]
     return model, joined, [gv.name_hint for gv in legal.get_global_vars()]
 
 
@@ -294,6 +303,18 @@ def test_a_window_no_expansion_feeds_is_joined_into_its_projection_when_its_outp
     monkeypatch.setattr(tvmbench.targets, "host_l2_bytes", lambda: l2)
     _, joined, names = _joined_kernel("build_window_project")
     assert len(joined) == joins and len([n for n in names if "conv2d" in n]) == 3 - joins, names
+
+
+@pytest.mark.parametrize("least, kernels", [(64, 1), (3601, 2)])
+def test_the_projection_joins_only_over_maps_of_enough_pixels(monkeypatch, l2_of_1mb, least, kernels):
+    """Every task of a joined kernel reads all its weights, so small maps keep the projection
+    apart: the stride-1 block's 60x60 map joins at the default 64 pixels, not when 3601 are asked
+    (expansion and window stay joined)."""
+    from tvmbench.compile.passes import fuse_expansion
+
+    monkeypatch.setattr(fuse_expansion, "PROJECTION_MIN_PIXELS", least)
+    _, joined, names = _joined_kernel("build_expand_stride1")
+    assert len(joined) == 1 and sum("conv2d" in n for n in names) == kernels, names
 
 
 def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exact(l2_of_1mb):
@@ -322,6 +343,32 @@ def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exa
     assert result["passed"], result
 
 
+def test_an_expansion_its_window_and_the_projection_become_one_kernel_and_stay_exact(l2_of_1mb):
+    """mobilenet_v2's stride-1 block at 60x60 (1.4 MB after the expansion and after the window):
+    the three convolutions join into one kernel, which WindowProject schedules as one task per
+    band of 4 rows (ExpandWindow's whole-channel band: a halo of 2 rows per 4) computing the
+    expansion's rows for the band, the window and the projection; every band a tuner may choose
+    schedules; the build matches PyTorch."""
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import WindowProject
+
+    model, (joined,), names = _joined_kernel("build_expand_stride1")
+    assert sum("conv2d" in n for n in names) == 1, names
+    with TARGET.tvm(), knob_set({}) as knobs:
+        sch = WindowProject().schedule(joined, TARGET.tvm())
+    assert sch is not None, "the WindowProject rule declined"
+    values = knobs.values()
+    assert values["band_rows"] == 4 and "expansion_vectors" in values, values
+    script = sch.mod.script()
+    order = [script.index(f'T.sblock("{b}_update') for b in ("conv2d_nhwc_packed", "group_conv2d_nhwc", "conv2d_nhwc")]
+    assert script.index("T.parallel(T.int64(15))") < order[0] < order[1] < order[2], order
+    for rows in next(k for k in knobs.seen if k.name == "band_rows").choices:
+        with TARGET.tvm(), knob_set({"band_rows": rows}):
+            assert WindowProject().schedule(joined, TARGET.tvm()) is not None, rows
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
     """On 7-pixel rows (a 7x7 map) six vectors of channels would leave a tile of one row (six
     FMAs per seven loads; mobilenet_v2's 7x7x960 join ran 2x slower alone): the tile takes fewer
@@ -335,7 +382,7 @@ def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
         assert vectors * rows <= expand_window.EXPANSION_ACCUMULATORS and vectors * rows >= 10, (vectors, rows)
 
 
-def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb):
+def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb, pairs_only):
     """72 channels on an AVX-512 target (scheduled only: this host may lack AVX-512) take 8-lane
     vectors instead of the rule declining (the joined kernel then ran the fallback schedule,
     mnasnet1_0 at 320 px 20x slower than ONNX Runtime); the host build matches PyTorch. 116

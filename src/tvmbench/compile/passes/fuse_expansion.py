@@ -8,10 +8,11 @@ reductions), so the expanded tensor (4.8 MB at 112x112x96) makes a round trip th
 Joined, the ExpandWindow rule (``rules/expand_window.py``) computes it band by band inside the
 depthwise convolution's tiles.
 
-A window that no expansion feeds (the first block of mobilenet_v2 and mnasnet1_0: the stem's 32
-channels straight into a depthwise 3x3) and whose output feeds only a 1x1 projection is joined
-into the projection the same way (``rules/window_project.py``): at batch 8 and 320 px that
-tensor is 26 MB, and the two kernels ran at 21 % and 36 % of peak, bound by memory.
+A window whose output (over ``min_bytes`` too) feeds only a 1x1 projection is joined with the
+projection as well (``PROJECTIONS``; ``rules/window_project.py``): the expansion, the window and
+the projection become one kernel, or the window and the projection where no expansion feeds the
+window (the first block of mobilenet_v2 and mnasnet1_0: at batch 8 and 320 px its depthwise
+output is 26 MB, and the two kernels ran at 21 % and 36 % of peak, bound by memory).
 
 Only expansions to a whole number of half the target's vectors are joined (``lanes``,
 PARTIAL_VECTORS): over 116 channels (4 x 29) the joined kernel runs in quarter vectors, and
@@ -33,9 +34,14 @@ from tvmbench.compile.passes.join import rewrite_chains
 
 # The channels joined must be whole vectors of ``lanes // PARTIAL_VECTORS`` (0: any channels).
 PARTIAL_VECTORS = 2
-# Join a window into the 1x1 projection it alone feeds (``rules/window_project.py``), when no
-# expansion was joined into it.
+# Join a window (and the expansion joined into it) with the 1x1 projection it alone feeds, when
+# the window's map has at least PROJECTION_MIN_PIXELS: every task (an image and band) reads all the
+# joined kernel's weights, and on a 7x7 map a task is a whole image of 49 pixels. mnasnet1_0's 7x7
+# blocks at batch 8 and 224 px (192 -> 1152 -> 192: 1.77 MB of weights) ran 1.7-2x slower joined
+# than apart (8.94 against 5.23 ms for three calls), the model 0.825x; at 320 px (10x10) joined,
+# the model 1.10x.
 PROJECTIONS = True
+PROJECTION_MIN_PIXELS = 64
 
 
 class _Roles:
@@ -57,9 +63,9 @@ class _Roles:
 
 
 def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any]]:
-    """The bindings of ``func`` to join, in order: [the expansion's, the window's] per pair, then
-    [the window's, the projection's] for each window left whose output feeds only a 1x1
-    convolution (the first block of mobilenet_v2 and mnasnet1_0, which expands nothing)."""
+    """The chains of bindings of ``func`` to join: [the expansion's, the window's], extended by the
+    projection's when the window's output feeds only a 1x1 convolution, and [the window's, the
+    projection's] for such a window no expansion feeds."""
     uses: dict[Any, int] = {}
     for b in bindings(func):
         for var in variables(b.value):
@@ -78,13 +84,28 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
     for b in bindings(func):
         if role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and joinable(b.value.args[0], "dot"):
             fused.append([binding[b.value.args[0]], b])
-    taken = {c.var for pair in fused for c in pair}
+    # the projections: each joins the chain of the window it reads, or the window alone
+    chain_of = {chain[-1].var: chain for chain in fused}
+    taken = {c.var for chain in fused for c in chain}
     for b in bindings(func) if PROJECTIONS else []:
         first = b.value.args[0] if isinstance(b.value, relax.Call) and b.value.args else None
-        if (role(b.value) == "dot" and b.var not in taken and isinstance(first, relax.Var) and first not in taken
-                and joinable(first, "window") and _vectors_fit(b.var, lanes)):
-            fused.append([binding[first], b])
+        if (role(b.value) != "dot" or b.var in taken or not isinstance(first, relax.Var)
+                or not joinable(first, "window") or not _vectors_fit(b.var, lanes)):
+            continue
+        chain = chain_of.get(first) or ([] if first in taken else [binding[first]])
+        if chain and _map_pixels(first) >= PROJECTION_MIN_PIXELS:
+            if first in chain_of:
+                chain.append(b)
+            else:
+                fused.append([*chain, b])
     return fused
+
+
+def _map_pixels(value: Any) -> int:
+    """Rows x columns of an NHWC tensor (0 when its shape is not static)."""
+    shape = value.ty.shape
+    dims = [shape[i] for i in (1, 2)] if shape is not None and len(shape) == 4 else []
+    return int(dims[0]) * int(dims[1]) if all(isinstance(d, tvm.tirx.IntImm) for d in dims) and dims else 0
 
 
 def _vectors_fit(expanded: Any, lanes: int) -> bool:

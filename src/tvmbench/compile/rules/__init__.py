@@ -8,7 +8,7 @@ rule that applies schedules the function:
 
 ``Winograd``      the input and output transforms of a Winograd convolution;
 ``ExpandWindow``  a 1x1 convolution computed band by band inside the window reduction it feeds;
-``WindowProject`` a depthwise convolution computed band by band inside the 1x1 projection it feeds;
+``WindowProject`` a depthwise convolution (and its expansion) computed band by band inside the 1x1 projection;
 ``Attention``     a joined ``softmax(q @ k + mask) @ v``, a block of query rows per task;
 ``Contraction``   register-tiled reductions: matmul, batch matmul, convolution, pooling, means;
 ``Injective``     elementwise, broadcast, layout and padding loops, parallel and vectorised;

@@ -65,15 +65,14 @@ def normalized(func: Any) -> tuple[Any, list[Any]] | None:
     return (sch, infos) if infos else None
 
 
-def two_reductions(func: Any) -> tuple[Any, list[Any], int, int] | None:
-    """A fresh schedule of a joined kernel of two reductions (``normalized``), its blocks and the
-    indices of the two reductions among them; None for any other function."""
+def reduction_blocks(func: Any) -> tuple[Any, list[Any], list[int]] | None:
+    """A fresh schedule of ``func`` (``normalized``), its blocks and the indices of its reductions
+    among them (a joined kernel's several), or None."""
     found = normalized(func)
     if found is None:
         return None
     sch, infos = found
-    reductions = [i for i, b in enumerate(infos) if not b.is_injective()]
-    return (sch, infos, *reductions) if len(reductions) == 2 else None
+    return sch, infos, [i for i, b in enumerate(infos) if not b.is_injective()]
 
 
 def schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:

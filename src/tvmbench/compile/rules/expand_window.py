@@ -16,7 +16,7 @@ from typing import Any
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, register_tile_loops, two_reductions
+from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits, is_copy, uses
 
@@ -57,7 +57,7 @@ EXPANSION_ACCUMULATORS = 14
 
 
 @dataclass
-class _Joined:
+class Joined:
     sch: Any
     dot: Any  # the 1x1 convolution's block
     window: Any  # the window reduction's block
@@ -96,14 +96,14 @@ class ExpandWindow(Rule):
         return joined.sch
 
 
-def match(func: Any, target: Any) -> _Joined | None:
+def match(func: Any, target: Any) -> Joined | None:
     """Two reductions, the second an NHWC window over (rows, columns, channels) whose channels are
     whole vectors; copies before the first, elementwise blocks after each. Inlines the copies and
     every elementwise block but the last of each group (the padding and the epilogue)."""
-    found = two_reductions(func)
-    if found is None:
+    found = reduction_blocks(func)
+    if found is None or len(found[2]) != 2:
         return None
-    sch, infos, ia, ib = found
+    sch, infos, (ia, ib) = found
     window = infos[ib].block_rv
     out = sch.get(window).writes[0].source
     shape = buffer_shape(out)
@@ -129,11 +129,11 @@ def match(func: Any, target: Any) -> _Joined | None:
     # activated tile the window reads.
     for info in mid[:-1] + post[:-1]:
         sch.compute_inline(info.block_rv)
-    return _Joined(sch, infos[ia].block_rv, window, mid[-1].block_rv if mid else None,
+    return Joined(sch, infos[ia].block_rv, window, mid[-1].block_rv if mid else None,
                    post[-1].block_rv if post else None, shape, lanes, kinds)
 
 
-def _whole_band(joined: _Joined, target: Any) -> int | None:
+def _whole_band(joined: Joined, target: Any) -> int | None:
     """Output rows per band for whole-channel tasks: the fewest, from WHOLE_MIN_ROWS, that divide
     the height with the halo at most WHOLE_HALO; None when no such band exists or the tasks (one
     per image and band) would leave cores idle. Fewer rows keep the task's tile (all channels of
@@ -152,7 +152,7 @@ def _whole_band(joined: _Joined, target: Any) -> int | None:
     return None
 
 
-def _window_rows(joined: _Joined) -> tuple[int | None, int]:
+def _window_rows(joined: Joined) -> tuple[int | None, int]:
     """The window's height and stride over rows (None when its reads do not show them)."""
     block = joined.sch.get(joined.window)
     spatial = [iv for iv, k in zip(block.iter_vars, joined.kinds, strict=True) if k == "S"]
@@ -165,7 +165,7 @@ def _window_rows(joined: _Joined) -> tuple[int | None, int]:
     return None, 1
 
 
-def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False, whole_band: int | None = None) -> Any:
+def tile_window(joined: Joined, vectors: int, rows: int, whole: bool = False, whole_band: int | None = None) -> Any:
     """One parallel task per image, channel block and band of output rows (``whole``: per image and
     band, the channel blocks inside, in bands of ``whole_band`` rows); the window's register tile is
     ``rows`` columns by ``vectors`` vectors. Returns the task loop."""
@@ -194,7 +194,7 @@ def tile_window(joined: _Joined, vectors: int, rows: int, whole: bool = False, w
     return task
 
 
-def _expansion_at(joined: _Joined, task: Any) -> list[Any]:
+def _expansion_at(joined: Joined, task: Any) -> list[Any]:
     """The padded input (vectorised) and the 1x1 convolution moved inside each task; returns the
     convolution's row, column, channel and reduction loops (after the image's unit loop)."""
     sch = joined.sch
@@ -206,7 +206,7 @@ def _expansion_at(joined: _Joined, task: Any) -> list[Any]:
     return list(sch.get_loops(joined.dot)[-4:])
 
 
-def tile_expansion(joined: _Joined, task: Any, vectors: int, rows: int) -> None:
+def tile_expansion(joined: Joined, task: Any, vectors: int, rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task, for the rows its band
     reads, the convolution in the same register tile shape as the window."""
     sch, dot, lanes = joined.sch, joined.dot, joined.lanes
@@ -217,7 +217,7 @@ def tile_expansion(joined: _Joined, task: Any, vectors: int, rows: int) -> None:
     register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_outer, d_reduce, lanes, None)
 
 
-def tile_whole_expansion(joined: _Joined, task: Any, budget: int, most_rows: int) -> None:
+def tile_whole_expansion(joined: Joined, task: Any, budget: int, most_rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task for all channels of the
     rows its band reads, in ``_expansion_tile``'s register tile (tuning may go up to ``budget``
     accumulators)."""

@@ -1,12 +1,15 @@
 """WindowProject: a window reduction (a depthwise convolution) computed band by band inside the
-1x1 projection it alone feeds (the kernels ``passes/fuse_expansion.py`` joins when no expansion
-was joined into the window: the first block of mobilenet_v2 and mnasnet1_0).
+1x1 projection it alone feeds, with the 1x1 expansion feeding the window when that is joined too
+(the kernels ``passes/fuse_expansion.py`` joins: mobilenet_v2's and mnasnet1_0's inverted
+residual blocks whole, and their first blocks, which expand nothing).
 
-Each parallel task owns an image of the batch and a band of rows: it computes the window for
-every channel of the band's rows (its epilogue applied as the register tiles are written back),
-a tile of some ten KB per row that stays in L2, then the projection's register tiles over the
-band. Unjoined, at batch 8 and 320 px, mnasnet1_0's depthwise wrote a 26 MB tensor that its
-projection read back, the two kernels at 21 % and 36 % of the FMA peak.
+Each parallel task owns an image of the batch and a band of rows: it computes the expansion for
+the rows the band's window reads (halo included; ExpandWindow's whole-channel tiles) or else the
+band's zero-padded input rows, then the window for every channel of the band's rows (its
+epilogue applied as the register tiles are written back), then the projection's register tiles
+over the band: the expanded and the windowed tensors stay in L2. Unjoined, at batch 8 and 320
+px, mnasnet1_0's first depthwise wrote a 26 MB tensor that its projection read back, the two
+kernels at 21 % and 36 % of the FMA peak.
 """
 
 from __future__ import annotations
@@ -16,7 +19,8 @@ from typing import Any
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule, register_tile_loops, two_reductions, unroll_steps
+from tvmbench.compile.rules import expand_window
+from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops, unroll_steps
 from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
@@ -30,7 +34,7 @@ BAND_ROWS = 4
 class _Joined:
     sch: Any
     window: Any  # the window reduction's block
-    padded: Any  # the block computing the window's padded input, if any
+    padded: Any  # the block computing the window's padded input (the expansion's epilogue), if any
     between: Any  # the window's elementwise epilogue (the tensor the projection reads), if any
     dot: Any  # the 1x1 convolution's block
     epilogue: Any  # the projection's elementwise consumer, if any
@@ -40,6 +44,7 @@ class _Joined:
     window_lanes: int  # over the window's
     window_kinds: str
     dot_kinds: str
+    expansion: Any = None  # the 1x1 expansion computing the window's input, when joined too
 
 
 class WindowProject(Rule):
@@ -55,15 +60,18 @@ class WindowProject(Rule):
 
 
 def match(func: Any, target: Any) -> _Joined | None:
-    """Two reductions, a window over NHWC (two reduction axes) and then a 1x1 convolution (one)
-    that reads the window's rows and columns one to one; elementwise blocks (the padding) before
-    the window and after each. Inlines every elementwise block but the last of each group."""
-    found = two_reductions(func)
-    if found is None:
+    """A window over NHWC (two reduction axes) and then a 1x1 convolution (one) that reads the
+    window's rows and columns one to one, optionally after a 1x1 expansion feeding the window;
+    elementwise blocks (the padding) before the window and after each reduction. Inlines every
+    elementwise block but the last of each group."""
+    found = reduction_blocks(func)
+    if found is None or len(found[2]) not in (2, 3):
         return None
-    sch, infos, ia, ib = found
+    sch, infos, reductions = found
+    ie, (ia, ib) = (reductions[0] if len(reductions) == 3 else None), reductions[-2:]
     window_kinds, dot_kinds = infos[ia].dom_kind(), infos[ib].dom_kind()
-    if window_kinds.count("R") != 2 or dot_kinds.count("R") != 1:
+    if window_kinds.count("R") != 2 or dot_kinds.count("R") != 1 \
+            or (ie is not None and infos[ie].dom_kind().count("R") != 1):
         return None
     dot = infos[ib].block_rv
     shape = buffer_shape(sch.get(dot).writes[0].source)
@@ -71,20 +79,21 @@ def match(func: Any, target: Any) -> _Joined | None:
     if len(shape) != 4 or None in shape or len(window_shape) != 4 or None in window_shape \
             or window_shape[:3] != shape[:3] or not _one_to_one(sch.get(dot), dot_kinds):
         return None
-    between, post = infos[ia + 1:ib], infos[ib + 1:]
-    if any(not b.is_injective() for b in infos[:ia] + post):
+    first = 0 if ie is None else ie + 1
+    before, between, post = infos[first:ia], infos[ia + 1:ib], infos[ib + 1:]
+    pre = infos[:ie] if ie is not None else []  # (the expansion's input copies)
+    if any(not b.is_injective() for b in pre + before + post):
         return None
     bits = dtype_bits(sch.get(dot).writes[0].source.dtype)
     lanes, window_lanes = (vector_width(n, vector_lanes(target, bits)) for n in (shape[3], window_shape[3]))
     if lanes < 4 or window_lanes < 4:
         return None
-    before = infos[:ia]
-    for info in before[:-1] + between[:-1] + post[:-1]:
+    for info in pre + before[:-1] + between[:-1] + post[:-1]:
         sch.compute_inline(info.block_rv)
-    padded = before[-1].block_rv if before else None
-    return _Joined(sch, infos[ia].block_rv, padded, between[-1].block_rv if between else None, dot,
-                   post[-1].block_rv if post else None, shape, window_shape[3], lanes, window_lanes,
-                   window_kinds, dot_kinds)
+    return _Joined(sch, infos[ia].block_rv, before[-1].block_rv if before else None,
+                   between[-1].block_rv if between else None, dot, post[-1].block_rv if post else None, shape,
+                   window_shape[3], lanes, window_lanes, window_kinds, dot_kinds,
+                   infos[ie].block_rv if ie is not None else None)
 
 
 def _one_to_one(block: Any, kinds: str) -> bool:
@@ -116,8 +125,12 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     # and 320 px took 2945 us with its 5 rows of 16 channels, 2983 with 10, 3530 with 16)
     rows = knob("rows", largest_divisor(width, min(tiles.max_rows(target), max(budget // vectors, 1))),
                 [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0])
-    band = knob("band_rows", largest_divisor(height, BAND_ROWS),
-                [r for r in range(1, 2 * BAND_ROWS + 1) if height % r == 0])
+    # (bands of 2 rows or more: a band of 1 fails to schedule, as in ExpandWindow; a 7-row map is one band)
+    bands = [r for r in range(2, height + 1) if height % r == 0]
+    default = max([r for r in bands if r <= BAND_ROWS], default=bands[0] if bands else 1)
+    if joined.expansion is not None:
+        default = _expansion_band(joined, target, bands) or default
+    band = knob("band_rows", default, [r for r in bands if r <= 2 * BAND_ROWS] or bands[:1] or [1])
     band_outer, band_in = sch.split(h, factors=[None, band])
     w_outer, w_in = sch.split(w, factors=[None, rows])
     o_outer, o_vec, o_lane = sch.split(o, factors=[None, vectors, lanes])
@@ -129,6 +142,28 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     return task
 
 
+def _expanded(joined: _Joined) -> expand_window.Joined:
+    """The expansion and the window as ExpandWindow describes a joined pair."""
+    return expand_window.Joined(joined.sch, joined.expansion, joined.window, joined.padded, None, joined.shape,
+                                joined.window_lanes, joined.window_kinds)
+
+
+def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | None:
+    """With an expansion joined, a band recomputes it for the window's halo: ExpandWindow's
+    whole-channel band (its halo at most WHOLE_HALO of the band's rows, tasks spread evenly), else
+    the fewest rows with that halo, else the whole map. Bands of 2 rows over a 5x5 window computed
+    the expansion 3 times over (mnasnet1_0's, at batch 8 and 320 px: the model 0.91x)."""
+    ew = _expanded(joined)
+    band = expand_window._whole_band(ew, target)
+    if band is not None:
+        return band
+    kernel, stride = expand_window._window_rows(ew)
+    if kernel is None:
+        return None
+    fit = [b for b in bands if b * stride + kernel - stride <= expand_window.WHOLE_HALO * b * stride]
+    return fit[0] if fit else (bands[-1] if bands else None)
+
+
 def tile_window(joined: _Joined, task: Any, target: Any) -> None:
     """The window computed inside each task for the band's rows and every channel, in register
     tiles of columns x vectors of channels with the window unrolled; as many columns as leave
@@ -137,7 +172,9 @@ def tile_window(joined: _Joined, task: Any, target: Any) -> None:
     if joined.between is not None:
         sch.compute_at(joined.between, task, preserve_unit_loops=True)
     sch.compute_at(window, task, preserve_unit_loops=True)
-    if joined.padded is not None:
+    if joined.expansion is not None:  # the expansion's rows the band reads, halo included
+        expand_window.tile_whole_expansion(_expanded(joined), task, accumulator_budget(target), tiles.max_rows(target))
+    elif joined.padded is not None:
         sch.compute_at(joined.padded, task, preserve_unit_loops=True)
         _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, lanes])
         sch.vectorize(lane)
