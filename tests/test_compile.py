@@ -369,6 +369,20 @@ def test_an_expansion_its_window_and_the_projection_become_one_kernel_and_stay_e
     assert result["passed"], result
 
 
+def test_mnasnet_blocks_whose_projection_slices_its_padded_channels_join_and_stay_exact(monkeypatch):
+    """mnasnet1_0's projections to 40 channels are packed in blocks of 16 and slice 40 of 48 off:
+    that slice must not join the joined kernel's write-back (it wrote past the slice: outputs off
+    by 1e10). An L2 of 256 KB makes such a block join at 128 px and batch 4."""
+    import dataclasses
+
+    import tvmbench.targets
+
+    monkeypatch.setattr(tvmbench.targets, "host_l2_bytes", lambda: 256 << 10)
+    model = load_model("mnasnet1_0", ModelOptions(batch_size=4, image_size=128))
+    result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
+    assert result["passed"], result
+
+
 def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
     """On 7-pixel rows (a 7x7 map) six vectors of channels would leave a tile of one row (six
     FMAs per seven loads; mobilenet_v2's 7x7x960 join ran 2x slower alone): the tile takes fewer

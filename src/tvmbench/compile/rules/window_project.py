@@ -20,7 +20,13 @@ from typing import Any
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules import expand_window
-from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops, unroll_steps
+from tvmbench.compile.rules.base import (
+    Rule,
+    reduction_blocks,
+    register_tile_loops,
+    schedule_injective_block,
+    unroll_steps,
+)
 from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
@@ -138,7 +144,14 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     task = sch.fuse(*batch, band_outer) if batch else band_outer
     sch.parallel(task)
     steps = unroll_steps(sch, reduce, UNROLL_DEPTH)
-    register_tile_loops(sch, dot, w_in, o_vec, o_lane, o_outer, steps[0], lanes, joined.epilogue)
+    # Only an epilogue over the whole output joins the write-back (as in Contraction's
+    # ``write_back``): a packed projection's slice of its padded channels (mnasnet1_0's 40 of 48)
+    # inlined there would write past the slice; it runs as its own loop nest instead.
+    whole = joined.epilogue is not None and \
+        buffer_shape(sch.get(joined.epilogue).writes[0].source) == buffer_shape(sch.get(dot).writes[0].source)
+    register_tile_loops(sch, dot, w_in, o_vec, o_lane, o_outer, steps[0], lanes, joined.epilogue if whole else None)
+    if joined.epilogue is not None and not whole:
+        schedule_injective_block(sch, joined.epilogue, lanes)
     return task
 
 
