@@ -20,13 +20,7 @@ from typing import Any
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules import expand_window
-from tvmbench.compile.rules.base import (
-    Rule,
-    reduction_blocks,
-    register_tile_loops,
-    schedule_injective_block,
-    unroll_steps,
-)
+from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops, unroll_steps
 from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
@@ -144,14 +138,7 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     task = sch.fuse(*batch, band_outer) if batch else band_outer
     sch.parallel(task)
     steps = unroll_steps(sch, reduce, UNROLL_DEPTH)
-    # Only an epilogue over the whole output joins the write-back (as in Contraction's
-    # ``write_back``): a packed projection's slice of its padded channels (mnasnet1_0's 40 of 48)
-    # inlined there would write past the slice; it runs as its own loop nest instead.
-    whole = joined.epilogue is not None and \
-        buffer_shape(sch.get(joined.epilogue).writes[0].source) == buffer_shape(sch.get(dot).writes[0].source)
-    register_tile_loops(sch, dot, w_in, o_vec, o_lane, o_outer, steps[0], lanes, joined.epilogue if whole else None)
-    if joined.epilogue is not None and not whole:
-        schedule_injective_block(sch, joined.epilogue, lanes)
+    register_tile_loops(sch, dot, w_in, o_vec, o_lane, o_outer, steps[0], lanes, joined.epilogue)
     return task
 
 
@@ -165,7 +152,7 @@ def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | Non
     """With an expansion joined, a band recomputes it for the window's halo: ExpandWindow's
     whole-channel band (its halo at most WHOLE_HALO of the band's rows, tasks spread evenly), else
     the fewest rows with that halo, else the whole map. Bands of 2 rows over a 5x5 window computed
-    the expansion 3 times over (mnasnet1_0's, at batch 8 and 320 px: the model 0.91x)."""
+    the expansion up to 3 times over (mnasnet1_0's, at batch 8 and 320 px: the model 0.91x)."""
     ew = _expanded(joined)
     band = expand_window._whole_band(ew, target)
     if band is not None:
