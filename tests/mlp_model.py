@@ -244,3 +244,22 @@ def build_attention_45_sdpa():
     x, mask = _attention_inputs(1, 45)
     mask[..., -1, :] = -1e4
     return Attention(sdpa=True).eval(), (x, mask)
+
+
+class _PatchAttention(torch.nn.Module):
+    """torchvision's ViT in small: patches embedded by a strided convolution, then
+    ``nn.MultiheadAttention``, which torch.export writes with a ``squeeze(axis=-2)``."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Conv2d(3, 32, 4, stride=4)
+        self.attention = torch.nn.MultiheadAttention(32, 2, batch_first=True)
+
+    def forward(self, x):
+        x = self.embed(x).flatten(2).transpose(1, 2)
+        return self.attention(x, x, x, need_weights=False)[0]
+
+
+def build_patch_attention():
+    torch.manual_seed(0)
+    return _PatchAttention().eval(), (torch.randn(1, 3, 16, 16),)

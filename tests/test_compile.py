@@ -65,6 +65,15 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
+def test_multihead_attention_modules_compile_despite_their_negative_squeeze():
+    """torch.export writes ``squeeze(axis=-2)`` for ``nn.MultiheadAttention``; TVM's
+    ConvertLayout died on it with std::bad_alloc (torchvision's vit_b_16 did not compile)."""
+    from pathlib import Path
+
+    result, _ = tvm_vs_torch(load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_patch_attention"))
+    assert result["passed"], result
+
+
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
 def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
     """Both matmuls of an attention and the masked softmax between them become one function,

@@ -6,7 +6,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 (tuning records match by structural hash):
 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
-   scale/shift), BoundedTake, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
+   scale/shift), BoundedTake, NonNegativeSqueeze, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
    splits and channel shuffles too), FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
@@ -54,6 +54,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     result = _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         passes.bounded_take(),
+        passes.nonnegative_squeeze(),  # before ConvertLayout, which a negative squeeze axis crashes
         passes.unbroadcast_matmul(),
         relax.transform.CanonicalizeBindings(),
     ]

@@ -298,10 +298,16 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
             outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
                                                "message": f"the worker process {how} (a crash inside the framework)"})
     if not outcome.ok and limit and outcome.error.get("kind") == "exception" and _refused_allocation(outcome.error):
+        # The kernel refuses one request for more than is left under the limit, whatever the
+        # worker holds: torchvision's vit_b_16 hit TVM's ConvertLayout asking for an impossible
+        # size right after the import, so the message says what was held and names both causes.
         outcome.error = {**outcome.error, "kind": "oom", "type": "MemoryLimitExceeded",
                          "message": f"out of memory: an allocation failed at the worker's hard limit of "
-                                    f"{limit / 2**30:.1f} GiB ({outcome.error['message']}; raise it with "
-                                    "--memory-limit, or use a smaller batch or sequence)"}
+                                    f"{limit / 2**30:.1f} GiB with {peak / 2**30:.1f} GiB resident "
+                                    f"({outcome.error['message']}): this size needs more in one piece (raise "
+                                    "--memory-limit, or use a smaller batch or sequence), or, with little "
+                                    "resident, the framework asked for an impossible size (a bug it has with this "
+                                    "model)"}
     _keep_output(outcome, output)
     outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
     outcome.peak_rss_marked_bytes = marked or None

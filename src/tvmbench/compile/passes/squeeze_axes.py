@@ -1,0 +1,37 @@
+"""NonNegativeSqueeze: ``squeeze`` with its axes counted from the front.
+
+TVM 0.27's ConvertLayout dies with ``std::bad_alloc`` on a module holding ``squeeze(x,
+axis=[-2])`` (its layout inference for squeeze indexes the layout string by the raw negative
+axis), whatever layouts it is asked for. torch.export writes such a squeeze for every
+``nn.MultiheadAttention`` with packed in-projections, so torchvision's ``vit_b_16`` (and any user
+model built on that module) failed to compile: the worker reported an out-of-memory at its 31.8
+GiB limit right after the import. Squeeze is the only operator found doing this (expand_dims,
+take, concat, split, reductions, strided_slice, cumsum, flip and repeat with negative axes pass).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import function_pass, op_name
+
+
+@mutator
+class _FromFront(PyExprMutator):
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        if op_name(call) != "relax.squeeze" or call.attrs.axis is None:
+            return call
+        axes = [int(a) for a in call.attrs.axis]
+        if all(a >= 0 for a in axes):
+            return call
+        rank = len(call.args[0].ty.shape)
+        return relax.op.squeeze(call.args[0], [a % rank for a in axes])
+
+
+def nonnegative_squeeze() -> Any:
+    """The pass (see the module's docstring); before ConvertLayout."""
+    return function_pass(_FromFront, "NonNegativeSqueeze")
