@@ -13,6 +13,11 @@ are checked against it). Points:
 - the 7 transformers at batch 1 and 8 (text models at seq 128, ViT at 224), and bert-base and
   gpt2 at seq 512, batch 1.
 
+``--torchvision``: also every torchvision classifier outside the zoo (``torchvision:NAME``, the
+models no rule was measured on), at batch 1 and 8 at their default size (``--quick``: batch 1);
+``--models`` takes ``torchvision:NAME`` too. A framework that failed at a point is listed with its
+error line.
+
 ``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
 fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
 runs an hour apart on the shared Xeon host). ``--lockstep``: the frameworks of a point take turns
@@ -39,14 +44,25 @@ from pathlib import Path
 import tvmbench
 from tvmbench.comparison import CompareConfig, GlobalSettings, ModelEntry
 from tvmbench.models import ZOO
+from tvmbench.models.zoo import TORCHVISION_PREFIX
 
 FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
 PEERS = ("onnxruntime", "openvino")
 SEQ_512 = ("bert-base-uncased", "gpt2")
 
 
+def torchvision_classifiers() -> list[str]:
+    """Every torchvision classifier the zoo does not hold, as ``torchvision:NAME``."""
+    import torchvision
+
+    return [f"{TORCHVISION_PREFIX}{n}" for n in torchvision.models.list_models(module=torchvision.models)
+            if n not in ZOO]
+
+
 def entries(name: str, quick: bool) -> list[ModelEntry]:
-    """The points of one zoo model, as compare config entries."""
+    """The points of one model, as compare config entries."""
+    if name.startswith(TORCHVISION_PREFIX):  # its own default size (ViTs take no other)
+        return [ModelEntry(name=name, batch_size=[1] if quick else [1, 8])]
     zoo = ZOO[name]
     batches = [1] if quick else [1, 8]
     if zoo.family == "cnn":
@@ -126,7 +142,10 @@ def summarize(out_dir: Path) -> int:
                          "paired": (((p.get("tvm_speedups") or {}).get(best) or {}).get("basis") or "").startswith(
                              "lockstep turns"),
                          "cv": {fw: (p.get("tvm_relax" if fw == "tvm" else fw) or {}).get("cv") for fw in ("tvm", best)},
-                         "compile_s": _compile_s(entry) if p["batch_size"] == 1 else None})
+                         "compile_s": _compile_s(entry) if p["batch_size"] == 1 else None,
+                         "failed": "; ".join(f"{fw}: {(p.get(k) or {}).get('error', '')[:160]}"
+                                             for fw, k in (("tvm", "tvm_relax"), *((f, f) for f in PEERS))
+                                             if (p.get(k) or {}).get("status") not in (None, "ok"))})
     print(f"{'model':28} {'point':10} {'TVM ms':>9} {'best peer':>12} {'peer ms':>9} {'PyTorch':>9} {'ratio':>6} ok")
     for r in rows:
         ratio = f"{r['ratio']:.2f}" if r["ratio"] else "-"
@@ -161,12 +180,17 @@ def summarize(out_dir: Path) -> int:
         print(f"  behind: {r['model']} {r['point']} {r['ratio']:.2f}x of {r['best']}{_spread(r)}")
     for r in unmatched:
         print(f"  not matched: {r['model']} {r['point']}")
+    for r in (r for r in rows if r["failed"]):
+        print(f"  failed: {r['model']} {r['point']} {r['failed']}")
     return 0
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--models", help="comma-separated zoo names (default: the whole zoo)")
+    parser.add_argument("--models", help="comma-separated zoo names or torchvision:NAME (default: the whole zoo; "
+                                         "with --torchvision, none)")
+    parser.add_argument("--torchvision", action="store_true",
+                        help="also every torchvision classifier outside the zoo, at its default size")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
     parser.add_argument("--out-dir", default="results/zoo_cpu")
     parser.add_argument("--summary", action="store_true", help="only summarise what --out-dir holds")
@@ -180,8 +204,9 @@ def main() -> int:
                         help="a point's frameworks measure in alternating quarter-second turns even in one "
                              "round (default: only with --rounds > 1), so a burst hits them all alike")
     args = parser.parse_args()
-    names = args.models.split(",") if args.models else list(ZOO)
-    unknown = [n for n in names if n not in ZOO]
+    names = args.models.split(",") if args.models else ([] if args.torchvision else list(ZOO))
+    names += torchvision_classifiers() if args.torchvision else []
+    unknown = [n for n in names if n not in ZOO and not n.startswith(TORCHVISION_PREFIX)]
     if unknown:
         parser.error(f"not zoo models: {', '.join(unknown)}")
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
