@@ -77,7 +77,7 @@ def entries(name: str, quick: bool) -> list[ModelEntry]:
 
 
 def measure(name: str, args: argparse.Namespace) -> None:
-    out = Path(args.out_dir) / f"{name.replace('/', '_')}.json"
+    out = Path(args.out_dir) / f"{name.replace('/', '_').replace(':', '_')}.json"
     config = CompareConfig(models=entries(name, args.quick),
                            global_settings=GlobalSettings(target="llvm", rounds=args.rounds))
     t0 = time.monotonic()

@@ -330,19 +330,27 @@ class _GroupedBlock:
             torch.nn.BatchNorm2d(channels), torch.nn.ReLU(), torch.nn.Conv2d(channels, 16, 1)).eval()
 
 
-@pytest.mark.parametrize("channels, groups, stride, inner", [(128, 32, 1, True), (64, 4, 2, False)])
+LANES = tiles.vector_lanes(TARGET.tvm(), 32)
+
+
+@pytest.mark.parametrize("channels, groups, stride, inner", [(128, 32, 1, True), (64, 4, 2, False),
+                                                             (3 * LANES, 2, 1, False)])
 def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner):
     """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
-    groups of 16 over a group's channels. Either way the Contraction rule claims the kernel
-    (vectorised and parallel) instead of the fallback, and the model matches PyTorch."""
+    groups of 16 over a group's channels; 2 groups of one and a half vectors over a group's
+    channels padded to two vectors (RegNet's widths), the padding sliced off. Either way the
+    Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, and
+    the model matches PyTorch."""
     import torch
 
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.tvm import TVMBackend
-    from tvmbench.compile.passes.grouped_conv import groups_inner
+    from tvmbench.compile.passes.grouped_conv import groups_inner, padded_group
     from tvmbench.models.base import LoadedModel
 
-    assert groups_inner(groups, channels // groups, tiles.vector_lanes(TARGET.tvm(), 32)) is inner
+    assert groups_inner(groups, channels // groups, LANES) is inner
+    padded = padded_group(channels // groups, LANES) != channels // groups
+    assert padded is (channels == 3 * LANES)
     torch.manual_seed(0)
     module = _GroupedBlock.build(channels, groups, stride)
     x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
@@ -356,6 +364,8 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     assert sch is not None
     script = sch.mod.script()
     assert "T.vectorized" in script and "T.parallel" in script
+    if padded:  # whole vectors in the tile, the slice in the same kernel
+        assert f"T.vectorized(T.int64({LANES}))" in script and "strided_slice" in script, script
     backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
     backend.prepare(model)
     backend.run()
