@@ -40,10 +40,10 @@ from tvmbench.targets import ResolvedTarget
 def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: list[int], dtype: str,
                  groups_inner: bool) -> Any:
     """The grouped convolution over 5-D operands (TE): ``x [N, H, W, G, Ci]``, ``w [KH, KW, Ci,
-    G, Co]`` giving ``[N, OH, OW, G, Co]``, or with ``groups_inner`` ``x [N, H, W, Ci, G]``,
-    ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``."""
+    G, Co]`` (or packed, ``[G, Co/B, KH, KW, Ci, B]``) giving ``[N, OH, OW, G, Co]``, or with
+    ``groups_inner`` ``x [N, H, W, Ci, G]``, ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``."""
     _, h, wd, _, _ = (int(v) for v in x.shape)
-    kh, kw, ci = (int(v) for v in w.shape[:3])
+    kh, kw, ci = (int(v) for v in (w.shape[2:5] if len(w.shape) == 6 else w.shape[:3]))
     top, left, bottom, right = pad
     if any(pad):
         x = topi.nn.pad(x, [0, top, left, 0, 0], [0, bottom, right, 0, 0], name="pad")
@@ -58,6 +58,11 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
         return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, o, g: te.sum(
             x[(*at(n, y, z), rc, g)].astype(dtype) * w[rh, rw, rc, o, g].astype(dtype), axis=[rh, rw, rc]),
             name="conv2d_grouped")
+    if len(w.shape) == 6:  # packed: [G, Co/B, KH, KW, Ci, B]
+        b = int(w.shape[5])
+        return te.compute((x.shape[0], oh, ow, w.shape[0], w.shape[1] * b), lambda n, y, z, g, o: te.sum(
+            x[(*at(n, y, z), g, rc)].astype(dtype) * w[g, o // b, rh, rw, rc, o % b].astype(dtype),
+            axis=[rh, rw, rc]), name="conv2d_grouped")
     return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, g, o: te.sum(
         x[(*at(n, y, z), g, rc)].astype(dtype) * w[rh, rw, rc, g, o].astype(dtype), axis=[rh, rw, rc]),
         name="conv2d_grouped")
@@ -73,6 +78,20 @@ def padded_group(out_per_group: int, lanes: int) -> int:
     if not WHOLE_VECTORS or out_per_group <= lanes or out_per_group % lanes == 0:
         return out_per_group
     return -(-out_per_group // lanes) * lanes
+
+
+# Weights of the channels form packed per group in blocks of output channels (``pack_block``).
+PACK = True
+
+
+def pack_block(out_per_group: int, lanes: int) -> int | None:
+    """Output channels per packed weight block, ``[G, Co/B, KH, KW, Ci, B]``: two vectors where
+    they divide the group, else one; None (HWIO kept) for a group narrower than a vector. As for
+    ungrouped convolutions (``pack_weights.py``), a tile's weights are then one contiguous stream
+    instead of rows ``G * Co * 4`` bytes apart (15 KB in regnet_y_32gf's last stage)."""
+    if not PACK or out_per_group % lanes:
+        return None
+    return 2 * lanes if out_per_group % (2 * lanes) == 0 else lanes
 
 
 def groups_inner(groups: int, out_per_group: int, lanes: int) -> bool:
@@ -115,6 +134,10 @@ class _Grouped(PyExprMutator):
             wide = padded_group(co, self.lanes)
             if wide != co:  # (zero weights: a weight-only pad, done at load time)
                 w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
+            block = pack_block(wide, self.lanes)
+            if block:  # (weight-only too)
+                w5 = emit(relax.op.permute_dims(relax.op.reshape(w5, [kh, kw, ci, g, wide // block, block]),
+                                                [3, 4, 0, 1, 2, 5]))
         out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
                                  [int(v) for v in a.padding], [int(v) for v in a.dilation],
                                  out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
