@@ -338,7 +338,8 @@ LANES = tiles.vector_lanes(TARGET.tvm(), 32)
 def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner):
     """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
     groups of 16 over a group's channels; 2 groups of one and a half vectors over a group's
-    channels padded to two vectors (RegNet's widths), the padding sliced off. Either way the
+    channels padded to two vectors (RegNet's widths), the padding sliced off; the last two with
+    their weights packed per group. Either way the
     Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, and
     the model matches PyTorch."""
     import torch
@@ -359,6 +360,8 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     mod = pipeline.legalized(imported.mod, TARGET)
     grouped = [f for gv, f in mod.functions.items() if "conv2d_grouped" in gv.name_hint]
     assert len(grouped) == 1
+    # the channels form reads its weights packed per group, [G, Co/B, KH, KW, Ci, B]
+    assert any(len(p.shape) == 6 for p in grouped[0].params) is not inner
     with TARGET.tvm():
         sch = Contraction().schedule(grouped[0], TARGET.tvm())
     assert sch is not None

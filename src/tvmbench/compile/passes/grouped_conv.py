@@ -6,23 +6,26 @@ needs, the Contraction rule does not match, and the fallback schedule ran ResNeX
 3x3 convolutions at about 3 % of the machine's peak. Written with the group as an axis of its
 own, the same arithmetic has one:
 
-- ``channels``: ``out[n, y, x, g, co] = sum x[n, y', x', g, ci] * w[kh, kw, ci, g, co]``, the
-  vector over ``co`` (a group's output channels, contiguous in the HWIO weight); the input does
-  not depend on ``co`` and is broadcast. Best when a group has many output channels (RegNet's
-  group widths of 8 to 232).
+- ``channels``: ``out[n, y, x, g, co] = sum x[n, y', x', g, ci] * w[g, co // B, kh, kw, ci,
+  co % B]``, the vector over ``co`` (a group's output channels), the weights packed per group in
+  blocks of B channels (``pack_block``, as ``pack_weights.py`` packs ungrouped ones: in HWIO a
+  tile's weight rows were ``G * Co * 4`` bytes apart); the input does not depend on ``co`` and
+  is broadcast. Best when a group has many output channels (RegNet's group widths of 8 to 264).
 - ``groups``: ``out[n, y, x, co, g] = sum x[n, y', x', ci, g] * w[kh, kw, ci, co, g]``, the
   vector over ``g``: a depthwise convolution per (input, output) channel pair of a group, over
   an input whose channels were transposed from ``[G, Ci]`` to ``[Ci, G]`` order, with the
-  output transposed back. Best when there are many narrow groups (ResNeXt-50 32x4d: 32 groups
-  of 4 to 32 channels).
+  output transposed back. No operand is broadcast (two loads per FMA). Best when there are many
+  narrow groups (ResNeXt-50 32x4d: 32 groups of 4 to 32 channels).
 
-The form is the one whose vector axis fills more lanes of the target's vectors (ties: the
-first, which needs no transposes). In the ``channels`` form, a group wider than one vector but
-not a whole number of them (RegNet's 24, 56, 120, 168, 232, 264) is padded with zero output
-channels to whole vectors, sliced off after the convolution (``padded_group``): 120 channels ran
-in vectors of 8, one per register tile (AVX-512: a quarter of the FMA width a tile of two full
-vectors has), at 41 % of the peak, 37 % of regnet_x_8gf's time. The weight reshapes and transposes are weight-only, so
-LiftTransformParams moves them to load time; the activation reshapes are free views.
+In the ``channels`` form, a group wider than one vector but not a whole number of them (RegNet's
+24, 56, 120, 168, 232, 264) is padded with zero output channels to whole vectors, sliced off
+after the convolution in the same kernel (``padded_group``): 120 channels ran in vectors of 8,
+one per register tile (on AVX-512 a quarter of the FMA width of a tile of two full vectors), at
+41 % of the peak, 37 % of regnet_x_8gf's time. The form is the one whose vector axis fills more
+lanes of the target's vectors, the channels counted padded (ties: ``channels``, which needs no
+transposes). The weight pads, reshapes and transposes are weight-only, so LiftTransformParams
+moves them to load time; the activation reshapes are free views. (Measured: docs/performance.md,
+"Every torchvision classifier".)
 """
 
 from __future__ import annotations
