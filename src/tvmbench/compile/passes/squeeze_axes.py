@@ -1,12 +1,14 @@
 """NonNegativeSqueeze: ``squeeze`` with its axes counted from the front.
 
 TVM 0.27's ConvertLayout dies with ``std::bad_alloc`` on a module holding ``squeeze(x,
-axis=[-2])`` (its layout inference for squeeze indexes the layout string by the raw negative
-axis), whatever layouts it is asked for. torch.export writes such a squeeze for every
+axis=[-2])``, whatever layouts it is asked for and whether or not a convolution precedes it
+(found by bisecting torchvision's ViT down to one squeeze; the same squeeze with the axis
+counted from the front passes and computes the same result). torch.export writes such a squeeze for every
 ``nn.MultiheadAttention`` with packed in-projections, so torchvision's ``vit_b_16`` (and any user
 model built on that module) failed to compile: the worker reported an out-of-memory at its 31.8
-GiB limit right after the import. Squeeze is the only operator found doing this (expand_dims,
-take, concat, split, reductions, strided_slice, cumsum, flip and repeat with negative axes pass).
+GiB limit right after the import. Squeeze is the only operator found doing this: 28 others with
+negative axes (expand_dims, take, concat, split, softmax, reductions, strided_slice, cumsum, flip,
+repeat, ...) after a convolution compiled and computed the same before and after ConvertLayout.
 """
 
 from __future__ import annotations
