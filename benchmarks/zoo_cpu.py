@@ -18,6 +18,9 @@ models no rule was measured on), at batch 1 and 8 at their default size (``--qui
 ``--models`` takes ``torchvision:NAME`` too. A framework that failed at a point is listed with its
 error line.
 
+``--odd``: one point per model at shapes no rule was measured on and no tile divides: batch 3,
+CNNs at 193 px (feature maps of 97, 49, 25, 13 and 7), text models at seq 77, ViT at its 224.
+
 ``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
 fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
 runs an hour apart on the shared Xeon host). ``--lockstep``: the frameworks of a point take turns
@@ -49,6 +52,7 @@ from tvmbench.models.zoo import TORCHVISION_PREFIX
 FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
 PEERS = ("onnxruntime", "openvino")
 SEQ_512 = ("bert-base-uncased", "gpt2")
+ODD_BATCH, ODD_IMAGE, ODD_SEQ = 3, 193, 77
 
 
 def torchvision_classifiers() -> list[str]:
@@ -59,8 +63,19 @@ def torchvision_classifiers() -> list[str]:
             if n not in ZOO]
 
 
-def entries(name: str, quick: bool) -> list[ModelEntry]:
+def odd_entry(name: str) -> ModelEntry:
+    """The ``--odd`` point of one model: batch 3 at a size no register tile or band divides."""
+    if name.startswith(TORCHVISION_PREFIX) or ZOO[name].family == "vision-transformer":
+        return ModelEntry(name=name, batch_size=[ODD_BATCH])
+    if ZOO[name].family == "cnn":
+        return ModelEntry(name=name, batch_size=[ODD_BATCH], image_size=ODD_IMAGE)
+    return ModelEntry(name=name, batch_size=[ODD_BATCH], seq_length=ODD_SEQ)
+
+
+def entries(name: str, quick: bool, odd: bool = False) -> list[ModelEntry]:
     """The points of one model, as compare config entries."""
+    if odd:
+        return [odd_entry(name)]
     if name.startswith(TORCHVISION_PREFIX):  # its own default size (ViTs take no other)
         return [ModelEntry(name=name, batch_size=[1] if quick else [1, 8])]
     zoo = ZOO[name]
@@ -78,7 +93,7 @@ def entries(name: str, quick: bool) -> list[ModelEntry]:
 
 def measure(name: str, args: argparse.Namespace) -> None:
     out = Path(args.out_dir) / f"{name.replace('/', '_').replace(':', '_')}.json"
-    config = CompareConfig(models=entries(name, args.quick),
+    config = CompareConfig(models=entries(name, args.quick, args.odd),
                            global_settings=GlobalSettings(target="llvm", rounds=args.rounds))
     t0 = time.monotonic()
     print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
@@ -192,6 +207,8 @@ def main() -> int:
     parser.add_argument("--torchvision", action="store_true",
                         help="also every torchvision classifier outside the zoo, at its default size")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
+    parser.add_argument("--odd", action="store_true",
+                        help="one point per model at odd shapes: batch 3, 193 px or seq 77")
     parser.add_argument("--out-dir", default="results/zoo_cpu")
     parser.add_argument("--summary", action="store_true", help="only summarise what --out-dir holds")
     parser.add_argument("--min-time", type=float, default=1.0)
