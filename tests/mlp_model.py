@@ -103,6 +103,12 @@ def build_expand_batch4():
     return net, (torch.randn(4, *x.shape[1:]),)
 
 
+def build_expand_prime():
+    """Batch 3 at 31x31 (1.1 MB expanded: joined): no band of 2-8 rows divides a prime height."""
+    net, (x,) = _inverted_residual(31, 1)
+    return net, (torch.randn(3, *x.shape[1:]),)
+
+
 def build_shuffle():
     """ShuffleNetV2's blocks, small: a stride-2 block (two branches, concat, channel shuffle) then a
     stride-1 block (chunk, one branch, concat, channel shuffle), on NCHW input."""

@@ -253,6 +253,29 @@ def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_o
             assert knobs.values()["band_rows"] == band
 
 
+def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l2_of_1mb, pairs_only):
+    """31 rows: no band of 2-8 rows divides them, and a band of 1 fails to schedule on a stride-1
+    window; the rule takes the whole height as one band instead of declining (the kernel then fell
+    to DLight's reduction rule: mnasnet1_0 at batch 3 and 193 px, 13-row maps, 86 ms for a kernel
+    of 1 ms)."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.knobs import knob_set
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_expand_prime", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    (joined,) = [f for gv, f in legal.functions.items()
+                 if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.count("conv2d") == 2]
+    with knob_set({}) as knobs:
+        rule, _ = pipeline.default_schedule(joined, TARGET)
+    assert rule == "ExpandWindow" and knobs.values()["band_rows"] == 31, (rule, knobs.values())
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
                                                                                                 monkeypatch, pairs_only):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,
@@ -317,8 +340,8 @@ def test_a_window_no_expansion_feeds_is_joined_into_its_projection_when_its_outp
 @pytest.mark.parametrize("least, kernels", [(64, 1), (3601, 2)])
 def test_the_projection_joins_only_over_maps_of_enough_pixels(monkeypatch, l2_of_1mb, least, kernels):
     """Every task of a joined kernel reads all its weights, so small maps keep the projection
-    apart: the stride-1 block's 60x60 map joins at the default 64 pixels, not when 3601 are asked
-    (expansion and window stay joined)."""
+    apart: the stride-1 block's 60x60 map joins from 64 pixels (or the default 200), not when 3601
+    are asked (expansion and window stay joined)."""
     from tvmbench.compile.passes import fuse_expansion
 
     monkeypatch.setattr(fuse_expansion, "PROJECTION_MIN_PIXELS", least)

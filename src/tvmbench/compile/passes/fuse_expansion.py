@@ -39,9 +39,17 @@ PARTIAL_VECTORS = 2
 # joined kernel's weights, and on a 7x7 map a task is a whole image of 49 pixels. mnasnet1_0's 7x7
 # blocks at batch 8 and 224 px (192 -> 1152 -> 192: 1.77 MB of weights) ran 1.7-2x slower joined
 # than apart (8.94 against 5.23 ms for three calls), the model 0.825x; at 320 px (10x10) joined,
-# the model 1.10x.
+# the model 1.10x. On maps of 13 or 14 rows a band is half the map or all of it (bands divide the
+# rows; a halo of at most half the band), so a task recomputes the expansion for a whole image
+# and holds all of its channels: same-process A/Bs of a threshold of 200 pixels against 64 (Zen 4,
+# `rule_ab.py M passes.fuse_expansion.PROJECTION_MIN_PIXELS 200`, both build orders where given,
+# session 41): at 193 px (13x13) apart was faster by 1.04x (mnasnet1_0 b3), 1.09x (b8) and 1.10x
+# (mobilenet_v2 b3); at 224 px (14x14) mnasnet1_0 b3 1.055x / 1.022x, mobilenet_v2 b8 1.019x,
+# mnasnet1_0 b8 0.989x / 0.997x; 10x10 maps at 160 px, b8: 1.028x / 1.000x and 1.032x / 1.007x;
+# 10x10 maps at 320 px, b8 (the last blocks' 960-1152 channels): 0.979x / 0.976x and 0.985x /
+# 1.001x. Maps of 15x15 and more keep the join.
 PROJECTIONS = True
-PROJECTION_MIN_PIXELS = 64
+PROJECTION_MIN_PIXELS = 200
 
 
 class _Roles:

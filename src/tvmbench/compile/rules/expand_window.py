@@ -165,6 +165,17 @@ def _window_rows(joined: Joined) -> tuple[int | None, int]:
     return None, 1
 
 
+def band_choices(height: int, most: int) -> tuple[list[int], int]:
+    """The bands of output rows a joined kernel may take (those that divide the height, from 2
+    rows) and the default among them: the most rows up to ``most``, else the fewest (a prime
+    height is one band). A band of 1 fails to schedule on a stride-1 window, and the kernel falls
+    back to DLight's reduction rule, which recomputes the expansion per window tap: mnasnet1_0's
+    joins at batch 8 and 320 px ran for minutes, and a 13-row map (mnasnet1_0 at 193 px, batch 3,
+    where no band of 2-8 rows divides 13) took 86 ms, and 1.0 ms as one band."""
+    bands = [r for r in range(2, height + 1) if height % r == 0]
+    return bands, max([r for r in bands if r <= most], default=bands[0] if bands else 1)
+
+
 def tile_window(joined: Joined, vectors: int, rows: int, whole: bool = False, whole_band: int | None = None) -> Any:
     """One parallel task per image, channel block and band of output rows (``whole``: per image and
     band, the channel blocks inside, in bands of ``whole_band`` rows); the window's register tile is
@@ -174,13 +185,9 @@ def tile_window(joined: Joined, vectors: int, rows: int, whole: bool = False, wh
     *batch, h, w, c = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "S"]
     reduce = [loop for loop, k in zip(loops, joined.kinds, strict=True) if k == "R"]
     c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
-    default = whole_band if whole and whole_band else largest_divisor(joined.shape[1], FUSED_BAND_ROWS)
-    # (from 2 rows: a band of 1 failed to schedule on stride-1 windows, and the kernel fell back to a
-    # schedule that recomputes the expansion per window tap: mnasnet1_0's joins at b8 320 px ran for
-    # minutes)
-    band_rows = knob("band_rows", default,
-                     [r for r in range(2, max(2 * FUSED_BAND_ROWS, default) + 1) if joined.shape[1] % r == 0]
-                     or [default])
+    bands, default = band_choices(joined.shape[1], FUSED_BAND_ROWS)
+    default = whole_band if whole and whole_band else default
+    band_rows = knob("band_rows", default, [r for r in bands if r <= max(2 * FUSED_BAND_ROWS, default)] or [default])
     band_outer, band = sch.split(h, factors=[None, band_rows])
     w_outer, w_inner = sch.split(w, factors=[None, rows])
     if whole:

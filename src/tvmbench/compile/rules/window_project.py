@@ -125,9 +125,7 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     # and 320 px took 2945 us with its 5 rows of 16 channels, 2983 with 10, 3530 with 16)
     rows = knob("rows", largest_divisor(width, min(tiles.max_rows(target), max(budget // vectors, 1))),
                 [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0])
-    # (bands of 2 rows or more: a band of 1 fails to schedule, as in ExpandWindow; a 7-row map is one band)
-    bands = [r for r in range(2, height + 1) if height % r == 0]
-    default = max([r for r in bands if r <= BAND_ROWS], default=bands[0] if bands else 1)
+    bands, default = expand_window.band_choices(height, BAND_ROWS)  # (a 7-row map is one band)
     if joined.expansion is not None:
         default = _expansion_band(joined, target, bands) or default
     band = knob("band_rows", default, [r for r in bands if r <= 2 * BAND_ROWS] or bands[:1] or [1])
