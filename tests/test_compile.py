@@ -253,17 +253,27 @@ def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_o
             assert knobs.values()["band_rows"] == band
 
 
-def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l2_of_1mb, pairs_only):
-    """31 rows: no band of 2-8 rows divides them, and a band of 1 fails to schedule on a stride-1
-    window; the rule takes the whole height as one band instead of declining (the kernel then fell
-    to DLight's reduction rule: mnasnet1_0 at batch 3 and 193 px, 13-row maps, 86 ms for a kernel
-    of 1 ms)."""
+def test_an_expansion_over_a_prime_height_is_not_joined(l2_of_1mb, pairs_only):
+    """31 rows split into no band short of the whole map: the expansion stays its own kernel
+    (``fuse_expansion.WHOLE_MAP_BANDS``), though its 1.1 MB output leaves the L2."""
+    _, joined, names = _joined_kernel("build_expand_prime")
+    assert joined == [] and sum("conv2d" in n for n in names) == 3, names
+
+
+def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l2_of_1mb, pairs_only, monkeypatch):
+    """Joined all the same (as a tuner or WHOLE_MAP_BANDS may): 31 rows, no band of 2-8 rows
+    divides them, and a band of 1 fails to schedule on a stride-1 window; the rule takes the whole
+    height as one band instead of declining (the kernel then fell to DLight's reduction rule:
+    mnasnet1_0 at batch 3 and 193 px, 13-row maps, 86 ms for a kernel of 1 ms)."""
     from pathlib import Path
 
     import tvm
 
     from tvmbench.compile import pipeline
     from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import fuse_expansion
+
+    monkeypatch.setattr(fuse_expansion, "WHOLE_MAP_BANDS", True)
 
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_expand_prime", ModelOptions())
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))

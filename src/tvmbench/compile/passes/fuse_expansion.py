@@ -8,11 +8,13 @@ reductions), so the expanded tensor (4.8 MB at 112x112x96) makes a round trip th
 Joined, the ExpandWindow rule (``rules/expand_window.py``) computes it band by band inside the
 depthwise convolution's tiles.
 
-A window whose output (over ``min_bytes`` too) feeds only a 1x1 projection is joined with the
-projection as well (``PROJECTIONS``; ``rules/window_project.py``): the expansion, the window and
-the projection become one kernel, or the window and the projection where no expansion feeds the
-window (the first block of mobilenet_v2 and mnasnet1_0: at batch 8 and 320 px its depthwise
-output is 26 MB, and the two kernels ran at 21 % and 36 % of peak, bound by memory).
+An expansion is not joined when the window's rows split into no band short of the whole map
+(``WHOLE_MAP_BANDS``). A window whose output (over ``min_bytes`` too) feeds only a 1x1
+projection is joined with the projection as well (``PROJECTIONS``; ``rules/window_project.py``):
+the expansion, the window and the projection become one kernel, or the window and the projection
+where no expansion feeds the window (the first block of mobilenet_v2 and mnasnet1_0: at batch 8
+and 320 px its depthwise output is 26 MB, and the two kernels ran at 21 % and 36 % of peak,
+bound by memory).
 
 Only expansions to a whole number of half the target's vectors are joined (``lanes``,
 PARTIAL_VECTORS): over 116 channels (4 x 29) the joined kernel runs in quarter vectors, and
@@ -50,6 +52,14 @@ PARTIAL_VECTORS = 2
 # 1.001x. Maps of 15x15 and more keep the join.
 PROJECTIONS = True
 PROJECTION_MIN_PIXELS = 200
+# Join an expansion into a window whose output rows split into no band short of the whole map (a
+# prime height: 13x13 maps at 193 px, 7x7 and 5x5 ones): each task then computes the expansion
+# for a whole image, and there are only as many whole-channel tasks as images, so the join keeps
+# nothing in L2 that a round trip would not. Same-process A/Bs of False against True (Zen 4,
+# `rule_ab.py M passes.fuse_expansion.WHOLE_MAP_BANDS 0`, session 41): mobilenet_v2 b3 193 px
+# 1.127x, mnasnet1_0 b3 193 px 1.067x, mnasnet1_0 b8 224 px 1.014x and b8 160 px 1.014x,
+# mobilenet_v2 b8 224 px 0.986x (mnasnet1_0 b8 320 px, no prime height, 1.007x: the noise).
+WHOLE_MAP_BANDS = False
 
 
 class _Roles:
@@ -90,7 +100,8 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
 
     fused: list[list[Any]] = []
     for b in bindings(func):
-        if role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and joinable(b.value.args[0], "dot"):
+        if (role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and joinable(b.value.args[0], "dot")
+                and (WHOLE_MAP_BANDS or _bands(b.var))):
             fused.append([binding[b.value.args[0]], b])
     # the projections: each joins the chain of the window it reads, or the window alone
     chain_of = {chain[-1].var: chain for chain in fused}
@@ -114,6 +125,16 @@ def _map_pixels(value: Any) -> int:
     shape = value.ty.shape
     dims = [shape[i] for i in (1, 2)] if shape is not None and len(shape) == 4 else []
     return int(dims[0]) * int(dims[1]) if all(isinstance(d, tvm.tirx.IntImm) for d in dims) and dims else 0
+
+
+def _bands(value: Any) -> bool:
+    """Whether an NHWC tensor's rows split into bands of 2 rows or more short of the whole map
+    (a prime height does not: the joined kernel's only band is the whole map)."""
+    shape = value.ty.shape
+    height = shape[1] if shape is not None and len(shape) == 4 else None
+    if not isinstance(height, tvm.tirx.IntImm):
+        return True
+    return any(int(height) % d == 0 for d in range(2, int(height)))
 
 
 def _vectors_fit(expanded: Any, lanes: int) -> bool:
