@@ -19,7 +19,8 @@ models no rule was measured on), at batch 1 and 8 at their default size (``--qui
 error line.
 
 ``--odd``: one point per model at shapes no rule was measured on and no tile divides: batch 3,
-CNNs at 193 px (feature maps of 97, 49, 25, 13 and 7), text models at seq 77, ViT at its 224.
+CNNs (and torchvision's classifiers but ViT and MaxViT) at 193 px (feature maps of 97, 49, 25, 13
+and 7), text models at seq 77, ViTs at their own size.
 
 ``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
 fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
@@ -64,10 +65,12 @@ def torchvision_classifiers() -> list[str]:
 
 
 def odd_entry(name: str) -> ModelEntry:
-    """The ``--odd`` point of one model: batch 3 at a size no register tile or band divides."""
-    if name.startswith(TORCHVISION_PREFIX) or ZOO[name].family == "vision-transformer":
+    """The ``--odd`` point of one model: batch 3 at a size no register tile or band divides (a
+    ViT's or MaxViT's own size: they take only sizes their patches divide)."""
+    fixed = name.removeprefix(TORCHVISION_PREFIX).startswith(("vit_", "maxvit_"))
+    if fixed or (name in ZOO and ZOO[name].family == "vision-transformer"):
         return ModelEntry(name=name, batch_size=[ODD_BATCH])
-    if ZOO[name].family == "cnn":
+    if name.startswith(TORCHVISION_PREFIX) or ZOO[name].family == "cnn":
         return ModelEntry(name=name, batch_size=[ODD_BATCH], image_size=ODD_IMAGE)
     return ModelEntry(name=name, batch_size=[ODD_BATCH], seq_length=ODD_SEQ)
 

@@ -261,7 +261,7 @@ def test_an_expansion_over_a_prime_height_is_not_joined(l2_of_1mb, pairs_only):
 
 
 def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l2_of_1mb, pairs_only, monkeypatch):
-    """Joined all the same (as a tuner or WHOLE_MAP_BANDS may): 31 rows, no band of 2-8 rows
+    """Joined all the same (``WHOLE_MAP_BANDS``): 31 rows, no band of 2-8 rows
     divides them, and a band of 1 fails to schedule on a stride-1 window; the rule takes the whole
     height as one band instead of declining (the kernel then fell to DLight's reduction rule:
     mnasnet1_0 at batch 3 and 193 px, 13-row maps, 86 ms for a kernel of 1 ms)."""
@@ -274,7 +274,6 @@ def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l
     from tvmbench.compile.passes import fuse_expansion
 
     monkeypatch.setattr(fuse_expansion, "WHOLE_MAP_BANDS", True)
-
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_expand_prime", ModelOptions())
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
     (joined,) = [f for gv, f in legal.functions.items()

@@ -54,8 +54,8 @@ PROJECTIONS = True
 PROJECTION_MIN_PIXELS = 200
 # Join an expansion into a window whose output rows split into no band short of the whole map (a
 # prime height: 13x13 maps at 193 px, 7x7 and 5x5 ones): each task then computes the expansion
-# for a whole image, and there are only as many whole-channel tasks as images, so the join keeps
-# nothing in L2 that a round trip would not. Same-process A/Bs of False against True (Zen 4,
+# for a whole image, and there are only as many whole-channel tasks as images (the cause as read
+# from the schedule, not timed kernel by kernel). Same-process A/Bs of False against True (Zen 4,
 # `rule_ab.py M passes.fuse_expansion.WHOLE_MAP_BANDS 0`, session 41): mobilenet_v2 b3 193 px
 # 1.127x, mnasnet1_0 b3 193 px 1.067x, mnasnet1_0 b8 224 px 1.014x and b8 160 px 1.014x,
 # mobilenet_v2 b8 224 px 0.986x (mnasnet1_0 b8 320 px, no prime height, 1.007x: the noise).
