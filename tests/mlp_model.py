@@ -109,6 +109,13 @@ def build_expand_prime():
     return net, (torch.randn(3, *x.shape[1:]),)
 
 
+def build_adaptive_pool():
+    """VGG's head at 193 px, small: a 6x6 map pooled to 7x7 (windows of one or two pixels)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 192, 3, stride=2, padding=1), torch.nn.AdaptiveAvgPool2d(7))
+    return net.eval(), (torch.randn(1, 3, 12, 12),)
+
+
 def build_shuffle():
     """ShuffleNetV2's blocks, small: a stride-2 block (two branches, concat, channel shuffle) then a
     stride-1 block (chunk, one branch, concat, channel shuffle), on NCHW input."""

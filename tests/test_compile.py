@@ -285,6 +285,25 @@ def test_a_joined_expansion_over_a_prime_height_takes_one_band_and_stays_exact(l
     assert result["passed"], result
 
 
+def test_an_adaptive_pool_with_windows_of_varying_size_is_spread_over_the_cores_and_stays_exact():
+    """6x6 -> 7x7 (VGG at 193 px): its windows differ in size, its blocks nest, DLight cannot
+    describe it and no rule took it; the fallback parallelises its outer loops."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_adaptive_pool", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    (pool,) = [f for gv, f in legal.functions.items()
+               if isinstance(f, tvm.tirx.PrimFunc) and "adaptive_avg_pool2d" in gv.name_hint]
+    rule, sch = pipeline.default_schedule(pool, TARGET)
+    assert rule == "Fallback" and sch.mod.script().count("T.parallel") == 2, rule
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
                                                                                                 monkeypatch, pairs_only):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,
