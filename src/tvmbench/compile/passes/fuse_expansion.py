@@ -33,6 +33,7 @@ from tvm import relax
 from tvmbench.compile import tir
 from tvmbench.compile.ir import bindings, calls, numel, variables
 from tvmbench.compile.passes.join import rewrite_chains
+from tvmbench.compile.rules.expand_window import band_choices
 
 # The channels joined must be whole vectors of ``lanes // PARTIAL_VECTORS`` (0: any channels).
 PARTIAL_VECTORS = 2
@@ -128,13 +129,13 @@ def _map_pixels(value: Any) -> int:
 
 
 def _bands(value: Any) -> bool:
-    """Whether an NHWC tensor's rows split into bands of 2 rows or more short of the whole map
-    (a prime height does not: the joined kernel's only band is the whole map)."""
+    """Whether the joined kernel could split an NHWC tensor's rows into bands short of the whole
+    map (``expand_window.band_choices``, the rule's own choices; a prime height cannot)."""
     shape = value.ty.shape
     height = shape[1] if shape is not None and len(shape) == 4 else None
     if not isinstance(height, tvm.tirx.IntImm):
         return True
-    return any(int(height) % d == 0 for d in range(2, int(height)))
+    return len(band_choices(int(height), int(height))[0]) > 1
 
 
 def _vectors_fit(expanded: Any, lanes: int) -> bool:
