@@ -108,3 +108,36 @@ def test_timing_kernels_leaves_the_build_uninstrumented():
     per_run, calls = backend.time_kernels(2)
     assert len(per_run) == 2 and calls and installed[0] is not None and installed[-1] is None
     backend.close()
+
+
+def test_plain_and_instrumented_runs_alternate_so_a_change_of_host_speed_falls_on_both():
+    """``interleaved_runs`` times plain and instrumented inferences in alternating blocks. The
+    fake backend's host doubles its speed after its 20th inference: timed one set after the
+    other, every plain run would be slow and every instrumented one fast."""
+    from tvmbench.profiling.kernels import interleaved_runs
+
+    class Backend:
+        def __init__(self):
+            self.log = []
+
+        def speed(self):
+            return 1.0 if len(self.log) < 20 else 0.5
+
+        def run(self):
+            self.log.append("plain")
+
+        def time_kernels(self, n, sequence=None):
+            runs = []
+            for _ in range(n):
+                runs.append({"k": self.speed()})
+                self.log.append("kernels")
+            return runs, {"k": 1}
+
+    b = Backend()
+    plain, per_run, calls = interleaved_runs(b, warmup=2, runs=12, block=5)
+    assert len(plain) == 12 and len(per_run) == 12 and calls == {"k": 1}
+    timed = b.log[2:]  # after the warm-up
+    blocks = [timed[0:5], timed[5:10], timed[10:15], timed[15:20], timed[20:22], timed[22:24]]
+    assert blocks == [["plain"] * 5, ["kernels"] * 5] * 2 + [["plain"] * 2, ["kernels"] * 2]
+    # both sets saw both speeds
+    assert {r["k"] for r in per_run} == {1.0, 0.5}

@@ -80,22 +80,24 @@ def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
 
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.framework, job.model, job.options, job.backend, say)
-    say("end-to-end runs")
-    plain = plain_runs(backend, job.warmup, job.runs)
-    say("per-operator profile")
     if job.framework in ("tvm", "tvm_untuned"):
-        result = _tvm_breakdown(backend, job, statistics.median(plain) * 1e3, say)
+        say("end-to-end and per-kernel runs, alternating")
+        result = _tvm_breakdown(backend, job, say)
     else:
+        say("end-to-end runs")
+        plain = plain_runs(backend, job.warmup, job.runs)
+        say("per-operator profile")
         result = Breakdown(job.framework, statistics.median(plain) * 1e3, backend.op_profile(job.runs))
     backend.close()
     result.ops.sort(key=lambda op: -op.ms)
     return result
 
 
-def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any) -> Breakdown:
+def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
     """TVM's kernels inside the model, each with its kind, per kernel and per call in order, and
     each kind's roofline bound; VM builtins (allocation, shape functions) are the rest, reported
-    as unexplained."""
+    as unexplained. The plain and the instrumented runs alternate (``interleaved_runs``), so the
+    unexplained rest is not a change of the host's speed between the two."""
     import math
 
     import tvm
@@ -103,11 +105,13 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, end_to_end_ms: float, say: Any
     from tvmbench.compile import pipeline
     from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
     from tvmbench.profiling.collect import features
+    from tvmbench.profiling.kernels import interleaved_runs
 
     legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
     funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     sequence: list[list[tuple[str, float]]] = []
-    per_run, calls = backend.time_kernels(job.runs, sequence)
+    plain, per_run, calls = interleaved_runs(backend, job.warmup, job.runs, sequence)
+    end_to_end_ms = statistics.median(plain) * 1e3
     feats = {name: features(name, funcs[name]) for name in calls if name in funcs}
     kinds = {name: tvm_kind(f["kind"]) for name, f in feats.items()}
     ops = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(r.get(name, 0.0) for r in per_run) * 1e3)
