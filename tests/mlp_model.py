@@ -31,6 +31,15 @@ def build_conv():
     return net.eval(), (torch.randn(1, 3, 16, 16),)
 
 
+def build_stem():
+    """A stem as the zoo's CNNs have one: 3 input channels, 7x7 stride 2 with padding, batch 2 at
+    an odd size."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 7, stride=2, padding=3), torch.nn.ReLU(),
+                              torch.nn.Conv2d(32, 16, 1))
+    return net.eval(), (torch.randn(2, 3, 23, 23),)
+
+
 def build_bn():
     """Convolutions with batch norms whose statistics are not the identity (a fresh torchvision
     model has mean 0, variance 1, scale 1, shift 0, which would hide a wrongly folded batch norm):

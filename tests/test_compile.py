@@ -304,6 +304,26 @@ def test_an_adaptive_pool_with_windows_of_varying_size_is_spread_over_the_cores_
     assert result["passed"], result
 
 
+def test_a_stem_reads_the_nchw_image_itself_instead_of_a_transpose_and_stays_exact():
+    """ConvertLayout transposes the model's NCHW image to NHWC for the stem: a kernel of its own
+    (0.16 ms of mnasnet1_0 at batch 3, 193 px). A convolution over at most 4 input channels reads
+    the NCHW tensor instead, and no transpose of the image is left."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_stem", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    reading_the_image = [name for name, f in funcs.items() if [int(v) for v in f.params[0].ty.shape] == [2, 3, 23, 23]]
+    assert len(reading_the_image) == 1 and "conv2d_nhwc_packed" in reading_the_image[0], reading_the_image
+    assert pipeline.default_schedule(funcs[reading_the_image[0]], TARGET)[0] == "Contraction"
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
                                                                                                 monkeypatch, pairs_only):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,

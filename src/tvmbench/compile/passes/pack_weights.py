@@ -23,22 +23,34 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvmbench.compile.ir import TECache, builder_pass, numel, op_name, out_dtype, static_shape, weight_params
 
 
-def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str) -> Any:
-    """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight (TE)."""
-    _, h, w, _ = (int(v) for v in x.shape)
+def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
+                nchw: bool = False) -> Any:
+    """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight (TE); with
+    ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC."""
+    h, w = (int(v) for v in (x.shape[2:4] if nchw else x.shape[1:3]))
     ob, kh, kw, ci, pb = (int(v) for v in wp.shape)
     top, left, bottom, right = pad
     if any(pad):
-        x = topi.nn.pad(x, [0, top, left, 0], [0, bottom, right, 0], name="pad")
+        before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
+        x = topi.nn.pad(x, before, after, name="pad")
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
+
+    def pixel(n: Any, y: Any, z: Any) -> Any:
+        yy, zz = y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1]
+        return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
+
     return te.compute(
         (x.shape[0], oh, ow, ob * pb),
-        lambda n, y, z, o: te.sum(
-            x[n, y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1], rc].astype(out_dtype)
-            * wp[o // pb, rh, rw, rc, o % pb].astype(out_dtype), axis=[rh, rw, rc]),
+        lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * wp[o // pb, rh, rw, rc, o % pb].astype(out_dtype),
+                                  axis=[rh, rw, rc]),
         name="conv2d_nhwc_packed")
+
+
+# A convolution over at most this many input channels whose input is a transpose from NCHW (the
+# model's image, which ConvertLayout transposes for the stem) reads the NCHW tensor itself.
+NCHW_STEM_CHANNELS = 4
 
 
 def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
@@ -92,7 +104,12 @@ class _Pack(PyExprMutator):
         if self.conv_block and out and len(out) == 4 and shape and len(shape) == 4:
             cblock = self.conv_block(out[2] if out[2] > 1 else out[1], shape[0] == shape[1] == 1)
         if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or a.groups != 1
-                or shape is None or numel(x.ty) is None or shape[3] < 2 * cblock):
+                or shape is None or numel(x.ty) is None):
+            return call
+        source = self.nchw_source(x) if shape[2] <= NCHW_STEM_CHANNELS else None
+        if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
+            cblock = min(cblock, shape[3])
+        elif shape[3] < 2 * cblock:
             return call
         # Output channels that no block divides (a classifier's 1000 as a 1x1 convolution,
         # SqueezeNet's last layer, a third of its time, ran at 40 % of the packed layers' speed):
@@ -101,12 +118,19 @@ class _Pack(PyExprMutator):
         padded = channels % cblock != 0
         packed = self.builder_.emit(relax.op.layout_transform(
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
-        out = self.call_te(packed_conv, x, packed, [int(v) for v in a.strides],
+        out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
                            [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                           out_dtype(call, x), primfunc_name_hint="conv2d_nhwc_packed")
+                           out_dtype(call, x), source is not None, primfunc_name_hint="conv2d_nhwc_packed")
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def nchw_source(self, x: Any) -> Any | None:
+        """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), else None."""
+        bound = self.lookup_binding(x) if isinstance(x, relax.Var) else None
+        if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != [0, 2, 3, 1]:
+            return None
+        return bound.args[0]
 
     def pack_matmul(self, call: Any) -> Any:
         x, w = call.args
