@@ -40,6 +40,13 @@ def build_stem():
     return net.eval(), (torch.randn(2, 3, 23, 23),)
 
 
+def build_depthwise5():
+    """A 5x5 depthwise convolution over a 7x7 map (mnasnet's and EfficientNet's last stages)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 5, padding=2, groups=64), torch.nn.ReLU())
+    return net.eval(), (torch.randn(2, 64, 7, 7),)
+
+
 def build_bn():
     """Convolutions with batch norms whose statistics are not the identity (a fresh torchvision
     model has mean 0, variance 1, scale 1, shift 0, which would hide a wrongly folded batch norm):

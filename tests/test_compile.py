@@ -324,6 +324,28 @@ def test_a_stem_reads_the_nchw_image_itself_instead_of_a_transpose_and_stays_exa
     assert result["passed"], result
 
 
+def test_a_5x5_depthwise_window_over_a_short_row_takes_the_whole_row_and_stays_exact():
+    """Holding a 5x5 window's weights in registers (25 per vector) left a 7-pixel row a tile of
+    one pixel (``HELD_WINDOW_MIN_ROWS``): 2.5x slower than a whole row per tile with the weights
+    loaded per tap (mnasnet1_0's last stage). On a 32-register target the tile is the row."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.knobs import knob_set
+
+    avx512 = resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None)
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_depthwise5", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, avx512))
+    (conv,) = [f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint]
+    with knob_set({}) as knobs:
+        rule, _ = pipeline.default_schedule(conv, avx512)
+    assert rule == "Contraction" and knobs.values()["rows"] == 7, (rule, knobs.values())
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_and_stays_exact(l2_of_1mb,
                                                                                                 monkeypatch, pairs_only):
     """Tuning's alternative to one cache line of channels per task: one task per image and band,

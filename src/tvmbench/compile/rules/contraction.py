@@ -92,6 +92,13 @@ SPAN_ALL = True
 # x 4 rows 0.83-0.88 ms. 32-register targets only (measured on AVX-512; NEON has 32 too); 0 turns
 # it off. Rows stacked on a short map (``_stack``) count against what the weights leave.
 DEPTHWISE_REGISTERS = 32
+# ... unless the tile they leave has fewer rows than this (and the map row has more): a 5x5 window
+# (25 registers per vector) over a 7-pixel row left a tile of one pixel, two vectors (50 weight
+# registers of 32: spills, and a bounds check per tap), 0.15-0.27 ms for mnasnet1_0's 5x5 depthwise
+# over 7x7x1152 at batch 3 alone, against 0.061-0.072 ms with the weights loaded per tap and a whole map
+# row per tile. Over 13x13 the held window's tile of 5 rows stays (dropping it there doubled that
+# kernel). docs/performance.md, "A 5x5 depthwise window over a 7-pixel row".
+HELD_WINDOW_MIN_ROWS = 4
 # A batched contraction whose batch axis indexes the weights (the Winograd product: the tile
 # position) may fuse its row tiles outside the batch, so each core takes a range of rows (Winograd
 # tiles) for every position, the tiles its input transform wrote and its output transform reads,
@@ -335,6 +342,10 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
                                   budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, reserved, most_rows)
+    if reserved and rows < min(HELD_WINDOW_MIN_ROWS, extents[m_axis]):  # (the window's weights loaded per tap)
+        reserved, budget = 0, accumulator_budget(target)
+        vectors, rows = register_tile(extents[m_axis], preferred, budget,
+                                      tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
