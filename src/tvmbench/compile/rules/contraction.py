@@ -92,7 +92,7 @@ SPAN_ALL = True
 # x 4 rows 0.83-0.88 ms. 32-register targets only (measured on AVX-512; NEON has 32 too); 0 turns
 # it off. Rows stacked on a short map (``_stack``) count against what the weights leave.
 DEPTHWISE_REGISTERS = 32
-# ... unless the tile they leave has fewer rows than this (and the map row has more): a 5x5 window
+# ... unless the tile they leave has fewer rows than this (or than the whole map row, if shorter): a 5x5 window
 # (25 registers per vector) over a 7-pixel row left a tile of one pixel, two vectors (50 weight
 # registers of 32: spills, and a bounds check per tap), 0.15-0.27 ms for mnasnet1_0's 5x5 depthwise
 # over 7x7x1152 at batch 3 alone, against 0.061-0.072 ms with the weights loaded per tap and a whole map
