@@ -162,6 +162,19 @@ def test_the_history_lists_each_points_host_states(tmp_path, capsys):
     assert "host states" in capsys.readouterr().out
 
 
+def test_since_takes_a_date_or_an_age_and_a_misspelt_date_is_a_usage_error(tmp_path, capsys):
+    path = tmp_path / "history.sqlite"
+    history = History.open(path)
+    history.add("run", run_doc(10.0))
+    history.close()
+    for since, count in (("1h", 1), ("2020-01-01", 1), ("2999-01-01T12:00", 0)):
+        assert main(["history", "--history", str(path), "--machine", "all", "--since", since, "--json"]) == 0
+        assert len(json.loads(capsys.readouterr().out)) == count, since
+    with pytest.raises(SystemExit) as info:
+        main(["history", "--history", str(path), "--since", "last tuesday"])
+    assert info.value.code == 2 and "expected a date like 2026-11-01" in capsys.readouterr().err
+
+
 def test_diff_says_inconclusive_when_the_sides_share_no_host_state(tmp_path, capsys):
     a = probed_doc(10.0, ["nnnnnnnnnn"] * 3, seed=1)
     b = probed_doc(10.0, ["ffffffffff"] * 3, seed=2)  # the same code, only ever timed in the far state

@@ -52,6 +52,26 @@ def duration(text: str) -> float:
     return value
 
 
+def since(text: str) -> str:
+    """'2026-11-01', '2026-11-01T12:00', '3d', '12h' or '2w' -> the local time the history's
+    entries are compared with ('YYYY-MM-DDTHH:MM:SS'). Parsed, not passed on as it is: the history
+    compares dates as text, so a misspelt date would silently select everything or nothing."""
+    import datetime as dt
+
+    units = {"h": 1 / 24, "d": 1, "w": 7}
+    try:
+        if text and text[-1].lower() in units and text[:-1].replace(".", "", 1).isdigit():
+            when = dt.datetime.now() - dt.timedelta(days=float(text[:-1]) * units[text[-1].lower()])
+        else:
+            when = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a date like 2026-11-01 or an age like 3d or 12h, "
+                                         f"got '{text}'") from None
+    if when.tzinfo is not None:
+        when = when.astimezone().replace(tzinfo=None)
+    return when.strftime("%Y-%m-%dT%H:%M:%S")
+
+
 def config_overrides(items: list[str] | None) -> dict[str, Any]:
     """``--hf-config KEY=VALUE`` (repeatable) as a dict; values parsed as JSON where they are."""
     out: dict[str, Any] = {}

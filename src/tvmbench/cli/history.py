@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tvmbench.cli.args import positive_int, since
 from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, make_console
 from tvmbench.errors import UserError
 
@@ -18,9 +19,10 @@ def add_history_parsers(sub: Any) -> None:
     hist = sub.add_parser("history", help="past results from the history, newest first, with each series' trend")
     hist.add_argument("--model", default=None)
     hist.add_argument("--framework", default=None)
-    hist.add_argument("--since", default=None, metavar="DATE", help="e.g. 2026-11-01")
+    hist.add_argument("--since", type=since, default=None, metavar="DATE",
+                      help="a date (2026-11-01, 2026-11-01T12:00) or an age (3d, 12h, 2w)")
     hist.add_argument("--machine", default="this", choices=["this", "all"], help="this machine only (default) or all")
-    hist.add_argument("--limit", type=int, default=50)
+    hist.add_argument("--limit", type=positive_int, default=50)
     hist.add_argument("--csv", action="store_true", help="print CSV")
     hist.add_argument("--json", action="store_true", help="print JSON")
     hist.add_argument("--history", default=None, metavar="FILE")
