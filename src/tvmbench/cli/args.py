@@ -120,9 +120,12 @@ def add_model_args(p: argparse.ArgumentParser, package: bool = False) -> None:
 
 
 def model_kwargs(args: argparse.Namespace) -> dict[str, Any]:
-    """The model arguments as the API takes them."""
-    from tvmbench.models import parse_input_shapes
+    """The model arguments as the API takes them, for one model: a shape flag that model cannot
+    take is a usage error here (``compare`` and ``ops collect`` pass theirs to every model)."""
+    from tvmbench.models import check_model_name, check_shape_flags, parse_input_shapes
 
+    check_model_name(args.model)
+    check_shape_flags(args.model, args.seq_length, args.image_size)
     kwargs = {"batch_size": args.batch_size, "seq_length": args.seq_length, "image_size": args.image_size,
               "hf_config": config_overrides(args.hf_config), "input_shapes": parse_input_shapes(args.input_shape),
               "seed": args.seed}

@@ -128,6 +128,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         log = console if getattr(args, "verbose", False) else None
         result = api.run_benchmark(cfg, status_events(status, time.monotonic(), log,
                                                       total=len(cfg.frameworks) * cfg.rounds))
+    _raise_shared_mistake(result.results.values())
     doc = result.to_json()
     entry = record("run", doc, history=history_arg(args), environment=result.environment,
                    target=result.target_config)
@@ -151,6 +152,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if any(r.error_kind in ("user", "missing") for r in failed):
         return EXIT_USAGE
     return EXIT_FAILED if failed else EXIT_OK
+
+
+def _raise_shared_mistake(results: Any) -> None:
+    """When every framework failed with the same mistake in the user's input (a shape the model
+    refuses, found only while building it), that is one usage error: one line, no table of
+    failures, nothing kept in the history."""
+    from tvmbench.errors import UserError
+
+    errors = {(r.error_kind, r.error) for r in results}
+    if len(errors) == 1 and next(iter(errors))[0] == "user":
+        raise UserError(next(iter(errors))[1])
 
 
 def _package_target(args: argparse.Namespace) -> str:

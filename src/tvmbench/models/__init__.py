@@ -9,7 +9,8 @@ from tvmbench.errors import UserError
 from tvmbench.models.base import InputSpec, LoadedModel, ModelOptions
 from tvmbench.models.zoo import ZOO, ZooEntry, lookup
 
-__all__ = ["ZOO", "InputSpec", "LoadedModel", "ModelOptions", "ZooEntry", "check_model_name", "count_flops", "load_model",
+__all__ = ["ZOO", "InputSpec", "LoadedModel", "ModelOptions", "ZooEntry", "check_model_name",
+           "check_shape_flags", "count_flops", "load_model",
            "lookup", "parse_input_shapes"]
 
 
@@ -95,6 +96,30 @@ def check_model_name(name: str) -> None:
         _existing(name.rpartition(":")[0])
     else:
         lookup(name)
+
+
+def check_shape_flags(name: str, seq_length: int | None, image_size: int | None) -> None:
+    """Fail fast on a shape flag the zoo model named cannot take: ``--seq-length`` for a model
+    of images, ``--image-size`` for one of tokens, an image smaller than the stems allow. Each
+    would otherwise be silently ignored or fail in every framework's worker alike. Files and
+    packages are not checked here (their inputs say what they take)."""
+    if is_package(name) or name.lower().endswith((".onnx", ".pt2")) or ".py:" in name:
+        return
+    entry = lookup(name)
+    if entry.family == "transformer" and image_size is not None:
+        raise UserError(f"--image-size applies to models of images; {entry.name} takes tokens (use --seq-length)")
+    if entry.family != "transformer" and seq_length is not None:
+        raise UserError(f"--seq-length applies to models of tokens; {entry.name} takes images (use --image-size)")
+    if image_size is not None:
+        check_image_size(entry.name, image_size)
+
+
+def check_image_size(name: str, size: int) -> None:
+    if size < MIN_IMAGE_SIZE:
+        raise UserError(f"--image-size {size} is too small for {name}; use at least {MIN_IMAGE_SIZE}")
+
+
+MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
 
 
 def _existing(path: str) -> Path:

@@ -43,9 +43,10 @@ def _rng(options: ModelOptions) -> np.random.Generator:
 
 
 def _image_size(entry: ZooEntry, options: ModelOptions) -> int:
+    from tvmbench.models import check_image_size
+
     size = options.image_size or entry.default_image_size or 224
-    if size < 32:
-        raise UserError(f"--image-size {size} is too small for {entry.name}; use at least 32")
+    check_image_size(entry.name, size)
     return size
 
 
