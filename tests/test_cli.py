@@ -115,6 +115,9 @@ def test_tiny_bert_matches_pytorch_and_verbose_prints_the_compile_stages_in_orde
         (["run", "--model", "resnet18", "--seq-length", "64"], "--seq-length applies to models of tokens"),
         (["profile", "--model", "gpt2", "--image-size", "64"], "--image-size applies to models of images"),
         (["export", "--model", "resnet18", "--image-size", "8"], "--image-size 8 is too small"),
+        (["export", "--model", "resnet18", "--output-dir", "/dev/null/x"], "cannot write the output folder"),
+        (["tune", "--model", "resnet18", "--trials", "4", "--db", "/dev/null/x"], "cannot write the tuning database"),
+        (["run", "--model", "resnet18", "--history", "/dev/null/h.sqlite"], "cannot open the history"),
         # found only while building, in each framework's worker: still one line, no table
         (["run", "--model", "torchvision:vit_b_16", "--image-size", "200", "--frameworks", "pytorch,onnxruntime",
           "--no-history"], "at image size 200: Input shape indivisible by patch size"),

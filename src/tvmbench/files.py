@@ -93,6 +93,22 @@ def check_writable(path: str | Path) -> None:
         raise UserError(f"cannot write {path}: {e.strerror or e}; choose another output path") from None
 
 
+def check_writable_dir(path: str | Path, what: str = "output folder") -> Path:
+    """Make the folder ``path`` (and its parents) now and check a file can be written in it, or
+    fail in one line: before the building and measuring, not after."""
+    from tvmbench.errors import UserError
+
+    p = Path(path).expanduser()
+    try:
+        p.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tvmbench-check.", dir=p)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as e:
+        raise UserError(f"cannot write the {what} {path}: {e.strerror or e}; choose another folder") from None
+    return p
+
+
 def write_json_atomic(path: str | Path, data: Any) -> Path:
     return write_text_atomic(path, json.dumps(to_jsonable(data), indent=2) + "\n")
 

@@ -255,5 +255,14 @@ def add_history_args(p: argparse.ArgumentParser) -> None:
 
 
 def history_arg(args: argparse.Namespace) -> str | bool | None:
-    """What ``history=`` of the API takes: False with --no-history, else the file or None."""
-    return False if getattr(args, "no_history", False) else getattr(args, "history", None)
+    """What ``history=`` of the API takes: False with --no-history, else the file or None. A file
+    given with --history is opened here, so one that cannot be written (or is not a history) is a
+    one-line error before the work; the default file in the cache only warns, after it."""
+    if getattr(args, "no_history", False):
+        return False
+    path = getattr(args, "history", None)
+    if path:
+        from tvmbench.results.history import History
+
+        History.open(path).close()
+    return path

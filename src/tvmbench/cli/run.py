@@ -99,6 +99,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     console = make_console(stderr=True, quiet=args.quiet)
     check_output(args.output, args.save_outputs)
+    history = history_arg(args)
     if args.package:
         args.model = _package_target(args)
     frameworks = parse_frameworks(args.frameworks) if args.frameworks else default_frameworks(args.model)
@@ -130,7 +131,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                                       total=len(cfg.frameworks) * cfg.rounds))
     _raise_shared_mistake(result.results.values())
     doc = result.to_json()
-    entry = record("run", doc, history=history_arg(args), environment=result.environment,
+    entry = record("run", doc, history=history, environment=result.environment,
                    target=result.target_config)
     if entry is not None:
         doc["history_entry"] = entry
@@ -196,6 +197,7 @@ def add_export_parser(sub: Any) -> None:
 def cmd_export(args: argparse.Namespace) -> int:
     from tvmbench import api
     from tvmbench.compile.artifact import build_artifact
+    from tvmbench.files import check_writable_dir
     from tvmbench.models import load_model
     from tvmbench.tuning.database import database_sources, load_databases
 
@@ -206,6 +208,7 @@ def cmd_export(args: argparse.Namespace) -> int:
         raise UserError("--cuda-graph captures CUDA kernel launches; it needs a CUDA target (--target cuda)")
     out = args.output_dir or os.path.join(
         "artifacts", f"{os.path.basename(args.model).replace(':', '_')}-{target.kind}-{target.arch}-{args.precision}")
+    check_writable_dir(out)
     sources = database_sources(target, args.db, not args.untuned, not (args.untuned or args.no_pretuned))
     with console.status(f"building {args.model} for {target.kind} {target.arch} ({args.precision})"):
         report = build_artifact(load_model(args.model, options), target, out, args.precision,

@@ -33,7 +33,7 @@ from typing import Any
 
 from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
-from tvmbench.files import replacing, write_text_atomic
+from tvmbench.files import check_writable_dir, replacing, write_text_atomic
 from tvmbench.paths import cache_dir
 from tvmbench.targets import ResolvedTarget
 
@@ -137,7 +137,7 @@ class TuningDatabase:
             if not create:
                 raise UserError(f"{p} is not a MetaSchedule database (no {WORKLOADS}); create one with "
                                 "'tvmbench tune' or drop --db")
-            p.mkdir(parents=True, exist_ok=True)
+            check_writable_dir(p, "tuning database")
             (p / WORKLOADS).touch()
             (p / RECORDS).touch()
         db = cls(p)
