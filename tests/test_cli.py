@@ -118,6 +118,7 @@ def test_tiny_bert_matches_pytorch_and_verbose_prints_the_compile_stages_in_orde
         (["export", "--model", "resnet18", "--output-dir", "/dev/null/x"], "cannot write the output folder"),
         (["tune", "--model", "resnet18", "--trials", "4", "--db", "/dev/null/x"], "cannot write the tuning database"),
         (["run", "--model", "resnet18", "--history", "/dev/null/h.sqlite"], "cannot open the history"),
+        (["rpc", "server", "--tracker", "127.0.0.1:1", "--key", "x"], "cannot reach the TVM RPC tracker"),
         # found only while building, in each framework's worker: still one line, no table
         (["run", "--model", "torchvision:vit_b_16", "--image-size", "200", "--frameworks", "pytorch,onnxruntime",
           "--no-history"], "at image size 200: Input shape indivisible by patch size"),
@@ -130,11 +131,13 @@ def test_user_mistakes_get_one_line_and_exit_2(args, message, capsys):
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in err and not out
 
 
-def test_bad_number_flag_is_a_usage_error(capsys):
+@pytest.mark.parametrize("args, message", [(["run", "--model", "resnet18", "--batch-size", "0"], "positive integer"),
+                                           (["rpc", "tracker", "--port", "99999"], "port number of at most")])
+def test_bad_number_flag_is_a_usage_error(args, message, capsys):
     with pytest.raises(SystemExit) as info:
-        main(["run", "--model", "resnet18", "--batch-size", "0"])
+        main(args)
     assert info.value.code == 2
-    assert "positive integer" in capsys.readouterr().err
+    assert message in capsys.readouterr().err
 
 
 def test_every_command_prints_its_help(capsys):

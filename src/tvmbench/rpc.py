@@ -19,15 +19,24 @@ def parse_tracker(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
-def check_tracker(host: str, port: int, key: str) -> None:
-    """Fail in one line when the tracker is unreachable or has no device under ``key``."""
+def reach_tracker(host: str, port: int) -> dict[str, Any]:
+    """The tracker's summary, or one line saying it cannot be reached (TVM's own server would
+    retry a wrong address for ever, silently)."""
+    import socket
+
     from tvm import rpc
 
     try:
-        summary = rpc.connect_tracker(host, port).summary()
+        socket.create_connection((host, port), timeout=5).close()  # TVM's connect retries for 30 s
+        return rpc.connect_tracker(host, port).summary()
     except Exception as e:
         raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
                         "'tvmbench rpc tracker'") from None
+
+
+def check_tracker(host: str, port: int, key: str) -> None:
+    """Fail in one line when the tracker is unreachable or has no device under ``key``."""
+    summary = reach_tracker(host, port)
     queues = summary.get("queue_info", {})
     if key not in queues:
         raise UserError(f"the tracker at {host}:{port} has no device registered as '{key}' (it has "

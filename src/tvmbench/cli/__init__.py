@@ -81,5 +81,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_FAILED
     except KeyboardInterrupt:
-        print("tvmbench: interrupted (a tuning database keeps every batch measured so far)", file=sys.stderr)
+        tuning = args.command == "tune" or getattr(args, "tune", False) or getattr(args, "trials", None)
+        print("tvmbench: interrupted" + (" (a tuning database keeps every batch measured so far)" if tuning else ""),
+              file=sys.stderr)
         return EXIT_INTERRUPTED

@@ -24,6 +24,15 @@ def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
 
 
 positive_int = int_at_least(1, "a positive integer")
+
+
+def port(text: str) -> int:
+    """A TCP port the RPC commands listen on: 1024..65000, so the range of ports TVM tries after
+    it (up to 100 more) stays valid and needs no root."""
+    value = int_at_least(1024, "a port number of at least 1024")(text)
+    if value > 65000:
+        raise argparse.ArgumentTypeError(f"expected a port number of at most 65000, got {value}")
+    return value
 nonneg_int = int_at_least(0, "an integer >= 0")
 
 

@@ -16,6 +16,7 @@ from tvmbench.cli.args import (
     add_tune_args,
     history_arg,
     model_kwargs,
+    port,
     positive_int,
     tune_config,
 )
@@ -301,14 +302,14 @@ def add_rpc_parser(sub: Any) -> None:
     tracker = rpc_sub.add_parser("tracker", help="a tracker devices register with")
     tracker.add_argument("--host", default="127.0.0.1",
                          help="address to listen on (default: this machine only; another address exposes it)")
-    tracker.add_argument("--port", type=positive_int, default=9190)
+    tracker.add_argument("--port", type=port, default=9190)
     server = rpc_sub.add_parser("server", help="serve this device to a tracker under a key")
     server.add_argument("--tracker", required=True, metavar="HOST:PORT")
     server.add_argument("--key", required=True)
     server.add_argument("--host", default="127.0.0.1",
                         help="address to listen on (default: this machine only; another address lets anyone "
                              "who reaches the port run code here)")
-    server.add_argument("--port", type=positive_int, default=9090)
+    server.add_argument("--port", type=port, default=9090)
     rpc.set_defaults(handler=cmd_rpc)
 
 
@@ -321,14 +322,17 @@ def cmd_rpc(args: argparse.Namespace) -> int:
         cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
                "--port-end", str(args.port + 10)]
     else:
-        from tvmbench.rpc import parse_tracker
+        from tvmbench.rpc import parse_tracker, reach_tracker
 
-        parse_tracker(args.tracker)
+        reach_tracker(*parse_tracker(args.tracker))
         cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
                str(args.port + 100), "--tracker", args.tracker, "--key", args.key]
     proc = subprocess.Popen([sys.executable, "-m", *cmd], start_new_session=True)
     try:
         return proc.wait()
+    except KeyboardInterrupt:  # the way to stop a server in the foreground: not a failure
+        print(f"tvmbench: the RPC {args.rpc_command} stopped", file=sys.stderr)
+        return EXIT_OK
     finally:
         if proc.poll() is None:  # Ctrl-C or SIGTERM: stop TVM's process group (launcher and worker)
             os.killpg(proc.pid, signal.SIGTERM)
