@@ -55,3 +55,9 @@ def test_user_mistakes_raise_one_line_errors_before_any_work():
         tvmbench.run(MLP, target_spec="llvm", precision="bf16")
     with pytest.raises(UserError, match="openvino-hint"):
         tvmbench.run(MLP, frameworks="tvm,openvino", target_spec="llvm", openvino_hint="fastest")
+    for bad, message in ((dict(batch_size=0), "batch_size="), (dict(runs=2.5), "runs="), (dict(warmup=-1), "warmup="),
+                         (dict(min_time=0), "above 0"), (dict(threads=0), "threads=")):
+        with pytest.raises(UserError, match=message):
+            tvmbench.run(MLP, frameworks="pytorch", target_spec="llvm", **bad)
+    with pytest.raises(UserError, match="trials=-5"):
+        tvmbench.api.tune(MLP, target_spec="llvm", trials=-5)

@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError, WorkFailed
+from tvmbench.errors import MissingFrameworkError, TuningFailed, UserError, WorkFailed, check_numbers
 from tvmbench.measure.runner import Events, RunConfig, default_memory_limit, run_frameworks, thread_env
 from tvmbench.measure.timer import TimerConfig
 from tvmbench.models import ModelOptions, check_model_name, is_package
@@ -55,6 +55,7 @@ def model_options(model: str, batch_size: int = 1, seq_length: int | None = None
     from tvmbench.models import FILL_MODES
 
     check_model_name(model)
+    check_numbers(batch_size=batch_size, seq_length=seq_length, image_size=image_size)
     if fill_mode not in FILL_MODES:
         raise UserError(f"--fill-mode must be one of {', '.join(FILL_MODES)}, got '{fill_mode}'")
     if inputs_file and not Path(inputs_file).expanduser().is_file():
@@ -103,6 +104,9 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                show_worker_output: bool = False) -> RunConfig:
     """The one place a run's configuration is put together (``run`` and ``compare`` both use it).
     ``show_worker_output``: workers print to this terminal (else to log files kept when they fail)."""
+    check_numbers(threads=threads, runs=runs, rounds=rounds, min_time=min_time, max_time=max_time, timeout=timeout,
+                  memory_limit_gib=memory_limit_gib, times=("min_time", "max_time", "timeout", "memory_limit_gib"))
+    check_numbers(minimum=0, warmup=warmup)
     if untuned and db:
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
     if cuda_graph and resolved.kind != "cuda":

@@ -8,6 +8,8 @@ reported as such.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 
 class UserError(Exception):
     """A problem with the user's input; the message says what was wrong and what to do."""
@@ -54,3 +56,17 @@ class WorkFailed(Exception):
 class TuningFailed(WorkFailed):
     """Tuning crashed inside TVM (not a user mistake): exit status 1; the database keeps every
     batch measured so far."""
+
+
+def check_numbers(minimum: int = 1, times: Sequence[str] = (), **values: float | None) -> None:
+    """The API's counterpart of the command line's argument types (which check the flags before
+    this sees them): a count below ``minimum``, or a time (named in ``times``) not above 0, is one
+    line naming the keyword, not a worker that measures nothing. None: not given."""
+    for name, value in values.items():
+        if value is None:
+            continue
+        flag = f"{name}={value!r}:"
+        if name in times and not value > 0:
+            raise UserError(f"{flag} must be above 0")
+        if name not in times and (value < minimum or value != int(value)):
+            raise UserError(f"{flag} must be a whole number of at least {minimum}")

@@ -41,6 +41,24 @@ class TuneConfig:
     top_k: int = 3  # dpmeta: records per task Droplet starts from
     alpha: float = 0.05  # droplet / dpmeta: significance of Welch's test for accepting a move
 
+    def __post_init__(self) -> None:
+        """Counts and times checked when the options are made (the CLI's argument types do it
+        for flags; the API's callers get the same one line)."""
+        from tvmbench.errors import UserError, check_numbers
+
+        check_numbers(trials_per_task=self.trials_per_task, trials_per_iter=self.trials_per_iter,
+                      threads=self.threads, runner_number=self.runner_number, runner_repeat=self.runner_repeat,
+                      rpc_workers=self.rpc_workers, top_k=self.top_k, time_budget_s=self.time_budget_s,
+                      builder_timeout_s=self.builder_timeout_s, runner_timeout_s=self.runner_timeout_s,
+                      times=("time_budget_s", "builder_timeout_s", "runner_timeout_s"))
+        check_numbers(minimum=0, trials=self.trials, runner_min_repeat_ms=self.runner_min_repeat_ms)  # 0: judge only
+        for name, value, allowed in (("strategy", self.strategy, STRATEGIES), ("cost_model", self.cost_model, COST_MODELS),
+                                     ("task_scheduler", self.task_scheduler, SCHEDULERS)):
+            if value not in allowed:
+                raise UserError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got '{value}'")
+        if not 0 < self.alpha < 1:
+            raise UserError(f"--alpha must be between 0 and 1, got {self.alpha}")
+
     def cold(self) -> bool:
         """Whether candidates are timed with cold caches. Inside a model a kernel reads weights
         that the layers before it have pushed out of the caches; MetaSchedule's runner times a
