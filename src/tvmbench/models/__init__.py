@@ -98,6 +98,9 @@ def check_model_name(name: str) -> None:
         lookup(name)
 
 
+MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
+
+
 def check_shape_flags(name: str, seq_length: int | None, image_size: int | None) -> None:
     """Fail fast on a shape flag the zoo model named cannot take: ``--seq-length`` for a model
     of images, ``--image-size`` for one of tokens, an image smaller than the stems allow. Each
@@ -117,9 +120,6 @@ def check_shape_flags(name: str, seq_length: int | None, image_size: int | None)
 def check_image_size(name: str, size: int) -> None:
     if size < MIN_IMAGE_SIZE:
         raise UserError(f"--image-size {size} is too small for {name}; use at least {MIN_IMAGE_SIZE}")
-
-
-MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
 
 
 def _existing(path: str) -> Path:
