@@ -251,3 +251,24 @@ def test_run_progress_estimates_the_time_left_from_the_finished_workers():
     t[0] = 80.0
     on_event("tvm", WORKER_DONE)
     assert "2/3 done, about 40 s left" in status.text  # the workers took 20 s and 60 s
+
+
+def test_listings_print_json_and_a_closed_pipe_is_not_an_error():
+    """``models`` and ``frameworks`` print JSON for scripts; a reader that goes away early
+    (``tvmbench models --json | head -1``) ends the command quietly, not with a traceback."""
+    import json
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "tvmbench.cli"]
+    listed = json.loads(subprocess.run([*cmd, "models", "--no-stats", "--json"], capture_output=True, text=True,
+                                       check=True).stdout)
+    assert {"resnet18", "bert-base-uncased"} <= {m["name"] for m in listed}
+    found = json.loads(subprocess.run([*cmd, "frameworks", "--json"], capture_output=True, text=True,
+                                      check=True).stdout)
+    assert found["pytorch"]["installed"] and "tensorrt" in found
+    proc = subprocess.Popen([*cmd, "models", "--no-stats", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    proc.stdout.close()  # before the command has written anything
+    err = proc.stderr.read()
+    assert proc.wait(timeout=120) == 0 and "Traceback" not in err and "Exception ignored" not in err, err

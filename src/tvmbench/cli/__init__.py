@@ -73,13 +73,20 @@ def main(argv: list[str] | None = None) -> int:
         argv = ["db", "compare", *argv[2:]]
     args = build_parser().parse_args(argv)
     try:
-        return args.handler(args)
+        code = args.handler(args)
+        sys.stdout.flush()  # a closed pipe shows here, not as an "Exception ignored" at exit
+        return code
     except UserError as e:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_USAGE
     except WorkFailed as e:
         print(f"tvmbench: error: {e}", file=sys.stderr)
         return EXIT_FAILED
+    except BrokenPipeError:  # the reader went away (``tvmbench history --csv | head``): not an error
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no second error at exit
+        return EXIT_OK
     except KeyboardInterrupt:
         tuning = args.command == "tune" or getattr(args, "tune", False) or getattr(args, "trials", None)
         print("tvmbench: interrupted" + (" (a tuning database keeps every batch measured so far)" if tuning else ""),

@@ -14,9 +14,11 @@ from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, make_console
 def add_info_parsers(sub: Any) -> None:
     models = sub.add_parser("models", help="list the model zoo with parameters and FLOPs")
     models.add_argument("--no-stats", action="store_true", help="list names only, without building the models")
+    models.add_argument("--json", action="store_true", help="print the list as JSON (for scripts)")
     models.set_defaults(handler=cmd_models)
 
     frameworks = sub.add_parser("frameworks", help="each framework: installed or not, version, devices it can use")
+    frameworks.add_argument("--json", action="store_true", help="print the list as JSON (for scripts)")
     frameworks.set_defaults(handler=cmd_frameworks)
 
     doctor = sub.add_parser("doctor", help="check this machine and a planned run for what makes TVM slow or "
@@ -41,6 +43,9 @@ def cmd_models(args: argparse.Namespace) -> int:
     from tvmbench.models.catalog import zoo_stats
 
     rows = zoo_stats(with_stats=not args.no_stats, console=make_console(stderr=True))
+    if args.json:
+        print(json.dumps(rows, indent=2, default=str))
+        return EXIT_OK
     table = Table(title="tvmbench model zoo (random weights; any torchvision classifier also as torchvision:NAME)")
     for col in ("name", "family", "description", "default input", "params (M)", "GFLOPs"):
         table.add_column(col, justify="right" if col in ("params (M)", "GFLOPs") else "left")
@@ -61,14 +66,19 @@ def cmd_frameworks(args: argparse.Namespace) -> int:
     table = Table(title="frameworks")
     for col in ("framework", "installed", "version", "devices", "notes"):
         table.add_column(col)
+    found = {}
     for name in [*FRAMEWORKS, *(n for n in registry() if n not in REGISTRY)]:  # then plugins
         try:
             a = load_class(name).availability()
         except Exception as e:  # a broken install is reported, not fatal
             a = {"installed": False, "version": None, "devices": [], "install": f"broken: {e}"}
+        found[name] = a
         table.add_row(name, "yes" if a["installed"] else "no", a["version"] or "-", ", ".join(a["devices"]) or "-",
                       escape("; ".join(n for n in (a.get("unavailable"), a["install"]) if n)))
-    make_console().print(table)
+    if args.json:
+        print(json.dumps(found, indent=2, default=str))
+    else:
+        make_console().print(table)
     return EXIT_OK
 
 
