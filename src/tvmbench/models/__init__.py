@@ -7,7 +7,7 @@ from typing import Any
 
 from tvmbench.errors import UserError
 from tvmbench.models.base import InputSpec, LoadedModel, ModelOptions
-from tvmbench.models.zoo import ZOO, ZooEntry, lookup
+from tvmbench.models.zoo import ZOO, ZooEntry, check_image_size, lookup
 
 __all__ = ["ZOO", "InputSpec", "LoadedModel", "ModelOptions", "ZooEntry", "check_model_name",
            "check_shape_flags", "count_flops", "load_model",
@@ -98,9 +98,6 @@ def check_model_name(name: str) -> None:
         lookup(name)
 
 
-MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
-
-
 def check_shape_flags(name: str, seq_length: int | None, image_size: int | None) -> None:
     """Fail fast on a shape flag the zoo model named cannot take: ``--seq-length`` for a model
     of images, ``--image-size`` for one of tokens, an image smaller than the stems allow. Each
@@ -115,11 +112,6 @@ def check_shape_flags(name: str, seq_length: int | None, image_size: int | None)
         raise UserError(f"--seq-length applies to models of tokens; {entry.name} takes images (use --image-size)")
     if image_size is not None:
         check_image_size(entry.name, image_size)
-
-
-def check_image_size(name: str, size: int) -> None:
-    if size < MIN_IMAGE_SIZE:
-        raise UserError(f"--image-size {size} is too small for {name}; use at least {MIN_IMAGE_SIZE}")
 
 
 def _existing(path: str) -> Path:

@@ -15,7 +15,7 @@ import torch
 
 from tvmbench.errors import UserError
 from tvmbench.models.base import LoadedModel, ModelOptions
-from tvmbench.models.zoo import TORCHVISION, TORCHVISION_PREFIX, ZooEntry
+from tvmbench.models.zoo import TORCHVISION, TORCHVISION_PREFIX, ZooEntry, check_image_size
 
 
 def build(entry: ZooEntry, options: ModelOptions) -> LoadedModel:
@@ -43,8 +43,6 @@ def _rng(options: ModelOptions) -> np.random.Generator:
 
 
 def _image_size(entry: ZooEntry, options: ModelOptions) -> int:
-    from tvmbench.models import check_image_size
-
     size = options.image_size or entry.default_image_size or 224
     check_image_size(entry.name, size)
     return size

@@ -93,6 +93,14 @@ ZOO: dict[str, ZooEntry] = {
 TORCHVISION_PREFIX = "torchvision:"
 
 
+MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
+
+
+def check_image_size(name: str, size: int) -> None:
+    if size < MIN_IMAGE_SIZE:
+        raise UserError(f"--image-size {size} is too small for {name}; use at least {MIN_IMAGE_SIZE}")
+
+
 def lookup(name: str) -> ZooEntry:
     """The zoo entry for ``name``; ``torchvision:NAME`` reaches any torchvision classifier."""
     if name in ZOO:
