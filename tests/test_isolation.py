@@ -34,6 +34,16 @@ def eats_memory(arg, progress):
         time.sleep(0.005)
 
 
+def draws_a_progress_bar_then_is_killed(arg, progress):
+    import signal
+
+    import tqdm
+
+    for _ in tqdm.tqdm(range(2), disable=True):  # as torch.export's interpreter does
+        pass
+    os.kill(os.getpid(), signal.SIGKILL)  # as the memory limit, a timeout or Ctrl-C stop it
+
+
 def user_mistake(arg, progress):
     raise UserError("framework 'x' needs the package 'y'")
 
@@ -327,3 +337,15 @@ def test_workers_fork_from_the_preloaded_server_unless_told_to_spawn(monkeypatch
     assert context().get_start_method() == "forkserver" and context(preloaded=False).get_start_method() == "spawn"
     monkeypatch.setenv("TVMBENCH_WORKERS", "spawn")
     assert context().get_start_method() == "spawn"
+
+
+def test_a_worker_stopped_by_a_signal_leaves_no_semaphore_behind():
+    """tqdm's bars made a multiprocessing lock (a named semaphore in /dev/shm) in every worker
+    that imported a model; a worker killed on a timeout or Ctrl-C never unlinked it."""
+    shm = Path("/dev/shm")
+    if not shm.is_dir():
+        pytest.skip("no /dev/shm on this system")
+    before = {p.name for p in shm.glob("sem.*")}
+    out = run_isolated(draws_a_progress_bar_then_is_killed, None, timeout_s=60, memory_limit_bytes=8 * GiB)
+    assert not out.ok and "SIGKILL" in out.error["message"], out.error
+    assert {p.name for p in shm.glob("sem.*")} - before == set()

@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from collections.abc import Callable, Iterator
@@ -154,6 +155,7 @@ def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[st
     _redirect_output(output)
     _first_to_go_when_memory_runs_out()
     _limit_data(data_limit)
+    _thread_lock_for_progress_bars()
     os.environ.clear()
     os.environ.update(env)
     try:
@@ -163,6 +165,20 @@ def _child(conn: Any, fn: Callable[[Any, Progress], Any], arg: Any, env: dict[st
         conn.send(("error", describe_exception(e)))
     finally:
         conn.close()
+
+
+def _thread_lock_for_progress_bars() -> None:
+    """tqdm guards its bars with a multiprocessing lock, a named semaphore in /dev/shm, made on
+    first use (torch.export's graph interpreter draws a bar: every worker that imports a model).
+    A worker stopped by a signal (Ctrl-C, a timeout, the memory limit) never unlinks it: 90 such
+    files had piled up on the development machine, and Python's resource tracker printed a
+    "leaked semaphore" warning after every interrupted command. A worker draws from one process,
+    so a thread lock serves."""
+    try:
+        import tqdm
+    except ImportError:
+        return
+    tqdm.tqdm.set_lock(threading.RLock())
 
 
 def _tree(proc: psutil.Process) -> list[psutil.Process]:
