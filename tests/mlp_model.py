@@ -71,6 +71,12 @@ def build_window_project():
     return _random_statistics(net).eval(), (torch.randn(1, 3, 192, 192),)
 
 
+def build_window_project_prime():
+    """The same block over a map of 97 pixels (a prime: mnasnet1_0's first block at 193 px)."""
+    net, _ = build_window_project()
+    return net, (torch.randn(1, 3, 194, 194),)
+
+
 def _random_statistics(net):
     for m in net:
         if isinstance(m, torch.nn.BatchNorm2d):

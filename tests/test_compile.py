@@ -445,6 +445,24 @@ def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exa
     assert result["passed"], result
 
 
+def test_a_prime_map_width_takes_predicated_column_tiles_and_stays_exact(l2_of_1mb):
+    """A 97-pixel row (mnasnet1_0's first block at 193 px): no divisor from 4 to 7, so the
+    projection's and the window's register tiles are predicated ones of several columns, not
+    tiles of one pixel (alone on the Zen 4 host: 0.34-0.38 against 0.37-0.46 ms at batch 3)."""
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import WindowProject
+
+    model, (joined,), _ = _joined_kernel("build_window_project_prime")
+    with TARGET.tvm(), knob_set({}) as knobs:
+        sch = WindowProject().schedule(joined, TARGET.tvm())
+    assert sch is not None, "the WindowProject rule declined"
+    values = knobs.values()
+    assert 4 <= values["rows"] <= 7 and 4 <= values["window_rows"] <= 7, values
+    assert "T.where(" in sch.mod.script()  # the last tile of each row is predicated
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_an_expansion_its_window_and_the_projection_become_one_kernel_and_stay_exact(l2_of_1mb):
     """mobilenet_v2's stride-1 block at 60x60 (1.4 MB after the expansion and after the window):
     the three convolutions join into one kernel, which WindowProject schedules as one task per

@@ -25,6 +25,9 @@ from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
 
+# A map width with no divisor from 4 up (a prime: 97 pixels at 193 px) gets predicated register
+# tiles, as in the Contraction rule; 0: tiles of one pixel.
+PREDICATED_ROWS = 1
 # Output rows per task: the window's tile for them is rows x width x channels (10 KB per row of
 # 80 columns x 32 channels).
 BAND_ROWS = 4
@@ -123,8 +126,9 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     vectors = knob("vectors", max(legal_vectors), legal_vectors)
     # (as many rows as the Contraction rule's tiles: alone, mnasnet1_0's joined kernel at batch 8
     # and 320 px took 2945 us with its 5 rows of 16 channels, 2983 with 10, 3530 with 16)
-    rows = knob("rows", largest_divisor(width, min(tiles.max_rows(target), max(budget // vectors, 1))),
-                [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0])
+    limit = min(tiles.max_rows(target), max(budget // vectors, 1))
+    rows = knob("rows", _row_tile(width, limit, vectors),
+                [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0 or r == _row_tile(width, limit, vectors)])
     bands, default = expand_window.band_choices(height, BAND_ROWS)  # (a 7-row map is one band)
     if joined.expansion is not None:
         default = _expansion_band(joined, target, bands) or default
@@ -187,10 +191,19 @@ def tile_window(joined: _Joined, task: Any, target: Any) -> None:
     fits = [v for v in legal_vectors if v <= 2 and (registers - 2) // v - taps >= 2] or [1]
     vectors = knob("window_vectors", max(fits), legal_vectors)
     most = min(tiles.max_rows(target), max((registers - 2) // vectors - taps, 1))
-    rows = knob("window_rows", largest_divisor(width, most), [r for r in range(1, tiles.MAX_ROWS + 1) if width % r == 0])
+    rows = knob("window_rows", _row_tile(width, most, vectors),
+                [r for r in range(1, tiles.MAX_ROWS + 1) if width % r == 0 or r == _row_tile(width, most, vectors)])
     w_outer, w_in = sch.split(w, factors=[None, rows])
     c_outer, c_vec, c_lane = sch.split(c, factors=[None, vectors, lanes])
     sch.reorder(h, w_outer, c_outer, kh, kw, w_in, c_vec, c_lane)
     sch.unroll(kh)
     sch.unroll(kw)
     register_tile_loops(sch, window, w_in, c_vec, c_lane, c_outer, kh, lanes, joined.between)
+
+
+def _row_tile(width: int, limit: int, vectors: int) -> int:
+    """Columns per register tile: the largest divisor of the map's width up to ``limit``, else
+    (a prime width: 97 pixels at 193 px) a predicated tile of 4 to 7 (``tiles.row_tile``) when
+    ``PREDICATED_ROWS``, not tiles of one pixel."""
+    rows, predicated = tiles.row_tile(width, limit, vectors)
+    return rows if PREDICATED_ROWS or not predicated else largest_divisor(width, limit)
