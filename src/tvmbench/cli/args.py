@@ -24,6 +24,7 @@ def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
 
 
 positive_int = int_at_least(1, "a positive integer")
+nonneg_int = int_at_least(0, "an integer >= 0")
 
 
 def port(text: str) -> int:
@@ -33,7 +34,6 @@ def port(text: str) -> int:
     if value > 65000:
         raise argparse.ArgumentTypeError(f"expected a port number of at most 65000, got {value}")
     return value
-nonneg_int = int_at_least(0, "an integer >= 0")
 
 
 def positive_float(text: str) -> float:
