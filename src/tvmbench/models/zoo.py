@@ -119,7 +119,9 @@ def lookup(name: str) -> ZooEntry:
             raise UserError(f"torchvision has no classification model '{tv_name}'{hint}")
         size = 299 if tv_name == "inception_v3" else 224
         return ZooEntry(name, "cnn", TORCHVISION, f"torchvision {tv_name}", default_image_size=size)
-    close = difflib.get_close_matches(name, list(ZOO), n=3, cutoff=0.5)
+    # Names the input begins (``bert-base`` -> bert-base-uncased) first, then difflib's nearest.
+    starts = [k for k in ZOO if k.lower().startswith(name.lower())]
+    close = list(dict.fromkeys(starts + difflib.get_close_matches(name, list(ZOO), n=3, cutoff=0.5)))[:3]
     hint = f"did you mean {', '.join(close)}? " if close else ""
     raise UserError(
         f"unknown model '{name}': {hint}Run 'tvmbench models' for the zoo, use torchvision:NAME for any "
