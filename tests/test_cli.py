@@ -106,6 +106,7 @@ def test_tiny_bert_matches_pytorch_and_verbose_prints_the_compile_stages_in_orde
     [
         (["run", "--model", "resnet5"], "unknown model 'resnet5'"),
         (["run", "--model", "bert-base"], "did you mean bert-base-uncased,"),  # the name it begins, first
+        (["compare", "--models", ",,"], "names no model"),
         (["run", "--model", "resnet18", "--target", "llvm -mcpux=1"], "unknown option '-mcpux'"),
         (["run", "--model", "resnet18", "--target", "cuda"], "no GPU architecture"),
         (["run", "--model", "resnet18", "--input-shape", "x:1xZ"], "bad --input-shape"),

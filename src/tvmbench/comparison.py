@@ -76,8 +76,10 @@ def resolve_config(models: Sequence[str] | str | None, config: str | Path | Comp
         raise UserError("give the models either with --models a,b,c or with --config FILE.json (one of the two)")
     if config is not None:
         return config if isinstance(config, CompareConfig) else load_config(config)
-    names = models.split(",") if isinstance(models, str) else list(models or [])
-    return CompareConfig(models=[ModelEntry(name=m.strip()) for m in names if m.strip()])
+    names = [m.strip() for m in (models.split(",") if isinstance(models, str) else list(models or [])) if m.strip()]
+    if not names:
+        raise UserError(f"--models {models!r} names no model; give names separated by commas, e.g. resnet18,bert-base-uncased")
+    return CompareConfig(models=[ModelEntry(name=m) for m in names])
 
 
 def load_config(path: str | Path) -> CompareConfig:
