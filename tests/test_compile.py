@@ -448,7 +448,8 @@ def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exa
 def test_a_prime_map_width_takes_predicated_column_tiles_and_stays_exact(l2_of_1mb):
     """A 97-pixel row (mnasnet1_0's first block at 193 px): no divisor from 4 to 7, so the
     projection's and the window's register tiles are predicated ones of several columns, not
-    tiles of one pixel (alone on the Zen 4 host: 0.34-0.38 against 0.37-0.46 ms at batch 3)."""
+    tiles of one pixel (alone on the Zen 4 host at batch 3, about 10 % faster by the medians of
+    two sets; docs/performance.md)."""
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.rules import WindowProject
 
