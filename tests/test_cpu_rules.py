@@ -340,13 +340,17 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     groups of 16 over a group's channels; 2 groups of one and a half vectors over a group's
     channels padded to two vectors (RegNet's widths), the padding sliced off; the last two with
     their weights packed per group. Either way the
-    Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, and
-    the model matches PyTorch."""
+    Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, its
+    register tiles in the channels form run along the map's columns (not its rows, as long:
+    ROW_TIE_INNER), the
+    strided window over 16-channel groups reads its padding inline (SPARSE_WINDOW), and the
+    model matches PyTorch."""
     import torch
 
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.tvm import TVMBackend
     from tvmbench.compile.passes.grouped_conv import groups_inner, padded_group
+    from tvmbench.compile.tir import uses
     from tvmbench.models.base import LoadedModel
 
     assert groups_inner(groups, channels // groups, LANES) is inner
@@ -363,10 +367,15 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     # the channels form reads its weights packed per group, [G, Co/B, KH, KW, Ci, B]
     assert any(len(p.shape) == 6 for p in grouped[0].params) is not inner
     with TARGET.tvm():
+        found = contraction.match(grouped[0], TARGET.tvm())
+        row_var = found.block.iter_vars[found.m_axis].var  # (the groups form's rows: a group's channels)
+        assert uses(found.block.writes[0].region[2].min, row_var) is not inner  # [n, y, x, ...]: the columns
         sch = Contraction().schedule(grouped[0], TARGET.tvm())
     assert sch is not None
     script = sch.mod.script()
     assert "T.vectorized" in script and "T.parallel" in script
+    if stride == 2:  # 144 taps, 26 multiply-adds per input element: no copy of the padded input
+        assert 'T.sblock("pad")' not in script, script
     if padded:  # whole vectors in the tile, the slice in the same kernel
         assert f"T.vectorized(T.int64({LANES}))" in script and "strided_slice" in script, script
     backend = TVMBackend(BackendConfig(target=TARGET, threads=2))

@@ -39,6 +39,26 @@ from tvmbench.targets import has_feature
 # input's size when INLINE_PAD_BYTES is None (else only up to it, or when strided).
 SHORT_REDUCTION = 49
 INLINE_PAD_BYTES: int | None = None
+# A longer reduction (up to SPARSE_WINDOW taps) also reads its producer inline when each of the
+# producer's elements feeds at most SPARSE_FMAS_PER_INPUT multiply-adds: a grouped 3x3 convolution
+# over groups of 8 or 16 channels (RegNet; 16-125 per input), a strided 1x1 convolution of a
+# residual sum (resnet18's, 32). There the copy is a pass over memory for little arithmetic.
+# Alone, a 288-tap window (ResNeXt's 32-channel groups) lost 1.6x inline and squeezenet1_1's 3x3
+# over 16 channels (536 per input) 8-11 %; hence both bounds. In the models, with ROW_TIE_INNER
+# (docs/performance.md, "RegNet's narrow groups"): regnet_x_400mf 1.14x and regnet_y_400mf 1.12x
+# at batch 3 and 193 px, regnet_x_800mf 1.08-1.11x (1.09x at batch 8), regnet_y_400mf 1.05-1.07x
+# (1.03x at batch 8), regnet_y_800mf 1.06x, regnet_y_1_6gf 1.05x, regnet_x_400mf 1.02x; ResNeXt,
+# regnet_x_8gf (120-channel groups), resnet18 and resnet34 level. Capping the producer at 1 MB (where inline reads ran slower alone, from cold
+# caches) cost regnet_x_800mf 7 % and regnet_y_400mf at batch 8 5 % in the models: no cap.
+SPARSE_WINDOW = 144
+SPARSE_FMAS_PER_INPUT = 160
+# Where two candidate row axes are equally long (a grouped convolution's output rows and columns,
+# its group axis not being one: ``_row_axis``), the inner one (the columns) takes the rows: its
+# input rows are close in memory instead of whole image rows apart. Alone, RegNet's grouped 3x3
+# convolutions ran 3-25 % faster over columns with the copy kept, and the copy's speed no longer
+# swung 2x with the number of groups (69-155 GFLOP/s over rows, 145-157 over columns, 56x56,
+# stride 2); in the models regnet_y_1_6gf 1.05x, regnet_x_400mf 1.01x, the rest level.
+ROW_TIE_INNER = True
 # When the operands that do not depend on the row axis (a convolution's weights, the second
 # operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
 # tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
@@ -207,12 +227,13 @@ def _row_axis(block: Any, kinds: str, extents: list[int], n_axis: int) -> int | 
     """The row axis: the output's next-to-innermost spatial axis, else the longest other one,
     taking the first along which a vector operand stays the same (its vector, loaded once per
     reduction step, then serves every row). A grouped convolution's group axis is not one:
-    its weights change with the group, so rows over it would reload every vector."""
+    its weights change with the group, so rows over it would reload every vector; of its output
+    rows and columns, equally long, the columns (ROW_TIE_INNER)."""
     rank = len(block.writes[0].region)
     m_axis = _spatial_axis(block, kinds, rank - 2) if rank >= 2 else None
     first = [m_axis] if m_axis is not None and extents[m_axis] > 1 else []
     others = sorted((i for i, k in enumerate(kinds) if k == "S" and i not in (n_axis, m_axis) and extents[i] > 1),
-                    key=lambda i: -extents[i])
+                    key=lambda i: (-extents[i], -i if ROW_TIE_INNER else i))
     candidates = first + others
     n_var = block.iter_vars[n_axis].var
     vector_reads = [r for r in block.reads if any(uses(x.min, n_var) for x in r.region)]
@@ -281,7 +302,8 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
     operations per output (for stride 2, over 4 inputs per output), and a bounds check per load
     is the cheaper of the two (mobilenet_v2's stride-2 depthwise convolutions 1.4-2.3x faster).
     Stride-1 windows over inputs larger than 1 MB kept the copy until whole-model A/Bs showed the
-    inline read as fast or faster at every point tried (docs/performance.md)."""
+    inline read as fast or faster at every point tried (docs/performance.md). A longer window
+    whose producer feeds few multiply-adds per element reads it inline too (SPARSE_WINDOW)."""
     sch = found.sch
     out_elems = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "S"]))
     for info in found.infos[: found.infos.index(found.main)]:
@@ -292,8 +314,9 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
         short = found.window() <= SHORT_REDUCTION and (
             INLINE_PAD_BYTES is None or in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES
             or in_elems >= 3 * out_elems)
+        sparse = found.window() <= SPARSE_WINDOW and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
-        if is_copy(sch.get(info.block_rv)) or (short and not einsum_padded):
+        if is_copy(sch.get(info.block_rv)) or ((short or sparse) and not einsum_padded):
             try:
                 sch.compute_inline(info.block_rv)
                 continue
