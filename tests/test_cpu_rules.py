@@ -849,3 +849,42 @@ def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stay
     assert knobs.values()["unroll_depth"] == depth
     steps = rf"in range\({k // depth}\):\s*for \w+ in T.unroll\({depth}\)" if depth > 1 else rf"in range\({k}\)"
     assert re.search(steps, script), script
+
+
+def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
+    """144 output channels (nine 16-lane vectors) are packed in blocks of three vectors and tiled
+    three vectors wide instead of padded to 160; on Zen 4 (whose 256-bit FMAs reach the same peak
+    as 512-bit ones), 72 (nine 8-lane vectors) in blocks of three 8-lane vectors instead of padded
+    to 96; elsewhere 72 stays padded. No padded channel is computed or sliced off, and the model
+    matches PyTorch on this machine's target."""
+    import torch
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(32, 144, 1), torch.nn.ReLU(), torch.nn.Conv2d(144, 72, 1),
+                                 torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 14, 14), dtype="float32")
+    model = LoadedModel(name="odd_vectors", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    imported = import_model(model)
+    for mcpu, half in (("znver4", True), ("skylake-avx512", False)):
+        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+        mod = pipeline.legalized(imported.mod, target)
+        blocks = {int(p.ty.shape[3]): int(p.ty.shape[4]) for gv, f in mod.functions.items()
+                  if "conv2d_nhwc_packed" in gv.name_hint for p in f.params if len(p.ty.shape) == 5}
+        assert blocks == {32: 48, 144: 24 if half else 32}, (mcpu, blocks)
+        kernels = {gv.name_hint: f for gv, f in mod.functions.items() if "conv2d_nhwc_packed" in gv.name_hint}
+        assert sum("strided_slice" in name for name in kernels) == (0 if half else 1), list(kernels)
+        with target.tvm():
+            for f in kernels.values():
+                with knob_set() as knobs:
+                    assert Contraction().schedule(f, target.tvm()) is not None
+                assert knobs.values()["vectors"] == 3 or not half, knobs.values()
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)

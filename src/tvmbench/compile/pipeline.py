@@ -38,11 +38,11 @@ from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import vector_lanes, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "39"
+PIPELINE_VERSION = "40"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -65,7 +65,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
-                   passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot)),
+                   passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
+                                       half_vectors_full_rate(target.tvm())),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
         result += [relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),

@@ -40,6 +40,18 @@ ZEN4_MAX_ROWS = 7
 PREDICATED_MAX_ROWS = 7
 
 
+# AMD Zen 4 executes a 512-bit FMA as two 256-bit halves, two 256-bit FMAs per cycle: 8-lane
+# vectors reach the same FLOP rate as 16-lane ones there (not on Intel's AVX-512 cores, with two
+# 512-bit FMA units), so a layer of 72 channels may run as nine 8-lane vectors instead of six
+# 16-lane ones of which 24 lanes are padding (``pack_weights.odd_vector_block``).
+HALF_VECTORS_ZEN4 = True
+
+
+def half_vectors_full_rate(target: Any) -> bool:
+    """Whether half-width vectors reach the target's FMA peak (HALF_VECTORS_ZEN4)."""
+    return HALF_VECTORS_ZEN4 and str(target.attrs.get("mcpu", "") or "") == "znver4"
+
+
 def max_rows(target: Any) -> int:
     """The most rows a register tile has on this target (MAX_ROWS, ZEN4_MAX_ROWS)."""
     return ZEN4_MAX_ROWS if str(target.attrs.get("mcpu", "") or "") == "znver4" else MAX_ROWS

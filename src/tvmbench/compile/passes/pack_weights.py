@@ -9,7 +9,8 @@ speed of the shallow ones. Packed, a tile's panel is one contiguous stream. Dens
 packed only when they are weight parameters (or a transpose of one): packing an activation
 would cost a copy on every call. The packing is a weight-only ``layout_transform``, which
 LiftTransformParams moves to load time. Grouped convolutions keep HWIO; channel counts that are
-not a multiple of ``block`` are padded with zero channels and sliced off the output.
+not a multiple of ``block`` take blocks of three vectors where those divide them (``odd_vector_block``),
+else are padded with zero channels and sliced off the output.
 """
 
 from __future__ import annotations
@@ -51,6 +52,29 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
 # A convolution over at most this many input channels whose input is a transpose from NCHW (the
 # model's image, which ConvertLayout transposes for the stem) reads the NCHW tensor itself.
 NCHW_STEM_CHANNELS = 4
+# Output channels that two-vector blocks do not divide but three do (``odd_vector_block``).
+THREE_VECTOR_BLOCKS = True
+
+
+def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
+    """The packed block for ``channels`` output channels where the two-vector block
+    (``two_vectors`` channels) does not divide them: three vectors where those do (144 = 9
+    vectors of 16, RegNet's 432, 912 and 1008), else, where half-width vectors run at the full
+    FMA rate (``tiles.half_vectors_full_rate``), three half vectors (72, 168, 408, 120 = 24 k),
+    else ``cblock`` (padded with zero channels and sliced off, as before). Padding computed up to a
+    third of such a layer for nothing (72 -> 96); the contraction rule tiles a three-vector block
+    three vectors wide (7 rows x 3 = 21 accumulators). Same-process A/Bs against padding
+    (docs/performance.md, "Three-vector blocks"): mnasnet1_0 1.04-1.05x (1.05x at batch 3 and 193
+    px, level at batch 8), torchvision's mobilenet_v3_large 1.03x, regnet_x_1_6gf 1.03x for each
+    of the two, regnet_y_800mf 1.01x; mobilenet_v2, efficientnet_b0, googlenet level."""
+    three = two_vectors // 2 * 3
+    if not THREE_VECTOR_BLOCKS or cblock != two_vectors or channels % cblock == 0:
+        return cblock
+    if channels % three == 0:
+        return three
+    if half_vectors and three % 2 == 0 and channels % (three // 2) == 0:
+        return three // 2
+    return cblock
 
 
 def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
@@ -72,9 +96,10 @@ def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> A
 
 @mutator
 class _Pack(PyExprMutator):
-    def __init__(self, mod: Any, block: int, conv_block: Callable[[int, bool], int] | None) -> None:
+    def __init__(self, mod: Any, block: int, conv_block: Callable[[int, bool], int] | None,
+                 half_vectors: bool = False) -> None:
         super().__init__(mod)
-        self.block, self.conv_block = block, conv_block
+        self.block, self.conv_block, self.half_vectors = block, conv_block, half_vectors
         self.weights: set[Any] = set()
         self.call_te = TECache(self.builder_)
 
@@ -115,6 +140,7 @@ class _Pack(PyExprMutator):
         # SqueezeNet's last layer, a third of its time, ran at 40 % of the packed layers' speed):
         # zero channels pad the weights to whole blocks at load time and are sliced off the output.
         channels = shape[3]
+        cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
         padded = channels % cblock != 0
         packed = self.builder_.emit(relax.op.layout_transform(
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
@@ -167,11 +193,11 @@ class _Pack(PyExprMutator):
         return out
 
 
-def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None) -> Any:
+def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None, half_vectors: bool = False) -> Any:
     """The pass. ``conv_block(rows, dot)`` gives a convolution's block from its output rows (the
     register tile's row axis) and whether it is 1x1, when it depends on them."""
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights = weight_params(func)
 
-    return builder_pass(lambda mod: _Pack(mod, block, conv_block), "PackWeights", before=set_weights)
+    return builder_pass(lambda mod: _Pack(mod, block, conv_block, half_vectors), "PackWeights", before=set_weights)

@@ -352,7 +352,9 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if reserved:
         budget = DEPTHWISE_REGISTERS - 2  # (the input is read by the FMAs themselves; 2 spare)
     span = rows_wanted == 1 or _wide_tile(found)
-    choices = [v for v in ((4, 2, 1) if span else (2, 1))
+    # (three vectors where the weights are packed in blocks of three: pack_weights.odd_vector_block)
+    offered = ((4, 2, 1) if span else (2, 1)) + ((3,) if 3 * width in found.packs else ())
+    choices = [v for v in offered
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
         rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
