@@ -334,11 +334,11 @@ LANES = tiles.vector_lanes(TARGET.tvm(), 32)
 
 
 @pytest.mark.parametrize("channels, groups, stride, inner", [(128, 32, 1, True), (64, 4, 2, False),
-                                                             (3 * LANES, 2, 1, False)])
+                                                             (5 * LANES, 2, 1, False)])
 def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner):
     """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
-    groups of 16 over a group's channels; 2 groups of one and a half vectors over a group's
-    channels padded to two vectors (RegNet's widths), the padding sliced off; the last two with
+    groups of 16 over a group's channels; 2 groups of two and a half vectors over a group's
+    channels padded to three vectors (RegNet's widths), the padding sliced off; the last two with
     their weights packed per group. Either way the
     Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, its
     register tiles in the channels form run along the map's columns (not its rows, as long:
@@ -355,7 +355,7 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
 
     assert groups_inner(groups, channels // groups, LANES) is inner
     padded = padded_group(channels // groups, LANES) != channels // groups
-    assert padded is (channels == 3 * LANES)
+    assert padded is (channels == 5 * LANES)
     torch.manual_seed(0)
     module = _GroupedBlock.build(channels, groups, stride)
     x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
@@ -883,6 +883,39 @@ def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
                 with knob_set() as knobs:
                     assert Contraction().schedule(f, target.tvm()) is not None
                 assert knobs.values()["vectors"] == 3 or not half, knobs.values()
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+
+
+def test_groups_of_three_vectors_keep_their_width_in_three_vector_tiles():
+    """RegNet's groups of 24 channels (three 8-lane vectors) on Zen 4 are packed in blocks of 24
+    and tiled three vectors wide, instead of padded to 32 and sliced; on Intel's AVX-512 they stay
+    padded. The model matches PyTorch on this machine's target."""
+    import torch
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+    module = _GroupedBlock.build(72, 3, 1)
+    x = np.random.default_rng(0).standard_normal((1, 16, 14, 14), dtype="float32")
+    model = LoadedModel(name="groups3", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    imported = import_model(model)
+    for mcpu, half in (("znver4", True), ("skylake-avx512", False)):
+        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+        mod = pipeline.legalized(imported.mod, target)
+        (name, func), = [(gv.name_hint, f) for gv, f in mod.functions.items() if "conv2d_grouped" in gv.name_hint]
+        assert ("strided_slice" in name) is not half, name
+        (weights,) = [p for p in func.params if len(p.ty.shape) == 6]  # [G, Co/B, KH, KW, Ci, B]
+        assert int(weights.ty.shape[-1]) == (24 if half else 32)
+        with target.tvm(), knob_set() as knobs:
+            assert Contraction().schedule(func, target.tvm()) is not None
+        assert (knobs.values()["vectors"] == 3) is half, knobs.values()
     backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
     backend.prepare(model)
     backend.run()

@@ -36,7 +36,7 @@ from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import TECache, builder_pass, op_name, out_dtype, static_shape
-from tvmbench.compile.tiles import vector_lanes, vector_width
+from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, vector_width
 from tvmbench.targets import ResolvedTarget
 
 
@@ -75,10 +75,28 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
 WHOLE_VECTORS = True
 
 
-def padded_group(out_per_group: int, lanes: int) -> int:
+# Groups that three half vectors divide keep their width where those run at the full rate,
+# packed and tiled three half vectors wide (``three_vectors``) instead of padded to whole vectors.
+THREE_VECTOR_GROUPS = True
+
+
+def three_vectors(out_per_group: int, lanes: int, half_vectors: bool) -> int | None:
+    """Where half-width vectors run at the full FMA rate (``tiles.half_vectors_full_rate``), the
+    block of three half vectors that divides a group's output channels when whole vectors do not
+    (RegNet's 24, 120 and 168 on AVX-512: 32, 128 and 176 padded), else None. Groups of three
+    whole vectors (48) gain nothing from it: their one-vector tiles already run near the peak
+    (regnet_x_3_2gf's at 94-97 %), and three-vector tiles measured that model 0.99x."""
+    half = lanes // 2
+    if not THREE_VECTOR_GROUPS or not half_vectors or half < 4 or out_per_group % lanes == 0:
+        return None
+    return 3 * half if out_per_group % (3 * half) == 0 else None
+
+
+def padded_group(out_per_group: int, lanes: int, half_vectors: bool = False) -> int:
     """A group's output channels in the ``channels`` form: whole vectors when the group is wider
-    than one (``out_per_group`` itself when it is whole already, or narrower)."""
-    if not WHOLE_VECTORS or out_per_group <= lanes or out_per_group % lanes == 0:
+    than one (``out_per_group`` itself when it is whole already, narrower, or ``three_vectors``)."""
+    if (not WHOLE_VECTORS or out_per_group <= lanes or out_per_group % lanes == 0
+            or three_vectors(out_per_group, lanes, half_vectors)):
         return out_per_group
     return -(-out_per_group // lanes) * lanes
 
@@ -87,29 +105,36 @@ def padded_group(out_per_group: int, lanes: int) -> int:
 PACK = True
 
 
-def pack_block(out_per_group: int, lanes: int) -> int | None:
+def pack_block(out_per_group: int, lanes: int, half_vectors: bool = False) -> int | None:
     """Output channels per packed weight block, ``[G, Co/B, KH, KW, Ci, B]``: two vectors where
     they divide the group, else one; None (HWIO kept) for a group narrower than a vector. As for
     ungrouped convolutions (``pack_weights.py``), a tile's weights are then one contiguous stream
     instead of rows ``G * Co * 4`` bytes apart (15 KB in regnet_y_32gf's last stage)."""
-    if not PACK or out_per_group % lanes:
+    if not PACK:
+        return None
+    three = three_vectors(out_per_group, lanes, half_vectors)
+    if three:
+        return three
+    if out_per_group % lanes:
         return None
     return 2 * lanes if out_per_group % (2 * lanes) == 0 else lanes
 
 
-def groups_inner(groups: int, out_per_group: int, lanes: int) -> bool:
+def groups_inner(groups: int, out_per_group: int, lanes: int, half_vectors: bool = False) -> bool:
     """Whether the vector goes over the groups: when that fills more lanes than a vector over a
     group's output channels, padded to whole vectors (``vector_width`` of each axis). The groups
     form broadcasts no operand (two loads per FMA, as a depthwise convolution): regnet_y_8gf's
     16 groups of 56 ran it at 31 % of the peak."""
+    if three_vectors(out_per_group, lanes, half_vectors):
+        return False
     return vector_width(groups, lanes) > vector_width(padded_group(out_per_group, lanes), lanes)
 
 
 @mutator
 class _Grouped(PyExprMutator):
-    def __init__(self, mod: Any, lanes: int) -> None:
+    def __init__(self, mod: Any, lanes: int, half_vectors: bool) -> None:
         super().__init__(mod)
-        self.lanes = lanes
+        self.lanes, self.half = lanes, half_vectors
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
@@ -126,7 +151,7 @@ class _Grouped(PyExprMutator):
         n, h, wd, c = xs
         kh, kw, ci, o = ws
         co = o // g
-        inner = groups_inner(g, co, self.lanes)
+        inner = groups_inner(g, co, self.lanes, self.half)
         emit = self.builder_.emit
         if inner:
             x5 = emit(relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci]), [0, 1, 2, 4, 3]))
@@ -134,10 +159,10 @@ class _Grouped(PyExprMutator):
         else:
             x5 = emit(relax.op.reshape(x, [n, h, wd, g, ci]))
             w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
-            wide = padded_group(co, self.lanes)
+            wide = padded_group(co, self.lanes, self.half)
             if wide != co:  # (zero weights: a weight-only pad, done at load time)
                 w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
-            block = pack_block(wide, self.lanes)
+            block = pack_block(wide, self.lanes, self.half)
             if block:  # (weight-only too)
                 w5 = emit(relax.op.permute_dims(relax.op.reshape(w5, [kh, kw, ci, g, wide // block, block]),
                                                 [3, 4, 0, 1, 2, 5]))
@@ -153,5 +178,5 @@ class _Grouped(PyExprMutator):
 
 def grouped_conv_nhwc(target: ResolvedTarget) -> Any:
     """The pass (after ConvertLayout, which gives NHWC/HWIO)."""
-    lanes = vector_lanes(target.tvm(), 32)
-    return builder_pass(lambda mod: _Grouped(mod, lanes), "GroupedConvNHWC")
+    lanes, half = vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm())
+    return builder_pass(lambda mod: _Grouped(mod, lanes, half), "GroupedConvNHWC")

@@ -59,6 +59,14 @@ SPARSE_FMAS_PER_INPUT = 160
 # swung 2x with the number of groups (69-155 GFLOP/s over rows, 145-157 over columns, 56x56,
 # stride 2); in the models regnet_y_1_6gf 1.05x, regnet_x_400mf 1.01x, the rest level.
 ROW_TIE_INNER = True
+# A vector axis of exactly three vectors gets three-vector tiles as well (``choose_tile``): a
+# grouped convolution's group of three half vectors (passes/grouped_conv.py; its packed block is
+# the whole axis, so no pack shows), and unpacked 24- and 48-channel outputs. With the grouped
+# packing, same-process A/Bs (docs/performance.md, "Three-vector blocks"): regnet_x_1_6gf 1.080x,
+# regnet_y_1_6gf 1.072x, regnet_y_3_2gf 1.060x / 1.061x, regnet_x_8gf 1.021x; alone, in the zoo
+# (its 24- and 48-channel convolutions and pooling): mnasnet1_0, shufflenet_v2_x1_0,
+# squeezenet1_1, googlenet, inception_v3 and mobilenet_v3_large 1.001-1.006x.
+THREE_VECTOR_AXIS = True
 # When the operands that do not depend on the row axis (a convolution's weights, the second
 # operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
 # tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
@@ -352,8 +360,10 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if reserved:
         budget = DEPTHWISE_REGISTERS - 2  # (the input is read by the FMAs themselves; 2 spare)
     span = rows_wanted == 1 or _wide_tile(found)
-    # (three vectors where the weights are packed in blocks of three: pack_weights.odd_vector_block)
-    offered = ((4, 2, 1) if span else (2, 1)) + ((3,) if 3 * width in found.packs else ())
+    # (three vectors where the weights are packed in blocks of three, pack_weights.odd_vector_block,
+    # or the vector axis is three vectors: a grouped convolution's group of three, grouped_conv.py)
+    three = 3 * width in found.packs or (THREE_VECTOR_AXIS and n_vectors_total == 3)
+    offered = ((4, 2, 1) if span else (2, 1)) + ((3,) if three else ())
     choices = [v for v in offered
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
