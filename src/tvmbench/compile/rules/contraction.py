@@ -504,8 +504,10 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     if m_axis is not None:
         outer_spatial.append(m_outer)
         batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
-        channel_outer = not knob("spatial_outer", _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(batch)),
-                                 (False, True))
+        spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(batch))
+        # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
+        several = found.extents[found.n_axis] > tile.vectors * tile.width
+        channel_outer = not knob("spatial_outer", spatial, (False, True) if several else (spatial,))
         if not channel_outer and batch:
             outer_spatial = ([loop for i, loop in others if i not in batch] + [m_outer]
                              + [loop for i, loop in others if i in batch] + [n_outer])
