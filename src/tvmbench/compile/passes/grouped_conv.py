@@ -106,8 +106,9 @@ PACK = True
 
 
 def pack_block(out_per_group: int, lanes: int, half_vectors: bool = False) -> int | None:
-    """Output channels per packed weight block, ``[G, Co/B, KH, KW, Ci, B]``: two vectors where
-    they divide the group, else one; None (HWIO kept) for a group narrower than a vector. As for
+    """Output channels per packed weight block, ``[G, Co/B, KH, KW, Ci, B]``: three half vectors
+    where ``three_vectors`` says so, two vectors where they divide the group, else one; None (HWIO
+    kept) for a group narrower than a vector. As for
     ungrouped convolutions (``pack_weights.py``), a tile's weights are then one contiguous stream
     instead of rows ``G * Co * 4`` bytes apart (15 KB in regnet_y_32gf's last stage)."""
     if not PACK:

@@ -48,8 +48,9 @@ INLINE_PAD_BYTES: int | None = None
 # (docs/performance.md, "RegNet's narrow groups"): regnet_x_400mf 1.14x and regnet_y_400mf 1.12x
 # at batch 3 and 193 px, regnet_x_800mf 1.08-1.11x (1.09x at batch 8), regnet_y_400mf 1.05-1.07x
 # (1.03x at batch 8), regnet_y_800mf 1.06x, regnet_y_1_6gf 1.05x, regnet_x_400mf 1.02x; ResNeXt,
-# regnet_x_8gf (120-channel groups), resnet18 and resnet34 level. Capping the producer at 1 MB (where inline reads ran slower alone, from cold
-# caches) cost regnet_x_800mf 7 % and regnet_y_400mf at batch 8 5 % in the models: no cap.
+# regnet_x_8gf (120-channel groups), resnet18 and resnet34 level. Capping the producer at 1 MB
+# (where inline reads ran slower alone, from cold caches) cost regnet_x_800mf 7 % and
+# regnet_y_400mf at batch 8 5 % in the models: no cap.
 SPARSE_WINDOW = 144
 SPARSE_FMAS_PER_INPUT = 160
 # Where two candidate row axes are equally long (a grouped convolution's output rows and columns,
