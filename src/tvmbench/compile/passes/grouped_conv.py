@@ -21,7 +21,9 @@ In the ``channels`` form, a group wider than one vector but not a whole number o
 24, 56, 120, 168, 232, 264) is padded with zero output channels to whole vectors, sliced off
 after the convolution in the same kernel (``padded_group``): 120 channels ran in vectors of 8,
 one per register tile (on AVX-512 a quarter of the FMA width of a tile of two full vectors), at
-41 % of the peak, 37 % of regnet_x_8gf's time. The form is the one whose vector axis fills more
+41 % of the peak, 37 % of regnet_x_8gf's time. Where half vectors run at the full FMA rate (Zen 4)
+and three of them divide the group (24, 120, 168), it keeps its width instead, in three-vector
+tiles (``three_vectors``): no padded channel computed. The form is the one whose vector axis fills more
 lanes of the target's vectors, the channels counted padded (ties: ``channels``, which needs no
 transposes). The weight pads, reshapes and transposes are weight-only, so LiftTransformParams
 moves them to load time; the activation reshapes are free views. (Measured: docs/performance.md,
