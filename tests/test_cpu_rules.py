@@ -852,6 +852,20 @@ def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stay
     steps = rf"in range\({k // depth}\):\s*for \w+ in T.unroll\({depth}\)" if depth > 1 else rf"in range\({k}\)"
     assert re.search(steps, script), script
 
+def _legalized_on_zen4_and_skylake(module, x):
+    """A small model of ``module`` on ``x`` and its legalized module on two AVX-512 CPUs: znver4,
+    whose 8-lane FMAs reach the 16-lane peak (half vectors), and skylake-avx512 (not)."""
+    from tvmbench.models.base import LoadedModel
+
+    model = LoadedModel(name="small", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    imported = import_model(model)
+    legalized = []
+    for mcpu, half in (("znver4", True), ("skylake-avx512", False)):
+        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+        legalized.append((half, target, pipeline.legalized(imported.mod, target)))
+    return model, legalized
+
+
 
 def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
     """144 output channels (nine 16-lane vectors) are packed in blocks of three vectors and tiled
@@ -862,20 +876,16 @@ def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
     import torch
 
     from tvmbench.compile.knobs import knob_set
-    from tvmbench.models.base import LoadedModel
 
     torch.manual_seed(0)
     module = torch.nn.Sequential(torch.nn.Conv2d(32, 144, 1), torch.nn.ReLU(), torch.nn.Conv2d(144, 72, 1),
                                  torch.nn.ReLU()).eval()
     x = np.random.default_rng(0).standard_normal((1, 32, 14, 14), dtype="float32")
-    model = LoadedModel(name="odd_vectors", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
-    imported = import_model(model)
-    for mcpu, half in (("znver4", True), ("skylake-avx512", False)):
-        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
-        mod = pipeline.legalized(imported.mod, target)
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    for half, target, mod in legalized:
         blocks = {int(p.ty.shape[3]): int(p.ty.shape[4]) for gv, f in mod.functions.items()
                   if "conv2d_nhwc_packed" in gv.name_hint for p in f.params if len(p.ty.shape) == 5}
-        assert blocks == {32: 48, 144: 24 if half else 32}, (mcpu, blocks)
+        assert blocks == {32: 48, 144: 24 if half else 32}, (target, blocks)
         kernels = {gv.name_hint: f for gv, f in mod.functions.items() if "conv2d_nhwc_packed" in gv.name_hint}
         assert sum("strided_slice" in name for name in kernels) == (0 if half else 1), list(kernels)
         with target.tvm():
@@ -893,16 +903,12 @@ def test_groups_of_three_vectors_keep_their_width_in_three_vector_tiles():
     import torch
 
     from tvmbench.compile.knobs import knob_set
-    from tvmbench.models.base import LoadedModel
 
     torch.manual_seed(0)
     module = _GroupedBlock.build(72, 3, 1)
     x = np.random.default_rng(0).standard_normal((1, 16, 14, 14), dtype="float32")
-    model = LoadedModel(name="groups3", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
-    imported = import_model(model)
-    for mcpu, half in (("znver4", True), ("skylake-avx512", False)):
-        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
-        mod = pipeline.legalized(imported.mod, target)
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    for half, target, mod in legalized:
         (name, func), = [(gv.name_hint, f) for gv, f in mod.functions.items() if "conv2d_grouped" in gv.name_hint]
         assert ("strided_slice" in name) is not half, name
         (weights,) = [p for p in func.params if len(p.ty.shape) == 6]  # [G, Co/B, KH, KW, Ci, B]
