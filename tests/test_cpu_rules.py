@@ -353,12 +353,10 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
     groups of 16 over a group's channels; 2 groups of two and a half vectors over a group's
     channels padded to three vectors (RegNet's widths), the padding sliced off; the last two with
-    their weights packed per group. Either way the
-    Contraction rule claims the kernel (vectorised and parallel) instead of the fallback, its
-    register tiles in the channels form run along the map's columns (not its rows, as long:
-    ROW_TIE_INNER), the
-    strided window over 16-channel groups reads its padding inline (SPARSE_WINDOW), and the
-    model matches PyTorch."""
+    their weights packed per group. Either way the Contraction rule claims the kernel (vectorised
+    and parallel) instead of the fallback, its register tiles in the channels form run along the
+    map's columns (not its rows, as long: ROW_TIE_INNER), the strided window over 16-channel
+    groups reads its padding inline (SPARSE_WINDOW), and the model matches PyTorch."""
     import torch
 
     from tvmbench.compile.passes.grouped_conv import groups_inner, padded_group
@@ -852,6 +850,7 @@ def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stay
     steps = rf"in range\({k // depth}\):\s*for \w+ in T.unroll\({depth}\)" if depth > 1 else rf"in range\({k}\)"
     assert re.search(steps, script), script
 
+
 def _legalized_on_zen4_and_skylake(module, x):
     """A small model of ``module`` on ``x`` and its legalized module on two AVX-512 CPUs: znver4,
     whose 8-lane FMAs reach the 16-lane peak (half vectors), and skylake-avx512 (not)."""
@@ -864,7 +863,6 @@ def _legalized_on_zen4_and_skylake(module, x):
         target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
         legalized.append((half, target, pipeline.legalized(imported.mod, target)))
     return model, legalized
-
 
 
 def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
