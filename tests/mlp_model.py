@@ -298,3 +298,17 @@ class _PatchAttention(torch.nn.Module):
 def build_patch_attention():
     torch.manual_seed(0)
     return _PatchAttention().eval(), (torch.randn(1, 3, 16, 16),)
+
+
+class _NegativeIndices(torch.nn.Module):
+    """Indices counted from the end: a last step, a fancy index, torch.take, and one computed."""
+
+    def forward(self, x):
+        y = x * 2
+        computed = (y[0, :3, 0] > 100).long() - 1  # -1 at run time, not a constant
+        return y[:, -1], y[..., [-1, 0]], torch.take(y, torch.tensor([-1, 3])), y[:, computed]
+
+
+def build_negative_indices():
+    torch.manual_seed(0)
+    return _NegativeIndices().eval(), (torch.randn(2, 5, 4),)

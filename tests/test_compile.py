@@ -74,6 +74,17 @@ def test_multihead_attention_modules_compile_despite_their_negative_squeeze():
     assert result["passed"], result
 
 
+def test_negative_indices_count_from_the_end_as_in_pytorch():
+    """TVM 0.27 imports ``x[:, -1]``, ``x[..., [-1, 0]]`` and ``torch.take`` with the indices as
+    written, and ``take`` read index -1 before the axis (the stock build returned 1e27s); a last
+    LSTM step or last-token logits came out wrong. BoundedTake counts them from the end, constant
+    or computed at run time."""
+    from pathlib import Path
+
+    result, _ = tvm_vs_torch(load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_negative_indices"))
+    assert result["passed"], result
+
+
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
 def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
     """Both matmuls of an attention and the masked softmax between them become one function,

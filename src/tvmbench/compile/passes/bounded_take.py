@@ -1,5 +1,12 @@
-"""BoundedTake: ``take`` (embedding lookups, gathers) with ``mode="clip"`` instead of Relax's
-default ``"fast"``.
+"""BoundedTake: ``take`` (embedding lookups, gathers, ``x[:, -1]``) with negative indices counted
+from the end, and ``mode="clip"`` instead of Relax's default ``"fast"``.
+
+TVM 0.27's PyTorch importer turns ``x[:, -1]`` (``aten.select``), ``x[:, [-1, 0]]``
+(``aten.index``) and ``torch.take(x, ...)`` into ``take`` with the indices as written, and
+``take``'s ``"fast"`` mode reads index -1 before the start of the axis: the last LSTM step of a
+sequence model, a decoder's last-token logits came out as garbage (1e27 in the stock build).
+PyTorch and ONNX count a negative index from the end, so a constant index is rewritten to
+``index + extent`` here, and a computed one gets a ``where(i < 0, i + extent, i)``.
 
 With ``"fast"`` a token id outside the vocabulary reads out of bounds and can crash the process
 (a user's model fed the wrong tokenizer's ids), and TVM logs a warning per gather while
@@ -10,10 +17,36 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import function_pass, op_name
+from tvmbench.compile.ir import function_pass, numel, op_name, static_shape
+
+
+def _extent(data: Any, axis: int | None) -> int | None:
+    """Length of the axis ``take`` indexes (every element when ``axis`` is None), if static."""
+    if axis is None:
+        return numel(data.ty)
+    shape = static_shape(data.ty)
+    return None if shape is None else shape[axis]
+
+
+def _from_front(indices: Any, extent: int | None) -> Any:
+    """``indices`` with negative entries counted from the end of an axis of ``extent``."""
+    if extent is None:
+        return indices
+    if isinstance(indices, tvm.ir.expr.Constant):
+        values = indices.value.numpy()
+        if not (values < 0).any():
+            return indices
+        return relax.const(np.where(values < 0, values + extent, values).astype(values.dtype))
+    dtype = indices.ty.dtype
+    if not str(dtype).startswith("int"):
+        return indices
+    zero, n = relax.const(0, dtype), relax.const(extent, dtype)
+    return relax.op.where(relax.op.less(indices, zero), relax.op.add(indices, n), indices)
 
 
 @mutator
@@ -21,8 +54,12 @@ class _Clip(PyExprMutator):
     def visit_call_(self, call: Any) -> Any:
         call = super().visit_call_(call)
         if op_name(call) == "relax.take" and str(call.attrs.mode) == "fast":
-            axis = call.attrs.axis
-            return relax.op.take(call.args[0], call.args[1], None if axis is None else int(axis), mode="clip")
+            axis = None if call.attrs.axis is None else int(call.attrs.axis)
+            data, indices = call.args
+            if axis is not None and axis < 0:
+                axis += len(data.ty.shape)
+            indices = _from_front(indices, _extent(data, axis))
+            return relax.op.take(data, indices, axis, mode="clip")
         return call
 
 
