@@ -312,3 +312,23 @@ class _NegativeIndices(torch.nn.Module):
 def build_negative_indices():
     torch.manual_seed(0)
     return _NegativeIndices().eval(), (torch.randn(2, 5, 4),)
+
+
+class _ImportedWrongly(torch.nn.Module):
+    """Ops TVM 0.27's importer got wrong or refused (``compile/converters.py``)."""
+
+    def forward(self, x):
+        f = torch.nn.functional
+        index = (x.abs() * 3).long().clamp(max=3)  # an integer clamp with one bound
+        return (f.selu(x),  # an ELU with scale 1.0507, which TVM dropped
+                f.interpolate(x, size=(7, 9), mode="nearest"),  # not a whole-number enlargement
+                f.interpolate(x, scale_factor=(0.7, 1.5), mode="nearest"),
+                x.permute(0, -1, 1, -2),  # negative axes: ConvertLayout failed
+                torch.logsumexp(x, -1) + x.amin(dim=(1, 2)).sum(),  # amax / amin
+                torch.div(x * 10, 3, rounding_mode="floor"),  # a float tensor by an int
+                torch.gather(x, -1, index))
+
+
+def build_imported_wrongly():
+    torch.manual_seed(0)
+    return _ImportedWrongly().eval(), (torch.randn(2, 3, 4, 6),)

@@ -85,6 +85,17 @@ def test_negative_indices_count_from_the_end_as_in_pytorch():
     assert result["passed"], result
 
 
+def test_ops_tvm_imported_wrongly_match_pytorch():
+    """SELU (an ELU whose scale TVM dropped), nearest resizing to other than whole-number
+    enlargements (half-pixel centres instead of PyTorch's floor), negative permute axes, amax /
+    amin, a float floor-divided by an int, an integer clamp with one bound: each was wrong or
+    refused by TVM 0.27's importer and is converted by ``compile/converters.py``."""
+    from pathlib import Path
+
+    result, _ = tvm_vs_torch(load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_imported_wrongly"))
+    assert result["passed"], result
+
+
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
 def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
     """Both matmuls of an attention and the masked softmax between them become one function,

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvmbench.compile.converters import CUSTOM_CONVERTERS
 from tvmbench.errors import UnsupportedOperatorError, UserError, headline
 from tvmbench.models import LoadedModel
 
@@ -23,24 +24,6 @@ class ImportedModel:
     frontend: str  # "torch.export" or "onnx"
     route: str | None = None  # for ONNX files: which onnx_routes route imported it
     timings_s: dict[str, float] = field(default_factory=dict)  # export, import
-
-
-def _cumsum_bool_to_int64(node: Any, importer: Any) -> Any:
-    """torch.cumsum on a bool tensor yields int64 in PyTorch, but TVM's converter keeps bool and
-    LLVM codegen then fails (CreateAdd on i1). transformers' GPT-2 mask code does exactly this."""
-    from tvm import relax
-
-    x = importer.env[node.args[0]]
-    dim = node.args[1] if len(node.args) > 1 else node.kwargs.get("dim", None)
-    dtype = node.kwargs.get("dtype", None)
-    dtype = importer._convert_data_type(str(dtype), importer.env) if dtype is not None else None
-    if dtype is None and x.ty.dtype == "bool":
-        x = importer.block_builder.emit(relax.op.astype(x, "int64"))
-    return importer.block_builder.emit(relax.op.cumsum(x, dim, dtype))
-
-
-# Converters for ops TVM 0.27 imports wrongly; keyed by torch.export op name.
-CUSTOM_CONVERTERS = {"cumsum.default": _cumsum_bool_to_int64}
 
 
 def _unsupported(model: str, message: str) -> UnsupportedOperatorError | None:

@@ -1,4 +1,4 @@
-"""NonNegativeSqueeze: ``squeeze`` with its axes counted from the front.
+"""NonNegativeSqueeze: ``squeeze`` and ``permute_dims`` with their axes counted from the front.
 
 TVM 0.27's ConvertLayout dies with ``std::bad_alloc`` on a module holding ``squeeze(x,
 axis=[-2])``, whatever layouts it is asked for and whether or not a convolution precedes it
@@ -9,6 +9,9 @@ model built on that module) failed to compile: the worker reported an out-of-mem
 GiB limit right after the import. Squeeze is the only operator found doing this: 28 others with
 negative axes (expand_dims, take, concat, split, softmax, reductions, strided_slice, cumsum, flip,
 repeat, ...) after a convolution compiled and computed the same before and after ConvertLayout.
+
+``permute_dims`` with a negative axis (``x.permute(0, -1, 1, -2)``) made ConvertLayout fail with
+"Invalid layout A@B?" in any model, convolution or not; counted from the front it passes.
 """
 
 from __future__ import annotations
@@ -25,13 +28,15 @@ from tvmbench.compile.ir import function_pass, op_name
 class _FromFront(PyExprMutator):
     def visit_call_(self, call: Any) -> Any:
         call = super().visit_call_(call)
-        if op_name(call) != "relax.squeeze" or call.attrs.axis is None:
+        name = op_name(call)
+        if name not in ("relax.squeeze", "relax.permute_dims"):
             return call
-        axes = [int(a) for a in call.attrs.axis]
-        if all(a >= 0 for a in axes):
+        axes = call.attrs.axis if name == "relax.squeeze" else call.attrs.axes
+        if axes is None or all(int(a) >= 0 for a in axes):
             return call
         rank = len(call.args[0].ty.shape)
-        return relax.op.squeeze(call.args[0], [a % rank for a in axes])
+        op = relax.op.squeeze if name == "relax.squeeze" else relax.op.permute_dims
+        return op(call.args[0], [int(a) % rank for a in axes])
 
 
 def nonnegative_squeeze() -> Any:
