@@ -326,7 +326,13 @@ class _ImportedWrongly(torch.nn.Module):
                 x.permute(0, -1, 1, -2),  # negative axes: ConvertLayout failed
                 torch.logsumexp(x, -1) + x.amin(dim=(1, 2)).sum(),  # amax / amin
                 torch.div(x * 10, 3, rounding_mode="floor"),  # a float tensor by an int
-                torch.gather(x, -1, index))
+                torch.gather(x, -1, index),
+                f.interpolate(x, scale_factor=1.5, mode="bilinear"),  # mapped by the factor
+                f.interpolate(x, size=(3, 4), mode="bilinear", antialias=True),
+                f.interpolate(x[:, None], size=(3, 5, 7), mode="nearest"),  # 3-d: indices of rank 3
+                f.grid_sample(x, x[:, :2].permute(0, 2, 3, 1).tanh(), align_corners=False),
+                x[:, torch.tensor([[0, 2], [1, 1]]), torch.tensor([3, -1])],  # indices after a slice
+                x[torch.tensor([0, 1, 1]), :, :, torch.tensor([2, 0, -1])])  # not adjacent
 
 
 def build_imported_wrongly():

@@ -103,7 +103,7 @@ def nearest_indices(in_size: int, out_size: int, scale: float | None) -> np.ndar
     """The source index of each output index of PyTorch's ``nearest`` upsampling (its CPU kernel's
     arithmetic, in float32): ``min(floor(i * s), in - 1)`` with ``s = 1 / scale`` when a scale
     was given, else ``in / out``."""
-    s = np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
+    s = _source_scale(in_size, out_size, False, scale)
     src = np.floor(np.arange(out_size, dtype=np.float32) * s).astype(np.int64)
     return np.minimum(src, in_size - 1)
 
@@ -116,19 +116,177 @@ def upsample_nearest2d(node: Any, importer: Any) -> Any:
     from tvm import relax
 
     x = importer.env[node.args[0]]
-    size = _arg(node, 1, "output_size", None)
-    scales = _arg(node, 2, "scale_factors", None)
+    found = _resize_args(node, x, _arg(node, 2, "scale_factors", None))
+    if found is None or all(o % i == 0 and (s is None or s == o // i) for i, o, s in zip(*found, strict=True)):
+        return importer._upsample_nearest2d(node)
+    for axis, (i, o, s) in enumerate(zip(*found, strict=True), start=2):
+        x = importer.block_builder.emit(relax.op.take(x, relax.const(nearest_indices(i, o, s)), axis))
+    return x
+
+
+def _source_scale(in_size: int, out_size: int, align_corners: bool, scale: float | None) -> np.float32:
+    """PyTorch's ``area_pixel_compute_scale``: input pixels per output pixel, in float32."""
+    if align_corners:
+        return np.float32((in_size - 1) / (out_size - 1)) if out_size > 1 else np.float32(0)
+    return np.float32(1.0 / scale) if scale else np.float32(in_size) / np.float32(out_size)
+
+
+def linear_taps(in_size: int, out_size: int, align_corners: bool, scale: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices and weights ``[out, 2]`` of PyTorch's linear interpolation along one axis
+    (``compute_source_index_and_lambda``, float32)."""
+    ratio, dst = _source_scale(in_size, out_size, align_corners, scale), np.arange(out_size, dtype=np.float32)
+    src = ratio * dst if align_corners else np.maximum(ratio * (dst + np.float32(0.5)) - np.float32(0.5), 0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), in_size - 1)
+    l1 = np.clip(src - i0.astype(np.float32), 0, 1).astype(np.float32)
+    return np.stack([i0, i0 + (i0 < in_size - 1)], 1), np.stack([1 - l1, l1], 1)
+
+
+def antialias_taps(in_size: int, out_size: int, align_corners: bool, scale: float | None) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices and weights of PyTorch's antialiased bilinear resampling along one axis
+    (Pillow's triangle filter widened by the downscale, ``_compute_indices_min_size_weights_aa``)."""
+    ratio = float(_source_scale(in_size, out_size, align_corners, scale))
+    support = ratio if ratio >= 1 else 1.0
+    invscale = 1 / ratio if ratio >= 1 else 1.0
+    rows = []
+    for i in range(out_size):
+        center = ratio * (i + 0.5)
+        lo = max(int(center - support + 0.5), 0)
+        hi = min(int(center + support + 0.5), in_size)
+        j = np.arange(lo, hi)
+        w = np.maximum(1 - np.abs((j - center + 0.5) * invscale), 0)
+        rows.append((j, w / w.sum() if w.sum() else w))
+    taps = max(len(j) for j, _ in rows)
+    index = np.array([np.pad(j, (0, taps - len(j)), mode="edge") for j, _ in rows], dtype=np.int64)
+    weight = np.array([np.pad(w, (0, taps - len(w))) for _, w in rows], dtype=np.float32)
+    return index, weight
+
+
+def _resample(importer: Any, x: Any, axis: int, index: np.ndarray, weight: np.ndarray) -> Any:
+    """``sum_k take(x, index[:, k], axis) * weight[:, k]``: a separable resampling along one axis."""
+    from tvm import relax
+
+    rank = len(x.ty.shape)
+    out = None
+    for k in range(index.shape[1]):
+        w = weight[:, k].reshape([-1] + [1] * (rank - 1 - axis))
+        term = relax.op.multiply(relax.op.take(x, relax.const(index[:, k]), axis), relax.const(w))
+        out = term if out is None else relax.op.add(out, term)
+    return importer.block_builder.emit(out)
+
+
+def _resize_args(node: Any, x: Any, scales: Any) -> tuple[list[int], list[int], list[float | None]] | None:
     try:
         ins = [int(d) for d in x.ty.shape][2:]
     except (TypeError, AttributeError):
-        return importer._upsample_nearest2d(node)
-    scales = list(scales) if scales else [None] * len(ins)
+        return None
+    size = node.args[1] if len(node.args) > 1 else None
+    scales = list(scales) if scales and all(s is not None for s in scales) else [None] * len(ins)
     outs = list(size) if size else [int(math.floor(i * s)) for i, s in zip(ins, scales, strict=True)]
-    if all(o % i == 0 and (s is None or s == o // i) for i, o, s in zip(ins, outs, scales, strict=True)):
-        return importer._upsample_nearest2d(node)
-    for axis, (i, o, s) in enumerate(zip(ins, outs, scales, strict=True), start=2):
-        x = importer.block_builder.emit(relax.op.take(x, relax.const(nearest_indices(i, o, s)), axis))
+    return ins, outs, scales
+
+
+def upsample_bilinear2d(node: Any, importer: Any) -> Any:
+    """``interpolate(mode="bilinear", scale_factor=s)`` where ``1 / s`` is not ``in / out`` (1.5,
+    0.7): PyTorch maps pixels by the given factor, TVM's resize by the sizes' ratio, so every
+    output pixel but the first was off. Those resize along each axis with PyTorch's own indices
+    and weights; sizes given, or factors that divide evenly, keep TVM's resize."""
+    x = importer.env[node.args[0]]
+    align = bool(_arg(node, 2, "align_corners", False))
+    found = _resize_args(node, x, _arg(node, 3, "scale_factors", None))
+    if found is None or align or all(s is None or np.float32(1.0 / s) == np.float32(i) / np.float32(o)
+                                     for i, o, s in zip(*found, strict=True)):
+        return importer._upsample_bilinear2d(node)
+    for axis, (i, o, s) in enumerate(zip(*found, strict=True), start=2):
+        x = _resample(importer, x, axis, *linear_taps(i, o, align, s))
     return x
+
+
+def upsample_bilinear2d_aa(node: Any, importer: Any) -> Any:
+    """``interpolate(mode="bilinear", antialias=True)``: TVM 0.27 resized without the antialias
+    filter (its converter says so), so a downscale read 2 of the pixels PyTorch averages."""
+    x = importer.env[node.args[0]]
+    align = bool(_arg(node, 2, "align_corners", False))
+    found = _resize_args(node, x, [_arg(node, 3, "scales_h", None), _arg(node, 4, "scales_w", None)])
+    if found is None:
+        return importer._upsample_bilinear2d_aa(node)
+    for axis, (i, o, s) in enumerate(zip(*found, strict=True), start=2):
+        if i != o:
+            x = _resample(importer, x, axis, *antialias_taps(i, o, align, s))
+    return x
+
+
+def grid_sampler_2d(node: Any, importer: Any) -> Any:
+    """``grid_sample``: TVM's op reads the grid as ``[N, 2, H, W]`` although its converter passes
+    PyTorch's ``[N, H, W, 2]`` (outputs of the wrong shape); the grid is transposed first."""
+    from tvm import relax
+
+    args = importer.retrieve_args(node)
+    data, grid = args[0], args[1]
+    interp, pad, align = (args[i] if len(args) > i else d for i, d in ((2, 0), (3, 0), (4, False)))
+    grid = relax.op.permute_dims(grid, [0, 3, 1, 2])
+    return importer.block_builder.emit(relax.op.image.grid_sample(
+        data, grid, method={0: "bilinear", 1: "nearest", 2: "bicubic"}.get(interp, "bilinear"), layout="NCHW",
+        padding_mode={0: "zeros", 1: "border", 2: "reflection"}.get(pad, "zeros"), align_corners=bool(align)))
+
+
+def _orthogonal(shapes: list[list[int]]) -> bool:
+    """Whether index tensors of these shapes each vary along their own axis of the broadcast
+    result, in order (``d[:, None, None], h[:, None], w``): then indexing is one take per axis."""
+    rank = len(shapes)
+    for j, shape in enumerate(shapes):
+        padded = [1] * (rank - len(shape)) + list(shape)
+        if len(shape) > rank or any(d != 1 for k, d in enumerate(padded) if k != j):
+            return False
+    return True
+
+
+def _mask_positions(index: Any) -> Any:
+    """A constant 1-d boolean mask as the positions it selects (``x[:, mask]``), which ``take``
+    needs; anything else as it is."""
+    import tvm
+    from tvm import relax
+
+    if isinstance(index, tvm.ir.expr.Constant) and str(index.ty.dtype) == "bool" and len(index.ty.shape) == 1:
+        return relax.const(np.nonzero(index.value.numpy())[0].astype("int64"))
+    return index
+
+
+def index_tensor(node: Any, importer: Any) -> Any:
+    """``x[..., i, j]`` with several index tensors (PyTorch's advanced indexing, which nearest
+    1-d and 3-d interpolation decompose into): TVM's converter refused broadcast index shapes of
+    rank 3 and built wrong ones for indices after sliced axes. Orthogonal indices become one take
+    per axis; others index the moved-to-front axes jointly and move the result's axes back where
+    PyTorch puts them (at the first indexed axis when the indexed axes are adjacent)."""
+    from tvm import relax
+
+    from tvmbench.compile.ir import static_shape
+
+    data = importer.env[node.args[0]]
+    indices = [None if i is None else _mask_positions(importer.env[i]) for i in node.args[1]]
+    used = [k for k, i in enumerate(indices) if i is not None]
+    if len(used) == 1 and str(indices[used[0]].ty.dtype) != "bool":
+        return importer.block_builder.emit(relax.op.take(data, indices[used[0]], axis=used[0]))
+    shapes = [static_shape(indices[k].ty) for k in used]
+    if len(used) < 2 or any(s is None for s in shapes) or any(str(indices[k].ty.dtype) == "bool" for k in used):
+        return importer._index_tensor(node)
+    adjacent = used == list(range(used[0], used[-1] + 1))
+    if adjacent and _orthogonal(shapes):
+        for k in reversed(used):
+            idx = indices[k]
+            if len(static_shape(idx.ty)) != 1:
+                idx = relax.op.reshape(idx, [-1])
+            data = importer.block_builder.emit(relax.op.take(data, idx, axis=k))
+        return data
+    rank = len(data.ty.shape)
+    order = used + [k for k in range(rank) if k not in used]
+    if order != list(range(rank)):
+        data = importer.block_builder.emit(relax.op.permute_dims(data, order))
+    out = importer.block_builder.emit(relax.op.index_tensor(data, [indices[k] for k in used]))
+    if adjacent and used[0] > 0:
+        nb, out_rank = len(static_shape(out.ty)) - (rank - len(used)), len(static_shape(out.ty))
+        perm = list(range(nb, nb + used[0])) + list(range(nb)) + list(range(nb + used[0], out_rank))
+        out = importer.block_builder.emit(relax.op.permute_dims(out, perm))
+    return out
 
 
 # Keyed by torch.export op name (see the module's docstring).
@@ -140,4 +298,8 @@ CUSTOM_CONVERTERS = {
     "div.Tensor_mode": div_mode,
     "clamp.default": clamp,
     "upsample_nearest2d.vec": upsample_nearest2d,
+    "upsample_bilinear2d.vec": upsample_bilinear2d,
+    "_upsample_bilinear2d_aa.default": upsample_bilinear2d_aa,
+    "grid_sampler_2d.default": grid_sampler_2d,
+    "index.Tensor": index_tensor,
 }

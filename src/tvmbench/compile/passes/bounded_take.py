@@ -1,5 +1,6 @@
-"""BoundedTake: ``take`` (embedding lookups, gathers, ``x[:, -1]``) with negative indices counted
-from the end, and ``mode="clip"`` instead of Relax's default ``"fast"``.
+"""BoundedTake: ``take`` (embedding lookups, gathers, ``x[:, -1]``) and ``index_tensor`` (``x[i, j]``)
+with negative indices counted from the end, and ``take`` with ``mode="clip"`` instead of Relax's
+default ``"fast"``.
 
 TVM 0.27's PyTorch importer turns ``x[:, -1]`` (``aten.select``), ``x[:, [-1, 0]]``
 (``aten.index``) and ``torch.take(x, ...)`` into ``take`` with the indices as written, and
@@ -60,6 +61,11 @@ class _Clip(PyExprMutator):
                 axis += len(data.ty.shape)
             indices = _from_front(indices, _extent(data, axis))
             return relax.op.take(data, indices, axis, mode="clip")
+        if op_name(call) == "relax.index_tensor" and isinstance(call.args[1], relax.Tuple):
+            data, indices = call.args
+            fixed = [_from_front(index, _extent(data, axis)) for axis, index in enumerate(indices.fields)]
+            if any(not f.same_as(i) for f, i in zip(fixed, indices.fields, strict=True)):
+                return relax.op.index_tensor(data, relax.Tuple(fixed))
         return call
 
 
