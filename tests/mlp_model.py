@@ -338,3 +338,33 @@ class _ImportedWrongly(torch.nn.Module):
 def build_imported_wrongly():
     torch.manual_seed(0)
     return _ImportedWrongly().eval(), (torch.randn(2, 3, 4, 6),)
+
+
+class _RefusedBefore(torch.nn.Module):
+    """Ops TVM 0.27's importer refused, converted by ``compile/converters.py``."""
+
+    def __init__(self, scatter_reduce="amin"):
+        super().__init__()
+        self.scatter_reduce = scatter_reduce
+
+    def forward(self, x):
+        f = torch.nn.functional
+        ints = (x * 10).long()
+        index = torch.tensor([[[0] * 6, [2] * 6, [0] * 6, [1] * 6]] * 2)
+        return (f.adaptive_max_pool2d(x, (3, 4)),  # windows of 1-2 rows, 2-3 columns
+                torch.var_mean(x, dim=-1)[0] + torch.std_mean(x, dim=(1, 2), keepdim=True)[1].sum(),
+                torch.zeros(2, 3, 6).scatter_add(1, index, x[:, 0]),
+                torch.zeros(2, 3, 6).scatter_reduce(1, index, x[:, 0], self.scatter_reduce, include_self=False),
+                torch.exp2(x) + torch.hypot(x, x * 2) + x.prod(-1, keepdim=True),
+                ((ints >> 1) + (ints << 2)).float(),
+                torch.cdist(x[:, 0], x[:, 1]))
+
+
+def build_refused_before():
+    torch.manual_seed(0)
+    return _RefusedBefore().eval(), (torch.randn(2, 3, 4, 6),)
+
+
+def build_scatter_mean():
+    torch.manual_seed(0)
+    return _RefusedBefore("mean").eval(), (torch.randn(2, 3, 4, 6),)

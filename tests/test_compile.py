@@ -98,6 +98,22 @@ def test_ops_tvm_imported_wrongly_match_pytorch():
     assert result["passed"], result
 
 
+def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_error():
+    """adaptive max pooling, var_mean / std_mean, scatter_add and scatter_reduce, exp2, hypot,
+    prod, integer shifts and cdist were refused by TVM 0.27's importer; converted, they match
+    PyTorch. A form the converters leave out (scatter_reduce's "mean", whose count includes the
+    kept value) is the importer's one-line unsupported-op error, not a wrong result."""
+    from pathlib import Path
+
+    from tvmbench.errors import UnsupportedOperatorError
+
+    model_file = str(Path(__file__).with_name("mlp_model.py"))
+    result, _ = tvm_vs_torch(load_model(model_file + ":build_refused_before"))
+    assert result["passed"], result
+    with pytest.raises(UnsupportedOperatorError, match=r"scatter_reduce.two \(reduce='mean'\)"):
+        import_model(load_model(model_file + ":build_scatter_mean"))
+
+
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
 def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
     """Both matmuls of an attention and the masked softmax between them become one function,

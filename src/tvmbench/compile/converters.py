@@ -1,14 +1,17 @@
 """Converters for torch ops that TVM 0.27's ``from_exported_program`` imports wrongly or not at all.
 
 Each one was found by running a small model through TVM and PyTorch and comparing outputs
-(``tests/test_compile.py::test_ops_tvm_imported_wrongly_match_pytorch``); each replaces TVM's
-converter for one op name, keyed as torch.export writes it. They emit plain Relax operators, so
+(``tests/test_compile.py::test_ops_tvm_imported_wrongly_match_pytorch``), or refused by TVM
+(``test_ops_tvm_refused_are_converted_...``); each replaces TVM's converter for one op name,
+keyed as torch.export writes it. A form a converter does not handle is refused with the
+importer's unsupported-op error (``_refuse``), never converted approximately. They emit plain Relax operators, so
 the rest of the pipeline (layout conversion, fusion, the schedule rules) sees nothing unusual.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 from typing import Any
 
 import numpy as np
@@ -16,6 +19,12 @@ import numpy as np
 
 def _arg(node: Any, index: int, name: str, default: Any) -> Any:
     return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
+
+
+def _refuse(node: Any, why: str) -> None:
+    """A form of the op that is not converted: the importer's "unsupported op" error (one line
+    naming the op, the other frameworks still run), never a wrong result."""
+    raise NotImplementedError(f"Unsupported function types ['{node.target.__name__} ({why})']")
 
 
 def cumsum_bool_to_int64(node: Any, importer: Any) -> Any:
@@ -289,6 +298,143 @@ def index_tensor(node: Any, importer: Any) -> Any:
     return out
 
 
+
+def _window_taps(in_size: int, out_size: int) -> np.ndarray:
+    """Source indices ``[out, K]`` of each adaptive-pooling window (PyTorch's ``start_index`` /
+    ``end_index``), the shorter windows padded with their last index (harmless under max)."""
+    starts = [(i * in_size) // out_size for i in range(out_size)]
+    ends = [-(-((i + 1) * in_size) // out_size) for i in range(out_size)]
+    taps = max(e - b for b, e in zip(starts, ends, strict=True))
+    return np.array([[min(b + k, e - 1) for k in range(taps)] for b, e in zip(starts, ends, strict=True)], dtype=np.int64)
+
+
+def adaptive_max_pool(node: Any, importer: Any) -> Any:
+    """``adaptive_max_pool1d/2d`` (not converted by TVM 0.27): the maximum over each window,
+    axis by axis (a rectangle's maximum is the maximum of its rows' maxima). Only the values: a
+    model that reads the returned indices stays refused, so the pair's second element, which
+    stands in for them, is never read."""
+    from tvm import relax
+
+    if any(u.target is operator.getitem and u.args[1] == 1 for u in node.users):
+        _refuse(node, "its indices")
+    x = importer.env[node.args[0]]
+    sizes = list(node.args[1])
+    rank = len(x.ty.shape)
+    for axis, out in zip(range(rank - len(sizes), rank), sizes, strict=True):
+        index = _window_taps(int(x.ty.shape[axis]), out)
+        best = None
+        for k in range(index.shape[1]):
+            tap = relax.op.take(x, relax.const(index[:, k]), axis)
+            best = tap if best is None else relax.op.maximum(best, tap)
+        x = importer.block_builder.emit(best)
+    return importer.block_builder.emit(relax.Tuple([x, x]))
+
+
+def var_std_mean(root: bool) -> Any:
+    """``var_mean`` / ``std_mean`` (not converted): the pair, with the correction."""
+
+    def convert(node: Any, importer: Any) -> Any:
+        from tvm import relax
+
+        x = importer.env[node.args[0]]
+        dims = _arg(node, 1, "dim", None)
+        dims = list(range(len(x.ty.shape))) if dims is None else [dims] if isinstance(dims, int) else list(dims)
+        correction = node.kwargs.get("correction", 1)
+        correction = 1 if correction is None else correction
+        keep = bool(node.kwargs.get("keepdim", False))
+        n = int(np.prod([int(x.ty.shape[d]) for d in dims]))
+        mean = relax.op.mean(x, dims, keepdims=True)
+        centred = relax.op.subtract(x, mean)
+        spread = relax.op.divide(relax.op.sum(relax.op.multiply(centred, centred), dims, keep),
+                                 relax.const(float(max(n - correction, 0)), str(x.ty.dtype)))
+        spread = relax.op.sqrt(spread) if root else spread
+        mean = mean if keep else relax.op.squeeze(mean, dims)
+        return importer.block_builder.emit(relax.Tuple([spread, mean]))
+
+    return convert
+
+
+# (PyTorch's "mean" counts the kept value too, TVM's does not: refused)
+_SCATTER_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+def scatter_add_reduce(node: Any, importer: Any) -> Any:
+    """``scatter_add`` and ``scatter_reduce`` (not converted): TVM's ``scatter_elements`` with the
+    reduction; ``include_self=False`` first writes each reduction's identity where src goes."""
+    from tvm import relax
+
+    args = importer.retrieve_args(node)
+    data, dim, index, src = args[:4]
+    reduce = "sum" if len(args) < 5 else args[4]
+    include_self = bool(node.kwargs.get("include_self", args[5] if len(args) > 5 else True))
+    if reduce not in _SCATTER_REDUCTIONS or reduce == "mean":
+        _refuse(node, f"reduce={reduce!r}")
+    dtype = str(data.ty.dtype)
+    if not include_self:
+        identity = {"sum": 0.0, "prod": 1.0, "amax": -math.inf, "amin": math.inf}[reduce]
+        fill = relax.op.add(relax.op.zeros_like(src), relax.const(identity, dtype))
+        data = importer.block_builder.emit(relax.op.scatter_elements(data, index, fill, dim, "update"))
+    return importer.block_builder.emit(relax.op.scatter_elements(data, index, src, dim, _SCATTER_REDUCTIONS[reduce]))
+
+
+def exp2(node: Any, importer: Any) -> Any:
+    """``exp2`` (not converted): ``exp(x * ln 2)``."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    return importer.block_builder.emit(relax.op.exp(relax.op.multiply(x, relax.const(math.log(2.0), str(x.ty.dtype)))))
+
+
+def shift(op: str) -> Any:
+    """``x << k`` / ``x >> k`` of an integer tensor by a number (not converted)."""
+
+    def convert(node: Any, importer: Any) -> Any:
+        from tvm import relax
+
+        x = importer.env[node.args[0]]
+        by = node.args[1]
+        by = relax.const(by, str(x.ty.dtype)) if isinstance(by, int) else importer.env[by]
+        return importer.block_builder.emit(getattr(relax.op, op)(x, by))
+
+    return convert
+
+
+def hypot(node: Any, importer: Any) -> Any:
+    """``hypot`` (not converted): ``sqrt(a * a + b * b)``."""
+    from tvm import relax
+
+    a, b = importer.retrieve_args(node)[:2]
+    return importer.block_builder.emit(relax.op.sqrt(relax.op.add(relax.op.multiply(a, a), relax.op.multiply(b, b))))
+
+
+def prod(node: Any, importer: Any) -> Any:
+    """``prod`` over one axis (not converted)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim = _arg(node, 1, "dim", None)
+    return importer.block_builder.emit(relax.op.prod(x, dim, bool(_arg(node, 2, "keepdim", False))))
+
+
+def cdist(node: Any, importer: Any) -> Any:
+    """``cdist`` with p = 2 (not converted): ``sqrt(max(|a|^2 + |b|^2 - 2 a.b, 0))``, the
+    matrix-product form PyTorch uses for more than 25 rows, exact enough for fewer."""
+    from tvm import relax
+
+    a, b = importer.retrieve_args(node)[:2]
+    if float(_arg(node, 2, "p", 2.0)) != 2.0:
+        _refuse(node, "p other than 2")
+    dtype = str(a.ty.dtype)
+    na = relax.op.sum(relax.op.multiply(a, a), [-1], keepdims=True)
+    nb = relax.op.sum(relax.op.multiply(b, b), [-1], keepdims=True)
+    dots = relax.op.matmul(a, relax.op.permute_dims(b, [*range(len(b.ty.shape) - 2), len(b.ty.shape) - 1,
+                                                        len(b.ty.shape) - 2]))
+    squared = relax.op.subtract(relax.op.add(na, relax.op.permute_dims(
+        nb, [*range(len(b.ty.shape) - 2), len(b.ty.shape) - 1, len(b.ty.shape) - 2])),
+        relax.op.multiply(relax.const(2.0, dtype), dots))
+    return importer.block_builder.emit(relax.op.sqrt(relax.op.maximum(squared, relax.const(0.0, dtype))))
+
+
 # Keyed by torch.export op name (see the module's docstring).
 CUSTOM_CONVERTERS = {
     "cumsum.default": cumsum_bool_to_int64,
@@ -302,4 +448,16 @@ CUSTOM_CONVERTERS = {
     "_upsample_bilinear2d_aa.default": upsample_bilinear2d_aa,
     "grid_sampler_2d.default": grid_sampler_2d,
     "index.Tensor": index_tensor,
+    "adaptive_max_pool2d.default": adaptive_max_pool,
+    "adaptive_max_pool1d.default": adaptive_max_pool,
+    "var_mean.correction": var_std_mean(root=False),
+    "std_mean.correction": var_std_mean(root=True),
+    "scatter_add.default": scatter_add_reduce,
+    "scatter_reduce.two": scatter_add_reduce,
+    "exp2.default": exp2,
+    "__lshift__.Scalar": shift("left_shift"),
+    "__rshift__.Scalar": shift("right_shift"),
+    "hypot.default": hypot,
+    "prod.dim_int": prod,
+    "_cdist_forward.default": cdist,
 }
