@@ -649,6 +649,28 @@ def test_onnx_file_runs_through_the_onnx_frontend(tmp_path):
     assert backend.info["frontend"] == "onnx"
 
 
+def test_an_onnx_max_of_two_inputs_compiles_though_tvm_imports_it_as_a_stack(tmp_path):
+    """TVM's ONNX importer writes ``Max(a, b)`` as a ``stack`` reduced by ``max``, and TVM 0.27's
+    ConvertLayout failed on every ``stack`` ("Invalid SLayout"): the file did not compile.
+    ConvertLayoutGuards writes the stack as a concat of expanded inputs."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    graph = helper.make_graph(
+        [helper.make_node("Max", ["a", "b"], ["m"]), helper.make_node("Min", ["a", "b"], ["n"]),
+         helper.make_node("Sub", ["m", "n"], ["y"])], "maxmin",
+        [helper.make_tensor_value_info("a", TensorProto.FLOAT, [2, 5, 7]),
+         helper.make_tensor_value_info("b", TensorProto.FLOAT, [5, 7])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 5, 7])])
+    path = tmp_path / "maxmin.onnx"
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), str(path))
+    model = load_model(str(path))
+    backend = TVMBackend(CFG)
+    backend.prepare(model)
+    backend.run()
+    np.testing.assert_allclose(backend.outputs()[0], np.abs(model.inputs["a"] - model.inputs["b"]), atol=1e-6)
+
+
 def test_compile_cache_hits_and_keys_on_target():
     model = load_model("resnet18", ModelOptions(image_size=32))
     imported = import_model(model)

@@ -6,7 +6,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 (tuning records match by structural hash):
 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
-   scale/shift), BoundedTake, NonNegativeSqueeze, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
+   scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
    splits and channel shuffles too), FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
@@ -42,7 +42,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "43"
+PIPELINE_VERSION = "44"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -54,7 +54,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     result = _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         passes.bounded_take(),
-        passes.nonnegative_squeeze(),  # before ConvertLayout, which a negative squeeze axis crashes
+        passes.convert_layout_guards(),  # before ConvertLayout, which some forms crash
         passes.unbroadcast_matmul(),
         relax.transform.CanonicalizeBindings(),
     ]

@@ -14,17 +14,17 @@ from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
 from tvmbench.compile.passes.fuse_attention import fuse_attention
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
+from tvmbench.compile.passes.layout_guards import convert_layout_guards
 from tvmbench.compile.passes.lazy_select import lazy_select
 from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
 from tvmbench.compile.passes.pack_weights import pack_weights
 from tvmbench.compile.passes.pad_attention import pad_attention
 from tvmbench.compile.passes.pad_softmax import pad_softmax_rows
-from tvmbench.compile.passes.squeeze_axes import nonnegative_squeeze
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
-__all__ = ["bounded_take", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
+__all__ = ["bounded_take", "convert_layout_guards", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
            "fold_scale_into_conv",
            "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "lazy_select",
-           "nonnegative_squeeze", "pack_weights",
+           "pack_weights",
            "pad_attention", "pad_softmax_rows", "unbroadcast_matmul",
            "winograd_conv3x3"]
