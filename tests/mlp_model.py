@@ -332,7 +332,9 @@ class _ImportedWrongly(torch.nn.Module):
                 f.interpolate(x[:, None], size=(3, 5, 7), mode="nearest"),  # 3-d: indices of rank 3
                 f.grid_sample(x, x[:, :2].permute(0, 2, 3, 1).tanh(), align_corners=False),
                 x[:, torch.tensor([[0, 2], [1, 1]]), torch.tensor([3, -1])],  # indices after a slice
-                x[torch.tensor([0, 1, 1]), :, :, torch.tensor([2, 0, -1])])  # not adjacent
+                x[torch.tensor([0, 1, 1]), :, :, torch.tensor([2, 0, -1])],  # not adjacent
+                x.index_fill(1, torch.tensor([0, -1]), 7.0),  # index_put with sliced axes
+                x.index_copy(2, torch.tensor([3, 0]), x[:, :, :2] * 3))
 
 
 def build_imported_wrongly():

@@ -435,6 +435,52 @@ def cdist(node: Any, importer: Any) -> Any:
     return importer.block_builder.emit(relax.op.sqrt(relax.op.maximum(squared, relax.const(0.0, dtype))))
 
 
+
+def _grid(values: Any, own: list[int], axis_at: int, region: list[int]) -> Any:
+    """``values`` (an index of shape ``own``) placed at ``axis_at`` of the indexed region and
+    broadcast to its shape: one coordinate of every element PyTorch writes."""
+    from tvm import relax
+
+    reshaped = relax.op.reshape(values, [1] * axis_at + own + [1] * (len(region) - axis_at - len(own)))
+    return relax.op.broadcast_to(reshaped, region)
+
+
+def index_put(node: Any, importer: Any) -> Any:
+    """``x[:, i] = v`` / ``x.index_fill(1, i, v)`` / ``index_copy`` / ``index_add`` (index_put with
+    sliced axes): TVM's converter refused fewer index tensors than axes, and built index grids for
+    the sliced ones that broadcast along the wrong axis. Here every axis gets its full coordinate
+    grid over the region PyTorch writes (adjacent indexed axes; others as TVM does), negative
+    indices counted from the end."""
+    from tvm import relax
+
+    from tvmbench.compile.ir import static_shape
+    from tvmbench.compile.passes.bounded_take import from_front
+
+    args = importer.retrieve_args(node)
+    data, indices, values = args[0], list(args[1]), args[2]
+    accumulate = bool(args[3] if len(args) > 3 else node.kwargs.get("accumulate", False))
+    shape = static_shape(data.ty)
+    if shape is None:
+        return importer._index_put(node)
+    indices += [None] * (len(shape) - len(indices))
+    used = [k for k, i in enumerate(indices) if i is not None]
+    index_shapes = {k: static_shape(indices[k].ty) for k in used}
+    if (not used or len(used) == len(shape) or used != list(range(used[0], used[-1] + 1))
+            or None in index_shapes.values() or any(str(indices[k].ty.dtype) == "bool" for k in used)):
+        return importer._index_put(node)
+    joint = list(np.broadcast_shapes(*index_shapes.values()))
+    region = [*shape[:used[0]], *joint, *shape[used[-1] + 1:]]
+    grids = []
+    for k, index in enumerate(indices):
+        if index is not None:
+            own = index_shapes[k]
+            grids.append(_grid(from_front(index, shape[k]), own, used[0] + len(joint) - len(own), region))
+        else:
+            at = k if k < used[0] else used[0] + len(joint) + k - used[-1] - 1
+            grids.append(_grid(relax.op.arange(0, shape[k], 1, "int64"), [shape[k]], at, region))
+    values = relax.op.broadcast_to(values, region)
+    return importer.block_builder.emit(relax.op.index_put(data, relax.Tuple(grids), values, accumulate))
+
 # Keyed by torch.export op name (see the module's docstring).
 CUSTOM_CONVERTERS = {
     "cumsum.default": cumsum_bool_to_int64,
@@ -448,6 +494,7 @@ CUSTOM_CONVERTERS = {
     "_upsample_bilinear2d_aa.default": upsample_bilinear2d_aa,
     "grid_sampler_2d.default": grid_sampler_2d,
     "index.Tensor": index_tensor,
+    "index_put.default": index_put,
     "adaptive_max_pool2d.default": adaptive_max_pool,
     "adaptive_max_pool1d.default": adaptive_max_pool,
     "var_mean.correction": var_std_mean(root=False),

@@ -34,7 +34,7 @@ def _extent(data: Any, axis: int | None) -> int | None:
     return None if shape is None else shape[axis]
 
 
-def _from_front(indices: Any, extent: int | None) -> Any:
+def from_front(indices: Any, extent: int | None) -> Any:
     """``indices`` with negative entries counted from the end of an axis of ``extent``."""
     if extent is None:
         return indices
@@ -59,11 +59,11 @@ class _Clip(PyExprMutator):
             data, indices = call.args
             if axis is not None and axis < 0:
                 axis += len(data.ty.shape)
-            indices = _from_front(indices, _extent(data, axis))
+            indices = from_front(indices, _extent(data, axis))
             return relax.op.take(data, indices, axis, mode="clip")
         if op_name(call) == "relax.index_tensor" and isinstance(call.args[1], relax.Tuple):
             data, indices = call.args
-            fixed = [_from_front(index, _extent(data, axis)) for axis, index in enumerate(indices.fields)]
+            fixed = [from_front(index, _extent(data, axis)) for axis, index in enumerate(indices.fields)]
             if any(not f.same_as(i) for f, i in zip(fixed, indices.fields, strict=True)):
                 return relax.op.index_tensor(data, relax.Tuple(fixed))
         return call
