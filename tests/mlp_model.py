@@ -370,3 +370,25 @@ def build_refused_before():
 def build_scatter_mean():
     torch.manual_seed(0)
     return _RefusedBefore("mean").eval(), (torch.randn(2, 3, 4, 6),)
+
+
+class _UpConvolutions(torch.nn.Module):
+    """Transposed convolutions after an ordinary one (NHWC after ConvertLayout), as in a U-Net's
+    decoder: 2x2 stride 2, 3x3 stride 2 with output padding, 4x4 stride 2 padding 1, rectangular."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 8, 3, padding=1)
+        self.ups = torch.nn.Sequential(
+            torch.nn.ConvTranspose2d(8, 8, 2, stride=2), torch.nn.ReLU(),
+            torch.nn.ConvTranspose2d(8, 6, 3, stride=2, padding=1, output_padding=1),
+            torch.nn.ConvTranspose2d(6, 4, 4, stride=2, padding=1, bias=False),
+            torch.nn.ConvTranspose2d(4, 2, (3, 2), stride=(1, 2), padding=(1, 0)))
+
+    def forward(self, x):
+        return self.ups(self.stem(x))
+
+
+def build_up_convolutions():
+    torch.manual_seed(0)
+    return _UpConvolutions().eval(), (torch.randn(1, 3, 5, 6),)

@@ -118,11 +118,16 @@ class ResolvedTarget:
 
     @property
     def layouts(self) -> dict[str, list[str]] | None:
-        """ConvertLayout's desired layouts for convolutions, or None to keep the model's."""
+        """ConvertLayout's desired layouts for convolutions, or None to keep the model's.
+
+        Transposed convolutions stay NCHW: TVM 0.27 legalizes no other layout, and ConvertLayout
+        handed an NHWC input on to one after an NHWC convolution, which then reached the VM
+        unlowered ("CodeGenVM cannot emit this Relax operator": a U-Net did not compile)."""
+        transposed = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
         if self.kind == "llvm":
-            return {"relax.nn.conv2d": ["NHWC", "HWIO"]}
+            return {"relax.nn.conv2d": ["NHWC", "HWIO"], **transposed}
         if self.conv_layout == "NHWC":
-            return {"relax.nn.conv2d": ["NHWC", "OHWI"]}
+            return {"relax.nn.conv2d": ["NHWC", "OHWI"], **transposed}
         return None
 
     @property

@@ -1,0 +1,84 @@
+"""SubPixelConvTranspose: a transposed convolution as one ordinary convolution and a pixel shuffle.
+
+TVM 0.27 lowers ``conv2d_transpose`` by dilating the input with ``stride - 1`` zeros between
+pixels and convolving it with the flipped kernel: for stride 2 three quarters of the
+multiply-adds are with zeros, and the result is a loop nest none of the CPU rules takes (a
+U-Net's 2x2 up-convolution ran 7-11x slower than ONNX Runtime's). It is also legal in NCHW only.
+
+With stride ``s``, the output pixels of each phase ``(o + pad) mod s`` take a fixed subset of
+the kernel taps (``t = r + s m``) from consecutive input pixels; so the ``s * s`` phases are
+``s * s`` groups of output channels of one stride-1 convolution of the undilated input, with the
+kernel padded to ``kr = ceil(k / s)`` taps per phase and flipped, padded by ``kr - 1`` (the
+"sub-pixel convolution"). A pixel shuffle interleaves the phases and a slice removes the padding.
+The convolution is ordinary: ConvertLayout makes it NHWC and the Contraction rule tiles it (a
+2x2 stride-2 up-convolution becomes a 1x1 convolution, a matmul). The weight rearrangement is
+weight-only and moves to ``main_transform_params`` (run once at load).
+
+Groups of one and dilation one only; other transposed convolutions stay as they are.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import function_pass, op_name, static_shape
+
+# Off: transposed convolutions stay as TVM lowers them (for A/Bs: ``benchmarks/rule_ab.py``).
+ENABLED = True
+
+
+def _phase_weights(w: Any, ci: int, co: int, k: tuple[int, int], s: tuple[int, int], kr: tuple[int, int]) -> Any:
+    """``[Ci, Co, kh, kw]`` (IOHW) -> ``[Co * sh * sw, Ci, krh, krw]``: the output channel
+    ``(c, rh, rw)`` holds taps ``t = r + s * m`` with ``m`` reversed (a correlation)."""
+    pad = [(0, 0), (0, 0), (0, kr[0] * s[0] - k[0]), (0, kr[1] * s[1] - k[1])]
+    if any(p for _, p in pad):
+        w = relax.op.nn.pad(w, [v for pair in pad for v in pair])
+    w = relax.op.reshape(w, [ci, co, kr[0], s[0], kr[1], s[1]])
+    w = relax.op.flip(relax.op.flip(w, 2), 4)
+    w = relax.op.permute_dims(w, [1, 3, 5, 0, 2, 4])
+    return relax.op.reshape(w, [co * s[0] * s[1], ci, kr[0], kr[1]])
+
+
+def sub_pixel(call: Any) -> Any | None:
+    """The rewrite of one ``conv2d_transpose`` call, or None when it does not apply."""
+    attrs = call.attrs
+    x, w = call.args
+    xs, ws = static_shape(x.ty), static_shape(w.ty)
+    if (xs is None or ws is None or len(xs) != 4 or int(attrs.groups) != 1
+            or any(int(d) != 1 for d in attrs.dilation) or str(attrs.data_layout) != "NCHW"
+            or str(attrs.kernel_layout) != "IOHW" or str(attrs.out_layout) != "NCHW"):
+        return None
+    n, ci, h, wd = xs
+    co, k = ws[1], (ws[2], ws[3])
+    s = tuple(int(v) for v in attrs.strides)
+    top, left, bottom, right = (int(v) for v in attrs.padding)
+    out_h, out_w = static_shape(call.ty)[2:]
+    kr = (-(-k[0] // s[0]), -(-k[1] // s[1]))
+    # Padding: kr - 1 before (the full correlation); after, as much as the output still needs
+    # (each phase's q-th output is the output pixel q * s + r - pad, nothing past the input).
+    qh, qw = -(-(out_h + top) // s[0]), -(-(out_w + left) // s[1])
+    pad_h, pad_w = max(qh - h, 0), max(qw - wd, 0)
+    y = relax.op.nn.conv2d(x, _phase_weights(w, ci, co, k, s, kr), padding=[kr[0] - 1, kr[1] - 1, pad_h, pad_w])
+    qh, qw = h + pad_h, wd + pad_w
+    y = relax.op.reshape(y, [n, co, s[0], s[1], qh, qw])
+    y = relax.op.permute_dims(y, [0, 1, 4, 2, 5, 3])
+    y = relax.op.reshape(y, [n, co, qh * s[0], qw * s[1]])
+    return relax.op.strided_slice(y, [2, 3], [top, left], [top + out_h, left + out_w])
+
+
+@mutator
+class _SubPixel(PyExprMutator):
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        if ENABLED and op_name(call) == "relax.nn.conv2d_transpose":
+            new = sub_pixel(call)
+            return call if new is None else new
+        return call
+
+
+def sub_pixel_conv_transpose() -> Any:
+    """The pass (see the module's docstring); before ConvertLayout."""
+    return function_pass(_SubPixel, "SubPixelConvTranspose")
