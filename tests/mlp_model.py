@@ -392,3 +392,19 @@ class _UpConvolutions(torch.nn.Module):
 def build_up_convolutions():
     torch.manual_seed(0)
     return _UpConvolutions().eval(), (torch.randn(1, 3, 5, 6),)
+
+
+class _UnusedInput(torch.nn.Module):
+    """A model with an input it never reads (an optional mask): the ONNX exporters drop it."""
+
+    def __init__(self):
+        super().__init__()
+        self.linear = torch.nn.Linear(8, 4)
+
+    def forward(self, x, mask):
+        return self.linear(x)
+
+
+def build_unused_input():
+    torch.manual_seed(0)
+    return _UnusedInput().eval(), (torch.randn(2, 8), torch.ones(2, 8))

@@ -28,6 +28,30 @@ def test_all_cpu_frameworks_run_the_same_inputs_and_match(tmp_path):
     assert result["onnxruntime"]["info"]["graph_optimization"] == "ORT_ENABLE_ALL"
 
 
+def test_peers_run_a_graph_whose_exporter_dropped_an_unused_input():
+    """The ONNX graph of a model with an input it never reads takes one input fewer: the peers
+    feed theirs by name (they refused the model before: "the ONNX graph takes 1 inputs")."""
+    from pathlib import Path
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.onnxruntime import OnnxRuntimeBackend
+    from tvmbench.backends.openvino import OpenVINOBackend
+    from tvmbench.backends.pytorch import PyTorchBackend
+    from tvmbench.measure import accuracy
+    from tvmbench.targets import resolve_target
+
+    cfg = BackendConfig(target=resolve_target("llvm", gpu_query=lambda: None), threads=2)
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_unused_input")
+    reference = PyTorchBackend(cfg)
+    reference.prepare(model)
+    reference.run()
+    for backend in (OnnxRuntimeBackend(cfg), OpenVINOBackend(cfg)):
+        backend.prepare(model)
+        backend.run()
+        result = accuracy.compare(backend.outputs(), reference.outputs(), accuracy.tolerance_for("float32"))
+        assert result["passed"], (type(backend).__name__, result)
+
+
 def test_onnx_export_happens_once_per_model_and_shape():
     first = onnx_file(load_model("resnet18", ModelOptions(image_size=40)))
     again = onnx_file(load_model("resnet18", ModelOptions(image_size=40)))

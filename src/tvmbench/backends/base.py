@@ -185,3 +185,14 @@ class Backend(ABC):
         """Release what the backend holds."""
 
 
+
+
+def inputs_by_name(graph_names: list[str], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The model's inputs for an exported graph's inputs, by name: the ONNX exporters drop an
+    input the model never reads (an optional mask), so the graph may take fewer than the model
+    has; a graph whose names are not the model's (a user's ONNX file) takes them in order."""
+    if set(graph_names) <= set(inputs):
+        return {n: inputs[n] for n in graph_names}
+    if len(graph_names) == len(inputs):
+        return dict(zip(graph_names, inputs.values(), strict=True))
+    raise RuntimeError(f"the ONNX graph takes inputs {graph_names}, the model has {list(inputs)}")

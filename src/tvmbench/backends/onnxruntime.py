@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, OpTime
+from tvmbench.backends.base import Backend, OpTime, inputs_by_name
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -71,10 +71,7 @@ class OnnxRuntimeBackend(Backend):
         self.phases_s["compile_s"] = time.perf_counter() - t0
         device = "cuda" if on_gpu else "cpu"
         self.binding = self.session.io_binding()
-        names = [i.name for i in self.session.get_inputs()]
-        if len(names) != len(model.inputs):
-            raise RuntimeError(f"the ONNX graph takes {len(names)} inputs, the model has {len(model.inputs)}")
-        self._host_inputs = dict(zip(names, model.inputs.values(), strict=True))
+        self._host_inputs = inputs_by_name([i.name for i in self.session.get_inputs()], model.inputs)
         self._device_inputs = {n: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(a), device, 0)
                                for n, a in self._host_inputs.items()}
         for n, v in self._device_inputs.items():

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions, OpTime
+from tvmbench.backends.base import Backend, BackendOptions, OpTime, inputs_by_name
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -89,9 +89,8 @@ class OpenVINOBackend(Backend):
         self.compiled = core.compile_model(ov_model, device, config)
         self.phases_s["compile_s"] = time.perf_counter() - t0
         self.request = self.compiled.create_infer_request()
-        arrays = [np.ascontiguousarray(a) for a in model.inputs.values()]
-        if len(arrays) != len(self.compiled.inputs):
-            raise RuntimeError(f"the ONNX graph takes {len(self.compiled.inputs)} inputs, the model has {len(arrays)}")
+        feeds = inputs_by_name([p.get_any_name() for p in self.compiled.inputs], model.inputs)
+        arrays = [np.ascontiguousarray(a) for a in feeds.values()]
         self._host_inputs = arrays
         # Tensors share the numpy memory: set once, no copy per run.
         for port, a in zip(self.compiled.inputs, arrays, strict=True):
