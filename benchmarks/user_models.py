@@ -1,0 +1,109 @@
+"""Models of kinds the zoo does not have, as a user brings them (``file.py:factory``).
+
+    .venv/bin/tvmbench run --model benchmarks/user_models.py:unet --frameworks tvm,onnxruntime,openvino
+
+Random seeded weights, eval mode, one input each. A U-Net and a DCGAN generator (transposed
+convolutions: ``passes/sub_pixel.py``), torchvision's segmentation models (dilated convolutions,
+bilinear resizing), PyTorch's own transformer layers, and a speech front end (1-d convolutions,
+group norm, a bidirectional GRU). docs/performance.md ("Models the zoo does not have") records
+their times against the peers.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F  # noqa: N812
+from torch import nn
+
+
+def _block(i: int, o: int) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(),
+                         nn.Conv2d(o, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU())
+
+
+class UNet(nn.Module):
+    """Four levels (32-256 channels), max pooling down, 2x2 stride-2 transposed convolutions up."""
+
+    def __init__(self, channels: tuple[int, ...] = (32, 64, 128, 256)):
+        super().__init__()
+        c = channels
+        self.downs = nn.ModuleList([_block(3, c[0])] + [_block(c[i], c[i + 1]) for i in range(len(c) - 1)])
+        self.ups = nn.ModuleList([nn.ConvTranspose2d(c[i + 1], c[i], 2, stride=2) for i in reversed(range(len(c) - 1))])
+        self.decs = nn.ModuleList([_block(2 * c[i], c[i]) for i in reversed(range(len(c) - 1))])
+        self.head = nn.Conv2d(c[0], 2, 1)
+
+    def forward(self, x):
+        skips = []
+        for i, down in enumerate(self.downs):
+            x = down(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        for up, dec, skip in zip(self.ups, self.decs, reversed(skips[:-1]), strict=True):
+            x = dec(torch.cat([skip, up(x)], 1))
+        return self.head(x)
+
+
+def unet():
+    torch.manual_seed(0)
+    return UNet().eval(), (torch.randn(1, 3, 128, 128),)
+
+
+def dcgan():
+    """DCGAN's generator: 4x4 transposed convolutions, stride 2, from a 100-d code to 32x32."""
+    torch.manual_seed(0)
+    g = nn.Sequential(nn.ConvTranspose2d(100, 256, 4, 1, 0, bias=False), nn.BatchNorm2d(256), nn.ReLU(),
+                      nn.ConvTranspose2d(256, 128, 4, 2, 1, bias=False), nn.BatchNorm2d(128), nn.ReLU(),
+                      nn.ConvTranspose2d(128, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(),
+                      nn.ConvTranspose2d(64, 3, 4, 2, 1, bias=False), nn.Tanh())
+    return g.eval(), (torch.randn(4, 100, 1, 1),)
+
+
+class _Out(nn.Module):
+    """torchvision's segmentation models return a dict; the benchmark times its ``out``."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, x):
+        return self.model(x)["out"]
+
+
+def lraspp():
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.segmentation.lraspp_mobilenet_v3_large(weights=None, weights_backbone=None)
+    return _Out(m).eval(), (torch.randn(1, 3, 160, 200),)
+
+
+def fcn():
+    import torchvision
+
+    torch.manual_seed(0)
+    m = torchvision.models.segmentation.fcn_resnet50(weights=None, weights_backbone=None, aux_loss=False)
+    return _Out(m).eval(), (torch.randn(1, 3, 160, 200),)
+
+
+def transformer_encoder():
+    """``nn.TransformerEncoder``: 2 layers, width 256, 8 heads, 64 tokens."""
+    torch.manual_seed(0)
+    layer = nn.TransformerEncoderLayer(256, 8, 1024, batch_first=True)
+    return nn.TransformerEncoder(layer, 2, enable_nested_tensor=False).eval(), (torch.randn(1, 64, 256),)
+
+
+class SpeechFrontEnd(nn.Module):
+    """wav2vec-style strided 1-d convolutions with group norm and GELU, then a bidirectional GRU."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Sequential(nn.Conv1d(1, 64, 10, 5), nn.GroupNorm(64, 64), nn.GELU(),
+                                  nn.Conv1d(64, 64, 3, 2), nn.GELU(), nn.Conv1d(64, 64, 3, 2), nn.GELU())
+        self.gru = nn.GRU(64, 48, batch_first=True, bidirectional=True)
+
+    def forward(self, x):
+        return self.gru(self.conv(x).transpose(1, 2))[0]
+
+
+def speech():
+    torch.manual_seed(0)
+    return SpeechFrontEnd().eval(), (torch.randn(1, 1, 4000),)
