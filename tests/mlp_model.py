@@ -408,3 +408,22 @@ class _UnusedInput(torch.nn.Module):
 def build_unused_input():
     torch.manual_seed(0)
     return _UnusedInput().eval(), (torch.randn(2, 8), torch.ones(2, 8))
+
+
+class _TemporalConvolutions(torch.nn.Module):
+    """1-d convolutions as a speech front end has them: strided, dilated, grouped, depthwise."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = torch.nn.Sequential(
+            torch.nn.Conv1d(1, 16, 10, stride=5), torch.nn.GELU(),
+            torch.nn.Conv1d(16, 16, 3, padding=2, dilation=2, groups=2), torch.nn.ReLU(),
+            torch.nn.Conv1d(16, 16, 5, padding=2, groups=16), torch.nn.Conv1d(16, 8, 1))
+
+    def forward(self, x):
+        return self.convs(x)
+
+
+def build_temporal_convolutions():
+    torch.manual_seed(0)
+    return _TemporalConvolutions().eval(), (torch.randn(2, 1, 203),)
