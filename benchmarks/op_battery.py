@@ -277,6 +277,9 @@ cases = {
     "ct_k5s3p2op2": mod(lambda: nn.ConvTranspose2d(8, 4, 5, stride=3, padding=2, output_padding=2), (1, 8, 5, 6)),
     "ct_rect": mod(lambda: nn.ConvTranspose2d(8, 4, (3, 2), stride=(2, 1), padding=(1, 0)), (1, 8, 5, 6)),
     "ct_k1s2": mod(lambda: nn.ConvTranspose2d(8, 4, 1, stride=2), (1, 8, 5, 6)),
+    "ct_1px": mod(lambda: nn.ConvTranspose2d(8, 4, 4, stride=1, padding=0, bias=False), (3, 8, 1, 1)),
+    "ct_1px_p1s2": mod(lambda: nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1), (3, 8, 1, 1)),
+    "ct_1px_op": mod(lambda: nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1), (3, 8, 1, 1)),
     "ct_k3s2p0": mod(lambda: nn.ConvTranspose2d(8, 4, 3, stride=2), (1, 8, 5, 6)),
 }
 

@@ -427,3 +427,11 @@ class _TemporalConvolutions(torch.nn.Module):
 def build_temporal_convolutions():
     torch.manual_seed(0)
     return _TemporalConvolutions().eval(), (torch.randn(2, 1, 203),)
+
+
+def build_code_to_map():
+    """A GAN generator's first layer: a code, a 1x1 map, to a 4x4 map (then a 2x upsampling)."""
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.ConvTranspose2d(16, 8, 4, bias=False), torch.nn.ReLU(),
+                                torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1))
+    return model.eval(), (torch.randn(3, 16, 1, 1),)

@@ -672,20 +672,24 @@ def test_an_onnx_max_of_two_inputs_compiles_though_tvm_imports_it_as_a_stack(tmp
     np.testing.assert_allclose(backend.outputs()[0], np.abs(model.inputs["a"] - model.inputs["b"]), atol=1e-6)
 
 
-def test_transposed_convolutions_become_ordinary_convolutions_and_stay_exact():
+@pytest.mark.parametrize("builder, convolutions, matmuls", [("build_up_convolutions", 5, 0),
+                                                              ("build_code_to_map", 1, 1)])
+def test_transposed_convolutions_become_ordinary_convolutions_and_stay_exact(builder, convolutions, matmuls):
     """A transposed convolution after an NHWC convolution reached the VM unlowered (TVM legalizes
     NCHW only: a U-Net did not compile), and TVM's own lowering convolves a zero-dilated input
     (7-11x slower than ONNX Runtime). SubPixelConvTranspose makes each one stride-1 convolution of
-    the undilated input and a pixel shuffle, for any kernel, stride and padding."""
+    the undilated input and a pixel shuffle, for any kernel, stride and padding; of a 1x1 input
+    (a GAN generator's code), a matrix product."""
     from pathlib import Path
 
     from tvmbench.compile import pipeline
 
-    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_up_convolutions")
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder)
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
     names = [gv.name_hint for gv in legal.get_global_vars()]
     assert not [n for n in names if "transpose" in n and "conv" in n], names
-    assert len([n for n in names if "conv2d" in n]) == 5, names
+    assert len([n for n in names if "conv2d" in n]) == convolutions, names
+    assert len([n for n in names if "matmul" in n]) == matmuls, names
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

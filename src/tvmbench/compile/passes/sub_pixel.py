@@ -14,6 +14,10 @@ The convolution is ordinary: ConvertLayout makes it NHWC and the Contraction rul
 2x2 stride-2 up-convolution becomes a 1x1 convolution, a matmul). The weight rearrangement is
 weight-only and moves to ``main_transform_params`` (run once at load).
 
+A transposed convolution of a single pixel (a GAN generator's first layer: a code to a 4x4 map)
+is a matrix product of the code with the kernel: as a convolution all but one of each output's
+``kh * kw`` taps would multiply padding (16x the work for DCGAN's first layer).
+
 Groups of one and dilation one only; other transposed convolutions stay as they are.
 """
 
@@ -42,6 +46,16 @@ def _phase_weights(w: Any, ci: int, co: int, k: tuple[int, int], s: tuple[int, i
     return relax.op.reshape(w, [co * s[0] * s[1], ci, kr[0], kr[1]])
 
 
+def _one_pixel(x: Any, w: Any, n: int, ci: int, co: int, k: tuple[int, int], pad: tuple[int, int]) -> Any:
+    """A transposed convolution of a 1x1 input: ``[N, Ci] @ [Ci, Co * kh * kw]``, the padding
+    cropped from the ``kh x kw`` result (no output padding)."""
+    y = relax.op.matmul(relax.op.reshape(x, [n, ci]), relax.op.reshape(w, [ci, co * k[0] * k[1]]))
+    y = relax.op.reshape(y, [n, co, k[0], k[1]])
+    if pad == (0, 0):
+        return y
+    return relax.op.strided_slice(y, [2, 3], [pad[0], pad[1]], [k[0] - pad[0], k[1] - pad[1]])
+
+
 def sub_pixel(call: Any) -> Any | None:
     """The rewrite of one ``conv2d_transpose`` call, or None when it does not apply."""
     attrs = call.attrs
@@ -56,6 +70,8 @@ def sub_pixel(call: Any) -> Any | None:
     s = tuple(int(v) for v in attrs.strides)
     top, left, bottom, right = (int(v) for v in attrs.padding)
     out_h, out_w = static_shape(call.ty)[2:]
+    if (h, wd) == (1, 1) and (top, left) == (bottom, right) and (out_h, out_w) == (k[0] - 2 * top, k[1] - 2 * left):
+        return _one_pixel(x, w, n, ci, co, k, (top, left))
     kr = (-(-k[0] // s[0]), -(-k[1] // s[1]))
     # Padding: kr - 1 before (the full correlation); after, as much as the output still needs
     # (each phase's q-th output is the output pixel q * s + r - pad, nothing past the input).
