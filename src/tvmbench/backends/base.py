@@ -185,8 +185,6 @@ class Backend(ABC):
         """Release what the backend holds."""
 
 
-
-
 def inputs_by_name(graph_names: list[str], inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """The model's inputs for an exported graph's inputs, by name: the ONNX exporters drop an
     input the model never reads (an optional mask), so the graph may take fewer than the model

@@ -124,6 +124,24 @@ def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
     return rewrite
 
 
+def op_rewrite_pass(op: str, rewrite: Any, name: str, enabled: Any = lambda: True) -> Any:
+    """A ``function_pass`` replacing each call of Relax operator ``op`` by ``rewrite(call)`` where
+    that is not None (a form the rewrite does not cover stays as it is), while ``enabled()``
+    (a module constant read when the pass runs, so A/Bs can switch it)."""
+    from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    @mutator
+    class _Rewrite(PyExprMutator):
+        def visit_call_(self, call: Any) -> Any:
+            call = super().visit_call_(call)
+            if enabled() and op_name(call) == op:
+                new = rewrite(call)
+                return call if new is None else new
+            return call
+
+    return function_pass(_Rewrite, name)
+
+
 class TECache:
     """``builder.call_te`` once per distinct kernel: a later call with tensors of the same shapes and
     dtypes and the same other arguments calls the kernel already made.

@@ -24,9 +24,8 @@ from tvmbench.compile.passes.pad_softmax import pad_softmax_rows
 from tvmbench.compile.passes.sub_pixel import sub_pixel_conv_transpose
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
-__all__ = ["bounded_take", "conv1d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "flat_transform_params", "fold_constants_numpy",
-           "fold_scale_into_conv",
-           "fuse_attention", "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "lazy_select",
-           "pack_weights",
+__all__ = ["bounded_take", "conv1d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic",
+           "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
+           "fuse_expansion_into_window", "grouped_conv_nhwc", "keep_channels_last", "lazy_select", "pack_weights",
            "pad_attention", "pad_softmax_rows", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]

@@ -13,9 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import function_pass, op_name, static_shape
+from tvmbench.compile.ir import op_rewrite_pass, static_shape
 
 # Off: 1-d convolutions stay as TVM lowers them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -38,16 +37,6 @@ def as_conv2d(call: Any) -> Any | None:
     return relax.op.reshape(y, out)
 
 
-@mutator
-class _Conv1d(PyExprMutator):
-    def visit_call_(self, call: Any) -> Any:
-        call = super().visit_call_(call)
-        if ENABLED and op_name(call) == "relax.nn.conv1d":
-            new = as_conv2d(call)
-            return call if new is None else new
-        return call
-
-
 def conv1d_as_conv2d() -> Any:
     """The pass (see the module's docstring); before ConvertLayout."""
-    return function_pass(_Conv1d, "Conv1dAsConv2d")
+    return op_rewrite_pass("relax.nn.conv1d", as_conv2d, "Conv1dAsConv2d", lambda: ENABLED)

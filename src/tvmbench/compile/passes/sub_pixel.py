@@ -26,9 +26,8 @@ from __future__ import annotations
 from typing import Any
 
 from tvm import relax
-from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import function_pass, op_name, static_shape
+from tvmbench.compile.ir import op_rewrite_pass, static_shape
 
 # Off: transposed convolutions stay as TVM lowers them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -85,16 +84,6 @@ def sub_pixel(call: Any) -> Any | None:
     return relax.op.strided_slice(y, [2, 3], [top, left], [top + out_h, left + out_w])
 
 
-@mutator
-class _SubPixel(PyExprMutator):
-    def visit_call_(self, call: Any) -> Any:
-        call = super().visit_call_(call)
-        if ENABLED and op_name(call) == "relax.nn.conv2d_transpose":
-            new = sub_pixel(call)
-            return call if new is None else new
-        return call
-
-
 def sub_pixel_conv_transpose() -> Any:
     """The pass (see the module's docstring); before ConvertLayout."""
-    return function_pass(_SubPixel, "SubPixelConvTranspose")
+    return op_rewrite_pass("relax.nn.conv2d_transpose", sub_pixel, "SubPixelConvTranspose", lambda: ENABLED)
