@@ -17,6 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from tvmbench.compile.ir import static_shape
+
 
 def _arg(node: Any, index: int, name: str, default: Any) -> Any:
     return node.args[index] if len(node.args) > index else node.kwargs.get(name, default)
@@ -252,17 +254,6 @@ def _orthogonal(shapes: list[list[int]]) -> bool:
     return True
 
 
-def _mask_positions(index: Any) -> Any:
-    """A constant 1-d boolean mask as the positions it selects (``x[:, mask]``), which ``take``
-    needs; anything else as it is."""
-    import tvm
-    from tvm import relax
-
-    if isinstance(index, tvm.ir.expr.Constant) and str(index.ty.dtype) == "bool" and len(index.ty.shape) == 1:
-        return relax.const(np.nonzero(index.value.numpy())[0].astype("int64"))
-    return index
-
-
 def index_tensor(node: Any, importer: Any) -> Any:
     """``x[..., i, j]`` with several index tensors (PyTorch's advanced indexing, which nearest
     1-d and 3-d interpolation decompose into): TVM's converter refused broadcast index shapes of
@@ -271,15 +262,15 @@ def index_tensor(node: Any, importer: Any) -> Any:
     PyTorch puts them (at the first indexed axis when the indexed axes are adjacent)."""
     from tvm import relax
 
-    from tvmbench.compile.ir import static_shape
-
     data = importer.env[node.args[0]]
-    indices = [None if i is None else _mask_positions(importer.env[i]) for i in node.args[1]]
+    indices = [None if i is None else importer.env[i] for i in node.args[1]]
     used = [k for k, i in enumerate(indices) if i is not None]
-    if len(used) == 1 and str(indices[used[0]].ty.dtype) != "bool":
+    if any(str(indices[k].ty.dtype) == "bool" for k in used):
+        _refuse(node, "a boolean mask index, whose selection's size is not known when compiling")
+    if len(used) == 1:
         return importer.block_builder.emit(relax.op.take(data, indices[used[0]], axis=used[0]))
     shapes = [static_shape(indices[k].ty) for k in used]
-    if len(used) < 2 or any(s is None for s in shapes) or any(str(indices[k].ty.dtype) == "bool" for k in used):
+    if len(used) < 2 or any(s is None for s in shapes):
         return importer._index_tensor(node)
     adjacent = used == list(range(used[0], used[-1] + 1))
     if adjacent and _orthogonal(shapes):
@@ -299,7 +290,6 @@ def index_tensor(node: Any, importer: Any) -> Any:
         perm = list(range(nb, nb + used[0])) + list(range(nb)) + list(range(nb + used[0], out_rank))
         out = importer.block_builder.emit(relax.op.permute_dims(out, perm))
     return out
-
 
 
 def _window_taps(in_size: int, out_size: int) -> np.ndarray:
@@ -456,7 +446,6 @@ def index_put(node: Any, importer: Any) -> Any:
     indices counted from the end."""
     from tvm import relax
 
-    from tvmbench.compile.ir import static_shape
     from tvmbench.compile.passes.bounded_take import from_front
 
     args = importer.retrieve_args(node)
