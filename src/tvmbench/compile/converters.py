@@ -420,13 +420,12 @@ def cdist(node: Any, importer: Any) -> Any:
     dtype = str(a.ty.dtype)
     na = relax.op.sum(relax.op.multiply(a, a), [-1], keepdims=True)
     nb = relax.op.sum(relax.op.multiply(b, b), [-1], keepdims=True)
-    dots = relax.op.matmul(a, relax.op.permute_dims(b, [*range(len(b.ty.shape) - 2), len(b.ty.shape) - 1,
-                                                        len(b.ty.shape) - 2]))
-    squared = relax.op.subtract(relax.op.add(na, relax.op.permute_dims(
-        nb, [*range(len(b.ty.shape) - 2), len(b.ty.shape) - 1, len(b.ty.shape) - 2])),
-        relax.op.multiply(relax.const(2.0, dtype), dots))
+    rank = len(b.ty.shape)
+    swap = [*range(rank - 2), rank - 1, rank - 2]  # the last two axes exchanged
+    dots = relax.op.matmul(a, relax.op.permute_dims(b, swap))
+    squared = relax.op.subtract(relax.op.add(na, relax.op.permute_dims(nb, swap)),
+                                relax.op.multiply(relax.const(2.0, dtype), dots))
     return importer.block_builder.emit(relax.op.sqrt(relax.op.maximum(squared, relax.const(0.0, dtype))))
-
 
 
 def _grid(values: Any, own: list[int], axis_at: int, region: list[int]) -> Any:
@@ -442,8 +441,8 @@ def index_put(node: Any, importer: Any) -> Any:
     """``x[:, i] = v`` / ``x.index_fill(1, i, v)`` / ``index_copy`` / ``index_add`` (index_put with
     sliced axes): TVM's converter refused fewer index tensors than axes, and built index grids for
     the sliced ones that broadcast along the wrong axis. Here every axis gets its full coordinate
-    grid over the region PyTorch writes (adjacent indexed axes; others as TVM does), negative
-    indices counted from the end."""
+    grid over the region PyTorch writes (adjacent indexed axes; every axis indexed, or others, as
+    TVM does), negative indices counted from the end."""
     from tvm import relax
 
     from tvmbench.compile.passes.bounded_take import from_front
