@@ -5,7 +5,8 @@
 Random seeded weights, eval mode, one input each. A U-Net and a DCGAN generator (transposed
 convolutions: ``passes/sub_pixel.py``), torchvision's segmentation models (dilated convolutions,
 bilinear resizing), PyTorch's own transformer layers, and a speech front end (1-d convolutions,
-group norm, a bidirectional GRU). docs/performance.md ("Models the zoo does not have") records
+group norm, a bidirectional GRU), an LSTM language model and a CRNN text recogniser (recurrent
+layers: ``compile/recurrent.py``). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
@@ -107,3 +108,44 @@ class SpeechFrontEnd(nn.Module):
 def speech():
     torch.manual_seed(0)
     return SpeechFrontEnd().eval(), (torch.randn(1, 1, 4000),)
+
+
+class LanguageModel(nn.Module):
+    """A word-level LSTM language model: embedding, two LSTM layers of 512, the vocabulary's logits."""
+
+    def __init__(self, vocab: int = 2000):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, 256)
+        self.lstm = nn.LSTM(256, 512, num_layers=2, batch_first=True)
+        self.head = nn.Linear(512, vocab)
+
+    def forward(self, tokens):
+        return self.head(self.lstm(self.embed(tokens))[0])
+
+
+def lstm_lm():
+    torch.manual_seed(0)
+    return LanguageModel().eval(), (torch.randint(0, 2000, (1, 64)),)
+
+
+class CRNN(nn.Module):
+    """Text recognition (CRNN): a small CNN over a 32-pixel-high line, the columns as a sequence into
+    a two-layer bidirectional LSTM, per-column character logits."""
+
+    def __init__(self, classes: int = 37):
+        super().__init__()
+        def conv(i, o, pool):
+            return [nn.Conv2d(i, o, 3, padding=1), nn.BatchNorm2d(o), nn.ReLU(), nn.MaxPool2d(pool)]
+        self.cnn = nn.Sequential(*conv(1, 64, 2), *conv(64, 128, 2), *conv(128, 256, (2, 1)),
+                                 *conv(256, 256, (4, 1)))
+        self.rnn = nn.LSTM(256, 256, num_layers=2, bidirectional=True)
+        self.head = nn.Linear(512, classes)
+
+    def forward(self, x):
+        f = self.cnn(x).squeeze(2).permute(2, 0, 1)  # (width, batch, channels)
+        return self.head(self.rnn(f)[0])
+
+
+def crnn():
+    torch.manual_seed(0)
+    return CRNN().eval(), (torch.randn(1, 1, 32, 128),)

@@ -435,3 +435,30 @@ def build_code_to_map():
     model = torch.nn.Sequential(torch.nn.ConvTranspose2d(16, 8, 4, bias=False), torch.nn.ReLU(),
                                 torch.nn.ConvTranspose2d(8, 4, 4, stride=2, padding=1))
     return model.eval(), (torch.randn(3, 16, 1, 1),)
+
+
+class _RecurrentLayers(torch.nn.Module):
+    """Recurrent layers in the forms users write them: a bidirectional batch-first GRU from a given
+    state, a two-layer time-major LSTM whose final states are used, a ReLU RNN; hidden sizes not
+    whole vectors (9, 40)."""
+
+    def __init__(self):
+        super().__init__()
+        self.gru = torch.nn.GRU(6, 9, batch_first=True, bidirectional=True)
+        self.lstm = torch.nn.LSTM(18, 40, num_layers=2)
+        self.rnn = torch.nn.RNN(40, 9, nonlinearity="relu")
+
+    def forward(self, x, h0):
+        y, h = self.gru(x, h0)
+        z, (hn, cn) = self.lstm(y.transpose(0, 1))
+        return self.rnn(z)[0], h, hn + cn
+
+
+def build_recurrent_layers():
+    torch.manual_seed(0)
+    return _RecurrentLayers().eval(), (torch.randn(3, 7, 6), torch.randn(2, 3, 9))
+
+
+def build_projected_lstm():
+    torch.manual_seed(0)
+    return torch.nn.LSTM(6, 9, proj_size=4).eval(), (torch.randn(5, 2, 6),)

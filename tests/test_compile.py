@@ -711,6 +711,45 @@ def test_1d_convolutions_take_the_2d_convolution_path_and_stay_exact():
     assert result["passed"], result
 
 
+@pytest.mark.parametrize("split", [False, True])
+def test_recurrent_layers_run_as_one_kernel_per_layer_and_stay_exact(monkeypatch, split):
+    """torch.export unrolls a recurrent layer per time step (a matrix product and gate kernels
+    each step: a bidirectional GRU over 200 steps was 396 matrix-product calls, 0.45x of ONNX
+    Runtime). On CPU each layer is one input product and one scan kernel (``compile/recurrent.py``),
+    its weights per thread (``split=False``) or its gate columns split between threads every step
+    (``split``, the form for weights past L2): GRU, LSTM and RNN, both directions, given and final
+    states, hidden sizes that are not whole vectors. A GPU build keeps the decomposition."""
+    from pathlib import Path
+
+    from tvmbench.compile import ir, pipeline, recurrent
+
+    if split:
+        monkeypatch.setattr(recurrent, "_SPLIT_BYTES", 0)
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_recurrent_layers")
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model, recurrent_kernels=True).mod, TARGET))
+    calls = [c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir")]
+    assert len([c for c in calls if c.endswith("_scan")]) == 4, calls  # GRU, 2 LSTM layers, RNN
+    assert len([c for c in calls if "matmul" in c]) == 4, calls  # their input products
+    if not split:
+        assert len(ir.calls(import_model(model).mod["main"], "relax.matmul")) > 20  # unrolled per step
+    result, _ = tvm_vs_torch(model, BackendConfig(target=TARGET, threads=2, use_cache=False))
+    assert result["passed"], result
+
+
+def test_a_recurrent_form_the_scan_kernel_does_not_compute_is_decomposed():
+    """An LSTM with ``proj_size`` (its state projected every step) is not what the scan kernel
+    computes: it keeps torch's decomposition, and stays exact."""
+    from pathlib import Path
+
+    from tvmbench.compile import recurrent
+    from tvmbench.compile.importer import export_program
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_projected_lstm")
+    assert recurrent.undecomposed_ops(export_program(model)) == []
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_compile_cache_hits_and_keys_on_target():
     model = load_model("resnet18", ModelOptions(image_size=32))
     imported = import_model(model)

@@ -19,7 +19,7 @@ from tvmbench.models import LoadedModel
 _KINDS = {
     **dict.fromkeys(("Conv", "FusedConv", "NhwcFusedConv", "ConvTranspose", "QLinearConv", "NchwcConv"), "conv"),
     **dict.fromkeys(("MatMul", "Gemm", "FusedMatMul", "FusedGemm", "MatMulInteger", "Attention",
-                     "MultiHeadAttention", "QLinearMatMul"), "matmul"),
+                     "MultiHeadAttention", "QLinearMatMul", "GRU", "LSTM", "RNN"), "matmul"),
     **dict.fromkeys(("LayerNormalization", "SkipLayerNormalization", "SimplifiedLayerNormalization",
                      "BatchNormalization", "InstanceNormalization", "EmbedLayerNormalization"), "norm"),
     "Softmax": "softmax",

@@ -29,7 +29,8 @@ _OV_PRECISION = {"fp32": "f32", "fp16": "f16", "amp": "f16", "bf16": "bf16"}
 # OpenVINO's node types (after its transformations) by operator kind; the rest is elementwise.
 _KINDS = {
     **dict.fromkeys(("Convolution", "GroupConvolution", "ConvolutionBackpropData"), "conv"),
-    **dict.fromkeys(("MatMul", "FullyConnected", "ScaledDotProductAttention", "Gemm"), "matmul"),
+    **dict.fromkeys(("MatMul", "FullyConnected", "ScaledDotProductAttention", "Gemm", "GRUSequence", "LSTMSequence",
+                     "RNNSequence"), "matmul"),
     **dict.fromkeys(("MVN", "NormalizeL2", "BatchNormInference", "RMS"), "norm"),
     **dict.fromkeys(("Softmax", "SoftMax"), "softmax"),
     **dict.fromkeys(("MaxPool", "AvgPool", "ReduceMean", "ReduceSum", "ReduceMax", "Pooling"), "pool"),

@@ -121,8 +121,8 @@ class TVMBackend(Backend):
         from tvmbench.tuning.database import load_databases
 
         target = self.config.target
-        imported = import_model(model)
         precision = self.options.precision
+        imported = import_model(model, recurrent_kernels=target.kind == "llvm" and precision == "fp32")
         if precision != "fp32":
             from tvmbench.compile.precision import apply_precision
 

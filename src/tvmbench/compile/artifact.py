@@ -87,7 +87,7 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    imported = import_model(model)
+    imported = import_model(model, recurrent_kernels=target.kind == "llvm" and precision == "fp32")
     mod = apply_precision(imported.mod, precision)
     schedules = schedules or TunedSchedules()
     database = schedules.union()

@@ -11,6 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tvmbench.compile import recurrent
 from tvmbench.compile.converters import CUSTOM_CONVERTERS
 from tvmbench.errors import UnsupportedOperatorError, UserError, headline
 from tvmbench.models import LoadedModel
@@ -39,7 +40,9 @@ def _unsupported(model: str, message: str) -> UnsupportedOperatorError | None:
     )
 
 
-def import_model(model: LoadedModel) -> ImportedModel:
+def import_model(model: LoadedModel, recurrent_kernels: bool = False) -> ImportedModel:
+    """``model`` in Relax. ``recurrent_kernels`` (CPU builds in fp32): recurrent layers as one
+    kernel each (``compile/recurrent.py``), not unrolled per time step."""
     from tvm import relax
 
     timings: dict[str, float] = {}
@@ -47,7 +50,7 @@ def import_model(model: LoadedModel) -> ImportedModel:
     if model.onnx_path is not None:
         (mod, route), frontend = _import_onnx(model, timings), "onnx"
     else:
-        mod, frontend = _import_torch(model, timings), "torch.export"
+        mod, frontend = _import_torch(model, timings, recurrent_kernels), "torch.export"
     mod, params = relax.frontend.detach_params(mod)
     return ImportedModel(mod=mod, params=list(params.get("main", [])), num_inputs=len(model.inputs),
                          frontend=frontend, route=route, timings_s=timings)
@@ -84,18 +87,24 @@ def _eager_attention(module: Any) -> bool:
     return switched
 
 
-def _import_torch(model: LoadedModel, timings: dict[str, float]) -> Any:
+def _import_torch(model: LoadedModel, timings: dict[str, float], recurrent_kernels: bool = False) -> Any:
     from tvm.relax.frontend.torch import from_exported_program
 
     t0 = time.perf_counter()
     ep = export_program(model)
     timings["export"] = time.perf_counter() - t0
     t0 = time.perf_counter()
+    converters, decompose = CUSTOM_CONVERTERS, True
+    if recurrent_kernels and recurrent.undecomposed_ops(ep):
+        # TVM would decompose with torch's default table, which unrolls recurrent layers per step
+        ep, decompose = ep.run_decompositions(recurrent.decompositions(ep, True)), False
+        converters = {**CUSTOM_CONVERTERS, **recurrent.converters()}
     try:
-        mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=CUSTOM_CONVERTERS)
+        mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=converters,
+                                    run_ep_decomposition=decompose)
     except (AssertionError, ValueError, NotImplementedError) as e:
         if model.exported is None and model.module is not None and _eager_attention(model.module):
-            return _import_torch(model, timings)  # once: no SDPA is left to switch
+            return _import_torch(model, timings, recurrent_kernels)  # once: no SDPA is left to switch
         raise (_unsupported(model.name, str(e)) or e) from e
     timings["import"] = time.perf_counter() - t0
     return mod

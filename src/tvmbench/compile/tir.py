@@ -163,3 +163,21 @@ def reduction_kinds(func: Any) -> list[str] | None:
     if not infos:
         return None
     return ["dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective()]
+
+
+# A hand-written kernel's floating-point operations, set where TVM's estimate cannot count them
+# (``compile/recurrent.py``: its Let-bound exponentials are outside what the estimator reads).
+FLOPS_ATTR = "tvmbench.flops"
+
+
+def kernel_flops(func: Any) -> float | None:
+    """The kernel's FLOPs: its own ``FLOPS_ATTR`` if it has one, else TVM's estimate; None when
+    neither can be had."""
+    from tvm.s_tir.analysis import estimate_tir_flops
+
+    if func.attrs is not None and FLOPS_ATTR in func.attrs:
+        return float(func.attrs[FLOPS_ATTR])
+    try:
+        return float(estimate_tir_flops(tvm.IRModule({"main": func})))
+    except Exception:  # (an op the estimator has no rule for)
+        return None

@@ -75,6 +75,8 @@ def op_kind(name: str, func: Any) -> str:
         return {1: "conv2d 1x1", 2: "conv2d depthwise"}.get(len(reduce), "conv2d")
     if "attention" in n:
         return "batch matmul"  # (both matmuls of an attention and the softmax between, joined)
+    if "_scan" in n:
+        return "dense"  # (a recurrent layer's time loop: a matrix-vector product per step)
     if "matmul" in n or "dense" in n:
         shape = found[1] if found else []
         return "batch matmul" if len(shape) > 2 and any((d or 1) > 1 for d in shape[:-2]) else "dense"
@@ -89,19 +91,15 @@ def features(name: str, func: Any) -> dict[str, Any]:
     """Kind, shapes, FLOPs, compulsory bytes (every argument read or written once) and intensity."""
     import numpy as np
     import tvm
-    from tvm.s_tir.analysis import estimate_tir_flops
 
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+    from tvmbench.compile.tir import kernel_flops
 
     buffers = list(func.params)  # tensor-typed variables in TVM 0.27, with shape and dtype
     written = _written(func)
     args = [{"shape": [int(d) for d in b.shape], "dtype": str(b.dtype)} for b in buffers]
     nbytes = sum(int(np.prod(a["shape"])) * tvm.DataType(a["dtype"]).bits // 8 for a in args)
-    flops: float | None
-    try:
-        flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
-    except Exception:
-        flops = None
+    flops = kernel_flops(func)
     if WINOGRAD_INPUT in name or WINOGRAD_OUTPUT in name:
         flops = None  # TVM counts every branch of the transforms' coefficient selects
     tokens = [t.rstrip("0123456789") for t in name.split("_")]

@@ -121,7 +121,7 @@ class ProfileJob:
 
 def kernel_kind(name: str) -> str:
     n = name.lower()
-    for kind, words in (("conv", ("conv", "winograd")), ("matmul", ("matmul", "dense", "bmm", "attention")),
+    for kind, words in (("conv", ("conv", "winograd")), ("matmul", ("matmul", "dense", "bmm", "attention", "_scan")),
                         ("pool", ("pool",)),
                         ("reduction", ("softmax", "norm", "mean", "sum", "max", "min", "erf")),
                         ("layout", ("transpose", "reshape", "layout", "concat", "split", "take", "strided_slice",
@@ -136,20 +136,18 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
     kernel, by function name."""
     import tvm
     import tvm_ffi
-    from tvm.s_tir.analysis import estimate_tir_flops
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     from tvmbench.compile import pipeline
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+    from tvmbench.compile.tir import kernel_flops
 
     facts = {}
     for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
             continue
-        try:
-            flops = float(estimate_tir_flops(tvm.IRModule({"main": func})))
-        except Exception:
-            flops = 0.0
+        flops = kernel_flops(func)
+        flops = 0.0 if flops is None else flops
         if WINOGRAD_INPUT in gv.name_hint or WINOGRAD_OUTPUT in gv.name_hint:
             # TVM's estimate counts every branch of the transforms' coefficient selects, though
             # one branch runs per element: not a count to divide by.

@@ -163,7 +163,7 @@ def model_operators(model: str, options: Any, target: Any) -> list[dict[str, Any
     from tvmbench.models import load_model
     from tvmbench.profiling.collect import features as op_features
 
-    legal = pipeline.per_inference(pipeline.legalized(import_model(load_model(model, options)).mod, target))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(load_model(model, options), target.kind == "llvm").mod, target))
     counts = Counter(c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir"))
     return [{**op_features(gv.name_hint, f), "count": counts[gv.name_hint]}
             for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and counts[gv.name_hint]]

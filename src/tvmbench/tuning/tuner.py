@@ -204,9 +204,11 @@ class TuneReport:
 def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
-    imported = import_model(model)
+    imported = import_model(model, recurrent_kernels=target.kind == "llvm")
     mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
-    return list(ms.relax_integration.extract_tasks(mod, target.tvm()))
+    # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
+    return [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
+            if not t.mod.attrs.get("tirx.is_scheduled", False)]
 
 
 def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None

@@ -1,0 +1,384 @@
+"""Recurrent layers (``nn.GRU``, ``nn.LSTM``, ``nn.RNN``) as one kernel per layer on CPU.
+
+torch.export's decompositions unroll a recurrent layer into a matrix product and a few gate
+kernels per time step, and TVM runs each as its own VM call with its own allocations: a
+bidirectional GRU over 200 steps was 396 matrix-product calls and 800 VM allocations, 0.95 ms of
+a speech front end whose whole ONNX Runtime time was 0.52 ms (docs/performance.md, "Models the
+zoo does not have"). ONNX Runtime runs one kernel per layer; so does this:
+
+- the input's contribution to every gate, for all steps and both directions, is one matrix
+  product before the loop (``x @ W_ih^T + b``), which the Contraction rule schedules like any
+  dense layer;
+- one hand-scheduled ``call_tir`` runs the recurrence: a parallel loop over (direction, batch row)
+  -- the recurrences are independent -- and inside it the time loop, each step a vectorised
+  ``h @ W_hh^T`` into the gates and the cell update, the state kept in a per-thread buffer.
+
+Gate rows are padded to whole vectors (``_LANES``) in the weights (zero rows keep zero state, see
+``_padded``), so every vector loop is whole; the weight re-layout depends on parameters only and
+LiftTransformParams moves it to load time. The exponentials are TVM's ``fast_exp`` polynomial
+written out (``_exp``): LLVM has no vector ``exp``, and a libm call per gate element per step
+would cost more than the matrix product.
+
+Only CPU builds take this route (``keep_recurrent``): the kernel is scheduled for a CPU, and a
+GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``, a
+non-float32 layer) decompose too: ``undecomposed_ops`` says which ops a program may keep.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+from tvmbench.compile.tir import FLOPS_ATTR
+
+# Off: recurrent layers decompose per time step as torch.export writes them (for A/Bs:
+# ``benchmarks/rule_ab.py``).
+ENABLED = True
+# Gate rows are padded to a multiple of this (16 fp32 lanes: whole vectors for AVX-512, AVX2, NEON).
+_LANES = 16
+# A layer's ``W_hh`` past this many bytes (per direction) is read from beyond L2 every step: its
+# gate columns are split between the threads each step (``_split``), else each recurrence runs
+# on one thread (``_independent``).
+_SPLIT_BYTES = 256 * 1024
+# Gate columns per task in ``_split`` (four 16-lane vectors per gate).
+_SPLIT_COLUMNS = 64
+# Gates per cell type, in PyTorch's weight order.
+_GATES = {"gru": 3, "lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
+
+
+def _ops() -> dict[str, Any]:
+    import torch
+
+    aten = torch.ops.aten
+    return {"gru": aten.gru.input, "lstm": aten.lstm.input, "rnn_tanh": aten.rnn_tanh.input,
+            "rnn_relu": aten.rnn_relu.input}
+
+
+def _cell_of(node: Any) -> str | None:
+    return next((cell for cell, op in _ops().items() if node.target is op), None)
+
+
+def _covered(node: Any) -> bool:
+    """Whether the one-kernel form computes this recurrent node exactly: float32, static shapes,
+    and the parameters PyTorch writes without ``proj_size`` (2 or 4 per layer and direction)."""
+    cell = _cell_of(node)
+    params, has_biases, layers, bidirectional = node.args[2], node.args[3], node.args[4], node.args[7]
+    per = 4 if has_biases else 2
+    val = node.args[0].meta.get("val")
+    return (cell is not None and val is not None and str(val.dtype) == "torch.float32"
+            and all(isinstance(d, int) for d in val.shape)
+            and len(params) == layers * (2 if bidirectional else 1) * per)
+
+
+def undecomposed_ops(exported: Any) -> list[Any]:
+    """The recurrent ops of ``exported`` to keep whole for ``convert``: every kind present, when
+    every node of it is covered (a program keeps or decomposes a kind as a whole)."""
+    if not ENABLED:
+        return []
+    nodes = [n for n in exported.graph.nodes if n.op == "call_function" and _cell_of(n)]
+    ops = _ops()
+    kinds = {_cell_of(n) for n in nodes}
+    return [ops[k] for k in sorted(kinds) if all(_covered(n) for n in nodes if _cell_of(n) == k)]
+
+
+def decompositions(exported: Any, keep_recurrent: bool) -> Any:
+    """The decomposition table for ``exported``: torch.export's default, less the recurrent ops
+    kept whole (when ``keep_recurrent``)."""
+    import torch
+
+    table = torch.export.default_decompositions()
+    for op in undecomposed_ops(exported) if keep_recurrent else []:
+        table.pop(op, None)
+    return table
+
+
+def _exp(x: Any) -> Any:
+    """``exp(x)`` as TVM's ``fast_exp`` polynomial (relative error ~1e-7), which vectorises; its
+    intermediate values are ``Let``-bound, so each is computed once."""
+    from tvm import tirx
+
+    f32 = lambda v: tirx.const(v, "float32")  # noqa: E731
+    xv, cv, nv, fv = (tirx.Var(name, "float32") for name in ("x", "c", "n", "f"))
+    p = f32(1.9875691500e-4)
+    for coef in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
+        p = p * fv + f32(coef)
+    y = p * fv * fv + fv + f32(1.0)
+    scale = tirx.reinterpret("float32", tirx.shift_left(tirx.Cast("int32", nv + f32(127.0)), tirx.const(23, "int32")))
+    body = tirx.Let(fv, cv - nv * f32(0.6931471805599453), tirx.max(scale * y, xv))
+    body = tirx.Let(nv, tirx.floor(cv * f32(1.44269504088896341) + f32(0.5)), body)
+    body = tirx.Let(cv, tirx.max(tirx.min(xv, f32(88.3762626647950)), f32(-88.3762626647949)), body)
+    return tirx.Let(xv, x, body)
+
+
+def _sigmoid(x: Any) -> Any:
+    from tvm import tirx
+
+    one = tirx.const(1.0, "float32")
+    return one / (one + _exp(-x))
+
+
+def _tanh(x: Any) -> Any:
+    from tvm import tirx
+
+    one = tirx.const(1.0, "float32")
+    return one - tirx.const(2.0, "float32") / (_exp(x + x) + one)
+
+
+def _padded(hidden: int) -> int:
+    """Gate rows per gate in the kernel: ``hidden`` rounded up to whole vectors. The padded rows'
+    weights and biases are zero, so their state stays zero (a GRU keeps ``h = n/2 + h/2`` at 0, an
+    LSTM ``c = c/2`` and ``h = tanh(0)/2`` at 0) and never reaches a real row: the columns of
+    ``W_hh`` that would read it are not in the product (it runs over the ``hidden`` real ones)."""
+    return -(-hidden // _LANES) * _LANES
+
+
+def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int, batch_first: bool) -> Any:
+    """The PrimFunc of one recurrent layer's time loop (see the module docstring). Arguments:
+    ``xg`` (the input's gate contributions, ``[T, B, D, G, Hp]``, or ``[B, T, ...]`` when batch
+    first), ``whh`` (``W_hh`` as ``[D, H(k), G, Hp(j)]``: the product's rows contiguous in ``j``),
+    ``bhn`` (GRU only: ``b_hh``'s new-gate part, ``[D, Hp]``, which the reset gate scales),
+    ``h0`` (and ``c0``), ``[D, B, H]``; outputs ``y`` (``[T, B, D, H]`` or ``[B, T, D, H]``),
+    ``hn`` (and ``cn``). Two loop nests (``_independent``, ``_split``), chosen by the size of
+    ``W_hh``."""
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    gates, padded, f32 = _GATES[cell], _padded(hidden), "float32"
+    seq = (batch, steps) if batch_first else (steps, batch)
+    lstm, gru = cell == "lstm", cell == "gru"
+    with IRBuilder() as ib, T.prim_func():
+        T.func_name(f"{cell}_scan")
+        # (FLOPs: the state's products; the gate arithmetic, ~30 per gate element, not counted)
+        flops = 2 * steps * directions * batch * gates * hidden * hidden
+        T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, FLOPS_ATTR: flops})
+        xg = T.arg("xg", T.buffer((*seq, directions, gates, padded), f32))
+        whh = T.arg("whh", T.buffer((directions, hidden, gates, padded), f32))
+        bhn = T.arg("bhn", T.buffer((directions, padded), f32)) if gru else None
+        states0 = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("h0", "c0")[: 1 + lstm]]
+        y = T.arg("y", T.buffer((*seq, directions, hidden), f32))
+        states_n = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("hn", "cn")[: 1 + lstm]]
+        bufs = _Buffers(xg, whh, bhn, states0, y, states_n)
+        layer = _Layer(cell, steps, batch, directions, hidden, batch_first)
+        if gates * padded * hidden * 4 > _SPLIT_BYTES:
+            _split(T, layer, bufs)
+        else:
+            _independent(T, layer, bufs)
+    return ib.get()
+
+
+class _Layer(NamedTuple):
+    cell: str
+    steps: int
+    batch: int
+    directions: int
+    hidden: int
+    batch_first: bool
+
+    def row(self, b: Any, s: Any, d: Any) -> tuple[Any, Any]:
+        """The (batch, step) index pair of step ``s`` of direction ``d`` (the reverse one runs
+        from the last step) in the order the layer's tensors have them."""
+        from tvm import tirx
+
+        t = tirx.Select(d == 1, self.steps - 1 - s, s)
+        return (b, t) if self.batch_first else (t, b)
+
+
+class _Buffers(NamedTuple):
+    xg: Any
+    whh: Any
+    bhn: Any
+    states0: list[Any]
+    y: Any
+    states_n: list[Any]
+
+
+def _independent(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
+    """Small ``W_hh`` (L2-resident): each (direction, batch row) recurrence runs its whole time
+    loop on one thread, its state in a thread-local buffer; one fork-join for the layer."""
+
+    padded, gates, f32 = _padded(layer.hidden), _GATES[layer.cell], "float32"
+    loop = T.parallel if layer.directions * layer.batch > 1 else T.serial
+    with loop(0, layer.directions * layer.batch) as db:
+        d, b = db // layer.batch, db % layer.batch
+        state = T.alloc_buffer((2, padded), f32, scope="local")
+        acc = T.alloc_buffer((1, gates, padded), f32, scope="local")
+        for i in range(2):
+            with T.serial(0, padded) as j:
+                T.buffer_store(state, _initial(bufs.states0, i, d, b, j, layer.hidden), [i, j])
+        with T.serial(0, layer.steps) as s:
+            row = layer.row(b, s, d)
+            _gate_product(T, acc, 1, gates, padded, layer.hidden, lambda _b, k: state[0, k],
+                          lambda k, g, j: bufs.whh[d, k, g, j])
+            _update(T, layer.cell, padded, lambda g, j: bufs.xg[(*row, d, g, j)], lambda g, j: acc[0, g, j],
+                    lambda j: bufs.bhn[d, j], lambda i, j: state[i, j],
+                    lambda i, j, v: T.buffer_store(state, v, [i, j]))
+            with T.serial(0, layer.hidden) as j:
+                T.buffer_store(bufs.y, state[0, j], [*row, d, j])
+        for i, out in enumerate(bufs.states_n):
+            with T.serial(0, layer.hidden) as j:
+                T.buffer_store(out, state[i, j], [d, b, j])
+
+
+def _split(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
+    """Large ``W_hh`` (past L2, read from L3 or memory every step): every step splits the gate
+    columns between the threads (``_SPLIT_COLUMNS`` a task, all batch rows together, so each
+    weight row is read once per step for the whole batch), a fork-join per step. The hidden
+    state is double-buffered (the step reads all of the previous one); the LSTM cell is
+    column-local and updated in place."""
+    hidden, dirs, batch, f32 = layer.hidden, layer.directions, layer.batch, "float32"
+    padded, gates = _padded(hidden), _GATES[layer.cell]
+    width = max(w for w in range(_LANES, min(padded, _SPLIT_COLUMNS) + 1, _LANES) if padded % w == 0)
+    chunks = padded // width
+    state = T.alloc_buffer((3, dirs, batch, padded), f32)  # h (even steps), h (odd steps), c
+    for i in range(2):
+        with T.grid(dirs, batch, padded) as (d, b, j):
+            T.buffer_store(state, _initial(bufs.states0, i, d, b, j, hidden), [i * 2, d, b, j])
+    with T.serial(0, layer.steps) as s:
+        old, new = s % 2, 1 - s % 2
+        with T.parallel(0, dirs * chunks) as dc:
+            d, col = dc // chunks, dc % chunks * width
+            acc = T.alloc_buffer((batch, gates, width), f32, scope="local")
+            _gate_product(T, acc, batch, gates, width, hidden, lambda b, k: state[old, d, b, k],
+                          lambda k, g, j: bufs.whh[d, k, g, col + j])
+            with T.serial(0, batch) as b:
+                row = layer.row(b, s, d)
+                _update(T, layer.cell, width, lambda g, j: bufs.xg[(*row, d, g, col + j)], lambda g, j: acc[b, g, j],
+                        lambda j: bufs.bhn[d, col + j],
+                        lambda i, j: state[(old if i == 0 else 2), d, b, col + j],
+                        lambda i, j, v: T.buffer_store(state, v, [new if i == 0 else 2, d, b, col + j]))
+                with T.serial(0, width) as j, T.If(col + j < hidden), T.Then():
+                    T.buffer_store(bufs.y, state[new, d, b, col + j], [*row, d, col + j])
+    last = layer.steps % 2
+    for i, out in enumerate(bufs.states_n):
+        with T.grid(dirs, batch, hidden) as (d, b, j):
+            T.buffer_store(out, state[last if i == 0 else 2, d, b, j], [d, b, j])
+
+
+def _initial(states0: list[Any], i: int, d: Any, b: Any, j: Any, hidden: int) -> Any:
+    """State ``i`` (h, c) of column ``j`` at the start: the given one, zero in padded columns."""
+    from tvm import tirx
+
+    zero = tirx.const(0.0, "float32")
+    if i >= len(states0):
+        return zero
+    return tirx.if_then_else(j < hidden, states0[i][d, b, tirx.min(j, hidden - 1)], zero)
+
+
+def _gate_product(T: Any, acc: Any, rows: int, gates: int, width: int, hidden: int, h: Any, w: Any) -> None:  # noqa: N803
+    """``acc[b, g, j] = sum_k h(b, k) * w(k, g, j)``: for each input row k, every batch row's gate
+    vectors take ``h[b, k] * W[k]`` (``gates * width / lanes`` independent vector accumulations
+    per row, kept in L1; each weight row read once for all batch rows)."""
+    from tvm import tirx
+
+    with T.grid(rows, gates, width // _LANES) as (b, g, jo), T.vectorized(0, _LANES) as ji:
+        T.buffer_store(acc, tirx.const(0.0, "float32"), [b, g, jo * _LANES + ji])
+    with T.serial(0, hidden) as k, T.grid(rows, gates, width // _LANES) as (b, g, jo), \
+            T.vectorized(0, _LANES) as ji:
+        j = jo * _LANES + ji
+        T.buffer_store(acc, acc[b, g, j] + h(b, k) * w(k, g, j), [b, g, j])
+
+
+def _update(T: Any, cell: str, width: int, xg: Any, acc: Any, bhn: Any, state: Any, store: Any) -> None:  # noqa: N803
+    """One step's cell update of ``width`` columns from the gates (PyTorch's equations, its gate
+    order): ``xg(g, j)`` and ``acc(g, j)`` the input's and the state's parts of gate ``g``,
+    ``state(i, j)`` reads h (0) or c (1), ``store(i, j, value)`` writes it."""
+    from tvm import tirx
+
+    one = tirx.const(1.0, "float32")
+    with T.serial(0, width // _LANES) as jo, T.vectorized(0, _LANES) as ji:
+        j = jo * _LANES + ji
+        gate = lambda g: xg(g, j) + acc(g, j)  # noqa: E731
+        if cell == "gru":
+            r, z = _sigmoid(gate(0)), _sigmoid(gate(1))
+            n = _tanh(xg(2, j) + r * (acc(2, j) + bhn(j)))
+            store(0, j, (one - z) * n + z * state(0, j))
+        elif cell == "lstm":
+            store(1, j, _sigmoid(gate(1)) * state(1, j) + _sigmoid(gate(0)) * _tanh(gate(2)))
+            store(0, j, _sigmoid(gate(3)) * _tanh(state(1, j)))  # (the new cell: stored just above)
+        else:
+            store(0, j, _tanh(gate(0)) if cell == "rnn_tanh" else tirx.max(gate(0), tirx.const(0.0, "float32")))
+
+
+def _per_gate_padded(bb: Any, w: Any, gates: int, hidden: int) -> Any:
+    """``w`` (``[gates * hidden, ...]``) with each gate's rows padded with zeros to ``_padded``."""
+    from tvm import relax
+
+    w = bb.normalize(w)
+    rest = [int(d) for d in w.ty.shape][1:]
+    padded = _padded(hidden)
+    w = relax.op.reshape(w, [gates, hidden, *rest])
+    if padded != hidden:
+        w = relax.op.nn.pad(w, [0, 0, 0, padded - hidden] + [0, 0] * len(rest))
+    return bb.emit(relax.op.reshape(w, [gates * padded, *rest]))
+
+
+def _gate_bias(bb: Any, cell: str, b_ih: Any, b_hh: Any, gates: int, hidden: int) -> tuple[Any, Any]:
+    """(the bias added to the input's gate contributions, GRU's new-gate ``b_hh`` or None): every
+    ``b_hh`` joins ``b_ih`` except a GRU's new gate, which its reset gate scales."""
+    from tvm import relax
+
+    if b_ih is None:
+        return None, None
+    if cell != "gru":
+        return _per_gate_padded(bb, relax.op.add(b_ih, b_hh), gates, hidden), None
+    hh = relax.op.concat([relax.op.strided_slice(b_hh, [0], [0], [2 * hidden]),
+                          relax.op.zeros([hidden], b_hh.ty.dtype)], 0)
+    new_gate = relax.op.strided_slice(b_hh, [0], [2 * hidden], [3 * hidden])
+    return _per_gate_padded(bb, relax.op.add(b_ih, hh), gates, hidden), _per_gate_padded(bb, new_gate, 1, hidden)
+
+
+def _layer(importer: Any, cell: str, x: Any, weights: list[list[Any]], states: list[Any], batch_first: bool) -> Any:
+    """One layer (all its directions) as the input product and one ``scan_kernel`` call; the
+    call's (y, hn[, cn])."""
+    from tvm import relax
+
+    bb, gates = importer.block_builder, _GATES[cell]
+    (n0, n1, width), dirs = [int(d) for d in x.ty.shape], len(weights)
+    hidden = int(weights[0][1].ty.shape[1])
+    padded, dtype = _padded(hidden), x.ty.dtype
+    w_ih = relax.op.concat([_per_gate_padded(bb, w[0], gates, hidden) for w in weights], 0)
+    xg = relax.op.matmul(relax.op.reshape(x, [n0 * n1, width]), relax.op.permute_dims(w_ih))
+    biases = [_gate_bias(bb, cell, *(w[2:] or [None, None]), gates, hidden) for w in weights]
+    if biases[0][0] is not None:
+        xg = relax.op.add(xg, relax.op.concat([b for b, _ in biases], 0))
+    xg = bb.emit(relax.op.reshape(xg, [n0, n1, dirs, gates, padded]))
+    whh = [relax.op.permute_dims(relax.op.reshape(_per_gate_padded(bb, w[1], gates, hidden), [gates, padded, hidden]),
+                                 [2, 0, 1]) for w in weights]
+    args = [xg, bb.emit(relax.op.stack(whh, 0) if dirs > 1 else relax.op.expand_dims(whh[0], 0))]
+    if cell == "gru":
+        bhn = [b if b is not None else relax.op.zeros([padded], dtype) for _, b in biases]
+        args.append(bb.emit(relax.op.reshape(relax.op.concat(bhn, 0), [dirs, padded])))
+    steps, batch = (n1, n0) if batch_first else (n0, n1)
+    kernel = scan_kernel(cell, steps, batch, dirs, hidden, batch_first)
+    gvar = bb.add_func(kernel, f"{cell}_scan")
+    outs = [relax.TensorType([n0, n1, dirs, hidden], dtype)] + [relax.TensorType([dirs, batch, hidden], dtype)] * len(states)
+    return bb.emit(relax.call_tir(gvar, args + states, outs))
+
+
+def convert(node: Any, importer: Any) -> Any:
+    """``aten.gru/lstm/rnn_tanh/rnn_relu.input`` (kept whole by ``decompositions``) as one
+    ``scan_kernel`` call per layer; the op's tuple (output, h_n[, c_n])."""
+    from tvm import relax
+
+    bb, cell = importer.block_builder, _cell_of(node)
+    x = importer.env[node.args[0]]
+    hx = node.args[1] if cell == "lstm" else [node.args[1]]
+    h0 = [importer.env[h] for h in hx]
+    params = [importer.env[p] for p in node.args[2]]
+    has_biases, layers, bidirectional, batch_first = node.args[3], node.args[4], node.args[7], node.args[8]
+    dirs, per = 2 if bidirectional else 1, 4 if has_biases else 2
+    finals: list[list[Any]] = [[] for _ in h0]
+    for layer in range(layers):
+        weights = [params[(layer * dirs + d) * per:(layer * dirs + d + 1) * per] for d in range(dirs)]
+        states = [bb.emit(relax.op.strided_slice(h, [0], [layer * dirs], [(layer + 1) * dirs])) for h in h0]
+        call = _layer(importer, cell, x, weights, states, batch_first)
+        n0, n1 = (int(x.ty.shape[i]) for i in range(2))
+        x = bb.emit(relax.op.reshape(relax.TupleGetItem(call, 0), [n0, n1, dirs * int(weights[0][1].ty.shape[1])]))
+        for i, final in enumerate(finals):
+            final.append(relax.TupleGetItem(call, i + 1))
+    outs = [bb.emit(relax.op.concat(f, 0) if len(f) > 1 else f[0]) for f in finals]
+    return bb.emit(relax.Tuple([x, *outs]))
+
+
+def converters() -> dict[str, Any]:
+    """``custom_convert_map`` entries, keyed as torch.export names the ops."""
+    return {f"{cell}.input": convert for cell in _GATES}
