@@ -721,6 +721,8 @@ def test_recurrent_layers_run_as_one_kernel_per_layer_and_stay_exact(monkeypatch
     states, hidden sizes that are not whole vectors. A GPU build keeps the decomposition."""
     from pathlib import Path
 
+    import tvm
+
     from tvmbench.compile import ir, pipeline, recurrent
 
     if split:
@@ -729,6 +731,8 @@ def test_recurrent_layers_run_as_one_kernel_per_layer_and_stay_exact(monkeypatch
     legal = pipeline.per_inference(pipeline.legalized(import_model(model, recurrent_kernels=True).mod, TARGET))
     calls = [c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir")]
     assert len([c for c in calls if c.endswith("_scan")]) == 4, calls  # GRU, 2 LSTM layers, RNN
+    for gv, func in legal.functions.items():  # (the profiler's instrumented build checks this)
+        assert not gv.name_hint.endswith("_scan") or tvm.tirx.analysis.verify_well_formed(func)
     assert len([c for c in calls if "matmul" in c]) == 4, calls  # their input products
     if not split:
         assert len(ir.calls(import_model(model).mod["main"], "relax.matmul")) > 20  # unrolled per step

@@ -119,8 +119,8 @@ def _sigmoid(x: Any) -> Any:
 def _tanh(x: Any) -> Any:
     from tvm import tirx
 
-    one = tirx.const(1.0, "float32")
-    return one - tirx.const(2.0, "float32") / (_exp(x + x) + one)
+    one, xv = tirx.const(1.0, "float32"), tirx.Var("t", "float32")  # (x is read twice: bound once)
+    return tirx.Let(xv, x, one - tirx.const(2.0, "float32") / (_exp(xv + xv) + one))
 
 
 def _padded(hidden: int) -> int:
@@ -288,9 +288,9 @@ def _update(T: Any, cell: str, width: int, xg: Any, acc: Any, bhn: Any, state: A
         j = jo * _LANES + ji
         gate = lambda g: xg(g, j) + acc(g, j)  # noqa: E731
         if cell == "gru":
-            r, z = _sigmoid(gate(0)), _sigmoid(gate(1))
-            n = _tanh(xg(2, j) + r * (acc(2, j) + bhn(j)))
-            store(0, j, (one - z) * n + z * state(0, j))
+            z = tirx.Var("z", "float32")  # (used twice: bound once, as a Let may define its variable only once)
+            n = _tanh(xg(2, j) + _sigmoid(gate(0)) * (acc(2, j) + bhn(j)))
+            store(0, j, tirx.Let(z, _sigmoid(gate(1)), (one - z) * n + z * state(0, j)))
         elif cell == "lstm":
             store(1, j, _sigmoid(gate(1)) * state(1, j) + _sigmoid(gate(0)) * _tanh(gate(2)))
             store(0, j, _sigmoid(gate(3)) * _tanh(state(1, j)))  # (the new cell: stored just above)

@@ -112,11 +112,17 @@ def features(name: str, func: Any) -> dict[str, Any]:
 
 
 def _written(func: Any) -> set[str]:
-    """Names of the buffers the function's blocks write."""
+    """Names of the buffers the function's blocks write (a hand-written kernel without blocks,
+    ``compile/recurrent.py``'s: what TVM's access-region analysis finds its body writing)."""
     from tvm import s_tir
 
-    sch = s_tir.Schedule(func)
-    return {w.source.name for b in sch.get_child_blocks(sch.get_sblock("root")) for w in sch.get(b).writes}
+    try:
+        sch = s_tir.Schedule(func)
+        return {w.source.name for b in sch.get_child_blocks(sch.get_sblock("root")) for w in sch.get(b).writes}
+    except s_tir.schedule.ScheduleError:  # (no root block)
+        body = s_tir.stmt.SBlock([], [], [], "root", func.body)
+        writes = s_tir.analysis.get_sblock_access_region(body, {p: p for p in func.params})[1]
+        return {w.source.name for w in writes}
 
 
 def workload_key(func: Any) -> str:
