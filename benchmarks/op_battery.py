@@ -57,6 +57,35 @@ class EmbM(nn.Module):
         return self.e((x.abs() * 4).long().clamp(0, 9))
 
 
+class Recurrent(nn.Module):
+    """A recurrent layer with every output it returns (its final states too), from ``h0`` when
+    given a second input."""
+
+    def __init__(self, rnn):
+        super().__init__()
+        self.rnn = rnn
+
+    def forward(self, x, *h0):
+        lstm = isinstance(self.rnn, nn.LSTM)
+        out, h = self.rnn(x, ((h0[0], h0[0] * 0.5) if lstm else h0[0]) if h0 else None)
+        return (out, *h) if lstm else (out, h)
+
+
+class Cells(nn.Module):
+    """A cell stepped in Python over the sequence (torch.export unrolls the loop)."""
+
+    def __init__(self, cell):
+        super().__init__()
+        self.cell = cell
+
+    def forward(self, x):
+        h, outs = None, []
+        for t in range(x.shape[1]):
+            h = self.cell(x[:, t], h)
+            outs.append(h[0] if isinstance(h, tuple) else h)
+        return torch.stack(outs, 1)
+
+
 def _index_puts(x):
     z = x.clone()
     z[:, torch.tensor([1, -1])] = 0.5
@@ -101,6 +130,17 @@ cases = {
     "avgpool_ceil": mk(lambda x: F.avg_pool2d(x, 3, 2, ceil_mode=True), S),
     "gru": mod(lambda: nn.GRU(7, 9, batch_first=True), (2, 5, 7)),
     "lstm_bi2": mod(lambda: nn.LSTM(7, 9, num_layers=2, bidirectional=True, batch_first=True), (2, 5, 7)),
+    "lstm_states": mod(lambda: Recurrent(nn.LSTM(7, 9, batch_first=True)), (2, 5, 7)),
+    "lstm_h0": mod(lambda: Recurrent(nn.LSTM(7, 9, num_layers=2)), (5, 2, 7), (2, 2, 9)),
+    "lstm_nobias": mod(lambda: Recurrent(nn.LSTM(7, 9, bias=False, batch_first=True)), (2, 5, 7)),
+    "lstm_proj": mod(lambda: Recurrent(nn.LSTM(7, 9, proj_size=4, batch_first=True)), (2, 5, 7)),
+    "lstm_wide": mod(lambda: Recurrent(nn.LSTM(20, 70, num_layers=2, bidirectional=True)), (6, 3, 20)),
+    "gru_bi2_h0": mod(lambda: Recurrent(nn.GRU(7, 9, num_layers=2, bidirectional=True)), (5, 2, 7), (4, 2, 9)),
+    "gru_wide": mod(lambda: Recurrent(nn.GRU(20, 300, batch_first=True)), (2, 6, 20)),
+    "rnn_tanh": mod(lambda: Recurrent(nn.RNN(7, 9, batch_first=True)), (2, 5, 7)),
+    "rnn_relu2": mod(lambda: Recurrent(nn.RNN(7, 9, num_layers=2, nonlinearity="relu")), (5, 2, 7)),
+    "lstm_cell": mod(lambda: Cells(nn.LSTMCell(7, 9)), (2, 5, 7)),
+    "gru_cell": mod(lambda: Cells(nn.GRUCell(7, 9)), (2, 5, 7)),
     "std_var": mk(lambda x: x.std(dim=-1) + x.var(dim=1, unbiased=False).mean(), (2, 5, 7)),
     "cos_sim": mk(lambda a, b: F.cosine_similarity(a, b, dim=-1), (2, 5, 7), (2, 5, 7)),
     "logsumexp": mk(lambda x: torch.logsumexp(x, -1), (2, 5, 7)),
