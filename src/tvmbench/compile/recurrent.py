@@ -134,7 +134,8 @@ def _padded(hidden: int) -> int:
 def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int, batch_first: bool) -> Any:
     """The PrimFunc of one recurrent layer's time loop (see the module docstring). Arguments:
     ``xg`` (the input's gate contributions, ``[T, B, D, G, Hp]``, or ``[B, T, ...]`` when batch
-    first), ``whh`` (``W_hh`` as ``[D, H(k), G, Hp(j)]``: the product's rows contiguous in ``j``),
+    first), ``whh`` (``W_hh`` as ``[D, H(k), G, Hp(j)]``: the product's rows contiguous in ``j``;
+    ``[D, Hp / w, H, G, w]`` when split in tasks of ``w`` columns),
     ``bhn`` (GRU only: ``b_hh``'s new-gate part, ``[D, Hp]``, which the reset gate scales),
     ``h0`` (and ``c0``), ``[D, B, H]``; outputs ``y`` (``[T, B, D, H]`` or ``[B, T, D, H]``),
     ``hn`` (and ``cn``). Two loop nests (``_independent``, ``_split``), chosen by the size of
@@ -151,15 +152,17 @@ def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int,
         flops = 2 * steps * directions * batch * gates * hidden * hidden
         T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, FLOPS_ATTR: flops})
         xg = T.arg("xg", T.buffer((*seq, directions, gates, padded), f32))
-        whh = T.arg("whh", T.buffer((directions, hidden, gates, padded), f32))
+        width = split_width(cell, hidden)
+        whh_shape = (directions, padded // width, hidden, gates, width) if width else (directions, hidden, gates, padded)
+        whh = T.arg("whh", T.buffer(whh_shape, f32))
         bhn = T.arg("bhn", T.buffer((directions, padded), f32)) if gru else None
         states0 = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("h0", "c0")[: 1 + lstm]]
         y = T.arg("y", T.buffer((*seq, directions, hidden), f32))
         states_n = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("hn", "cn")[: 1 + lstm]]
         bufs = _Buffers(xg, whh, bhn, states0, y, states_n)
         layer = _Layer(cell, steps, batch, directions, hidden, batch_first)
-        if gates * padded * hidden * 4 > _SPLIT_BYTES:
-            _split(T, layer, bufs)
+        if width:
+            _split(T, layer, bufs, width)
         else:
             _independent(T, layer, bufs)
     return ib.get()
@@ -218,15 +221,25 @@ def _independent(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
                 T.buffer_store(out, state[i, j], [d, b, j])
 
 
-def _split(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
+def split_width(cell: str, hidden: int) -> int | None:
+    """Gate columns per task when a layer's steps are split between the threads (``_split``):
+    ``W_hh`` past ``_SPLIT_BYTES``; the widest whole-vector divisor of the padded columns up to
+    ``_SPLIT_COLUMNS``. None: each recurrence on one thread (``_independent``)."""
+    padded = _padded(hidden)
+    if _GATES[cell] * padded * hidden * 4 <= _SPLIT_BYTES:
+        return None
+    return max(w for w in range(_LANES, min(padded, _SPLIT_COLUMNS) + 1, _LANES) if padded % w == 0)
+
+
+def _split(T: Any, layer: _Layer, bufs: _Buffers, width: int) -> None:  # noqa: N803
     """Large ``W_hh`` (past L2, read from L3 or memory every step): every step splits the gate
-    columns between the threads (``_SPLIT_COLUMNS`` a task, all batch rows together, so each
-    weight row is read once per step for the whole batch), a fork-join per step. The hidden
+    columns between the threads (``width`` a task, all batch rows together, so each weight row is
+    read once per step for the whole batch; ``W_hh`` chunk-major, so a task streams one
+    contiguous block), a fork-join per step. The hidden
     state is double-buffered (the step reads all of the previous one); the LSTM cell is
     column-local and updated in place."""
     hidden, dirs, batch, f32 = layer.hidden, layer.directions, layer.batch, "float32"
     padded, gates = _padded(hidden), _GATES[layer.cell]
-    width = max(w for w in range(_LANES, min(padded, _SPLIT_COLUMNS) + 1, _LANES) if padded % w == 0)
     chunks = padded // width
     state = T.alloc_buffer((3, dirs, batch, padded), f32)  # h (even steps), h (odd steps), c
     for i in range(2):
@@ -238,7 +251,7 @@ def _split(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
             d, col = dc // chunks, dc % chunks * width
             acc = T.alloc_buffer((batch, gates, width), f32, scope="local")
             _gate_product(T, acc, batch, gates, width, hidden, lambda b, k: state[old, d, b, k],
-                          lambda k, g, j: bufs.whh[d, k, g, col + j])
+                          lambda k, g, j: bufs.whh[d, dc % chunks, k, g, j])
             with T.serial(0, batch) as b:
                 row = layer.row(b, s, d)
                 _update(T, layer.cell, width, lambda g, j: bufs.xg[(*row, d, g, col + j)], lambda g, j: acc[b, g, j],
@@ -343,6 +356,10 @@ def _layer(importer: Any, cell: str, x: Any, weights: list[list[Any]], states: l
     xg = bb.emit(relax.op.reshape(xg, [n0, n1, dirs, gates, padded]))
     whh = [relax.op.permute_dims(relax.op.reshape(_per_gate_padded(bb, w[1], gates, hidden), [gates, padded, hidden]),
                                  [2, 0, 1]) for w in weights]
+    width = split_width(cell, hidden)
+    if width:  # each task's columns contiguous: [chunk, k, gate, column]
+        whh = [relax.op.permute_dims(relax.op.reshape(w, [hidden, gates, padded // width, width]), [2, 0, 1, 3])
+               for w in whh]
     args = [xg, bb.emit(relax.op.stack(whh, 0) if dirs > 1 else relax.op.expand_dims(whh[0], 0))]
     if cell == "gru":
         bhn = [b if b is not None else relax.op.zeros([padded], dtype) for _, b in biases]
