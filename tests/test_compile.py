@@ -650,6 +650,39 @@ def test_onnx_file_runs_through_the_onnx_frontend(tmp_path):
     assert backend.info["frontend"] == "onnx"
 
 
+def test_onnx_recurrent_layers_tvm_has_no_converter_for_run_as_scan_kernels(tmp_path):
+    """TVM 0.27's ONNX importer has no LSTM, GRU or RNN converter: every ONNX file with a
+    recurrent layer was refused. ``recurrent.onnx_converters`` maps them to the scan kernel (ONNX's
+    gate orders, bias halves, directions, state layouts); a form it does not compute (GRU's
+    ``linear_before_reset=0``) is the one-line unsupported-op error."""
+    from pathlib import Path
+
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    from tvmbench.errors import UnsupportedOperatorError
+
+    loaded = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_recurrent_layers")
+    module, path = loaded.module, tmp_path / "recurrent.onnx"
+    torch.onnx.export(module, loaded.torch_inputs(), str(path), input_names=["x", "h0"], dynamo=False)
+    model = load_model(str(path))
+    backend = TVMBackend(CFG)
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        expected = module(*(torch.from_numpy(model.inputs[n]) for n in ("x", "h0")))
+    for got, want in zip(backend.outputs(), expected, strict=True):
+        np.testing.assert_allclose(got, want.numpy(), atol=1e-5)
+
+    weights = [numpy_helper.from_array(np.ones((1, 3 * 4, n), "float32"), name) for name, n in (("W", 2), ("R", 4))]
+    gru = helper.make_graph([helper.make_node("GRU", ["X", "W", "R"], ["Y"], hidden_size=4)], "g",
+                            [helper.make_tensor_value_info("X", TensorProto.FLOAT, [5, 1, 2])],
+                            [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 1, 1, 4])], weights)
+    onnx.save(helper.make_model(gru, opset_imports=[helper.make_opsetid("", 14)]), str(tmp_path / "gru.onnx"))
+    with pytest.raises(UnsupportedOperatorError, match=r"GRU \(linear_before_reset=0\)"):
+        import_model(load_model(str(tmp_path / "gru.onnx")), recurrent_kernels=True)
+
+
 def test_an_onnx_max_of_two_inputs_compiles_though_tvm_imports_it_as_a_stack(tmp_path):
     """TVM's ONNX importer writes ``Max(a, b)`` as a ``stack`` reduced by ``max``, and TVM 0.27's
     ConvertLayout failed on every ``stack`` ("Invalid SLayout"): the file did not compile.

@@ -42,13 +42,14 @@ def _unsupported(model: str, message: str) -> UnsupportedOperatorError | None:
 
 def import_model(model: LoadedModel, recurrent_kernels: bool = False) -> ImportedModel:
     """``model`` in Relax. ``recurrent_kernels`` (CPU builds in fp32): recurrent layers as one
-    kernel each (``compile/recurrent.py``), not unrolled per time step."""
+    kernel each (``compile/recurrent.py``), not unrolled per time step (from ONNX files, which
+    TVM's importer refuses otherwise, at all)."""
     from tvm import relax
 
     timings: dict[str, float] = {}
     route = None
     if model.onnx_path is not None:
-        (mod, route), frontend = _import_onnx(model, timings), "onnx"
+        (mod, route), frontend = _import_onnx(model, timings, recurrent_kernels), "onnx"
     else:
         mod, frontend = _import_torch(model, timings, recurrent_kernels), "torch.export"
     mod, params = relax.frontend.detach_params(mod)
@@ -110,9 +111,10 @@ def _import_torch(model: LoadedModel, timings: dict[str, float], recurrent_kerne
     return mod
 
 
-def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> tuple[Any, str]:
+def _import_onnx(model: LoadedModel, timings: dict[str, float], recurrent_kernels: bool = False) -> tuple[Any, str]:
     """The ONNX file through the first route of ``onnx_routes.routes()`` that TVM imports; a
-    file no route imports is one line naming the node TVM stopped at."""
+    file no route imports is one line naming the node TVM stopped at. With ``recurrent_kernels``
+    the importer converts LSTM, GRU and RNN nodes (``recurrent.onnx_converters``)."""
     import contextlib
     import io
 
@@ -132,7 +134,8 @@ def _import_onnx(model: LoadedModel, timings: dict[str, float]) -> tuple[Any, st
         try:
             simplified = route(proto, shapes) if route else proto
             # The importer prints every failing node's inputs (whole IR expressions) to stdout.
-            with contextlib.redirect_stdout(io.StringIO()):
+            converters = recurrent.onnx_converters() if recurrent_kernels and recurrent.ENABLED else contextlib.nullcontext()
+            with contextlib.redirect_stdout(io.StringIO()), converters:
                 mod = from_onnx(simplified, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
         except Exception as e:  # the next route may import it; the first error is the one to report
             if "OpNotImplemented" in type(e).__name__:

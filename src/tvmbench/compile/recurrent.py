@@ -26,8 +26,10 @@ non-float32 layer) decompose too: ``undecomposed_ops`` says which ops a program 
 
 from __future__ import annotations
 
+import contextlib
 from typing import Any, NamedTuple
 
+from tvmbench.compile.ir import static_shape
 from tvmbench.compile.tir import FLOPS_ATTR
 
 # Off: recurrent layers decompose per time step as torch.export writes them (for A/Bs:
@@ -131,14 +133,15 @@ def _padded(hidden: int) -> int:
     return -(-hidden // _LANES) * _LANES
 
 
-def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int, batch_first: bool) -> Any:
+def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int, batch_first: bool,
+                reverse: tuple[bool, ...] = (False, True)) -> Any:
     """The PrimFunc of one recurrent layer's time loop (see the module docstring). Arguments:
     ``xg`` (the input's gate contributions, ``[T, B, D, G, Hp]``, or ``[B, T, ...]`` when batch
     first), ``whh`` (``W_hh`` as ``[D, H(k), G, Hp(j)]``: the product's rows contiguous in ``j``;
     ``[D, Hp / w, H, G, w]`` when split in tasks of ``w`` columns),
     ``bhn`` (GRU only: ``b_hh``'s new-gate part, ``[D, Hp]``, which the reset gate scales),
     ``h0`` (and ``c0``), ``[D, B, H]``; outputs ``y`` (``[T, B, D, H]`` or ``[B, T, D, H]``),
-    ``hn`` (and ``cn``). Two loop nests (``_independent``, ``_split``), chosen by the size of
+    ``hn`` (and ``cn``). Direction ``d`` runs from the last step when ``reverse[d]``. Two loop nests (``_independent``, ``_split``), chosen by the size of
     ``W_hh``."""
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
@@ -160,7 +163,7 @@ def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int,
         y = T.arg("y", T.buffer((*seq, directions, hidden), f32))
         states_n = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("hn", "cn")[: 1 + lstm]]
         bufs = _Buffers(xg, whh, bhn, states0, y, states_n)
-        layer = _Layer(cell, steps, batch, directions, hidden, batch_first)
+        layer = _Layer(cell, steps, batch, directions, hidden, batch_first, tuple(reverse[:directions]))
         if width:
             _split(T, layer, bufs, width)
         else:
@@ -175,13 +178,16 @@ class _Layer(NamedTuple):
     directions: int
     hidden: int
     batch_first: bool
+    reverse: tuple[bool, ...]
 
     def row(self, b: Any, s: Any, d: Any) -> tuple[Any, Any]:
-        """The (batch, step) index pair of step ``s`` of direction ``d`` (the reverse one runs
+        """The (batch, step) index pair of step ``s`` of direction ``d`` (a reverse one runs
         from the last step) in the order the layer's tensors have them."""
         from tvm import tirx
 
-        t = tirx.Select(d == 1, self.steps - 1 - s, s)
+        back = self.steps - 1 - s
+        t = (back if all(self.reverse) else s if not any(self.reverse)
+             else tirx.Select(d == self.reverse.index(True), back, s))
         return (b, t) if self.batch_first else (t, b)
 
 
@@ -339,12 +345,13 @@ def _gate_bias(bb: Any, cell: str, b_ih: Any, b_hh: Any, gates: int, hidden: int
     return _per_gate_padded(bb, relax.op.add(b_ih, hh), gates, hidden), _per_gate_padded(bb, new_gate, 1, hidden)
 
 
-def _layer(importer: Any, cell: str, x: Any, weights: list[list[Any]], states: list[Any], batch_first: bool) -> Any:
-    """One layer (all its directions) as the input product and one ``scan_kernel`` call; the
-    call's (y, hn[, cn])."""
+def _layer(bb: Any, cell: str, x: Any, weights: list[list[Any]], states: list[Any], batch_first: bool,
+           reverse: tuple[bool, ...] = (False, True)) -> Any:
+    """One layer (all its directions; PyTorch's weights ``[w_ih, w_hh(, b_ih, b_hh)]`` each) as
+    the input product and one ``scan_kernel`` call; the call's (y, hn[, cn])."""
     from tvm import relax
 
-    bb, gates = importer.block_builder, _GATES[cell]
+    gates = _GATES[cell]
     (n0, n1, width), dirs = [int(d) for d in x.ty.shape], len(weights)
     hidden = int(weights[0][1].ty.shape[1])
     padded, dtype = _padded(hidden), x.ty.dtype
@@ -365,7 +372,7 @@ def _layer(importer: Any, cell: str, x: Any, weights: list[list[Any]], states: l
         bhn = [b if b is not None else relax.op.zeros([padded], dtype) for _, b in biases]
         args.append(bb.emit(relax.op.reshape(relax.op.concat(bhn, 0), [dirs, padded])))
     steps, batch = (n1, n0) if batch_first else (n0, n1)
-    kernel = scan_kernel(cell, steps, batch, dirs, hidden, batch_first)
+    kernel = scan_kernel(cell, steps, batch, dirs, hidden, batch_first, reverse)
     gvar = bb.add_func(kernel, f"{cell}_scan")
     outs = [relax.TensorType([n0, n1, dirs, hidden], dtype)] + [relax.TensorType([dirs, batch, hidden], dtype)] * len(states)
     return bb.emit(relax.call_tir(gvar, args + states, outs))
@@ -387,7 +394,7 @@ def convert(node: Any, importer: Any) -> Any:
     for layer in range(layers):
         weights = [params[(layer * dirs + d) * per:(layer * dirs + d + 1) * per] for d in range(dirs)]
         states = [bb.emit(relax.op.strided_slice(h, [0], [layer * dirs], [(layer + 1) * dirs])) for h in h0]
-        call = _layer(importer, cell, x, weights, states, batch_first)
+        call = _layer(bb, cell, x, weights, states, batch_first)
         n0, n1 = (int(x.ty.shape[i]) for i in range(2))
         x = bb.emit(relax.op.reshape(relax.TupleGetItem(call, 0), [n0, n1, dirs * int(weights[0][1].ty.shape[1])]))
         for i, final in enumerate(finals):
@@ -399,3 +406,108 @@ def convert(node: Any, importer: Any) -> Any:
 def converters() -> dict[str, Any]:
     """``custom_convert_map`` entries, keyed as torch.export names the ops."""
     return {f"{cell}.input": convert for cell in _GATES}
+
+
+# ONNX's gate order, as PyTorch's gates: PyTorch's gate k is ONNX's gate ``_ONNX_GATES[cell][k]``
+# (LSTM: ONNX i, o, f, c; PyTorch i, f, g, o. GRU: ONNX z, r, h; PyTorch r, z, n).
+_ONNX_GATES = {"LSTM": [0, 2, 3, 1], "GRU": [1, 0, 2], "RNN": [0]}
+_ONNX_DEFAULT_ACTIVATIONS = {"LSTM": (b"Sigmoid", b"Tanh", b"Tanh"), "GRU": (b"Sigmoid", b"Tanh"), "RNN": (b"Tanh",)}
+
+
+def _onnx_refuse(op: str, why: str) -> None:
+    import tvm
+
+    raise tvm.error.OpNotImplemented(f"The following operators are not supported for frontend ONNX: {op} ({why})")
+
+
+def _onnx_cell(op: str, attr: dict[str, Any], inputs: list[Any]) -> str:
+    """The scan kernel's cell for an ONNX recurrent node; the unsupported-op error for the forms
+    it does not compute (clipping, coupled gates, peepholes, per-sequence lengths, other
+    activations, GRU's reset applied before the product)."""
+    acts = tuple(a.capitalize() if isinstance(a, bytes) else a.encode().capitalize() for a in attr.get("activations", ()))
+    dirs = 2 if attr.get("direction", b"forward") == b"bidirectional" else 1
+    defaults = _ONNX_DEFAULT_ACTIVATIONS[op] * dirs
+    cell = {"LSTM": "lstm", "GRU": "gru", "RNN": "rnn_tanh"}[op]
+    if op == "RNN" and acts in ((b"Relu",) * dirs,):
+        cell, acts = "rnn_relu", defaults
+    for bad, why in ((acts and acts != defaults, f"activations {acts}"), ("clip" in attr, "clip"),
+                     (attr.get("input_forget", 0), "input_forget"),
+                     (op == "GRU" and not attr.get("linear_before_reset", 0), "linear_before_reset=0"),
+                     (len(inputs) > 7 and inputs[7] is not None, "peepholes"),
+                     (len(inputs) > 4 and inputs[4] is not None, "sequence_lens")):
+        if bad:
+            _onnx_refuse(op, why)
+    return cell
+
+
+def _onnx_weights(bb: Any, op: str, w: Any, r: Any, b: Any, d: int, hidden: int) -> list[Any]:
+    """Direction ``d``'s ONNX weights as PyTorch's ``[w_ih, w_hh(, b_ih, b_hh)]``, gates reordered."""
+    import numpy as np
+    from tvm import relax
+
+    order = _ONNX_GATES[op]
+    rows = len(order) * hidden
+
+    def reordered(t: Any) -> Any:
+        rest = [int(v) for v in bb.normalize(t).ty.shape][1:]
+        t = relax.op.take(relax.op.reshape(t, [len(order), hidden, *rest]), relax.const(np.array(order, "int64")), axis=0)
+        return bb.emit(relax.op.reshape(t, [rows, *rest]))
+
+    mine = lambda t: relax.op.take(t, relax.const(d, "int64"), axis=0)  # noqa: E731
+    out = [reordered(mine(w)), reordered(mine(r))]
+    if b is not None:  # ONNX's B: [Wb, Rb] in one row per direction
+        out += [reordered(relax.op.strided_slice(mine(b), [0], [i * rows], [(i + 1) * rows])) for i in range(2)]
+    return out
+
+
+def _onnx_convert(op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> Any:
+    """An ONNX ``LSTM``/``GRU``/``RNN`` node as one ``scan_kernel`` call: (Y, Y_h[, Y_c]) in
+    ONNX's layouts (Y ``[T, D, B, H]``, or ``[B, T, D, H]`` with ``layout=1``)."""
+    from tvm import relax
+
+    cell = _onnx_cell(op, attr, inputs)
+    x, w, r = inputs[:3]
+    b = inputs[3] if len(inputs) > 3 else None
+    direction = attr.get("direction", b"forward")
+    dirs, hidden, batch_first = (2 if direction == b"bidirectional" else 1), int(attr["hidden_size"]), attr.get("layout", 0) == 1
+    n0, n1 = static_shape(bb.normalize(x).ty)[:2]
+    batch = n0 if batch_first else n1
+    states = []
+    for i in (5, 6)[: 1 + (cell == "lstm")]:
+        given = inputs[i] if len(inputs) > i else None
+        if given is None:
+            given = relax.op.zeros([dirs, batch, hidden], "float32")
+        elif batch_first:  # [B, D, H]
+            given = relax.op.permute_dims(given, [1, 0, 2])
+        states.append(bb.emit(given))
+    weights = [_onnx_weights(bb, op, w, r, b, d, hidden) for d in range(dirs)]
+    reverse = (direction == b"reverse", True)
+    call = _layer(bb, cell, x, weights, states, batch_first, reverse)
+    y = relax.TupleGetItem(call, 0)  # [T, B, D, H] or [B, T, D, H]
+    outs = [bb.emit(y if batch_first else relax.op.permute_dims(y, [0, 2, 1, 3]))]
+    for i in range(len(states)):
+        final = relax.TupleGetItem(call, i + 1)  # [D, B, H]
+        outs.append(bb.emit(relax.op.permute_dims(final, [1, 0, 2]) if batch_first else final))
+    return relax.Tuple(outs)
+
+
+@contextlib.contextmanager
+def onnx_converters() -> Any:
+    """TVM 0.27's ONNX importer with converters for ``LSTM``, ``GRU`` and ``RNN``, which it has
+    none of (every ONNX file with a recurrent layer was refused): its converter table extended
+    for the duration (the importer has no hook for custom converters)."""
+    from tvm.relax.frontend.onnx import onnx_frontend
+
+    def converter(op: str) -> Any:
+        def impl(cls: Any, bb: Any, inputs: list[Any], attr: dict[str, Any], params: Any) -> Any:
+            return _onnx_convert(op, bb, inputs, attr)
+
+        return type(op, (onnx_frontend.OnnxOpConverter,), {"_impl_v1": classmethod(impl)})
+
+    table = onnx_frontend._get_convert_map
+    extended = {op: converter(op) for op in _ONNX_GATES}
+    onnx_frontend._get_convert_map = lambda: {**table(), **extended}
+    try:
+        yield
+    finally:
+        onnx_frontend._get_convert_map = table
