@@ -185,3 +185,21 @@ def test_every_torchvision_classifier_constructs(monkeypatch):
     assert all("\n" not in r and "at image size 160" in r for r in refused.values())
     with pytest.raises(UserError, match="not divisible by partition size"):
         load_model("torchvision:maxvit_t", ModelOptions(image_size=160))
+
+
+def test_a_factorys_examples_take_the_batch_size_or_say_why_they_cannot():
+    """A ``file.py:factory`` returns its example inputs at some batch; ``--batch-size 3`` ran them
+    at that batch silently. Examples with a leading dimension of 1 are repeated along it; others
+    (a time-major recurrent input) cannot tell their batch axis: a one-line error."""
+    from pathlib import Path
+
+    from tvmbench.errors import UserError
+
+    here = str(Path(__file__).with_name("mlp_model.py"))
+    model = load_model(here + ":build_unused_input", ModelOptions(batch_size=1))
+    assert [a.shape for a in model.inputs.values()] == [(2, 8), (2, 8)]
+    with pytest.raises(UserError, match=r"--batch-size 3: the example inputs .*\(input0 \[2, 8\]"):
+        load_model(here + ":build_unused_input", ModelOptions(batch_size=3))
+    model = load_model(here + ":build_up_convolutions", ModelOptions(batch_size=3))
+    (x,) = model.inputs.values()
+    assert x.shape == (3, 3, 5, 6) and model.batch_size == 3 and np.array_equal(x[0], x[2])

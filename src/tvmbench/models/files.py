@@ -105,9 +105,23 @@ def load_pt2(path: Path, options: ModelOptions) -> LoadedModel:
                        details={"source": "torch.export", "path": str(path)})
 
 
+def _batched(spec: str, inputs: dict[str, np.ndarray], batch: int) -> dict[str, np.ndarray]:
+    """A factory's example inputs at ``--batch-size``: each repeated along its leading axis when
+    every one has a leading dimension of 1 (the batch axis, then); otherwise that axis cannot be
+    told, and asking for a batch size is a one-line error, not a silent batch of 1."""
+    if batch == 1:
+        return inputs
+    shapes = {n: a.shape for n, a in inputs.items()}
+    if not all(len(s) and s[0] == 1 for s in shapes.values()):
+        raise UserError(f"--batch-size {batch}: the example inputs of {spec} do not all have a leading dimension of 1 "
+                        f"({', '.join(f'{n} {list(s)}' for n, s in shapes.items())}), so their batch axis is unknown; "
+                        "return them at the batch size you want from the factory")
+    return {n: np.repeat(a, batch, axis=0) for n, a in inputs.items()}
+
+
 def load_python(spec: str, options: ModelOptions) -> LoadedModel:
     """``file.py:factory``: ``factory()`` returns an nn.Module (shapes from --input-shape) or a
-    ``(module, example_inputs)`` pair."""
+    ``(module, example_inputs)`` pair (at ``--batch-size``: ``_batched``)."""
     file, _, attr = spec.rpartition(":")
     path = Path(file).expanduser()
     if not path.exists():
@@ -129,7 +143,8 @@ def load_python(spec: str, options: ModelOptions) -> LoadedModel:
     rng = np.random.default_rng(options.seed)
     if example is not None:
         example = example if isinstance(example, tuple | list) else (example,)
-        inputs = {f"input{i}": t.detach().cpu().numpy() for i, t in enumerate(example)}
+        inputs = _batched(spec, {f"input{i}": t.detach().cpu().numpy() for i, t in enumerate(example)},
+                          options.batch_size)
     elif options.input_shapes:
         inputs = {n: random_input(tuple(s), np.float32, rng) for n, s in options.input_shapes.items()}
     else:
