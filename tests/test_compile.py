@@ -660,6 +660,7 @@ def test_onnx_recurrent_layers_tvm_has_no_converter_for_run_as_scan_kernels(tmp_
     import onnx
     from onnx import TensorProto, helper, numpy_helper
 
+    from tvmbench.compile import recurrent
     from tvmbench.errors import UnsupportedOperatorError
 
     loaded = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_recurrent_layers")
@@ -680,7 +681,7 @@ def test_onnx_recurrent_layers_tvm_has_no_converter_for_run_as_scan_kernels(tmp_
                             [helper.make_tensor_value_info("Y", TensorProto.FLOAT, [5, 1, 1, 4])], weights)
     onnx.save(helper.make_model(gru, opset_imports=[helper.make_opsetid("", 14)]), str(tmp_path / "gru.onnx"))
     with pytest.raises(UnsupportedOperatorError, match=r"GRU \(linear_before_reset=0\)"):
-        import_model(load_model(str(tmp_path / "gru.onnx")), recurrent_kernels=True)
+        import_model(load_model(str(tmp_path / "gru.onnx")), recurrent.registers(TARGET))
 
 
 def test_an_onnx_max_of_two_inputs_compiles_though_tvm_imports_it_as_a_stack(tmp_path):
@@ -761,7 +762,7 @@ def test_recurrent_layers_run_as_one_kernel_per_layer_and_stay_exact(monkeypatch
     if split:
         monkeypatch.setattr(recurrent, "_SPLIT_BYTES", 0)
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_recurrent_layers")
-    legal = pipeline.per_inference(pipeline.legalized(import_model(model, recurrent_kernels=True).mod, TARGET))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model, recurrent.registers(TARGET)).mod, TARGET))
     calls = [c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir")]
     assert len([c for c in calls if c.endswith("_scan")]) == 4, calls  # GRU, 2 LSTM layers, RNN
     for gv, func in legal.functions.items():  # (the profiler's instrumented build checks this)

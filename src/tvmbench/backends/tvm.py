@@ -117,12 +117,12 @@ class TVMBackend(Backend):
 
     def _compile(self, model: LoadedModel) -> tuple[Any, Any, list[Any], dict[str, Any]]:
         """Import and compile (or take the cached library): (path, library, weights, facts)."""
-        from tvmbench.compile import compile_model, import_model
+        from tvmbench.compile import compile_model, import_model, recurrent
         from tvmbench.tuning.database import load_databases
 
         target = self.config.target
         precision = self.options.precision
-        imported = import_model(model, recurrent_kernels=target.kind == "llvm" and precision == "fp32")
+        imported = import_model(model, recurrent.registers(target) if precision == "fp32" else None)
         if precision != "fp32":
             from tvmbench.compile.precision import apply_precision
 

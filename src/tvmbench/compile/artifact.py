@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import pipeline
+from tvmbench.compile import pipeline, recurrent
 from tvmbench.compile.codegen import Built
 from tvmbench.compile.importer import import_model
 from tvmbench.compile.precision import apply_precision
@@ -87,7 +87,7 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    imported = import_model(model, recurrent_kernels=target.kind == "llvm" and precision == "fp32")
+    imported = import_model(model, recurrent.registers(target) if precision == "fp32" else None)
     mod = apply_precision(imported.mod, precision)
     schedules = schedules or TunedSchedules()
     database = schedules.union()

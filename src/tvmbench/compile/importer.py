@@ -40,8 +40,8 @@ def _unsupported(model: str, message: str) -> UnsupportedOperatorError | None:
     )
 
 
-def import_model(model: LoadedModel, recurrent_kernels: bool = False) -> ImportedModel:
-    """``model`` in Relax. ``recurrent_kernels`` (CPU builds in fp32): recurrent layers as one
+def import_model(model: LoadedModel, recurrent_kernels: recurrent.Registers | None = None) -> ImportedModel:
+    """``model`` in Relax. ``recurrent_kernels`` (CPU builds in fp32, ``recurrent.registers``): recurrent layers as one
     kernel each (``compile/recurrent.py``), not unrolled per time step (from ONNX files, which
     TVM's importer refuses otherwise, at all)."""
     from tvm import relax
@@ -88,7 +88,8 @@ def _eager_attention(module: Any) -> bool:
     return switched
 
 
-def _import_torch(model: LoadedModel, timings: dict[str, float], recurrent_kernels: bool = False) -> Any:
+def _import_torch(model: LoadedModel, timings: dict[str, float],
+                  recurrent_kernels: recurrent.Registers | None = None) -> Any:
     from tvm.relax.frontend.torch import from_exported_program
 
     t0 = time.perf_counter()
@@ -99,7 +100,7 @@ def _import_torch(model: LoadedModel, timings: dict[str, float], recurrent_kerne
     if recurrent_kernels and recurrent.undecomposed_ops(ep):
         # TVM would decompose with torch's default table, which unrolls recurrent layers per step
         ep, decompose = ep.run_decompositions(recurrent.decompositions(ep, True)), False
-        converters = {**CUSTOM_CONVERTERS, **recurrent.converters()}
+        converters = {**CUSTOM_CONVERTERS, **recurrent.converters(recurrent_kernels)}
     try:
         mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=converters,
                                     run_ep_decomposition=decompose)
@@ -111,7 +112,8 @@ def _import_torch(model: LoadedModel, timings: dict[str, float], recurrent_kerne
     return mod
 
 
-def _import_onnx(model: LoadedModel, timings: dict[str, float], recurrent_kernels: bool = False) -> tuple[Any, str]:
+def _import_onnx(model: LoadedModel, timings: dict[str, float],
+                 recurrent_kernels: recurrent.Registers | None = None) -> tuple[Any, str]:
     """The ONNX file through the first route of ``onnx_routes.routes()`` that TVM imports; a
     file no route imports is one line naming the node TVM stopped at. With ``recurrent_kernels``
     the importer converts LSTM, GRU and RNN nodes (``recurrent.onnx_converters``)."""
@@ -134,7 +136,7 @@ def _import_onnx(model: LoadedModel, timings: dict[str, float], recurrent_kernel
         try:
             simplified = route(proto, shapes) if route else proto
             # The importer prints every failing node's inputs (whole IR expressions) to stdout.
-            converters = recurrent.onnx_converters() if recurrent_kernels and recurrent.ENABLED else contextlib.nullcontext()
+            converters = recurrent.onnx_converters(recurrent_kernels) if recurrent_kernels and recurrent.ENABLED else contextlib.nullcontext()
             with contextlib.redirect_stdout(io.StringIO()), converters:
                 mod = from_onnx(simplified, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
         except Exception as e:  # the next route may import it; the first error is the one to report

@@ -13,13 +13,13 @@ zoo does not have"). ONNX Runtime runs one kernel per layer; so does this:
   -- the recurrences are independent -- and inside it the time loop, each step a vectorised
   ``h @ W_hh^T`` into the gates and the cell update, the state kept in a per-thread buffer.
 
-Gate rows are padded to whole vectors (``_LANES``) in the weights (zero rows keep zero state, see
-``_padded``), so every vector loop is whole; the weight re-layout depends on parameters only and
+Gate rows are padded to whole vectors of the target (``Registers``) in the weights (zero rows keep
+zero state, see ``plan``), so every vector loop is whole; the weight re-layout depends on parameters only and
 LiftTransformParams moves it to load time. The exponentials are TVM's ``fast_exp`` polynomial
 written out (``_exp``): LLVM has no vector ``exp``, and a libm call per gate element per step
 would cost more than the matrix product.
 
-Only CPU builds take this route (``keep_recurrent``): the kernel is scheduled for a CPU, and a
+Only CPU builds take this route (``registers``): the kernel is scheduled for a CPU, and a
 GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``, a
 non-float32 layer) decompose too: ``undecomposed_ops`` says which ops a program may keep.
 """
@@ -27,6 +27,7 @@ non-float32 layer) decompose too: ``undecomposed_ops`` says which ops a program 
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, NamedTuple
 
 from tvmbench.compile.ir import static_shape
@@ -35,14 +36,14 @@ from tvmbench.compile.tir import FLOPS_ATTR
 # Off: recurrent layers decompose per time step as torch.export writes them (for A/Bs:
 # ``benchmarks/rule_ab.py``).
 ENABLED = True
-# Gate rows are padded to a multiple of this (16 fp32 lanes: whole vectors for AVX-512, AVX2, NEON).
-_LANES = 16
 # A layer's ``W_hh`` past this many bytes (per direction) is read from beyond L2 every step: its
 # gate columns are split between the threads each step (``_split``), else each recurrence runs
 # on one thread (``_independent``).
 _SPLIT_BYTES = 256 * 1024
-# Gate columns per task in ``_split`` (four 16-lane vectors per gate).
+# Gate columns per gate and task in ``_split`` (at most).
 _SPLIT_COLUMNS = 64
+# Batch rows of a register tile of the state's product (``_gate_product``), at most.
+_TILE_ROWS = 8
 # Gates per cell type, in PyTorch's weight order.
 _GATES = {"gru": 3, "lstm": 4, "rnn_tanh": 1, "rnn_relu": 1}
 
@@ -125,49 +126,97 @@ def _tanh(x: Any) -> Any:
     return tirx.Let(xv, x, one - tirx.const(2.0, "float32") / (_exp(xv + xv) + one))
 
 
-def _padded(hidden: int) -> int:
-    """Gate rows per gate in the kernel: ``hidden`` rounded up to whole vectors. The padded rows'
-    weights and biases are zero, so their state stays zero (a GRU keeps ``h = n/2 + h/2`` at 0, an
-    LSTM ``c = c/2`` and ``h = tanh(0)/2`` at 0) and never reaches a real row: the columns of
-    ``W_hh`` that would read it are not in the product (it runs over the ``hidden`` real ones)."""
-    return -(-hidden // _LANES) * _LANES
+class Registers(NamedTuple):
+    """The CPU's vector registers, which the scan kernel's padding and register tiles follow."""
+
+    lanes: int  # fp32 lanes of one vector register
+    accumulators: int  # vector accumulators a register tile may hold
+
+
+def registers(target: Any) -> Registers | None:
+    """The target's ``Registers``; None for a GPU (which keeps the unrolled form)."""
+    from tvmbench.compile.tiles import accumulator_budget, vector_lanes
+
+    if target.kind != "llvm":
+        return None
+    return Registers(vector_lanes(target.tvm(), 32), accumulator_budget(target.tvm()))
+
+
+class Plan(NamedTuple):
+    """How one layer's kernel is laid out (``plan``), shared by the kernel and the converter that
+    lays out its weights."""
+
+    lanes: int
+    gates: int
+    padded: int  # columns per gate: ``hidden`` rounded up to whole vectors (``plan``)
+    width: int  # columns per gate and task: ``padded``, or a slice of it when split
+    split: bool  # each step's columns split between the threads (``_split``)
+    tile_rows: int  # batch rows of a register tile (``_gate_product``)
+    tile_vectors: int  # vectors of gate columns of a register tile
+
+    @property
+    def chunks(self) -> int:
+        return self.padded // self.width
+
+    @property
+    def tile_cols(self) -> int:
+        return self.tile_vectors * self.lanes
+
+    @property
+    def tiles(self) -> int:
+        return self.gates * self.width // self.tile_cols
+
+
+def plan(cell: str, hidden: int, batch: int, regs: Registers) -> Plan:
+    """The layer's ``Plan``. Columns are padded to whole vectors; the padded rows' weights and
+    biases are zero, so their state stays zero (a GRU keeps ``h = n/2 + h/2`` at 0, an LSTM
+    ``c = c/2`` and ``h = tanh(0)/2`` at 0) and never reaches a real column (the product runs
+    over the ``hidden`` real inputs). ``W_hh`` past ``_SPLIT_BYTES`` is split in tasks of at most
+    ``_SPLIT_COLUMNS`` columns per gate; a tile holds up to ``_TILE_ROWS`` batch rows (when split:
+    unsplit, each recurrence is one row) and as many vectors as the accumulators allow."""
+    lanes, gates = regs.lanes, _GATES[cell]
+    padded = -(-hidden // lanes) * lanes
+    split = gates * padded * hidden * 4 > _SPLIT_BYTES
+    width = max(w for w in range(lanes, min(padded, _SPLIT_COLUMNS) + 1, lanes) if padded % w == 0) if split else padded
+    tile_rows = _divisor_at_most(batch if split else 1, _TILE_ROWS)
+    tile_vectors = _divisor_at_most(gates * width // lanes, max(1, regs.accumulators // tile_rows))
+    return Plan(lanes, gates, padded, width, split, tile_rows, tile_vectors)
+
+
+def _divisor_at_most(n: int, most: int) -> int:
+    return max(d for d in range(1, min(n, most) + 1) if n % d == 0)
 
 
 def scan_kernel(cell: str, steps: int, batch: int, directions: int, hidden: int, batch_first: bool,
-                reverse: tuple[bool, ...] = (False, True)) -> Any:
+                regs: Registers, reverse: tuple[bool, ...] = (False, True)) -> Any:
     """The PrimFunc of one recurrent layer's time loop (see the module docstring). Arguments:
     ``xg`` (the input's gate contributions, ``[T, B, D, G, Hp]``, or ``[B, T, ...]`` when batch
-    first), ``whh`` (``W_hh`` as ``[D, H(k), G, Hp(j)]``: the product's rows contiguous in ``j``;
-    ``[D, Hp / w, H, G, w]`` when split in tasks of ``w`` columns),
-    ``bhn`` (GRU only: ``b_hh``'s new-gate part, ``[D, Hp]``, which the reset gate scales),
-    ``h0`` (and ``c0``), ``[D, B, H]``; outputs ``y`` (``[T, B, D, H]`` or ``[B, T, D, H]``),
-    ``hn`` (and ``cn``). Direction ``d`` runs from the last step when ``reverse[d]``. Two loop nests (``_independent``, ``_split``), chosen by the size of
-    ``W_hh``."""
+    first), ``whh`` (``W_hh`` tile-major, ``[D, chunks, tiles, H(k), tile columns]``: the columns
+    of a task (chunk), ``(gate, column)`` flattened, in register tiles, each tile's weights one
+    contiguous block streamed over k), ``bhn`` (GRU only: ``b_hh``'s new-gate part, ``[D, Hp]``,
+    which the reset gate scales), ``h0`` (and ``c0``), ``[D, B, H]``; outputs ``y`` (``[T, B, D,
+    H]`` or ``[B, T, D, H]``), ``hn`` (and ``cn``). Direction ``d`` runs from the last step when
+    ``reverse[d]``. Two loop nests, ``_independent`` and ``_split`` (``plan``)."""
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
-    gates, padded, f32 = _GATES[cell], _padded(hidden), "float32"
+    lay, f32 = plan(cell, hidden, batch, regs), "float32"
     seq = (batch, steps) if batch_first else (steps, batch)
     lstm, gru = cell == "lstm", cell == "gru"
     with IRBuilder() as ib, T.prim_func():
         T.func_name(f"{cell}_scan")
         # (FLOPs: the state's products; the gate arithmetic, ~30 per gate element, not counted)
-        flops = 2 * steps * directions * batch * gates * hidden * hidden
+        flops = 2 * steps * directions * batch * lay.gates * hidden * hidden
         T.func_attr({"tirx.noalias": True, "tirx.is_scheduled": True, FLOPS_ATTR: flops})
-        xg = T.arg("xg", T.buffer((*seq, directions, gates, padded), f32))
-        width = split_width(cell, hidden)
-        whh_shape = (directions, padded // width, hidden, gates, width) if width else (directions, hidden, gates, padded)
-        whh = T.arg("whh", T.buffer(whh_shape, f32))
-        bhn = T.arg("bhn", T.buffer((directions, padded), f32)) if gru else None
+        xg = T.arg("xg", T.buffer((*seq, directions, lay.gates, lay.padded), f32))
+        whh = T.arg("whh", T.buffer((directions, lay.chunks, lay.tiles, hidden, lay.tile_cols), f32))
+        bhn = T.arg("bhn", T.buffer((directions, lay.padded), f32)) if gru else None
         states0 = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("h0", "c0")[: 1 + lstm]]
         y = T.arg("y", T.buffer((*seq, directions, hidden), f32))
         states_n = [T.arg(n, T.buffer((directions, batch, hidden), f32)) for n in ("hn", "cn")[: 1 + lstm]]
         bufs = _Buffers(xg, whh, bhn, states0, y, states_n)
-        layer = _Layer(cell, steps, batch, directions, hidden, batch_first, tuple(reverse[:directions]))
-        if width:
-            _split(T, layer, bufs, width)
-        else:
-            _independent(T, layer, bufs)
+        layer = _Layer(cell, steps, batch, directions, hidden, batch_first, tuple(reverse[:directions]), lay)
+        (_split if lay.split else _independent)(T, layer, bufs)
     return ib.get()
 
 
@@ -179,6 +228,7 @@ class _Layer(NamedTuple):
     hidden: int
     batch_first: bool
     reverse: tuple[bool, ...]
+    plan: Plan
 
     def row(self, b: Any, s: Any, d: Any) -> tuple[Any, Any]:
         """The (batch, step) index pair of step ``s`` of direction ``d`` (a reverse one runs
@@ -203,22 +253,21 @@ class _Buffers(NamedTuple):
 def _independent(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
     """Small ``W_hh`` (L2-resident): each (direction, batch row) recurrence runs its whole time
     loop on one thread, its state in a thread-local buffer; one fork-join for the layer."""
-
-    padded, gates, f32 = _padded(layer.hidden), _GATES[layer.cell], "float32"
+    lay, f32 = layer.plan, "float32"
     loop = T.parallel if layer.directions * layer.batch > 1 else T.serial
     with loop(0, layer.directions * layer.batch) as db:
         d, b = db // layer.batch, db % layer.batch
-        state = T.alloc_buffer((2, padded), f32, scope="local")
-        acc = T.alloc_buffer((1, gates, padded), f32, scope="local")
+        state = T.alloc_buffer((2, lay.padded), f32, scope="local")
+        acc = T.alloc_buffer((1, lay.gates, lay.padded), f32, scope="local")
         for i in range(2):
-            with T.serial(0, padded) as j:
+            with T.serial(0, lay.padded) as j:
                 T.buffer_store(state, _initial(bufs.states0, i, d, b, j, layer.hidden), [i, j])
         with T.serial(0, layer.steps) as s:
             row = layer.row(b, s, d)
-            _gate_product(T, acc, 1, gates, padded, layer.hidden, lambda _b, k: state[0, k],
-                          lambda k, g, j: bufs.whh[d, k, g, j])
-            _update(T, layer.cell, padded, lambda g, j: bufs.xg[(*row, d, g, j)], lambda g, j: acc[0, g, j],
-                    lambda j: bufs.bhn[d, j], lambda i, j: state[i, j],
+            _gate_product(T, acc, lay, 1, layer.hidden, lambda _b, k: state[0, k],
+                          lambda tile, k, c: bufs.whh[d, 0, tile, k, c])
+            _update(T, layer.cell, lay.padded, lay.lanes, lambda g, j: bufs.xg[(*row, d, g, j)],
+                    lambda g, j: acc[0, g, j], lambda j: bufs.bhn[d, j], lambda i, j: state[i, j],
                     lambda i, j, v: T.buffer_store(state, v, [i, j]))
             with T.serial(0, layer.hidden) as j:
                 T.buffer_store(bufs.y, state[0, j], [*row, d, j])
@@ -227,44 +276,31 @@ def _independent(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
                 T.buffer_store(out, state[i, j], [d, b, j])
 
 
-def split_width(cell: str, hidden: int) -> int | None:
-    """Gate columns per task when a layer's steps are split between the threads (``_split``):
-    ``W_hh`` past ``_SPLIT_BYTES``; the widest whole-vector divisor of the padded columns up to
-    ``_SPLIT_COLUMNS``. None: each recurrence on one thread (``_independent``)."""
-    padded = _padded(hidden)
-    if _GATES[cell] * padded * hidden * 4 <= _SPLIT_BYTES:
-        return None
-    return max(w for w in range(_LANES, min(padded, _SPLIT_COLUMNS) + 1, _LANES) if padded % w == 0)
-
-
-def _split(T: Any, layer: _Layer, bufs: _Buffers, width: int) -> None:  # noqa: N803
+def _split(T: Any, layer: _Layer, bufs: _Buffers) -> None:  # noqa: N803
     """Large ``W_hh`` (past L2, read from L3 or memory every step): every step splits the gate
-    columns between the threads (``width`` a task, all batch rows together, so each weight row is
-    read once per step for the whole batch; ``W_hh`` chunk-major, so a task streams one
-    contiguous block), a fork-join per step. The hidden
+    columns between the threads (``plan.width`` per gate a task, all batch rows together, so
+    each weight is read once per step for the whole batch), a fork-join per step. The hidden
     state is double-buffered (the step reads all of the previous one); the LSTM cell is
     column-local and updated in place."""
-    hidden, dirs, batch, f32 = layer.hidden, layer.directions, layer.batch, "float32"
-    padded, gates = _padded(hidden), _GATES[layer.cell]
-    chunks = padded // width
-    state = T.alloc_buffer((3, dirs, batch, padded), f32)  # h (even steps), h (odd steps), c
+    hidden, dirs, batch, lay, f32 = layer.hidden, layer.directions, layer.batch, layer.plan, "float32"
+    state = T.alloc_buffer((3, dirs, batch, lay.padded), f32)  # h (even steps), h (odd steps), c
     for i in range(2):
-        with T.grid(dirs, batch, padded) as (d, b, j):
+        with T.grid(dirs, batch, lay.padded) as (d, b, j):
             T.buffer_store(state, _initial(bufs.states0, i, d, b, j, hidden), [i * 2, d, b, j])
     with T.serial(0, layer.steps) as s:
         old, new = s % 2, 1 - s % 2
-        with T.parallel(0, dirs * chunks) as dc:
-            d, col = dc // chunks, dc % chunks * width
-            acc = T.alloc_buffer((batch, gates, width), f32, scope="local")
-            _gate_product(T, acc, batch, gates, width, hidden, lambda b, k: state[old, d, b, k],
-                          lambda k, g, j: bufs.whh[d, dc % chunks, k, g, j])
+        with T.parallel(0, dirs * lay.chunks) as dc:
+            d, chunk, col = dc // lay.chunks, dc % lay.chunks, dc % lay.chunks * lay.width
+            acc = T.alloc_buffer((batch, lay.gates, lay.width), f32, scope="local")
+            _gate_product(T, acc, lay, batch, hidden, lambda b, k: state[old, d, b, k],
+                          lambda tile, k, c: bufs.whh[d, chunk, tile, k, c])
             with T.serial(0, batch) as b:
                 row = layer.row(b, s, d)
-                _update(T, layer.cell, width, lambda g, j: bufs.xg[(*row, d, g, col + j)], lambda g, j: acc[b, g, j],
-                        lambda j: bufs.bhn[d, col + j],
+                _update(T, layer.cell, lay.width, lay.lanes, lambda g, j: bufs.xg[(*row, d, g, col + j)],
+                        lambda g, j: acc[b, g, j], lambda j: bufs.bhn[d, col + j],
                         lambda i, j: state[(old if i == 0 else 2), d, b, col + j],
                         lambda i, j, v: T.buffer_store(state, v, [new if i == 0 else 2, d, b, col + j]))
-                with T.serial(0, width) as j, T.If(col + j < hidden), T.Then():
+                with T.serial(0, lay.width) as j, T.If(col + j < hidden), T.Then():
                     T.buffer_store(bufs.y, state[new, d, b, col + j], [*row, d, col + j])
     last = layer.steps % 2
     for i, out in enumerate(bufs.states_n):
@@ -282,29 +318,36 @@ def _initial(states0: list[Any], i: int, d: Any, b: Any, j: Any, hidden: int) ->
     return tirx.if_then_else(j < hidden, states0[i][d, b, tirx.min(j, hidden - 1)], zero)
 
 
-def _gate_product(T: Any, acc: Any, rows: int, gates: int, width: int, hidden: int, h: Any, w: Any) -> None:  # noqa: N803
-    """``acc[b, g, j] = sum_k h(b, k) * w(k, g, j)``: for each input row k, every batch row's gate
-    vectors take ``h[b, k] * W[k]`` (``gates * width / lanes`` independent vector accumulations
-    per row, kept in L1; each weight row read once for all batch rows)."""
+def _gate_product(T: Any, acc: Any, lay: Plan, rows: int, hidden: int, h: Any, w: Any) -> None:  # noqa: N803
+    """``acc[b, g, j] = sum_k h(b, k) * W[k, (g, j)]`` in register tiles of ``lay.tile_rows`` batch
+    rows x ``lay.tile_vectors`` vectors of columns: each tile accumulates in registers over every
+    k (``h[b, k]`` broadcast, a weight vector loaded once for the tile's rows; ``w(tile, k,
+    column)`` reads the tile's contiguous block) and is written once. Accumulating in ``acc``
+    itself loaded and stored every vector at every k: an LSTM at batch 8 ran its steps at 33 % of
+    the peak, store-bound, slower than the unrolled form."""
     from tvm import tirx
 
-    with T.grid(rows, gates, width // _LANES) as (b, g, jo), T.vectorized(0, _LANES) as ji:
-        T.buffer_store(acc, tirx.const(0.0, "float32"), [b, g, jo * _LANES + ji])
-    with T.serial(0, hidden) as k, T.grid(rows, gates, width // _LANES) as (b, g, jo), \
-            T.vectorized(0, _LANES) as ji:
-        j = jo * _LANES + ji
-        T.buffer_store(acc, acc[b, g, j] + h(b, k) * w(k, g, j), [b, g, j])
+    lanes, tr, tv = lay.lanes, lay.tile_rows, lay.tile_vectors
+    with T.grid(rows // tr, lay.tiles) as (bo, tile):
+        regs = T.alloc_buffer((tr, tv, lanes), "float32", scope="local")
+        with T.unroll(0, tr) as bi, T.unroll(0, tv) as v, T.vectorized(0, lanes) as ji:
+            T.buffer_store(regs, tirx.const(0.0, "float32"), [bi, v, ji])
+        with T.serial(0, hidden) as k, T.unroll(0, tr) as bi, T.unroll(0, tv) as v, T.vectorized(0, lanes) as ji:
+            T.buffer_store(regs, regs[bi, v, ji] + h(bo * tr + bi, k) * w(tile, k, v * lanes + ji), [bi, v, ji])
+        with T.unroll(0, tr) as bi, T.unroll(0, tv) as v, T.vectorized(0, lanes) as ji:
+            col = tile * lay.tile_cols + v * lanes + ji  # (gate, column) flattened
+            T.buffer_store(acc, regs[bi, v, ji], [bo * tr + bi, col // lay.width, col % lay.width])
 
 
-def _update(T: Any, cell: str, width: int, xg: Any, acc: Any, bhn: Any, state: Any, store: Any) -> None:  # noqa: N803
+def _update(T: Any, cell: str, width: int, lanes: int, xg: Any, acc: Any, bhn: Any, state: Any, store: Any) -> None:  # noqa: N803
     """One step's cell update of ``width`` columns from the gates (PyTorch's equations, its gate
     order): ``xg(g, j)`` and ``acc(g, j)`` the input's and the state's parts of gate ``g``,
     ``state(i, j)`` reads h (0) or c (1), ``store(i, j, value)`` writes it."""
     from tvm import tirx
 
     one = tirx.const(1.0, "float32")
-    with T.serial(0, width // _LANES) as jo, T.vectorized(0, _LANES) as ji:
-        j = jo * _LANES + ji
+    with T.serial(0, width // lanes) as jo, T.vectorized(0, lanes) as ji:
+        j = jo * lanes + ji
         gate = lambda g: xg(g, j) + acc(g, j)  # noqa: E731
         if cell == "gru":
             z = tirx.Var("z", "float32")  # (used twice: bound once, as a Let may define its variable only once)
@@ -317,20 +360,19 @@ def _update(T: Any, cell: str, width: int, xg: Any, acc: Any, bhn: Any, state: A
             store(0, j, _tanh(gate(0)) if cell == "rnn_tanh" else tirx.max(gate(0), tirx.const(0.0, "float32")))
 
 
-def _per_gate_padded(bb: Any, w: Any, gates: int, hidden: int) -> Any:
-    """``w`` (``[gates * hidden, ...]``) with each gate's rows padded with zeros to ``_padded``."""
+def _per_gate_padded(bb: Any, w: Any, gates: int, hidden: int, padded: int) -> Any:
+    """``w`` (``[gates * hidden, ...]``) with each gate's rows padded with zeros to ``padded``."""
     from tvm import relax
 
     w = bb.normalize(w)
     rest = [int(d) for d in w.ty.shape][1:]
-    padded = _padded(hidden)
     w = relax.op.reshape(w, [gates, hidden, *rest])
     if padded != hidden:
         w = relax.op.nn.pad(w, [0, 0, 0, padded - hidden] + [0, 0] * len(rest))
     return bb.emit(relax.op.reshape(w, [gates * padded, *rest]))
 
 
-def _gate_bias(bb: Any, cell: str, b_ih: Any, b_hh: Any, gates: int, hidden: int) -> tuple[Any, Any]:
+def _gate_bias(bb: Any, cell: str, b_ih: Any, b_hh: Any, gates: int, hidden: int, padded: int) -> tuple[Any, Any]:
     """(the bias added to the input's gate contributions, GRU's new-gate ``b_hh`` or None): every
     ``b_hh`` joins ``b_ih`` except a GRU's new gate, which its reset gate scales."""
     from tvm import relax
@@ -338,47 +380,53 @@ def _gate_bias(bb: Any, cell: str, b_ih: Any, b_hh: Any, gates: int, hidden: int
     if b_ih is None:
         return None, None
     if cell != "gru":
-        return _per_gate_padded(bb, relax.op.add(b_ih, b_hh), gates, hidden), None
+        return _per_gate_padded(bb, relax.op.add(b_ih, b_hh), gates, hidden, padded), None
     hh = relax.op.concat([relax.op.strided_slice(b_hh, [0], [0], [2 * hidden]),
                           relax.op.zeros([hidden], b_hh.ty.dtype)], 0)
     new_gate = relax.op.strided_slice(b_hh, [0], [2 * hidden], [3 * hidden])
-    return _per_gate_padded(bb, relax.op.add(b_ih, hh), gates, hidden), _per_gate_padded(bb, new_gate, 1, hidden)
+    return (_per_gate_padded(bb, relax.op.add(b_ih, hh), gates, hidden, padded),
+            _per_gate_padded(bb, new_gate, 1, hidden, padded))
 
 
-def _layer(bb: Any, cell: str, x: Any, weights: list[list[Any]], states: list[Any], batch_first: bool,
-           reverse: tuple[bool, ...] = (False, True)) -> Any:
+def _tile_major(w: Any, lay: Plan, hidden: int) -> Any:
+    """One direction's padded ``W_hh`` (``[G * Hp, H]``) as the kernel reads it: ``[chunks, tiles,
+    H, tile columns]``, a task's ``(gate, column)`` pairs flattened and cut into register tiles."""
+    from tvm import relax
+
+    w = relax.op.reshape(w, [lay.gates, lay.chunks, lay.width, hidden])
+    w = relax.op.reshape(relax.op.permute_dims(w, [1, 0, 2, 3]), [lay.chunks, lay.tiles, lay.tile_cols, hidden])
+    return relax.op.permute_dims(w, [0, 1, 3, 2])
+
+
+def _layer(bb: Any, regs: Registers, cell: str, x: Any, weights: list[list[Any]], states: list[Any],
+           batch_first: bool, reverse: tuple[bool, ...] = (False, True)) -> Any:
     """One layer (all its directions; PyTorch's weights ``[w_ih, w_hh(, b_ih, b_hh)]`` each) as
     the input product and one ``scan_kernel`` call; the call's (y, hn[, cn])."""
     from tvm import relax
 
-    gates = _GATES[cell]
     (n0, n1, width), dirs = [int(d) for d in x.ty.shape], len(weights)
-    hidden = int(weights[0][1].ty.shape[1])
-    padded, dtype = _padded(hidden), x.ty.dtype
-    w_ih = relax.op.concat([_per_gate_padded(bb, w[0], gates, hidden) for w in weights], 0)
+    hidden, dtype = int(weights[0][1].ty.shape[1]), x.ty.dtype
+    steps, batch = (n1, n0) if batch_first else (n0, n1)
+    lay = plan(cell, hidden, batch, regs)
+    gates, padded = lay.gates, lay.padded
+    w_ih = relax.op.concat([_per_gate_padded(bb, w[0], gates, hidden, padded) for w in weights], 0)
     xg = relax.op.matmul(relax.op.reshape(x, [n0 * n1, width]), relax.op.permute_dims(w_ih))
-    biases = [_gate_bias(bb, cell, *(w[2:] or [None, None]), gates, hidden) for w in weights]
+    biases = [_gate_bias(bb, cell, *(w[2:] or [None, None]), gates, hidden, padded) for w in weights]
     if biases[0][0] is not None:
         xg = relax.op.add(xg, relax.op.concat([b for b, _ in biases], 0))
     xg = bb.emit(relax.op.reshape(xg, [n0, n1, dirs, gates, padded]))
-    whh = [relax.op.permute_dims(relax.op.reshape(_per_gate_padded(bb, w[1], gates, hidden), [gates, padded, hidden]),
-                                 [2, 0, 1]) for w in weights]
-    width = split_width(cell, hidden)
-    if width:  # each task's columns contiguous: [chunk, k, gate, column]
-        whh = [relax.op.permute_dims(relax.op.reshape(w, [hidden, gates, padded // width, width]), [2, 0, 1, 3])
-               for w in whh]
+    whh = [_tile_major(_per_gate_padded(bb, w[1], gates, hidden, padded), lay, hidden) for w in weights]
     args = [xg, bb.emit(relax.op.stack(whh, 0) if dirs > 1 else relax.op.expand_dims(whh[0], 0))]
     if cell == "gru":
         bhn = [b if b is not None else relax.op.zeros([padded], dtype) for _, b in biases]
         args.append(bb.emit(relax.op.reshape(relax.op.concat(bhn, 0), [dirs, padded])))
-    steps, batch = (n1, n0) if batch_first else (n0, n1)
-    kernel = scan_kernel(cell, steps, batch, dirs, hidden, batch_first, reverse)
+    kernel = scan_kernel(cell, steps, batch, dirs, hidden, batch_first, regs, reverse)
     gvar = bb.add_func(kernel, f"{cell}_scan")
     outs = [relax.TensorType([n0, n1, dirs, hidden], dtype)] + [relax.TensorType([dirs, batch, hidden], dtype)] * len(states)
     return bb.emit(relax.call_tir(gvar, args + states, outs))
 
 
-def convert(node: Any, importer: Any) -> Any:
+def convert(regs: Registers, node: Any, importer: Any) -> Any:
     """``aten.gru/lstm/rnn_tanh/rnn_relu.input`` (kept whole by ``decompositions``) as one
     ``scan_kernel`` call per layer; the op's tuple (output, h_n[, c_n])."""
     from tvm import relax
@@ -394,7 +442,7 @@ def convert(node: Any, importer: Any) -> Any:
     for layer in range(layers):
         weights = [params[(layer * dirs + d) * per:(layer * dirs + d + 1) * per] for d in range(dirs)]
         states = [bb.emit(relax.op.strided_slice(h, [0], [layer * dirs], [(layer + 1) * dirs])) for h in h0]
-        call = _layer(bb, cell, x, weights, states, batch_first)
+        call = _layer(bb, regs, cell, x, weights, states, batch_first)
         n0, n1 = (int(x.ty.shape[i]) for i in range(2))
         x = bb.emit(relax.op.reshape(relax.TupleGetItem(call, 0), [n0, n1, dirs * int(weights[0][1].ty.shape[1])]))
         for i, final in enumerate(finals):
@@ -403,9 +451,9 @@ def convert(node: Any, importer: Any) -> Any:
     return bb.emit(relax.Tuple([x, *outs]))
 
 
-def converters() -> dict[str, Any]:
+def converters(regs: Registers) -> dict[str, Any]:
     """``custom_convert_map`` entries, keyed as torch.export names the ops."""
-    return {f"{cell}.input": convert for cell in _GATES}
+    return {f"{cell}.input": functools.partial(convert, regs) for cell in _GATES}
 
 
 # ONNX's gate order, as PyTorch's gates: PyTorch's gate k is ONNX's gate ``_ONNX_GATES[cell][k]``
@@ -460,7 +508,7 @@ def _onnx_weights(bb: Any, op: str, w: Any, r: Any, b: Any, d: int, hidden: int)
     return out
 
 
-def _onnx_convert(op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> Any:
+def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> Any:
     """An ONNX ``LSTM``/``GRU``/``RNN`` node as one ``scan_kernel`` call: (Y, Y_h[, Y_c]) in
     ONNX's layouts (Y ``[T, D, B, H]``, or ``[B, T, D, H]`` with ``layout=1``)."""
     from tvm import relax
@@ -482,7 +530,7 @@ def _onnx_convert(op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> 
         states.append(bb.emit(given))
     weights = [_onnx_weights(bb, op, w, r, b, d, hidden) for d in range(dirs)]
     reverse = (direction == b"reverse", True)
-    call = _layer(bb, cell, x, weights, states, batch_first, reverse)
+    call = _layer(bb, regs, cell, x, weights, states, batch_first, reverse)
     y = relax.TupleGetItem(call, 0)  # [T, B, D, H] or [B, T, D, H]
     outs = [bb.emit(y if batch_first else relax.op.permute_dims(y, [0, 2, 1, 3]))]
     for i in range(len(states)):
@@ -492,7 +540,7 @@ def _onnx_convert(op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> 
 
 
 @contextlib.contextmanager
-def onnx_converters() -> Any:
+def onnx_converters(regs: Registers) -> Any:
     """TVM 0.27's ONNX importer with converters for ``LSTM``, ``GRU`` and ``RNN``, which it has
     none of (every ONNX file with a recurrent layer was refused): its converter table extended
     for the duration (the importer has no hook for custom converters)."""
@@ -500,7 +548,7 @@ def onnx_converters() -> Any:
 
     def converter(op: str) -> Any:
         def impl(cls: Any, bb: Any, inputs: list[Any], attr: dict[str, Any], params: Any) -> Any:
-            return _onnx_convert(op, bb, inputs, attr)
+            return _onnx_convert(regs, op, bb, inputs, attr)
 
         return type(op, (onnx_frontend.OnnxOpConverter,), {"_impl_v1": classmethod(impl)})
 

@@ -159,11 +159,11 @@ def model_operators(model: str, options: Any, target: Any) -> list[dict[str, Any
 
     import tvm
 
-    from tvmbench.compile import import_model, ir, pipeline
+    from tvmbench.compile import import_model, ir, pipeline, recurrent
     from tvmbench.models import load_model
     from tvmbench.profiling.collect import features as op_features
 
-    legal = pipeline.per_inference(pipeline.legalized(import_model(load_model(model, options), target.kind == "llvm").mod, target))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(load_model(model, options), recurrent.registers(target)).mod, target))
     counts = Counter(c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir"))
     return [{**op_features(gv.name_hint, f), "count": counts[gv.name_hint]}
             for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and counts[gv.name_hint]]

@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tvmbench.compile import import_model, pipeline
+from tvmbench.compile import import_model, pipeline, recurrent
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
@@ -204,7 +204,7 @@ class TuneReport:
 def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
     from tvm.s_tir import meta_schedule as ms
 
-    imported = import_model(model, recurrent_kernels=target.kind == "llvm")
+    imported = import_model(model, recurrent.registers(target))
     mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
     # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
     return [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
