@@ -19,6 +19,14 @@ from tvmbench.compile.rules.base import PARALLEL_MIN_ELEMENTS, Rule, normalized
 from tvmbench.compile.tiles import vector_lanes
 from tvmbench.compile.tir import as_int, coefficient, dtype_bits
 
+# Rows that are no whole number of vectors (a group norm over 799 samples) are taken when at least
+# this many vectors long: their reductions and elementwise loops stay plain loops over the row
+# (LLVM vectorises the elementwise ones, with a remainder loop). DLight's Reduction rule took them
+# with predicated vector loops, which TVM scalarises whole: a group norm's GELU ran scalar.
+# Off (for A/Bs): DLight's rule takes them again.
+ODD_ROWS = True
+ODD_ROWS_LEAST_VECTORS = 4
+
 
 class RowReduction(Rule):
     """Layer norm and softmax: per-row vector partial sums, rows in parallel."""
@@ -36,22 +44,35 @@ class RowReduction(Rule):
         lanes = vector_lanes(target, dtype_bits(sch.get(out.block_rv).writes[0].source.dtype))
         if not rows_match(sch, reductions, out, lanes):
             return None
-        rfactored = {_vector_partial_sums(sch, info, lanes) for info in reductions}
+        if all(as_int(info.dom()[-1]) % lanes == 0 for info in reductions):
+            rfactored, plain = {_vector_partial_sums(sch, info, lanes) for info in reductions}, set()
+        else:  # (rfactor over a split with a partial last vector drops the split's predicate: wrong sums)
+            rfactored, plain = set(), {sch.get(info.block_rv).name_hint for info in reductions}
         row = _rows_in_parallel(sch, out, lanes)
-        _schedule_row(sch, row, out, rfactored, lanes)
+        _schedule_row(sch, row, out, rfactored, plain, lanes)
         return sch
 
 
+def _whole(extent: int, lanes: int) -> bool:
+    """Whether a row of ``extent`` is taken: whole vectors, or (``ODD_ROWS``) long enough that
+    its partial-vector tail is a small part of it."""
+    return extent % lanes == 0 or (ODD_ROWS and extent >= ODD_ROWS_LEAST_VECTORS * lanes)
+
+
 def rows_match(sch: Any, reductions: list[Any], out: Any, lanes: int) -> bool:
-    """Every reduction reduces the innermost, contiguous axis over the same rows as the output,
-    in whole vectors."""
+    """Every reduction reduces the innermost, contiguous axis over the same rows as the output
+    (unit axes aside: a group norm's reduction has its group axis), in rows ``_whole`` takes."""
     rows = None
     for info in reductions:
         kinds, extents = info.dom_kind(), [as_int(e) for e in info.dom()]
-        if (len(kinds) < 2 or kinds != "S" * (len(kinds) - 1) + "R" or any(e is None for e in extents)
-                or extents[-1] % lanes or (rows is not None and extents[:-1] != rows)):
+        if any(e is None for e in extents):
             return False
-        rows = extents[:-1]
+        reduced = [e for k, e in zip(kinds[:-1], extents[:-1], strict=True) if k == "R"]
+        spatial = [e for k, e in zip(kinds[:-1], extents[:-1], strict=True) if k == "S" and e != 1]
+        if (len(kinds) < 2 or kinds[-1] != "R" or any(e != 1 for e in reduced) or "R" in kinds.rstrip("R").lstrip("S")
+                or not _whole(extents[-1], lanes) or (rows is not None and spatial != rows)):
+            return False
+        rows = spatial
         # The reduced axis must be the innermost, contiguous axis of everything the block reads.
         block = sch.get(info.block_rv)
         r_var = block.iter_vars[-1].var
@@ -61,7 +82,8 @@ def rows_match(sch: Any, reductions: list[Any], out: Any, lanes: int) -> bool:
                 if c is None or (d < len(read.region) - 1 and c != 0) or c not in (0, 1):
                     return False
     out_extents = [as_int(e) for e in out.dom()]
-    return not (out_extents[:-1] != rows or out_extents[-1] is None or out_extents[-1] % lanes)
+    return not (None in out_extents or [e for e in out_extents[:-1] if e != 1] != rows
+                or not _whole(out_extents[-1], lanes))
 
 
 def _vector_partial_sums(sch: Any, info: Any, lanes: int) -> str:
@@ -77,14 +99,18 @@ def _rows_in_parallel(sch: Any, out: Any, lanes: int) -> Any:
     row = sch.fuse(*out_loops[:-1]) if len(out_loops) > 2 else out_loops[0]
     if int(np.prod([as_int(e) for e in out.dom()])) >= PARALLEL_MIN_ELEMENTS:
         sch.parallel(row)
-    _, vec = sch.split(out_loops[-1], factors=[None, lanes])
-    sch.vectorize(vec)
+    if as_int(sch.get(out_loops[-1]).extent) % lanes == 0:
+        _, vec = sch.split(out_loops[-1], factors=[None, lanes])
+        sch.vectorize(vec)
+    # (else a plain loop: a split would put a predicate in the vector loop, which TVM scalarises
+    # whole; LLVM's own vectoriser takes the plain loop with a remainder loop)
     return row
 
 
-def _schedule_row(sch: Any, row: Any, out: Any, rfactored: set[str], lanes: int) -> None:
+def _schedule_row(sch: Any, row: Any, out: Any, rfactored: set[str], plain: set[str], lanes: int) -> None:
     """Every other block computed inside the row loop: partial sums vectorised over the lanes,
-    elementwise blocks vectorised, the lane folds unrolled."""
+    elementwise blocks vectorised, the lane folds unrolled; the ``plain`` reductions (rows with
+    a partial last vector) left as loops over the row."""
     root = sch.get_sblock("root")
     out_name = sch.get(out.block_rv).name_hint
     names = [sch.get(b).name_hint for b in sch.get_child_blocks(root)]
@@ -92,7 +118,7 @@ def _schedule_row(sch: Any, row: Any, out: Any, rfactored: set[str], lanes: int)
         if name != out_name:
             sch.compute_at(sch.get_sblock(name), row, preserve_unit_loops=True)
     for name in names:
-        if name == out_name:
+        if name == out_name or name in plain:
             continue
         block_rv = sch.get_sblock(name)
         loops = sch.get_loops(block_rv)[1:]
