@@ -9,19 +9,22 @@ zoo does not have"). ONNX Runtime runs one kernel per layer; so does this:
 - the input's contribution to every gate, for all steps and both directions, is one matrix
   product before the loop (``x @ W_ih^T + b``), which the Contraction rule schedules like any
   dense layer;
-- one hand-scheduled ``call_tir`` runs the recurrence: a parallel loop over (direction, batch row)
-  -- the recurrences are independent -- and inside it the time loop, each step a vectorised
-  ``h @ W_hh^T`` into the gates and the cell update, the state kept in a per-thread buffer.
+- one hand-scheduled ``call_tir`` runs the recurrence (``scan_kernel``): when ``W_hh`` fits L2,
+  a parallel loop over (direction, batch row) -- the recurrences are independent -- and inside it
+  the time loop, the state in a per-thread buffer; past L2, the time loop outside and each step's
+  gate columns split between the threads (``_split``). Each step's ``h @ W_hh^T`` runs in
+  register tiles (``_gate_product``), then the cell update, vectorised.
 
-Gate rows are padded to whole vectors of the target (``Registers``) in the weights (zero rows keep
-zero state, see ``plan``), so every vector loop is whole; the weight re-layout depends on parameters only and
-LiftTransformParams moves it to load time. The exponentials are TVM's ``fast_exp`` polynomial
-written out (``_exp``): LLVM has no vector ``exp``, and a libm call per gate element per step
-would cost more than the matrix product.
+Gate rows are padded to whole vectors of the target (``Registers``) in the weights (zero rows
+keep zero state, see ``plan``), so every vector loop is whole; the weight re-layouts depend on
+parameters only, and LiftTransformParams moves them to load time. The exponentials are TVM's
+``fast_exp`` polynomial written out (``_exp``): LLVM has no vector ``exp``, and a libm call per
+gate element per step would cost more than the matrix product.
 
-Only CPU builds take this route (``registers``): the kernel is scheduled for a CPU, and a
-GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``, a
-non-float32 layer) decompose too: ``undecomposed_ops`` says which ops a program may keep.
+Only CPU builds in fp32 take this route (``registers``): the kernel is scheduled for a CPU, and a
+GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``) decompose
+too: ``undecomposed_ops`` says which ops a program may keep. TVM's ONNX importer has no recurrent
+converter at all; ``onnx_converters`` adds these for the import.
 """
 
 from __future__ import annotations
