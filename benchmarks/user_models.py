@@ -149,3 +149,21 @@ class CRNN(nn.Module):
 def crnn():
     torch.manual_seed(0)
     return CRNN().eval(), (torch.randn(1, 1, 32, 128),)
+
+
+class ResBlock(nn.Module):
+    """A diffusion U-Net's residual block: group norm, SiLU, 3x3 convolution, twice, and the skip."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.body = nn.Sequential(nn.GroupNorm(32, channels), nn.SiLU(), nn.Conv2d(channels, channels, 3, padding=1),
+                                  nn.GroupNorm(32, channels), nn.SiLU(), nn.Conv2d(channels, channels, 3, padding=1))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+def diffusion_blocks():
+    """Two residual blocks of a Stable-Diffusion-style U-Net (128 channels, 32 groups, 32x32)."""
+    torch.manual_seed(0)
+    return nn.Sequential(ResBlock(128), ResBlock(128)).eval(), (torch.randn(1, 128, 32, 32),)

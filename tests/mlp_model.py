@@ -462,3 +462,23 @@ def build_recurrent_layers():
 def build_projected_lstm():
     torch.manual_seed(0)
     return torch.nn.LSTM(6, 9, proj_size=4).eval(), (torch.randn(5, 2, 6),)
+
+
+class _GroupNorms(torch.nn.Module):
+    """Group norms as a diffusion U-Net has them: on the input (channels first, 4 channels a
+    group) and after a convolution (channels last once ConvertLayout has run), then SiLU."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = torch.nn.GroupNorm(4, 16)
+        self.conv = torch.nn.Conv2d(16, 16, 3, padding=1)
+        self.after = torch.nn.GroupNorm(8, 16)
+        self.out = torch.nn.Conv2d(16, 8, 3, padding=1)
+
+    def forward(self, x):
+        return self.out(torch.nn.functional.silu(self.after(self.conv(self.first(x)))))
+
+
+def build_group_norms():
+    torch.manual_seed(0)
+    return _GroupNorms().eval(), (torch.randn(2, 16, 12, 12) * 3 + 1,)

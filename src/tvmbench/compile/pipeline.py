@@ -8,7 +8,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
    scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
-   splits and channel shuffles too), FoldScaleIntoConv, WinogradConv3x3, PackWeights
+   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
@@ -42,7 +42,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "48"
+PIPELINE_VERSION = "49"
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -64,6 +64,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
                    passes.conv1d_as_conv2d(), passes.sub_pixel_conv_transpose(),
                    relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
+                   passes.group_norm_by_channel(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
