@@ -6,7 +6,8 @@ Random seeded weights, eval mode, one input each. A U-Net and a DCGAN generator 
 convolutions: ``passes/sub_pixel.py``), torchvision's segmentation models (dilated convolutions,
 bilinear resizing), PyTorch's own transformer layers, and a speech front end (1-d convolutions,
 group norm, a bidirectional GRU), an LSTM language model and a CRNN text recogniser (recurrent
-layers: ``compile/recurrent.py``). docs/performance.md ("Models the zoo does not have") records
+layers: ``compile/recurrent.py``), and a diffusion U-Net's residual blocks (group norms:
+``passes/group_norm.py``). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
