@@ -168,3 +168,27 @@ def diffusion_blocks():
     """Two residual blocks of a Stable-Diffusion-style U-Net (128 channels, 32 groups, 32x32)."""
     torch.manual_seed(0)
     return nn.Sequential(ResBlock(128), ResBlock(128)).eval(), (torch.randn(1, 128, 32, 32),)
+
+
+class AttnBlock(nn.Module):
+    """A VAE's spatial self-attention: group norm, 1x1 convolutions to q, k, v, one head over the
+    pixels, a 1x1 projection, and the skip."""
+
+    def __init__(self, channels: int):
+        super().__init__()
+        self.norm = nn.GroupNorm(32, channels)
+        self.qkv = nn.Conv2d(channels, 3 * channels, 1)
+        self.proj = nn.Conv2d(channels, channels, 1)
+
+    def forward(self, x):
+        n, c, h, w = x.shape
+        q, k, v = self.qkv(self.norm(x)).reshape(n, 3, c, h * w).unbind(1)
+        a = F.scaled_dot_product_attention(q.transpose(1, 2), k.transpose(1, 2), v.transpose(1, 2))
+        return x + self.proj(a.transpose(1, 2).reshape(n, c, h, w))
+
+
+def vae_mid_block():
+    """A Stable-Diffusion VAE decoder's middle block (residual, attention, residual; 256 channels
+    at 32x32: attention over 1024 pixels)."""
+    torch.manual_seed(0)
+    return nn.Sequential(ResBlock(256), AttnBlock(256), ResBlock(256)).eval(), (torch.randn(1, 256, 32, 32),)
