@@ -97,9 +97,9 @@ def _import_torch(model: LoadedModel, timings: dict[str, float],
     timings["export"] = time.perf_counter() - t0
     t0 = time.perf_counter()
     converters, decompose = CUSTOM_CONVERTERS, True
-    if recurrent_kernels and recurrent.undecomposed_ops(ep):
-        # TVM would decompose with torch's default table, which unrolls recurrent layers per step
-        ep, decompose = ep.run_decompositions(recurrent.decompositions(ep, True)), False
+    keep = recurrent.undecomposed_ops(ep) if recurrent_kernels else []
+    if keep:  # TVM would decompose with torch's default table, which unrolls recurrent layers per step
+        ep, decompose = ep.run_decompositions(recurrent.decompositions(keep)), False
         converters = {**CUSTOM_CONVERTERS, **recurrent.converters(recurrent_kernels)}
     try:
         mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=converters,

@@ -86,13 +86,12 @@ def undecomposed_ops(exported: Any) -> list[Any]:
     return [ops[k] for k in sorted(kinds) if all(_covered(n) for n in nodes if _cell_of(n) == k)]
 
 
-def decompositions(exported: Any, keep_recurrent: bool) -> Any:
-    """The decomposition table for ``exported``: torch.export's default, less the recurrent ops
-    kept whole (when ``keep_recurrent``)."""
+def decompositions(keep: list[Any]) -> Any:
+    """torch.export's default decomposition table less the ops ``keep`` (``undecomposed_ops``)."""
     import torch
 
     table = torch.export.default_decompositions()
-    for op in undecomposed_ops(exported) if keep_recurrent else []:
+    for op in keep:
         table.pop(op, None)
     return table
 
