@@ -657,7 +657,7 @@ def test_onnx_recurrent_layers_tvm_has_no_converter_for_run_as_scan_kernels(tmp_
     ``linear_before_reset=0``) is the one-line unsupported-op error."""
     from pathlib import Path
 
-    import onnx
+    onnx = pytest.importorskip("onnx")
     from onnx import TensorProto, helper, numpy_helper
 
     from tvmbench.compile import recurrent
