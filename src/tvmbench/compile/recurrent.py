@@ -517,10 +517,13 @@ def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: di
 
     cell = _onnx_cell(op, attr, inputs)
     x, w, r = inputs[:3]
+    shape = static_shape(bb.normalize(x).ty)
+    if shape is None or str(x.ty.dtype) != "float32":
+        _onnx_refuse(op, f"{x.ty.dtype} input of shape {x.ty.shape}: float32 with static shapes only")
     b = inputs[3] if len(inputs) > 3 else None
     direction = attr.get("direction", b"forward")
     dirs, hidden, batch_first = (2 if direction == b"bidirectional" else 1), int(attr["hidden_size"]), attr.get("layout", 0) == 1
-    n0, n1 = static_shape(bb.normalize(x).ty)[:2]
+    n0, n1 = shape[:2]
     batch = n0 if batch_first else n1
     states = []
     for i in (5, 6)[: 1 + (cell == "lstm")]:
