@@ -1,6 +1,6 @@
 """Every operator in a small model, through TVM and PyTorch: which does TVM import wrongly or refuse?
 
-    .venv/bin/python benchmarks/op_battery.py [--match SUBSTRING]
+    .venv/bin/python benchmarks/op_battery.py [--match SUBSTRING] [--onnx [--dynamo]]
 
 Each case is a one-operator model (or a few, for layers) on small random inputs, compiled by
 tvmbench's TVM pipeline and compared with PyTorch eager (``measure.accuracy``, the check every
@@ -11,6 +11,13 @@ Session 45 ran it over 200 cases and found the wrong results and refusals that
 antialiased resizing, grid_sample, advanced and negative indexing, index_put with sliced axes,
 amax, scatter_reduce, ...); the regression tests are in ``tests/test_compile.py``. What it still
 prints as ``ERROR`` is the honest list of operators tvmbench's TVM does not take.
+
+``--onnx`` takes the other road in: each case exported to an ONNX file (``torch.onnx.export``
+with ``dynamo=False``, the exporter most files in the wild come from; ``--dynamo`` for the
+torch.export-based one, torch's default since 2.9), imported by TVM's ONNX
+importer as ``tvmbench run --model FILE.onnx`` does, and compared with ONNX Runtime on the same
+file. A case the exporter itself refuses is ``SKIP``; one ONNX Runtime cannot run is ``SKIP`` too
+(a file no framework runs says nothing about TVM).
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from pathlib import Path
 
 import torch
 import torch.nn.functional as F  # noqa: N812
@@ -329,12 +337,32 @@ cases = {
 globals().update(cases)  # each case is a factory ``load_model("op_battery.py:NAME")`` finds
 
 
+def exported(name: str, dynamo: bool) -> Path:
+    """Case ``name`` as an ONNX file in the cache (exported once per torch version and exporter)."""
+    import contextlib
+    import io
+
+    from tvmbench.paths import cache_dir
+
+    path = cache_dir("op_battery_onnx", torch.__version__, "dynamo" if dynamo else "legacy") / f"{name}.onnx"
+    if not path.exists():
+        model, inputs = cases[name]()
+        tmp = path.with_name(f"{name}.{os.getpid()}.tmp.onnx")
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            torch.onnx.export(model, inputs, str(tmp), dynamo=dynamo, external_data=False)
+        tmp.replace(path)
+    return path
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--match", default="", help="only the cases whose name contains this")
+    parser.add_argument("--onnx", action="store_true", help="through ONNX files, ONNX Runtime the reference")
+    parser.add_argument("--dynamo", action="store_true", help="with --onnx: export with torch.onnx's dynamo exporter")
     args = parser.parse_args()
     os.environ.setdefault("TVM_NUM_THREADS", "2")
     from tvmbench.backends import BackendConfig
+    from tvmbench.backends.onnxruntime import OnnxRuntimeBackend
     from tvmbench.backends.pytorch import PyTorchBackend
     from tvmbench.backends.tvm import TVMBackend
     from tvmbench.errors import headline
@@ -346,10 +374,19 @@ def main() -> None:
     counts: dict[str, int] = {}
     for name in [n for n in cases if args.match in n]:
         try:
-            model = load_model(f"{os.path.abspath(__file__)}:{name}")
-            tvm_b, ref = TVMBackend(cfg), PyTorchBackend(cfg)
+            if args.onnx:
+                try:
+                    model, ref = load_model(str(exported(name, args.dynamo))), OnnxRuntimeBackend(cfg)
+                    ref.prepare(model)
+                except Exception as e:  # noqa: BLE001 - the exporter's or ONNX Runtime's failure
+                    counts["SKIP"] = counts.get("SKIP", 0) + 1
+                    print(f"{name:22s} SKIP  {headline(e, 160)}", flush=True)
+                    continue
+            else:
+                model, ref = load_model(f"{os.path.abspath(__file__)}:{name}"), PyTorchBackend(cfg)
+                ref.prepare(model)
+            tvm_b = TVMBackend(cfg)
             tvm_b.prepare(model)
-            ref.prepare(model)
             tvm_b.run()
             ref.run()
             result = accuracy.compare(tvm_b.outputs(), ref.outputs(), accuracy.tolerance_for("float32"))

@@ -684,6 +684,120 @@ def test_onnx_recurrent_layers_tvm_has_no_converter_for_run_as_scan_kernels(tmp_
         import_model(load_model(str(tmp_path / "gru.onnx")), recurrent.registers(TARGET))
 
 
+def _resize_node_model(attrs: dict, shape: list[int], scales: list[float]):
+    import onnx
+    from onnx import TensorProto, helper
+
+    node = helper.make_node("Resize", ["x", "", "scales"], ["y"], **attrs)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, shape)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                              [helper.make_tensor("scales", TensorProto.FLOAT, [len(scales)], scales)])
+    return helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 19)])
+
+
+@pytest.mark.parametrize("attrs, scales", [
+    ({"mode": "linear"}, [1.5, 0.7]),
+    ({"mode": "nearest", "nearest_mode": "floor", "coordinate_transformation_mode": "asymmetric"}, [1.5, 0.7]),
+    ({"mode": "cubic", "antialias": 1}, [0.6, 1.3]),
+    ({"mode": "cubic", "exclude_outside": 1, "cubic_coeff_a": -0.5}, [1.7, 0.5]),
+    ({"mode": "nearest", "coordinate_transformation_mode": "half_pixel_symmetric", "nearest_mode": "ceil"}, [1.5, 0.55]),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners", "antialias": 1}, [0.7, 0.45]),
+])
+def test_resize_taps_are_onnx_runtimes_resize(attrs, scales):
+    """``onnx_converters.resize_taps`` (one axis's source pixels and weights) reproduce ONNX
+    Runtime's Resize, applied axis by axis in numpy: the forms TVM's resize got wrong (scales that
+    are not the sizes' ratio, antialiasing, half_pixel_symmetric; session 47's matrix of 222 forms)."""
+    ort = pytest.importorskip("onnxruntime")
+    from tvmbench.compile.onnx_converters import resize_taps
+
+    x = np.random.default_rng(0).standard_normal((1, 2, 7, 9)).astype("float32")
+    model = _resize_node_model(attrs, list(x.shape), [1.0, 1.0, *scales])
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    got = x
+    for axis, scale in ((2, scales[0]), (3, scales[1])):
+        n = x.shape[axis]
+        index, weight = resize_taps(n, int(np.float32(scale) * np.float32(n)), float(np.float32(scale)), attrs)
+        w = weight.reshape(*weight.shape, *[1] * (3 - axis))
+        got = (np.take(got, index, axis) * w).sum(axis + 1)
+    np.testing.assert_allclose(got, want, atol=1e-5)
+
+
+def test_onnx_resize_by_a_scale_that_is_not_the_sizes_ratio_matches_onnx_runtime(tmp_path):
+    """TVM 0.27 maps a Resize's pixels by the sizes' ratio: ``interpolate(scale_factor=1.5)``
+    exported to ONNX read the wrong pixels in every mode (still so upstream, checked here). The
+    converter resizes such forms by the specification's taps; a whole-number enlargement keeps
+    TVM's resize2d."""
+    ort = pytest.importorskip("onnxruntime")
+    import onnx
+    import tvm
+    from tvm import relax
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvmbench.compile.onnx_converters import extended_importer
+
+    model = _resize_node_model({"mode": "linear"}, [1, 2, 7, 9], [1.0, 1.0, 1.5, 0.7])
+    onnx.save(model, str(tmp_path / "resize.onnx"))
+    loaded = load_model(str(tmp_path / "resize.onnx"))
+    x = loaded.inputs["x"]
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    stock = relax.VirtualMachine(tvm.compile(from_onnx(model, shape_dict={"x": [1, 2, 7, 9]}), "llvm"), tvm.cpu())
+    assert np.abs(stock["main"](tvm.runtime.tensor(x)).numpy() - want).max() > 0.1  # the bug, upstream
+    backend = TVMBackend(CFG)
+    backend.prepare(loaded)
+    backend.run()
+    np.testing.assert_allclose(backend.outputs()[0], want, atol=1e-5)
+    with extended_importer():
+        whole = str(from_onnx(_resize_node_model({"mode": "linear"}, [1, 2, 7, 9], [1.0, 1.0, 2.0, 2.0])))
+    assert "resize2d" in whole
+
+
+def test_onnx_forms_torchs_exporters_write_compile_and_match(tmp_path):
+    """What ``op_battery.py --onnx`` found refused or failing, in one graph: shapes stored as
+    integer initializers (torch's dynamo exporter; TVM made them run-time shapes, and FastMath
+    failed on the ``Expand`` after one), ``Pow`` with an int64 exponent, ``Celu`` (no converter),
+    an output that is an initializer, an ``If`` on a constant (the legacy exporter's
+    ``scatter_reduce``) and a ``NonZero`` of a constant mask (a boolean index): the folded route
+    takes the last two, as the imported file had run-time shapes or control flow."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    def graph(name, nodes, outputs, inits=()):
+        return helper.make_graph(nodes, name, [], [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in outputs],
+                                 list(inits))
+
+    then = graph("then", [helper.make_node("Neg", ["x"], ["t"])], ["t"])
+    other = graph("else", [helper.make_node("Identity", ["x"], ["e"])], ["e"])
+    mask = np.array([True, False, True, False, True])
+    nodes = [
+        helper.make_node("Unsqueeze", ["x", "axis"], ["u"]), helper.make_node("Expand", ["u", "shape"], ["big"]),
+        helper.make_node("ReduceSum", ["big", "axis"], ["s"], keepdims=0),
+        helper.make_node("Pow", ["s", "three"], ["cube"]), helper.make_node("Celu", ["cube"], ["c"], alpha=0.7),
+        helper.make_node("Constant", [], ["flag"], value=numpy_helper.from_array(np.array(True))),
+        helper.make_node("If", ["flag"], ["branch"], then_branch=then, else_branch=other),
+        helper.make_node("Constant", [], ["mask"], value=numpy_helper.from_array(mask)),
+        helper.make_node("NonZero", ["mask"], ["nz"]), helper.make_node("Squeeze", ["nz", "zero"], ["idx"]),
+        helper.make_node("Gather", ["branch", "idx"], ["picked"], axis=1),
+    ]
+    inits = [numpy_helper.from_array(np.array(v, "int64"), n) for n, v in
+             (("axis", [0]), ("shape", [3, 2, 5, 7]), ("three", 3), ("zero", [0]))]
+    inits.append(numpy_helper.from_array(np.full((2, 5, 7), 3, "float32"), "const_out"))
+    g = helper.make_graph(nodes, "forms", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 5, 7])],
+                          [helper.make_tensor_value_info(o, TensorProto.FLOAT, None) for o in ("c", "picked", "const_out")], inits)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 18)]), str(tmp_path / "forms.onnx"))
+    model = load_model(str(tmp_path / "forms.onnx"))
+    backend = TVMBackend(CFG)
+    backend.prepare(model)
+    backend.run()
+    x = model.inputs["x"]
+    cube = (3 * x) ** 3
+    with np.errstate(over="ignore"):
+        celu = np.maximum(cube, 0) + np.minimum(0.7 * np.expm1(cube / 0.7), 0)
+    np.testing.assert_allclose(backend.outputs()[0], celu, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(backend.outputs()[1], -x[:, mask], atol=0)
+    np.testing.assert_allclose(backend.outputs()[2], np.full((2, 5, 7), 3, "float32"))
+    assert backend.info["onnx_route"] == "folded"
+
+
 def test_an_onnx_max_of_two_inputs_compiles_though_tvm_imports_it_as_a_stack(tmp_path):
     """TVM's ONNX importer writes ``Max(a, b)`` as a ``stack`` reduced by ``max``, and TVM 0.27's
     ConvertLayout failed on every ``stack`` ("Invalid SLayout"): the file did not compile.

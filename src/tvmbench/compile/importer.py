@@ -114,38 +114,35 @@ def _import_torch(model: LoadedModel, timings: dict[str, float],
 
 def _import_onnx(model: LoadedModel, timings: dict[str, float],
                  recurrent_kernels: recurrent.Registers | None = None) -> tuple[Any, str]:
-    """The ONNX file through the first route of ``onnx_routes.routes()`` that TVM imports; a
-    file no route imports is one line naming the node TVM stopped at. With ``recurrent_kernels``
-    the importer converts LSTM, GRU and RNN nodes (``recurrent.onnx_converters``)."""
-    import contextlib
-    import io
-
+    """The ONNX file through the first route of ``onnx_routes.routes()`` that TVM imports with
+    static shapes and no control flow (else the first that imports at all); a file no route
+    imports is one line naming the node TVM stopped at. The importer has tvmbench's converters
+    (``onnx_converters``), and with ``recurrent_kernels`` LSTM, GRU and RNN nodes too."""
     import onnx
-    from tvm.relax.frontend.onnx import from_onnx
 
-    from tvmbench.compile.onnx_routes import failing_node, routes
+    from tvmbench.compile.onnx_routes import failing_node, integer_initializers_as_constants, routes
 
     t0 = time.perf_counter()
-    proto = onnx.load(str(model.onnx_path))
+    proto = integer_initializers_as_constants(onnx.load(str(model.onnx_path)))
     timings["load"] = time.perf_counter() - t0
     t0 = time.perf_counter()
-    shapes = {n: list(a.shape) for n, a in model.inputs.items()}
-    dtypes = {n: str(a.dtype) for n, a in model.inputs.items()}
     first: BaseException | None = None
+    imported: tuple[Any, str] | None = None
     for name, route in routes():
         try:
-            simplified = route(proto, shapes) if route else proto
-            # The importer prints every failing node's inputs (whole IR expressions) to stdout.
-            converters = recurrent.onnx_converters(recurrent_kernels) if recurrent_kernels and recurrent.ENABLED else contextlib.nullcontext()
-            with contextlib.redirect_stdout(io.StringIO()), converters:
-                mod = from_onnx(simplified, shape_dict=shapes, dtype_dict=dtypes, keep_params_in_input=True)
+            mod = _from_onnx(route(proto, _shapes(model)) if route else proto, model, recurrent_kernels)
         except Exception as e:  # the next route may import it; the first error is the one to report
             if "OpNotImplemented" in type(e).__name__:
                 raise _unsupported(model.name, str(e)) or e from e
             first = first or e
             continue
-        timings["import"] = time.perf_counter() - t0
-        return mod, name
+        imported = imported or (mod, name)
+        if _settled(mod):
+            imported = (mod, name)
+            break
+    timings["import"] = time.perf_counter() - t0
+    if imported is not None:
+        return imported
     assert first is not None
     unsupported = _unsupported(model.name, str(first)) if "not supported" in str(first) else None
     if unsupported:
@@ -155,3 +152,37 @@ def _import_onnx(model: LoadedModel, timings: dict[str, float],
     raise UnsupportedOperatorError(
         f"TVM's ONNX importer cannot import {model.name}{node}, as given or simplified "
         f"({', '.join(n for n, _ in routes()[1:])}): {headline(first)}") from first
+
+
+def _shapes(model: LoadedModel) -> dict[str, list[int]]:
+    return {n: list(a.shape) for n, a in model.inputs.items()}
+
+
+def _from_onnx(proto: Any, model: LoadedModel, recurrent_kernels: recurrent.Registers | None) -> Any:
+    import contextlib
+    import io
+
+    from tvm.relax.frontend.onnx import from_onnx
+
+    from tvmbench.compile import onnx_converters
+
+    extra = recurrent.onnx_converter_classes(recurrent_kernels) if recurrent_kernels and recurrent.ENABLED else {}
+    dtypes = {n: str(a.dtype) for n, a in model.inputs.items()}
+    # The importer prints every failing node's inputs (whole IR expressions) to stdout.
+    with contextlib.redirect_stdout(io.StringIO()), onnx_converters.extended_importer(extra):
+        return from_onnx(proto, shape_dict=_shapes(model), dtype_dict=dtypes, keep_params_in_input=True)
+
+
+def _settled(mod: Any) -> bool:
+    """Whether an imported module has static shapes and no control flow: with the inputs pinned,
+    a shape computed at run time (a ``Range``, a ``NonZero`` of a constant) or an ``If`` on a
+    constant is what the ``folded`` route turns into constants, and ConvertLayout or the VM's
+    code generation fail on what it leaves (session 47's ONNX battery: unfold, a boolean mask)."""
+    from tvm import relax
+
+    main = mod["main"]
+    if relax.analysis.defined_symbolic_vars(main):
+        return False
+    branches: list[Any] = []
+    relax.analysis.post_order_visit(main.body, lambda e: isinstance(e, relax.If) and branches.append(e))
+    return not branches

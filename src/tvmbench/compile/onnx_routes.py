@@ -9,8 +9,9 @@ one that imported the file:
 
 1. ``as given``.
 2. ``folded``: the input shapes pinned, ONNX shape inference, ``Shape`` of a statically shaped
-   tensor replaced by its value, and every node whose inputs are all constants evaluated with
-   ONNX's reference implementation, repeated until nothing changes.
+   tensor replaced by its value, every node whose inputs are all constants evaluated with ONNX's
+   reference implementation, and an ``If`` on a constant condition replaced by its branch (the
+   legacy exporter writes one around ``scatter_reduce``), repeated until nothing changes.
 3. ``onnxruntime-basic``: ONNX Runtime's basic graph optimisations (constant folding and
    redundant-node removal, standard ONNX ops only) on the pinned model, saved to a file.
 """
@@ -27,6 +28,35 @@ import numpy as np
 # Constant subgraphs larger than this are left to TVM (folding a weight transform here would
 # only move the work from load time to import time and double the file in memory).
 _FOLD_LIMIT = 1 << 22
+
+
+def integer_initializers_as_constants(proto: Any) -> Any:
+    """``proto`` (changed in place) with its integer initializers, and any a graph output reads
+    directly, as ``Constant`` nodes.
+
+    TVM's importer makes every initializer a function parameter (tvmbench keeps the weights as
+    inputs, for LiftTransformParams), so a shape, axes or index list stored as an initializer
+    is unknown at import: torch's dynamo exporter stores them so, and every ``Expand``,
+    ``Reshape`` or ``Tile`` after it had a run-time shape that ConvertLayout and FastMath
+    could not take. ``Constant`` nodes are what the importer folds. (An output that is an
+    initializer, ``torch.full_like`` exported, left the VM a parameter it never bound.)"""
+    import onnx
+
+    graph = proto.graph
+    inputs = {i.name for i in graph.input}
+    floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
+    outputs = {o.name for o in graph.output}
+    move = [(i.data_type not in floats or i.name in outputs) and i.name not in inputs for i in graph.initializer]
+    if not any(move):
+        return proto
+    moved = [i for i, m in zip(graph.initializer, move, strict=True) if m]
+    kept = [i for i, m in zip(graph.initializer, move, strict=True) if not m]
+    constants = [onnx.helper.make_node("Constant", [], [i.name], value=i) for i in moved]
+    nodes = constants + list(graph.node)
+    del graph.initializer[:], graph.node[:]
+    graph.initializer.extend(kept)
+    graph.node.extend(nodes)
+    return proto
 
 
 def pin_inputs(proto: Any, shapes: dict[str, list[int]]) -> Any:
@@ -127,9 +157,13 @@ def _fold_once(proto: Any) -> tuple[Any, int]:
     graph = proto.graph
     values = _Constants(graph.initializer)
     folded: dict[str, np.ndarray] = {}
-    kept = []
+    kept, inlined = [], 0
     for node in graph.node:
         outs: list[np.ndarray] | None = None
+        if node.op_type == "If" and node.input[0] in values:
+            kept.extend(_branch(node, bool(np.asarray(values[node.input[0]]).reshape(-1)[0])))
+            inlined += 1
+            continue
         if node.op_type == "Constant":  # TVM reads Constant nodes itself: kept, but they feed folding
             attr = {a.name: a for a in node.attribute}
             if "value" in attr:
@@ -143,13 +177,25 @@ def _fold_once(proto: Any) -> tuple[Any, int]:
             continue
         for name, value in zip(node.output, outs, strict=False):
             values[name] = folded[name] = value
-    if not folded:
+    if not folded and not inlined:
         return proto, 0
     used = {i for n in kept for i in _reads(n)} | {o.name for o in graph.output}
     del graph.node[:]
     graph.node.extend(kept)
     graph.initializer.extend(numpy_helper.from_array(v, name) for name, v in folded.items() if name in used)
-    return proto, len(folded)
+    return proto, len(folded) + inlined
+
+
+def _branch(node: Any, condition: bool) -> list[Any]:
+    """The nodes of the branch an ``If`` takes, its outputs renamed to the ``If``'s by
+    ``Identity`` nodes (ONNX names are unique across subgraphs, so the branch's own names stay)."""
+    import onnx
+
+    attrs = {a.name: a.g for a in node.attribute}
+    branch = attrs["then_branch" if condition else "else_branch"]
+    nodes = [onnx.helper.make_node("Constant", [], [i.name], value=i) for i in branch.initializer]
+    nodes += list(branch.node)
+    return nodes + [onnx.helper.make_node("Identity", [o.name], [name]) for o, name in zip(branch.output, node.output, strict=True)]
 
 
 def fold_shapes(proto: Any, shapes: dict[str, list[int]]) -> Any:

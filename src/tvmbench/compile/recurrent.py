@@ -24,12 +24,11 @@ gate element per step would cost more than the matrix product.
 Only CPU builds in fp32 take this route (``registers``): the kernel is scheduled for a CPU, and a
 GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``) decompose
 too: ``undecomposed_ops`` says which ops a program may keep. TVM's ONNX importer has no recurrent
-converter at all; ``onnx_converters`` adds these for the import.
+converter at all; ``onnx_converter_classes`` are these for the import.
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 from typing import Any, NamedTuple
 
@@ -510,6 +509,20 @@ def _onnx_weights(bb: Any, op: str, w: Any, r: Any, b: Any, d: int, hidden: int)
     return out
 
 
+def _onnx_check_shapes(bb: Any, op: str, inputs: list[Any], dirs: int, rows: int, hidden: int, width: int,
+                       state: list[int]) -> None:
+    """The unsupported-op error, naming the input, where a recurrent node's inputs disagree with
+    its ``hidden_size`` (torch's dynamo exporter writes an LSTM with ``proj_size`` so; the
+    kernel would fail later with a type mismatch)."""
+    expected = {1: [dirs, rows, width], 2: [dirs, rows, hidden], 3: [dirs, 2 * rows], 5: state, 6: state}
+    names = {1: "W", 2: "R", 3: "B", 5: "initial_h", 6: "initial_c"}
+    for i, want in expected.items():
+        if len(inputs) > i and inputs[i] is not None:
+            got = static_shape(bb.normalize(inputs[i]).ty)
+            if got is not None and list(got) != want:
+                _onnx_refuse(op, f"{names[i]} of shape {list(got)} where hidden_size {hidden} needs {want}")
+
+
 def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> Any:
     """An ONNX ``LSTM``/``GRU``/``RNN`` node as one ``scan_kernel`` call: (Y, Y_h[, Y_c]) in
     ONNX's layouts (Y ``[T, D, B, H]``, or ``[B, T, D, H]`` with ``layout=1``)."""
@@ -525,6 +538,8 @@ def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: di
     dirs, hidden, batch_first = (2 if direction == b"bidirectional" else 1), int(attr["hidden_size"]), attr.get("layout", 0) == 1
     n0, n1 = shape[:2]
     batch = n0 if batch_first else n1
+    _onnx_check_shapes(bb, op, inputs, dirs, len(_ONNX_GATES[op]) * hidden, hidden, shape[2],
+                       [batch, dirs, hidden] if batch_first else [dirs, batch, hidden])
     states = []
     for i in (5, 6)[: 1 + (cell == "lstm")]:
         given = inputs[i] if len(inputs) > i else None
@@ -544,23 +559,16 @@ def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: di
     return relax.Tuple(outs)
 
 
-@contextlib.contextmanager
-def onnx_converters(regs: Registers) -> Any:
-    """TVM 0.27's ONNX importer with converters for ``LSTM``, ``GRU`` and ``RNN``, which it has
-    none of (every ONNX file with a recurrent layer was refused): its converter table extended
-    for the duration (the importer has no hook for custom converters)."""
+def onnx_converter_classes(regs: Registers) -> dict[str, type]:
+    """Converters for ONNX ``LSTM``, ``GRU`` and ``RNN``, which TVM 0.27's importer has none of
+    (every ONNX file with a recurrent layer was refused); ``onnx_converters.extended_importer``
+    puts them in its table."""
     from tvm.relax.frontend.onnx import onnx_frontend
 
-    def converter(op: str) -> Any:
+    def converter(op: str) -> type:
         def impl(cls: Any, bb: Any, inputs: list[Any], attr: dict[str, Any], params: Any) -> Any:
             return _onnx_convert(regs, op, bb, inputs, attr)
 
         return type(op, (onnx_frontend.OnnxOpConverter,), {"_impl_v1": classmethod(impl)})
 
-    table = onnx_frontend._get_convert_map
-    extended = {op: converter(op) for op in _ONNX_GATES}
-    onnx_frontend._get_convert_map = lambda: {**table(), **extended}
-    try:
-        yield
-    finally:
-        onnx_frontend._get_convert_map = table
+    return {op: converter(op) for op in _ONNX_GATES}
