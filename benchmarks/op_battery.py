@@ -9,8 +9,10 @@ model compiles) or ``ERROR`` (refused, with the first line of the reason), then 
 Session 45 ran it over 200 cases and found the wrong results and refusals that
 ``compile/converters.py`` now converts (SELU, nearest and bilinear resizing by a factor,
 antialiased resizing, grid_sample, advanced and negative indexing, index_put with sliced axes,
-amax, scatter_reduce, ...); the regression tests are in ``tests/test_compile.py``. What it still
-prints as ``ERROR`` is the honest list of operators tvmbench's TVM does not take.
+amax, scatter_reduce, ...), and the eight it still refused then that session 47 converted
+(erfinv, kthvalue, copysign, a stable sort, rrelu, nn.Bilinear, scatter_reduce's mean, a constant
+boolean mask index); the regression tests are in ``tests/test_compile.py``. Whatever it prints as
+``ERROR`` is the honest list of operators tvmbench's TVM does not take (none, as of session 47).
 
 ``--onnx`` takes the other road in: each case exported to an ONNX file (``torch.onnx.export``
 with ``dynamo=False``, the exporter most files in the wild come from; ``--dynamo`` for the

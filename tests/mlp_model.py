@@ -367,9 +367,45 @@ def build_refused_before():
     return _RefusedBefore().eval(), (torch.randn(2, 3, 4, 6),)
 
 
-def build_scatter_mean():
+class _RefusedUntil47(torch.nn.Module):
+    """The operators ``benchmarks/op_battery.py`` still found refused after session 45, converted
+    in session 47: eval-mode rrelu, kthvalue, nn.Bilinear (``_trilinear``), a stable sort (ties
+    from rounding), erfinv, copysign, scatter_reduce's mean (with and without the kept value) and
+    a constant boolean mask index."""
+
+    def __init__(self):
+        super().__init__()
+        self.bilinear = torch.nn.Bilinear(6, 4, 3)
+        self.register_buffer("mask", torch.tensor([True, False, True, True, False, True]))
+
+    def forward(self, x):
+        f = torch.nn.functional
+        index = torch.tensor([[[0] * 6, [2] * 6, [0] * 6, [1] * 6]] * 2)
+        keep = torch.tensor([False, True, True, False])
+        return (f.rrelu(x, training=False) + x.kthvalue(2, -1, keepdim=True).values,
+                self.bilinear(x[:, 0, 0], x[:, 1, :, 0]),
+                torch.sort((x * 2).round(), dim=-1, stable=True, descending=True).indices.float(),
+                torch.erfinv(x.tanh() * 0.95) + torch.copysign(x, x[:, :1] - 0.2),
+                torch.ones(2, 3, 6).scatter_reduce(1, index, x[:, 0], "mean"),
+                torch.ones(2, 3, 6).scatter_reduce(1, index, x[:, 0], "mean", include_self=False),
+                x[:, :, :, self.mask], x[:, :, keep])
+
+
+def build_refused_until_47():
     torch.manual_seed(0)
-    return _RefusedBefore("mean").eval(), (torch.randn(2, 3, 4, 6),)
+    return _RefusedUntil47().eval(), (torch.randn(2, 3, 4, 6),)
+
+
+def build_scatter_mean_int():
+    """scatter_reduce's mean over integers (PyTorch floor-divides): left refused."""
+    class ScatterMeanInt(torch.nn.Module):
+        def forward(self, x):
+            index = torch.tensor([[[0] * 6, [2] * 6, [0] * 6, [1] * 6]] * 2)
+            ints = (x[:, 0] * 10).long()
+            return torch.zeros(2, 3, 6, dtype=torch.long).scatter_reduce(1, index, ints, "mean").float()
+
+    torch.manual_seed(0)
+    return ScatterMeanInt().eval(), (torch.randn(2, 3, 4, 6),)
 
 
 class _UpConvolutions(torch.nn.Module):

@@ -101,18 +101,21 @@ def test_ops_tvm_imported_wrongly_match_pytorch():
 
 def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_error():
     """adaptive max pooling, var_mean / std_mean, scatter_add and scatter_reduce, exp2, hypot,
-    prod, integer shifts and cdist were refused by TVM 0.27's importer; converted, they match
-    PyTorch. A form the converters leave out (scatter_reduce's "mean", whose count includes the
-    kept value) is the importer's one-line unsupported-op error, not a wrong result."""
+    prod, integer shifts and cdist were refused by TVM 0.27's importer (session 45), and eval-mode
+    rrelu, kthvalue, nn.Bilinear, a stable sort, erfinv, copysign, scatter_reduce's mean and a
+    constant boolean mask index (session 47); converted, they match PyTorch. A form the
+    converters leave out (scatter_reduce's mean over integers, which PyTorch floor-divides) is the
+    importer's one-line unsupported-op error, not a wrong result."""
     from pathlib import Path
 
     from tvmbench.errors import UnsupportedOperatorError
 
     model_file = str(Path(__file__).with_name("mlp_model.py"))
-    result, _ = tvm_vs_torch(load_model(model_file + ":build_refused_before"))
-    assert result["passed"], result
-    with pytest.raises(UnsupportedOperatorError, match=r"scatter_reduce.two \(reduce='mean'\)"):
-        import_model(load_model(model_file + ":build_scatter_mean"))
+    for builder in ("build_refused_before", "build_refused_until_47"):
+        result, _ = tvm_vs_torch(load_model(f"{model_file}:{builder}"))
+        assert result["passed"], (builder, result)
+    with pytest.raises(UnsupportedOperatorError, match=r"scatter_reduce.two \(reduce='mean' on int64\)"):
+        import_model(load_model(model_file + ":build_scatter_mean_int"))
 
 
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])

@@ -347,8 +347,22 @@ def var_std_mean(root: bool) -> Any:
     return convert
 
 
-# (PyTorch's "mean" counts the kept value too, TVM's does not: refused)
+# (PyTorch's "mean" counts the kept value too, TVM's does not: ``_scatter_mean``)
 _SCATTER_REDUCTIONS = {"sum": "add", "prod": "mul", "amax": "max", "amin": "min"}
+
+
+def _scatter_mean(bb: Any, data: Any, dim: int, index: Any, src: Any, include_self: bool) -> Any:
+    """PyTorch's scatter mean: the sum over each target's sources (and the kept value when
+    ``include_self``) divided by their count; a target no source reaches keeps its value (its
+    count is 0, its sum the value itself: dividing by ``max(count, 1)`` covers both)."""
+    from tvm import relax
+
+    if not include_self:
+        data = bb.emit(relax.op.scatter_elements(data, index, relax.op.zeros_like(src), dim, "update"))
+    total = relax.op.scatter_elements(data, index, src, dim, "add")
+    start = relax.op.ones_like(data) if include_self else relax.op.zeros_like(data)
+    count = relax.op.scatter_elements(start, index, relax.op.ones_like(src), dim, "add")
+    return bb.emit(relax.op.divide(total, relax.op.maximum(count, relax.const(1.0, str(data.ty.dtype)))))
 
 
 def scatter_add_reduce(node: Any, importer: Any) -> Any:
@@ -360,9 +374,11 @@ def scatter_add_reduce(node: Any, importer: Any) -> Any:
     data, dim, index, src = args[:4]
     reduce = "sum" if len(args) < 5 else args[4]
     include_self = bool(node.kwargs.get("include_self", args[5] if len(args) > 5 else True))
-    if reduce not in _SCATTER_REDUCTIONS or reduce == "mean":
-        _refuse(node, f"reduce={reduce!r}")
     dtype = str(data.ty.dtype)
+    if reduce == "mean" and "float" in dtype:
+        return _scatter_mean(importer.block_builder, data, dim, index, src, include_self)
+    if reduce not in _SCATTER_REDUCTIONS:
+        _refuse(node, f"reduce={reduce!r} on {dtype}")
     if not include_self:
         identity = {"sum": 0.0, "prod": 1.0, "amax": -math.inf, "amin": math.inf}[reduce]
         fill = relax.op.add(relax.op.zeros_like(src), relax.const(identity, dtype))
@@ -472,6 +488,167 @@ def index_put(node: Any, importer: Any) -> Any:
     values = relax.op.broadcast_to(values, region)
     return importer.block_builder.emit(relax.op.index_put(data, relax.Tuple(grids), values, accumulate))
 
+def rrelu_eval(node: Any, importer: Any) -> Any:
+    """``rrelu`` in eval mode (``rrelu_with_noise_functional``, a tuple with the noise): a leaky
+    ReLU with the mean slope ``(lower + upper) / 2``; training mode's random slopes refused."""
+    from tvm import relax
+
+    x, noise = importer.env[node.args[0]], importer.env[node.args[1]]
+    lower, upper = float(_arg(node, 2, "lower", 1 / 8)), float(_arg(node, 3, "upper", 1 / 3))
+    if _arg(node, 4, "training", False):
+        _refuse(node, "training mode")
+    out = importer.block_builder.emit(relax.op.nn.leakyrelu(x, (lower + upper) / 2))
+    return importer.block_builder.emit(relax.Tuple([out, noise]))
+
+
+def kthvalue(node: Any, importer: Any) -> Any:
+    """``kthvalue(x, k, dim, keepdim)``: the last of the ``k`` smallest (``topk``), values and
+    indices."""
+    from tvm import relax
+
+    x, k = importer.env[node.args[0]], int(node.args[1])
+    dim, keep = int(_arg(node, 2, "dim", -1)), bool(_arg(node, 3, "keepdim", False))
+    values, indices = (importer.block_builder.emit(relax.TupleGetItem(importer.block_builder.emit(
+        relax.op.topk(x, k, dim, "both", largest=False, dtype="int64")), i)) for i in (0, 1))
+    pick = relax.const(np.array([k - 1], "int64"))
+    outs = [relax.op.take(t, pick, axis=dim) for t in (values, indices)]
+    outs = outs if keep else [relax.op.squeeze(t, [dim]) for t in outs]
+    return importer.block_builder.emit(relax.Tuple([importer.block_builder.emit(t) for t in outs]))
+
+
+def trilinear(node: Any, importer: Any) -> Any:
+    """``_trilinear(a, b, c, expand_a, expand_b, expand_c, sum_dims)`` (``nn.Bilinear``): the
+    three inputs, unsqueezed at their expand dims, multiplied and summed over ``sum_dims``, as one
+    einsum."""
+    from tvm import relax
+
+    inputs = [importer.env[a] for a in node.args[:3]]
+    expands, sums = [list(e) for e in node.args[3:6]], list(node.args[6])
+    total = len(inputs[0].ty.shape) + len(expands[0])
+    letters = "abcdefghijklmnopqrstuvwxyz"[:total]
+    subscripts = ["".join(letters[d] for d in range(total) if d not in e) for e in expands]
+    out = "".join(letters[d] for d in range(total) if d not in sums)
+    return importer.block_builder.emit(relax.op.einsum(inputs, f"{','.join(subscripts)}->{out}"))
+
+
+_COPIES = ("lift_fresh_copy.default", "detach_.default", "detach.default", "clone.default", "alias.default")
+
+
+def constant_masks(ep: Any) -> dict[str, np.ndarray]:
+    """The true positions of each one-dimensional boolean mask an ``index.Tensor`` of ``ep``
+    reads from a constant (a tensor built in ``forward``, or a buffer), by the index node's name:
+    those selections have a size known when compiling. (The importer sees such a constant as a
+    parameter, without its value.)"""
+    import torch
+
+    values = {**dict(ep.named_buffers()), **ep.constants}
+    sources = {s.arg.name: s.target for s in ep.graph_signature.input_specs if s.target in values}
+    masks = {}
+    for node in ep.graph.nodes:
+        if node.op != "call_function" or getattr(node.target, "__name__", "") != "index.Tensor":
+            continue
+        used = [i for i in node.args[1] if i is not None]
+        if len(used) != 1 or not hasattr(used[0], "op"):
+            continue
+        source = used[0]
+        while source.op == "call_function" and source.args and hasattr(source.args[0], "op") and \
+                getattr(source.target, "__name__", "") in _COPIES:
+            source = source.args[0]
+        value = values.get(sources.get(source.name, ""))
+        if value is not None and value.dtype == torch.bool and value.dim() == 1:
+            masks[node.name] = np.flatnonzero(value.numpy()).astype("int64")
+            _drop_size_checks(ep, node)
+    return masks
+
+
+def _drop_size_checks(ep: Any, node: Any) -> None:
+    """Remove the run-time checks torch.export adds on a data-dependent size (``sym_size`` of
+    ``node``, compared, asserted): with the mask constant the size is known, and TVM's importer
+    cannot compare a symbolic size with a Python int. The checks hold, so the program is the same."""
+    graph = ep.graph
+    sizes = [u for u in node.users if getattr(u.target, "__name__", "") == "sym_size.int"]
+    for size in sizes:
+        for compare in list(size.users):
+            for check in list(compare.users):
+                if getattr(check.target, "__name__", "") == "_assert_scalar.default":
+                    graph.erase_node(check)
+            if not compare.users:
+                graph.erase_node(compare)
+        if not size.users:
+            graph.erase_node(size)
+
+
+def bool_mask_index(masks: dict[str, np.ndarray]) -> Any:
+    """``index.Tensor`` that takes the positions of a constant boolean mask (``constant_masks``)
+    as a ``take``; every other index goes to ``index_tensor`` (a mask computed from the input
+    selects a number of elements known only at run time: refused there)."""
+
+    def convert(node: Any, importer: Any) -> Any:
+        from tvm import relax
+
+        if node.name not in masks:
+            return index_tensor(node, importer)
+        axis = next(k for k, i in enumerate(node.args[1]) if i is not None)
+        return importer.block_builder.emit(relax.op.take(importer.env[node.args[0]], relax.const(masks[node.name]), axis=axis))
+
+    return convert
+
+
+def sort_stable(node: Any, importer: Any) -> Any:
+    """``sort(x, stable=True)``: TVM's argsort is ``std::stable_sort`` on CPU, so equal values
+    keep their order, as PyTorch's stable sort; values gathered by the indices."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    dim, descending = int(node.kwargs.get("dim", -1)), bool(node.kwargs.get("descending", False))
+    indices = importer.block_builder.emit(relax.op.argsort(x, dim, descending, dtype="int64"))
+    values = importer.block_builder.emit(relax.op.gather_elements(x, indices, axis=dim))
+    return importer.block_builder.emit(relax.Tuple([values, indices]))
+
+
+# Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision: central
+# and tail polynomials in w = -log(1 - x^2), relative error about 4e-7 (torch's CPU kernel is a
+# rational approximation with a Newton step; they agree to float32 rounding).
+_ERFINV_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+                   -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_ERFINV_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+                -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
+def erfinv(node: Any, importer: Any) -> Any:
+    """``erfinv`` (no TVM converter): Giles' single-precision approximation (above)."""
+    from tvm import relax
+
+    x = importer.env[node.args[0]]
+    c = lambda v: relax.const(v, str(x.ty.dtype))  # noqa: E731
+    w = relax.op.negative(relax.op.log(relax.op.multiply(relax.op.subtract(c(1.0), x), relax.op.add(c(1.0), x))))
+
+    def poly(coeffs: tuple[float, ...], t: Any) -> Any:
+        p = c(coeffs[0])
+        for a in coeffs[1:]:
+            p = relax.op.add(c(a), relax.op.multiply(p, t))
+        return p
+
+    central = poly(_ERFINV_CENTRAL, relax.op.subtract(w, c(2.5)))
+    tail = poly(_ERFINV_TAIL, relax.op.subtract(relax.op.sqrt(w), c(3.0)))
+    p = relax.op.where(relax.op.less(w, c(5.0)), central, tail)
+    return importer.block_builder.emit(relax.op.multiply(p, x))
+
+
+def copysign(node: Any, importer: Any) -> Any:
+    """``copysign(a, b)``: ``|a|`` with the sign of ``b``, a negative zero's too (``1 / -0.0``
+    is ``-inf``)."""
+    from tvm import relax
+
+    a, b = importer.env[node.args[0]], node.args[1]
+    dtype = str(a.ty.dtype)
+    b = importer.env[b] if not isinstance(b, int | float) else relax.const(float(b), dtype)
+    negative = relax.op.logical_or(relax.op.less(b, relax.const(0.0, dtype)),
+                                   relax.op.less(relax.op.divide(relax.const(1.0, dtype), b), relax.const(0.0, dtype)))
+    magnitude = relax.op.abs(a)
+    return importer.block_builder.emit(relax.op.where(negative, relax.op.negative(magnitude), magnitude))
+
+
 # Keyed by torch.export op name (see the module's docstring).
 CUSTOM_CONVERTERS = {
     "cumsum.default": cumsum_bool_to_int64,
@@ -498,4 +675,11 @@ CUSTOM_CONVERTERS = {
     "hypot.default": hypot,
     "prod.dim_int": prod,
     "_cdist_forward.default": cdist,
+    "rrelu_with_noise_functional.default": rrelu_eval,
+    "kthvalue.default": kthvalue,
+    "_trilinear.default": trilinear,
+    "sort.stable": sort_stable,
+    "erfinv.default": erfinv,
+    "copysign.Tensor": copysign,
+    "copysign.Scalar": copysign,
 }

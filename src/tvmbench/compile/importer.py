@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tvmbench.compile import recurrent
-from tvmbench.compile.converters import CUSTOM_CONVERTERS
+from tvmbench.compile.converters import CUSTOM_CONVERTERS, bool_mask_index, constant_masks
 from tvmbench.errors import UnsupportedOperatorError, UserError, headline
 from tvmbench.models import LoadedModel
 
@@ -101,6 +101,10 @@ def _import_torch(model: LoadedModel, timings: dict[str, float],
     if keep:  # TVM would decompose with torch's default table, which unrolls recurrent layers per step
         ep, decompose = ep.run_decompositions(recurrent.decompositions(keep)), False
         converters = {**CUSTOM_CONVERTERS, **recurrent.converters(recurrent_kernels)}
+    if constant_masks(ep):  # decomposed here, as TVM would, so the size checks dropped stay dropped
+        ep = ep.run_decompositions() if decompose else ep
+        decompose = False
+        converters = {**converters, "index.Tensor": bool_mask_index(constant_masks(ep))}
     try:
         mod = from_exported_program(ep, keep_params_as_input=True, custom_convert_map=converters,
                                     run_ep_decomposition=decompose)
