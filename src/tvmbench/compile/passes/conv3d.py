@@ -1,0 +1,64 @@
+"""Conv3dAsConv2d: a 3-d convolution as one 2-d convolution over the output's time steps.
+
+Video models (torchvision's r3d_18, mc3_18, r2plus1d_18, s3d) are built of ``conv3d``, which no
+tvmbench rule schedules: TVM's generic loop nest ran r3d_18 at 0.10x of ONNX Runtime. A 3-d
+convolution with a ``kt x kh x kw`` kernel is, for each output time step ``t``, the sum over
+``dt`` of 2-d convolutions of input frame ``t * st + dt * dilation_t - pt`` with the kernel's
+slice ``dt``; putting those ``kt`` frames side by side as channels makes the sum one 2-d
+convolution with ``kt * C`` input channels, and the output's time steps fold into the batch. So
+each ``conv3d`` becomes: pad the time axis, ``kt`` strided slices of it, a concatenation (per
+group, frame-major within a group's channels), a fold of time into the batch, ``conv2d`` (with
+the weights permuted to match: a load-time transform), and the unfold. The convolution then takes
+ConvertLayout, PackWeights and the Contraction rule like any other; the copies around it are
+memory-bound and small against the convolution's arithmetic. ``kt = 1`` (R(2+1)D's spatial
+convolutions) is just the fold.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+
+from tvmbench.compile.ir import op_rewrite_pass, static_shape
+
+# Off: 3-d convolutions stay as TVM lowers them (for A/Bs: ``benchmarks/rule_ab.py``).
+ENABLED = True
+
+
+def _frames(x: Any, kt: int, st: int, dil: int, pad: tuple[int, int], out_t: int) -> Any:
+    """``[N, kt * C, To, H, W]``: for each kernel offset ``dt`` (major), the input frames output
+    step ``t`` reads through it, the time axis zero-padded first. (A concat, not a stack:
+    ConvertLayout fails on ``stack``.)"""
+    if pad != (0, 0):
+        x = relax.op.nn.pad(x, [0, 0, 0, 0, pad[0], pad[1], 0, 0, 0, 0])
+    slices = [relax.op.strided_slice(x, [2], [dt * dil], [dt * dil + st * (out_t - 1) + 1], [st]) for dt in range(kt)]
+    return relax.op.concat(slices, 1) if kt > 1 else slices[0]
+
+
+def as_conv2d(call: Any) -> Any | None:
+    """The rewrite of one ``conv3d`` call, or None when it does not apply."""
+    attrs = call.attrs
+    x, w = call.args
+    xs, ws, out = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
+    if (xs is None or ws is None or out is None or str(attrs.data_layout) != "NCDHW"
+            or str(attrs.kernel_layout) != "OIDHW" or str(attrs.out_layout) != "NCDHW"):
+        return None
+    (n, _, _, h, wd), (o, cg, kt, kh, kw), to = xs, ws, out[2]
+    g = int(attrs.groups)
+    pad = [int(p) for p in attrs.padding]  # front, top, left, back, bottom, right
+    st, dil = int(attrs.strides[0]), int(attrs.dilation[0])
+    frames = _frames(x, kt, st, dil, (pad[0], pad[3]), to)  # [N, kt * C, To, H, W]
+    frames = relax.op.reshape(frames, [n, kt, g, cg, to, h, wd])
+    frames = relax.op.permute_dims(frames, [0, 4, 2, 1, 3, 5, 6])  # [N, To, G, kt, C/G, H, W]
+    weight = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 1, 3, 4]), [o, kt * cg, kh, kw])
+    y = relax.op.nn.conv2d(relax.op.reshape(frames, [n * to, g * kt * cg, h, wd]), weight,
+                           strides=[int(s) for s in attrs.strides[1:]], padding=(pad[1], pad[2], pad[4], pad[5]),
+                           dilation=[int(d) for d in attrs.dilation[1:]], groups=g, out_dtype=attrs.out_dtype)
+    y = relax.op.reshape(y, [n, to, o, out[3], out[4]])
+    return relax.op.permute_dims(y, [0, 2, 1, 3, 4])
+
+
+def conv3d_as_conv2d() -> Any:
+    """The pass (see the module's docstring); before ConvertLayout."""
+    return op_rewrite_pass("relax.nn.conv3d", as_conv2d, "Conv3dAsConv2d", lambda: ENABLED)
