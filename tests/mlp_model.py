@@ -538,3 +538,4 @@ class _Conv3d(torch.nn.Module):
 def build_conv3d():
     torch.manual_seed(0)
     return _Conv3d().eval(), (torch.randn(2, 3, 9, 10, 11),)
+

@@ -215,6 +215,28 @@ def test_rows_with_a_partial_last_vector_run_as_plain_row_loops_and_stay_exact()
     np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4)
 
 
+def test_a_boolean_intermediate_is_not_stored_as_a_vector():
+    """A boolean mask computed apart from its consumer (Swin3D at 16 frames: its consumer is a
+    slice with no rows, so the mask's blocks are not inlined) was vectorised by the injective
+    rule, and TVM's LLVM codegen cannot store a bool vector ("RHS's dtype is int8x8"): the model
+    did not compile. Bool blocks are left scalar; Swin3D's kernel (``data/swin3d_slice_scatter.py``)
+    builds."""
+    import importlib.util
+
+    import tvm
+
+    from tvmbench.compile.rules import Injective
+
+    path = Path(__file__).with_name("data") / "swin3d_slice_scatter.py"
+    spec = importlib.util.spec_from_file_location("swin3d_slice_scatter", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with TARGET.tvm():
+        sch = Injective().schedule(module.main, TARGET.tvm())
+    assert sch is not None
+    tvm.compile(sch.mod, TARGET.tvm())
+
+
 @pytest.mark.parametrize(
     "name, options",
     [

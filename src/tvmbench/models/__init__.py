@@ -108,8 +108,9 @@ def check_shape_flags(name: str, seq_length: int | None, image_size: int | None)
     entry = lookup(name)
     if entry.family == "transformer" and image_size is not None:
         raise UserError(f"--image-size applies to models of images; {entry.name} takes tokens (use --seq-length)")
-    if entry.family != "transformer" and seq_length is not None:
-        raise UserError(f"--seq-length applies to models of tokens; {entry.name} takes images (use --image-size)")
+    if entry.family not in ("transformer", "video") and seq_length is not None:
+        raise UserError(f"--seq-length applies to models of tokens (and the frames of a video model); "
+                        f"{entry.name} takes images (use --image-size)")
     if image_size is not None:
         check_image_size(entry.name, image_size)
 

@@ -15,7 +15,7 @@ import torch
 
 from tvmbench.errors import UserError
 from tvmbench.models.base import LoadedModel, ModelOptions
-from tvmbench.models.zoo import TORCHVISION, TORCHVISION_PREFIX, ZooEntry, check_image_size
+from tvmbench.models.zoo import DEFAULT_FRAMES, TORCHVISION, TORCHVISION_PREFIX, ZooEntry, check_image_size
 
 
 def build(entry: ZooEntry, options: ModelOptions) -> LoadedModel:
@@ -67,13 +67,15 @@ def size_keyword(tv_name: str) -> str | None:
     return None
 
 
-def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] | None = None) -> Any:
-    """The torchvision classifier ``tv_name`` built for ``size`` x ``size`` images (random
-    weights); a size the architecture refuses is one line saying so."""
+def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] | None = None,
+                          family: str = "cnn") -> Any:
+    """The torchvision model ``tv_name`` built for ``size`` x ``size`` images (random weights;
+    only image classifiers are told the size, the video and segmentation models take any or fix
+    it themselves); a size the architecture refuses is one line saying so."""
     import torchvision
 
     kwargs = dict(extra_kwargs or {})
-    keyword = size_keyword(tv_name)
+    keyword = size_keyword(tv_name) if family == "cnn" else None
     if keyword == "image_size":
         kwargs[keyword] = size
     elif keyword == "input_size":
@@ -88,15 +90,53 @@ def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] 
 def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
     tv_name = entry.name.removeprefix(TORCHVISION_PREFIX)
     size = _image_size(entry, options)
-    module = construct_torchvision(tv_name, size, entry.extra_kwargs)
+    frames = options.seq_length or DEFAULT_FRAMES
+    if tv_name.startswith("mvit") and (size, frames) != (224, DEFAULT_FRAMES):  # its builder fixes both
+        raise UserError(f"torchvision's {tv_name} is built for {DEFAULT_FRAMES} frames of 224x224 "
+                        f"(asked for {frames} of {size}x{size})")
+    module = construct_torchvision(tv_name, size, entry.extra_kwargs, entry.family)
+    if entry.family == "segmentation":
+        module = SegmentationOutput(module)
     # Some classifiers zero-initialise their last layer (torchvision's ViT head), which makes every
     # output 0 and any accuracy check meaningless. Give such all-zero weight matrices random values.
     with torch.no_grad():
         for p in module.parameters():
             if p.dim() >= 2 and not p.any():
                 torch.nn.init.normal_(p, std=0.02)
-    x = _rng(options).standard_normal((options.batch_size, 3, size, size), dtype=np.float32)
-    return module, {"x": x}, {"image_size": size}
+    shape = (options.batch_size, 3, *((frames,) if entry.family == "video" else ()), size, size)
+    x = _rng(options).standard_normal(shape, dtype=np.float32)
+    if entry.family in ("video", "segmentation"):
+        _calibrate_batch_norms(module, torch.from_numpy(x))
+    return module, {"x": x}, {"image_size": size, **({"frames": frames} if entry.family == "video" else {})}
+
+
+def _calibrate_batch_norms(module: torch.nn.Module, x: torch.Tensor) -> None:
+    """Batch norms' running statistics set to those of one pass over ``x``. With random weights
+    and the initial statistics (mean 0, variance 1) activations shrink layer by layer where no
+    residual path keeps them: S3D's last features were 1e-6, so its output was its classifier's
+    bias and the accuracy check compared nothing. Calibrated, every layer's output is of order 1,
+    as in a trained network. (The zoo's classifiers, measured for months as they are, are not
+    changed.)"""
+    norms = [m for m in module.modules() if isinstance(m, torch.nn.modules.batchnorm._BatchNorm)]
+    for norm in norms:
+        norm.reset_running_stats()
+        norm.momentum = None  # a cumulative average: after one pass, that pass's statistics
+        norm.train()
+    with torch.no_grad():
+        module(x)
+    for norm in norms:
+        norm.eval()
+
+
+class SegmentationOutput(torch.nn.Module):
+    """A torchvision segmentation model's ``"out"`` map alone (its forward returns a dict)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.model(x)["out"]
 
 
 class HFWrapper(torch.nn.Module):

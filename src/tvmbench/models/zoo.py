@@ -91,6 +91,44 @@ ZOO: dict[str, ZooEntry] = {
 }
 
 TORCHVISION_PREFIX = "torchvision:"
+# What ``torchvision:NAME`` reaches: classifiers of images ("cnn"), of video clips ([N, 3, T, H,
+# W], T from --seq-length, 16 by default) and semantic segmentation (the "out" map).
+TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation"}
+# Sizes the video classifiers were defined at (the R(2+1)D/R3D/MC3 family at 112 px).
+_VIDEO_SIZES = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}
+_NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes",
+                "optical_flow": "RAFT takes two images and iterates a refinement",
+                "quantization": "quantized models run on PyTorch's own int8 kernels"}
+DEFAULT_FRAMES = 16
+
+
+def torchvision_task(tv_name: str) -> str | None:
+    """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation"), or None."""
+    import torchvision
+
+    for family, module in TORCHVISION_TASKS.items():
+        if tv_name in torchvision.models.list_models(module=getattr(torchvision.models, module) if module else torchvision.models):
+            return family
+    return None
+
+
+def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
+    import torchvision
+
+    family = torchvision_task(tv_name)
+    if family is None:
+        for module, why in _NOT_REACHED.items():
+            if tv_name in torchvision.models.list_models(module=getattr(torchvision.models, module)):
+                raise UserError(f"torchvision's {module.replace('_', ' ')} model {tv_name} is not in the zoo ({why}); "
+                                "export it to ONNX or write a file.py:factory with fixed shapes")
+        available = [n for m in TORCHVISION_TASKS.values()
+                     for n in torchvision.models.list_models(module=getattr(torchvision.models, m) if m else torchvision.models)]
+        close = difflib.get_close_matches(tv_name, available, n=3)
+        hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
+        raise UserError(f"torchvision has no classification, video or segmentation model '{tv_name}'{hint}")
+    size = 299 if tv_name == "inception_v3" else _VIDEO_SIZES.get(tv_name, 224)
+    kwargs = {"weights_backbone": None, "aux_loss": False} if family == "segmentation" else {}
+    return ZooEntry(name, family, TORCHVISION, f"torchvision {tv_name}", default_image_size=size, extra_kwargs=kwargs)
 
 
 MIN_IMAGE_SIZE = 32  # five stride-2 stages leave one pixel
@@ -109,16 +147,7 @@ def lookup(name: str) -> ZooEntry:
     if name.lower() in lowered:
         return ZOO[lowered[name.lower()]]
     if name.startswith(TORCHVISION_PREFIX):
-        import torchvision
-
-        tv_name = name[len(TORCHVISION_PREFIX):]
-        available = torchvision.models.list_models(module=torchvision.models)
-        if tv_name not in available:
-            close = difflib.get_close_matches(tv_name, available, n=3)
-            hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
-            raise UserError(f"torchvision has no classification model '{tv_name}'{hint}")
-        size = 299 if tv_name == "inception_v3" else 224
-        return ZooEntry(name, "cnn", TORCHVISION, f"torchvision {tv_name}", default_image_size=size)
+        return _torchvision_entry(name, name[len(TORCHVISION_PREFIX):])
     # Names the input begins (``bert-base`` -> bert-base-uncased) first, then difflib's nearest.
     starts = [k for k in ZOO if k.lower().startswith(name.lower())]
     close = list(dict.fromkeys(starts + difflib.get_close_matches(name, list(ZOO), n=3, cutoff=0.5)))[:3]

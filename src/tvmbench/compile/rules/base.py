@@ -131,6 +131,8 @@ def schedule_every_block(sch: Any, infos: list[Any], target: Any) -> Any:
     for info in try_inline_contiguous_spatial(sch, infos):
         block = sch.get(info.block_rv)
         lanes = vector_lanes(target, dtype_bits(block.writes[0].source.dtype) if block.writes else 32)
+        if block.writes and str(block.writes[0].source.dtype) == "bool":
+            lanes = 1  # TVM's LLVM codegen cannot store a bool vector ("RHS's dtype is int8x8")
         if info.is_injective():
             schedule_injective_block(sch, info.block_rv, lanes)
             continue
