@@ -3,6 +3,7 @@ boolean window masks over a slice with no rows, computed apart from their consum
 
 from tvm.script import tirx as T
 
+
 @T.prim_func(s_tir=True)
 def main(lv113: T.Buffer((T.int64(0), T.int64(49), T.int64(56)), "float32"), lv111: T.Buffer((T.int64(0), T.int64(49), T.int64(49)), "float32"), T_where: T.Buffer((T.int64(0), T.int64(49), T.int64(56)), "float32")):
     T.func_attr({"op_pattern": 8, "tirx.noalias": True})
