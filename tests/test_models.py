@@ -52,6 +52,36 @@ def test_torchvision_prefix_reaches_any_classifier():
     assert m.param_count > 20e6
 
 
+def test_torchvision_prefix_reaches_video_and_segmentation_models():
+    """``torchvision:NAME`` builds video classifiers ([N, 3, frames, H, W], frames from
+    --seq-length) and segmentation models (the "out" map); their batch norms are calibrated, so
+    the output depends on the input (S3D's was its classifier's bias alone). Detectors, MViT at
+    another size and --seq-length for an image model are each one line."""
+    from tvmbench.models import check_shape_flags
+
+    small = load_model("torchvision:r3d_18", ModelOptions(seq_length=4, image_size=32))
+    assert lookup("torchvision:r3d_18").default_image_size == 112 and small.family == "video"
+    assert small.inputs["x"].shape == (1, 3, 4, 32, 32)
+    video = load_model("torchvision:s3d")
+    with torch.no_grad():
+        y = video.module(*video.torch_inputs())
+        bias = video.module.classifier[1].bias
+    assert (y.flatten() - bias).abs().max() > 10 * bias.abs().max()
+    seg = load_model("torchvision:lraspp_mobilenet_v3_large", ModelOptions(image_size=64))
+    with torch.no_grad():
+        assert seg.module(*seg.torch_inputs()).shape == (1, 21, 64, 64)
+    check_shape_flags("torchvision:r3d_18", 8, None)
+    for name, options, message in [
+            ("torchvision:fasterrcnn_resnet50_fpn", ModelOptions(), "detection model .* is not in the zoo"),
+            ("torchvision:mvit_v2_s", ModelOptions(image_size=160), "built for 16 frames of 224x224"),
+            ("torchvision:s3d", ModelOptions(image_size=64), "cannot run this model on inputs of shape")]:
+        with pytest.raises(UserError, match=message) as info:
+            load_model(name, options)
+        assert "\n" not in str(info.value)
+    with pytest.raises(UserError, match="takes images"):
+        check_shape_flags("torchvision:lraspp_mobilenet_v3_large", 8, None)
+
+
 def test_torchvision_vit_head_is_not_all_zero():
     m = load_model("torchvision:vit_b_32", ModelOptions(image_size=64))
     with torch.no_grad():
@@ -70,7 +100,7 @@ def test_flops_include_attention():
 
 @pytest.mark.parametrize(
     "name, message",
-    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification")],
+    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification, video or segmentation")],
 )
 def test_unknown_model_suggests_close_names(name, message):
     with pytest.raises(UserError, match=message):

@@ -105,13 +105,15 @@ def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dic
                 torch.nn.init.normal_(p, std=0.02)
     shape = (options.batch_size, 3, *((frames,) if entry.family == "video" else ()), size, size)
     x = _rng(options).standard_normal(shape, dtype=np.float32)
-    if entry.family in ("video", "segmentation"):
-        _calibrate_batch_norms(module, torch.from_numpy(x))
+    if entry.family in ("video", "segmentation"):  # two samples at least: a pooled branch has one value each
+        calibration = np.random.default_rng(options.seed + 1).standard_normal((max(2, shape[0]), *shape[1:]), dtype=np.float32)
+        _calibrate_batch_norms(module, torch.from_numpy(calibration))
     return module, {"x": x}, {"image_size": size, **({"frames": frames} if entry.family == "video" else {})}
 
 
 def _calibrate_batch_norms(module: torch.nn.Module, x: torch.Tensor) -> None:
-    """Batch norms' running statistics set to those of one pass over ``x``. With random weights
+    """Batch norms' running statistics set to those of one pass over ``x`` (seeded random
+    samples like the inputs). With random weights
     and the initial statistics (mean 0, variance 1) activations shrink layer by layer where no
     residual path keeps them: S3D's last features were 1e-6, so its output was its classifier's
     bias and the accuracy check compared nothing. Calibrated, every layer's output is of order 1,
@@ -122,8 +124,12 @@ def _calibrate_batch_norms(module: torch.nn.Module, x: torch.Tensor) -> None:
         norm.reset_running_stats()
         norm.momentum = None  # a cumulative average: after one pass, that pass's statistics
         norm.train()
-    with torch.no_grad():
-        module(x)
+    try:
+        with torch.no_grad():
+            module(x)
+    except RuntimeError as e:  # a size the architecture cannot take (S3D pools 7x7 at the end)
+        raise UserError(f"cannot run this model on inputs of shape {list(x.shape[1:])}: "
+                        f"{str(e).strip().splitlines()[0]}") from None
     for norm in norms:
         norm.eval()
 
