@@ -124,8 +124,8 @@ class ResolvedTarget:
         handed an NHWC input on to one after an NHWC convolution, which then reached the VM
         unlowered ("CodeGenVM cannot emit this Relax operator": a U-Net did not compile)."""
         transposed = {"relax.nn.conv2d_transpose": ["NCHW", "IOHW"]}
-        if self.kind == "llvm":
-            return {"relax.nn.conv2d": ["NHWC", "HWIO"], **transposed}
+        if self.kind == "llvm":  # (3-d convolutions become 2-d ones: ``passes/conv3d.py``)
+            return {"relax.nn.conv2d": ["NHWC", "HWIO"], "relax.nn.conv3d": ["NDHWC", "DHWIO"], **transposed}
         if self.conv_layout == "NHWC":
             return {"relax.nn.conv2d": ["NHWC", "OHWI"], **transposed}
         return None

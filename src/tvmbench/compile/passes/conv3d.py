@@ -8,10 +8,12 @@ slice ``dt``; putting those ``kt`` frames side by side as channels makes the sum
 convolution with ``kt * C`` input channels, and the output's time steps fold into the batch. So
 each ``conv3d`` becomes: pad the time axis, ``kt`` strided slices of it, a concatenation (per
 group, frame-major within a group's channels), a fold of time into the batch, ``conv2d`` (with
-the weights permuted to match: a load-time transform), and the unfold. The convolution then takes
-ConvertLayout, PackWeights and the Contraction rule like any other; the copies around it are
-memory-bound and small against the convolution's arithmetic. ``kt = 1`` (R(2+1)D's spatial
-convolutions) is just the fold.
+the weights permuted to match: a load-time transform), and the unfold. ConvertLayout first makes
+the CPU build's 3-d convolutions NDHWC (``targets.layouts``), so the concatenation is along the
+channels and the folds are views: in NCDHW, each convolution's output went back through two
+transposes, and S3D's first one cost 37 ms of its 244. The convolution then takes PackWeights
+and the Contraction rule like any other. ``kt = 1`` (R(2+1)D's spatial convolutions) is just the
+fold.
 """
 
 from __future__ import annotations
@@ -39,15 +41,48 @@ def _frames(x: Any, kt: int, st: int, dil: int, pad: tuple[int, int], out_t: int
 def as_conv2d(call: Any) -> Any | None:
     """The rewrite of one ``conv3d`` call, or None when it does not apply."""
     attrs = call.attrs
-    x, w = call.args
-    xs, ws, out = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
-    if (xs is None or ws is None or out is None or str(attrs.data_layout) != "NCDHW"
-            or str(attrs.kernel_layout) != "OIDHW" or str(attrs.out_layout) != "NCDHW"):
+    layouts = (str(attrs.data_layout), str(attrs.kernel_layout), str(attrs.out_layout))
+    xs, ws, out = static_shape(call.args[0].ty), static_shape(call.args[1].ty), static_shape(call.ty)
+    if xs is None or ws is None or out is None:
         return None
+    if layouts == ("NDHWC", "DHWIO", "NDHWC"):
+        return _channels_last(call, xs, ws, out)
+    if layouts == ("NCDHW", "OIDHW", "NCDHW"):
+        return _channels_first(call, xs, ws, out)
+    return None
+
+
+def _common(attrs: Any) -> tuple[int, list[int], int, int]:
+    """Groups, padding (front, top, left, back, bottom, right), time stride and dilation."""
+    return int(attrs.groups), [int(p) for p in attrs.padding], int(attrs.strides[0]), int(attrs.dilation[0])
+
+
+def _channels_last(call: Any, xs: list[int], ws: list[int], out: list[int]) -> Any:
+    """NDHWC (after ConvertLayout, the CPU build's form): the frames concatenate along the
+    channels, time folds into the batch, and every step is a view or one copy: no transposes."""
+    attrs, (x, w) = call.attrs, call.args
+    (n, _, h, wd, c), (kt, kh, kw, cg, o), to = xs, ws, out[1]
+    g, pad, st, dil = _common(attrs)
+    if pad[0] or pad[3]:
+        x = relax.op.nn.pad(x, [0, 0, pad[0], pad[3], 0, 0, 0, 0, 0, 0])
+    slices = [relax.op.strided_slice(x, [1], [dt * dil], [dt * dil + st * (to - 1) + 1], [st]) for dt in range(kt)]
+    frames = relax.op.concat(slices, 4) if kt > 1 else slices[0]  # [N, To, H, W, kt * C]
+    if g > 1 and kt > 1:  # each group's channels together, frame-major within the group
+        frames = relax.op.reshape(frames, [n * to * h * wd, kt, g, cg])
+        frames = relax.op.permute_dims(frames, [0, 2, 1, 3])
+    weight = relax.op.reshape(relax.op.permute_dims(w, [1, 2, 0, 3, 4]), [kh, kw, kt * cg, o])
+    y = relax.op.nn.conv2d(relax.op.reshape(frames, [n * to, h, wd, kt * c]), weight,
+                           strides=[int(s) for s in attrs.strides[1:]], padding=(pad[1], pad[2], pad[4], pad[5]),
+                           dilation=[int(d) for d in attrs.dilation[1:]], groups=g, data_layout="NHWC",
+                           kernel_layout="HWIO", out_dtype=attrs.out_dtype)
+    return relax.op.reshape(y, out)
+
+
+def _channels_first(call: Any, xs: list[int], ws: list[int], out: list[int]) -> Any:
+    """NCDHW (a build without ConvertLayout): frames, then transposes around the ``conv2d``."""
+    attrs, (x, w) = call.attrs, call.args
     (n, _, _, h, wd), (o, cg, kt, kh, kw), to = xs, ws, out[2]
-    g = int(attrs.groups)
-    pad = [int(p) for p in attrs.padding]  # front, top, left, back, bottom, right
-    st, dil = int(attrs.strides[0]), int(attrs.dilation[0])
+    g, pad, st, dil = _common(attrs)
     frames = _frames(x, kt, st, dil, (pad[0], pad[3]), to)  # [N, kt * C, To, H, W]
     frames = relax.op.reshape(frames, [n, kt, g, cg, to, h, wd])
     frames = relax.op.permute_dims(frames, [0, 4, 2, 1, 3, 5, 6])  # [N, To, G, kt, C/G, H, W]
@@ -60,5 +95,6 @@ def as_conv2d(call: Any) -> Any | None:
 
 
 def conv3d_as_conv2d() -> Any:
-    """The pass (see the module's docstring); before ConvertLayout."""
+    """The pass (see the module's docstring); after ConvertLayout, which makes CPU builds' 3-d
+    convolutions (and the pools and elementwise ops between them) channels-last."""
     return op_rewrite_pass("relax.nn.conv3d", as_conv2d, "Conv3dAsConv2d", lambda: ENABLED)
