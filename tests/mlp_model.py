@@ -539,3 +539,21 @@ def build_conv3d():
     torch.manual_seed(0)
     return _Conv3d().eval(), (torch.randn(2, 3, 9, 10, 11),)
 
+
+
+class _Dilated(torch.nn.Module):
+    """DeepLabV3's atrous pyramid at small scale: 3x3 convolutions dilated 2, 5 and 9 (padded as
+    much) and one with stride 2 and unequal dilations, over a 12x10 map."""
+
+    def __init__(self):
+        super().__init__()
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(6, 4, 3, padding=d, dilation=d) for d in (2, 5, 9))
+        self.odd = torch.nn.Conv2d(6, 4, (3, 5), stride=2, padding=(4, 3), dilation=(4, 3), bias=False)
+
+    def forward(self, x):
+        return torch.cat([c(x) for c in self.convs], 1), self.odd(x)
+
+
+def build_dilated():
+    torch.manual_seed(0)
+    return _Dilated().eval(), (torch.randn(2, 6, 12, 10),)

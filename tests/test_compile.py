@@ -839,6 +839,25 @@ def test_3d_convolutions_become_2d_convolutions_over_the_time_steps_and_stay_exa
     assert result["passed"], result
 
 
+def test_dilated_convolutions_compute_only_the_taps_that_land_on_the_input_and_stay_exact():
+    """DeepLabV3's atrous pyramid computed all nine taps of convolutions dilated past the map
+    (115 ms of 304). DilatedBands splits each output into bands whose valid taps are fixed, one
+    unpadded convolution per band; the three dilated 3x3 convolutions and a strided one with
+    unequal dilations become 11 band convolutions, and the outputs match PyTorch."""
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.passes.dilated_bands import _bands
+
+    assert _bands(28, 28, 3, 1, 36, 36) == [(0, 28, 1, 2)]  # the centre tap alone
+    assert _bands(28, 28, 3, 1, 24, 24) == [(0, 4, 1, 3), (4, 24, 1, 2), (24, 28, 0, 2)]
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_dilated")
+    legal = pipeline.legalized(import_model(model).mod, TARGET)
+    assert len([gv for gv in legal.get_global_vars() if "conv2d" in gv.name_hint]) == 11
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 @pytest.mark.parametrize("builder, convolutions, matmuls", [("build_up_convolutions", 5, 0),
                                                               ("build_code_to_map", 1, 1)])
 def test_transposed_convolutions_become_ordinary_convolutions_and_stay_exact(builder, convolutions, matmuls):

@@ -63,7 +63,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # weights, which is what the CPU contraction rule vectorises over.
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
                    passes.conv1d_as_conv2d(), passes.sub_pixel_conv_transpose(),
-                   relax.transform.ConvertLayout(target.layouts), passes.conv3d_as_conv2d(), passes.keep_channels_last(),
+                   relax.transform.ConvertLayout(target.layouts), passes.conv3d_as_conv2d(), passes.dilated_bands(),
+                   passes.keep_channels_last(),
                    passes.group_norm_by_channel(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
