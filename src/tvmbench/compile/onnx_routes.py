@@ -28,6 +28,8 @@ import numpy as np
 # Constant subgraphs larger than this are left to TVM (folding a weight transform here would
 # only move the work from load time to import time and double the file in memory).
 _FOLD_LIMIT = 1 << 22
+# Integer initializers up to this many elements become constants (``integer_initializers_as_constants``).
+_SHAPE_LIMIT = 4096
 
 
 def integer_initializers_as_constants(proto: Any) -> Any:
@@ -46,7 +48,9 @@ def integer_initializers_as_constants(proto: Any) -> Any:
     inputs = {i.name for i in graph.input}
     floats = {onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16, onnx.TensorProto.DOUBLE}
     outputs = {o.name for o in graph.output}
-    move = [(i.data_type not in floats or i.name in outputs) and i.name not in inputs for i in graph.initializer]
+    small = lambda i: int(np.prod(i.dims)) <= _SHAPE_LIMIT  # noqa: E731 - shapes and indices, not int8 weights
+    move = [((i.data_type not in floats and small(i)) or i.name in outputs) and i.name not in inputs
+            for i in graph.initializer]
     if not any(move):
         return proto
     moved = [i for i, m in zip(graph.initializer, move, strict=True) if m]
