@@ -102,27 +102,26 @@ _NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes"
 DEFAULT_FRAMES = 16
 
 
-def torchvision_task(tv_name: str) -> str | None:
-    """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation"), or None."""
+def _listed(module: str) -> list[str]:
+    """The models torchvision lists in ``torchvision.models.<module>`` (the classifiers for "")."""
     import torchvision
 
-    for family, module in TORCHVISION_TASKS.items():
-        if tv_name in torchvision.models.list_models(module=getattr(torchvision.models, module) if module else torchvision.models):
-            return family
-    return None
+    return torchvision.models.list_models(module=getattr(torchvision.models, module) if module else torchvision.models)
+
+
+def torchvision_task(tv_name: str) -> str | None:
+    """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation"), or None."""
+    return next((family for family, module in TORCHVISION_TASKS.items() if tv_name in _listed(module)), None)
 
 
 def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
-    import torchvision
-
     family = torchvision_task(tv_name)
     if family is None:
         for module, why in _NOT_REACHED.items():
-            if tv_name in torchvision.models.list_models(module=getattr(torchvision.models, module)):
+            if tv_name in _listed(module):
                 raise UserError(f"torchvision's {module.replace('_', ' ')} model {tv_name} is not in the zoo ({why}); "
                                 "export it to ONNX or write a file.py:factory with fixed shapes")
-        available = [n for m in TORCHVISION_TASKS.values()
-                     for n in torchvision.models.list_models(module=getattr(torchvision.models, m) if m else torchvision.models)]
+        available = [n for m in TORCHVISION_TASKS.values() for n in _listed(m)]
         close = difflib.get_close_matches(tv_name, available, n=3)
         hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
         raise UserError(f"torchvision has no classification, video or segmentation model '{tv_name}'{hint}")
