@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from tvmbench.compile.ir import static_shape
+from tvmbench.compile.onnx_converters import resample
 
 
 def _arg(node: Any, index: int, name: str, default: Any) -> Any:
@@ -175,19 +176,6 @@ def antialias_taps(in_size: int, out_size: int, align_corners: bool, scale: floa
     return index, weight
 
 
-def _resample(importer: Any, x: Any, axis: int, index: np.ndarray, weight: np.ndarray) -> Any:
-    """``sum_k take(x, index[:, k], axis) * weight[:, k]``: a separable resampling along one axis."""
-    from tvm import relax
-
-    rank = len(x.ty.shape)
-    out = None
-    for k in range(index.shape[1]):
-        w = weight[:, k].reshape([-1] + [1] * (rank - 1 - axis))
-        term = relax.op.multiply(relax.op.take(x, relax.const(index[:, k]), axis), relax.const(w))
-        out = term if out is None else relax.op.add(out, term)
-    return importer.block_builder.emit(out)
-
-
 def _resize_args(node: Any, x: Any, scales: Any) -> tuple[list[int], list[int], list[float | None]] | None:
     try:
         ins = [int(d) for d in x.ty.shape][2:]
@@ -211,7 +199,7 @@ def upsample_bilinear2d(node: Any, importer: Any) -> Any:
                                      for i, o, s in zip(*found, strict=True)):
         return importer._upsample_bilinear2d(node)
     for axis, (i, o, s) in enumerate(zip(*found, strict=True), start=2):
-        x = _resample(importer, x, axis, *linear_taps(i, o, align, s))
+        x = resample(importer.block_builder, x, axis, *linear_taps(i, o, align, s))
     return x
 
 
@@ -225,7 +213,7 @@ def upsample_bilinear2d_aa(node: Any, importer: Any) -> Any:
         return importer._upsample_bilinear2d_aa(node)
     for axis, (i, o, s) in enumerate(zip(*found, strict=True), start=2):
         if i != o:
-            x = _resample(importer, x, axis, *antialias_taps(i, o, align, s))
+            x = resample(importer.block_builder, x, axis, *antialias_taps(i, o, align, s))
     return x
 
 

@@ -161,7 +161,8 @@ def _resize(bb: Any, x: Any, plan: list[tuple[int, int, int, float]], attrs: dic
     return x
 
 
-def _refuse(op: str, why: str) -> None:
+def refuse(op: str, why: str) -> None:
+    """A form of ONNX op ``op`` not converted: the importer's unsupported-op error (one line)."""
     import tvm
 
     raise tvm.error.OpNotImplemented(f"The following operators are not supported for frontend ONNX: {op} ({why})")
@@ -196,10 +197,10 @@ def _resize_converter() -> type:
             known = (scales is not None and scales.size) or sizes is not None
             if shape is None or not known or attrs["coordinate_transformation_mode"] == "tf_crop_and_resize":
                 if stock is None:
-                    _refuse(op, "scales computed at run time or an input of unknown shape")
+                    refuse(op, "scales computed at run time or an input of unknown shape")
                 return stock()
             if attrs["mode"] not in ("nearest", "linear", "cubic") or attrs["coordinate_transformation_mode"] not in _COORDS:
-                _refuse(op, f"mode {attrs['mode']}, coordinates {attrs['coordinate_transformation_mode']}")
+                refuse(op, f"mode {attrs['mode']}, coordinates {attrs['coordinate_transformation_mode']}")
             axes = [a % len(shape) for a in (attrs.get("axes") or range(len(shape)))]
             plan = _axes_plan(shape, axes, scales, sizes, attrs.get("keep_aspect_ratio_policy", "stretch"))
             if stock is not None and not attrs.get("axes") and attrs.get("keep_aspect_ratio_policy") == "stretch" \

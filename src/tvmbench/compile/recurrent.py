@@ -33,6 +33,7 @@ import functools
 from typing import Any, NamedTuple
 
 from tvmbench.compile.ir import static_shape
+from tvmbench.compile.onnx_converters import refuse
 from tvmbench.compile.tir import FLOPS_ATTR
 
 # Off: recurrent layers decompose per time step as torch.export writes them (for A/Bs:
@@ -463,12 +464,6 @@ _ONNX_GATES = {"LSTM": [0, 2, 3, 1], "GRU": [1, 0, 2], "RNN": [0]}
 _ONNX_DEFAULT_ACTIVATIONS = {"LSTM": (b"Sigmoid", b"Tanh", b"Tanh"), "GRU": (b"Sigmoid", b"Tanh"), "RNN": (b"Tanh",)}
 
 
-def _onnx_refuse(op: str, why: str) -> None:
-    import tvm
-
-    raise tvm.error.OpNotImplemented(f"The following operators are not supported for frontend ONNX: {op} ({why})")
-
-
 def _onnx_cell(op: str, attr: dict[str, Any], inputs: list[Any]) -> str:
     """The scan kernel's cell for an ONNX recurrent node; the unsupported-op error for the forms
     it does not compute (clipping, coupled gates, peepholes, per-sequence lengths, other
@@ -485,7 +480,7 @@ def _onnx_cell(op: str, attr: dict[str, Any], inputs: list[Any]) -> str:
                      (len(inputs) > 7 and inputs[7] is not None, "peepholes"),
                      (len(inputs) > 4 and inputs[4] is not None, "sequence_lens")):
         if bad:
-            _onnx_refuse(op, why)
+            refuse(op, why)
     return cell
 
 
@@ -520,7 +515,7 @@ def _onnx_check_shapes(bb: Any, op: str, inputs: list[Any], dirs: int, rows: int
         if len(inputs) > i and inputs[i] is not None:
             got = static_shape(bb.normalize(inputs[i]).ty)
             if got is not None and list(got) != want:
-                _onnx_refuse(op, f"{names[i]} of shape {list(got)} where hidden_size {hidden} needs {want}")
+                refuse(op, f"{names[i]} of shape {list(got)} where hidden_size {hidden} needs {want}")
 
 
 def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: dict[str, Any]) -> Any:
@@ -532,7 +527,7 @@ def _onnx_convert(regs: Registers, op: str, bb: Any, inputs: list[Any], attr: di
     x, w, r = inputs[:3]
     shape = static_shape(bb.normalize(x).ty)
     if shape is None or str(x.ty.dtype) != "float32":
-        _onnx_refuse(op, f"{x.ty.dtype} input of shape {x.ty.shape}: float32 with static shapes only")
+        refuse(op, f"{x.ty.dtype} input of shape {x.ty.shape}: float32 with static shapes only")
     b = inputs[3] if len(inputs) > 3 else None
     direction = attr.get("direction", b"forward")
     dirs, hidden, batch_first = (2 if direction == b"bidirectional" else 1), int(attr["hidden_size"]), attr.get("layout", 0) == 1
