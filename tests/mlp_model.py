@@ -557,3 +557,14 @@ class _Dilated(torch.nn.Module):
 def build_dilated():
     torch.manual_seed(0)
     return _Dilated().eval(), (torch.randn(2, 6, 12, 10),)
+
+
+def build_shifted_windows():
+    """torchvision's Swin block with shifted windows (36x36 map, 6x6 windows shifted by 3, 2 heads):
+    its attention mask is built per call from ``new_zeros`` and slice assignments (on a map of
+    more than 1024 pixels, which TVM's FoldConstant leaves alone)."""
+    from torchvision.models.swin_transformer import SwinTransformerBlock
+
+    torch.manual_seed(0)
+    block = SwinTransformerBlock(8, 2, window_size=[6, 6], shift_size=[3, 3], stochastic_depth_prob=0.0)
+    return block.eval(), (torch.randn(1, 36, 36, 8),)
