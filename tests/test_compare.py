@@ -69,12 +69,17 @@ def test_sweeps_multiply_batch_sizes_and_sequence_lengths_and_flags_override_the
     assert [(p.model, p.batch_size, p.seq_length) for p in flagged] == [
         ("bert-base-uncased", 8, 64), ("bert-base-uncased", 16, 64), ("resnet18", 8, None), ("resnet18", 16, None)]
     assert [p.type for p in points] == ["bert"] * 4 + ["resnet"]
+    # a video classifier's sequence length is its frames: a sweep over it applies
+    video = compare.load_config(write(tmp_path, {"models": [{"name": "torchvision:r3d_18"}]}))
+    assert [p.seq_length for p in compare.plan(video, seq_lengths=[8, 16])] == [8, 16]
 
 
 @pytest.mark.parametrize("name, kind", [("resnet101", "resnet"), ("roberta-base", "bert"),
                                         ("distilbert-base-uncased", "bert"), ("gpt2", "gpt"), ("t5-base", "t5"),
                                         ("google/vit-base-patch16-224", "vit"), ("mobilenet_v2", "cnn"),
-                                        ("torchvision:resnext50_32x4d", "resnet"), ("my.onnx", "user")])
+                                        ("torchvision:resnext50_32x4d", "resnet"), ("my.onnx", "user"),
+                                        ("torchvision:swin3d_t", "video"), ("torchvision:lraspp_mobilenet_v3_large",
+                                                                            "segmentation")])
 def test_model_types_for_the_summary(name, kind):
     assert compare.model_type(name) == kind
 

@@ -74,12 +74,25 @@ def test_torchvision_prefix_reaches_video_and_segmentation_models():
     for name, options, message in [
             ("torchvision:fasterrcnn_resnet50_fpn", ModelOptions(), "detection model .* is not in the zoo"),
             ("torchvision:mvit_v2_s", ModelOptions(image_size=160), "built for 16 frames of 224x224"),
-            ("torchvision:s3d", ModelOptions(image_size=64), "cannot run this model on inputs of shape")]:
+            ("torchvision:s3d", ModelOptions(image_size=64), "cannot run this model on inputs of shape"),
+            ("torchvision:raft_small", ModelOptions(image_size=100), "multiple of 8 pixels, at least 128")]:
         with pytest.raises(UserError, match=message) as info:
             load_model(name, options)
         assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="takes images"):
         check_shape_flags("torchvision:lraspp_mobilenet_v3_large", 8, None)
+
+
+def test_torchvision_prefix_reaches_optical_flow_models():
+    """RAFT takes two images and returns the flow after torchvision's 12 refinements (its forward
+    returns all 12 fields); a different second image gives a different flow."""
+    flow = load_model("torchvision:raft_small", ModelOptions(image_size=128))
+    assert flow.family == "optical_flow" and list(flow.inputs) == ["image1", "image2"]
+    a, b = flow.torch_inputs()
+    with torch.no_grad():
+        y = flow.module(a, b)
+        assert y.shape == (1, 2, 128, 128)
+        assert (flow.module(a, a.flip(-1)) - y).abs().max() > 1e-3
 
 
 def test_torchvision_vit_head_is_not_all_zero():
@@ -100,7 +113,7 @@ def test_flops_include_attention():
 
 @pytest.mark.parametrize(
     "name, message",
-    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification, video or segmentation")],
+    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification, video, segmentation or optical flow")],
 )
 def test_unknown_model_suggests_close_names(name, message):
     with pytest.raises(UserError, match=message):

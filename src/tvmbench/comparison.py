@@ -26,6 +26,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, PositiveInt, ValidationError, field_validator
 
 from tvmbench.errors import UserError
+from tvmbench.models.zoo import TORCHVISION_PREFIX, torchvision_task
 
 
 class ModelEntry(BaseModel):
@@ -106,8 +107,12 @@ _TYPES = (("resnet", "resnet"), ("wide_resnet", "resnet"), ("resnext", "resnet")
 
 def model_type(name: str, family: str | None = None) -> str:
     """The summary group of a model: resnet, bert (BERT, RoBERTa, DistilBERT), gpt, t5, vit; other
-    CNNs are "cnn"; user files by their kind."""
+    CNNs are "cnn"; torchvision's other families by theirs ("video", "segmentation",
+    "optical_flow"; a video's sequence length is its frames); user files by their kind."""
     base = name.lower().rsplit("/", 1)[-1].removeprefix("torchvision:")
+    task = torchvision_task(base) if name.startswith(TORCHVISION_PREFIX) else None
+    if task not in (None, "cnn"):
+        return str(task)
     for prefix, kind in _TYPES:
         if base.startswith(prefix):
             return kind
@@ -140,7 +145,7 @@ def plan(config: CompareConfig, batch_sizes: list[int] | None = None, seq_length
     for m in config.models:
         kind = m.type or model_type(m.name)
         seqs = seq_lengths if seq_lengths is not None else _as_list(m.seq_length)
-        if kind in ("resnet", "cnn") and seq_lengths is not None:
+        if kind in ("resnet", "cnn", "segmentation", "optical_flow") and seq_lengths is not None:
             seqs = [None]  # a sequence-length sweep does not apply to image models
         do_tune = m.enable_tuning if tune is None else tune
         n_trials = trials or m.tuning_trials or config.global_settings.tuning_trials

@@ -15,7 +15,15 @@ import torch
 
 from tvmbench.errors import UserError
 from tvmbench.models.base import LoadedModel, ModelOptions
-from tvmbench.models.zoo import DEFAULT_FRAMES, TORCHVISION, TORCHVISION_PREFIX, ZooEntry, check_image_size
+from tvmbench.models.zoo import (
+    DEFAULT_FRAMES,
+    FLOW_UPDATES,
+    MIN_FLOW_SIZE,
+    TORCHVISION,
+    TORCHVISION_PREFIX,
+    ZooEntry,
+    check_image_size,
+)
 
 
 def build(entry: ZooEntry, options: ModelOptions) -> LoadedModel:
@@ -94,9 +102,14 @@ def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dic
     if tv_name.startswith("mvit") and (size, frames) != (224, DEFAULT_FRAMES):  # its builder fixes both
         raise UserError(f"torchvision's {tv_name} is built for {DEFAULT_FRAMES} frames of 224x224 "
                         f"(asked for {frames} of {size}x{size})")
+    if entry.family == "optical_flow" and (size % 8 or size < MIN_FLOW_SIZE):
+        raise UserError(f"torchvision's {tv_name} takes images of a multiple of 8 pixels, at least "
+                        f"{MIN_FLOW_SIZE} (asked for {size})")
     module = construct_torchvision(tv_name, size, entry.extra_kwargs, entry.family)
     if entry.family == "segmentation":
         module = SegmentationOutput(module)
+    elif entry.family == "optical_flow":
+        module = FlowOutput(module)
     # Some classifiers zero-initialise their last layer (torchvision's ViT head), which makes every
     # output 0 and any accuracy check meaningless. Give such all-zero weight matrices random values.
     with torch.no_grad():
@@ -104,14 +117,22 @@ def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dic
             if p.dim() >= 2 and not p.any():
                 torch.nn.init.normal_(p, std=0.02)
     shape = (options.batch_size, 3, *((frames,) if entry.family == "video" else ()), size, size)
-    x = _rng(options).standard_normal(shape, dtype=np.float32)
-    if entry.family in ("video", "segmentation"):  # two samples at least: a pooled branch has one value each
-        calibration = np.random.default_rng(options.seed + 1).standard_normal((max(2, shape[0]), *shape[1:]), dtype=np.float32)
-        _calibrate_batch_norms(module, torch.from_numpy(calibration))
-    return module, {"x": x}, {"image_size": size, **({"frames": frames} if entry.family == "video" else {})}
+    names = ("image1", "image2") if entry.family == "optical_flow" else ("x",)
+    rng = _rng(options)
+    inputs = {name: rng.standard_normal(shape, dtype=np.float32) for name in names}
+    if entry.family != "cnn":  # two samples at least: a pooled branch has one value each
+        other = np.random.default_rng(options.seed + 1)
+        _calibrate_batch_norms(module, [torch.from_numpy(other.standard_normal((max(2, shape[0]), *shape[1:]),
+                                                                               dtype=np.float32)) for _ in names])
+    details: dict[str, Any] = {"image_size": size}
+    if entry.family == "video":
+        details["frames"] = frames
+    elif entry.family == "optical_flow":
+        details["flow_updates"] = FLOW_UPDATES
+    return module, inputs, details
 
 
-def _calibrate_batch_norms(module: torch.nn.Module, x: torch.Tensor) -> None:
+def _calibrate_batch_norms(module: torch.nn.Module, inputs: list[torch.Tensor]) -> None:
     """Batch norms' running statistics set to those of one pass over ``x`` (seeded random
     samples like the inputs). With random weights and the initial statistics (mean 0, variance
     1) activations shrink layer by layer where no residual path keeps them: S3D's last features were 1e-6, so its output was its classifier's
@@ -125,9 +146,9 @@ def _calibrate_batch_norms(module: torch.nn.Module, x: torch.Tensor) -> None:
         norm.train()
     try:
         with torch.no_grad():
-            module(x)
+            module(*inputs)
     except RuntimeError as e:  # a size the architecture cannot take (S3D pools 7x7 at the end)
-        raise UserError(f"cannot run this model on inputs of shape {list(x.shape[1:])}: "
+        raise UserError(f"cannot run this model on inputs of shape {list(inputs[0].shape[1:])}: "
                         f"{str(e).strip().splitlines()[0]}") from None
     for norm in norms:
         norm.eval()
@@ -142,6 +163,18 @@ class SegmentationOutput(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)["out"]
+
+
+class FlowOutput(torch.nn.Module):
+    """A torchvision RAFT model's last flow field, after ``FLOW_UPDATES`` refinements (its forward
+    returns every refinement's field, for training)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, image1: torch.Tensor, image2: torch.Tensor) -> torch.Tensor:
+        return self.model(image1, image2, num_flow_updates=FLOW_UPDATES)[-1]
 
 
 class HFWrapper(torch.nn.Module):

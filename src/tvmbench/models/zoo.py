@@ -92,12 +92,14 @@ ZOO: dict[str, ZooEntry] = {
 
 TORCHVISION_PREFIX = "torchvision:"
 # What ``torchvision:NAME`` reaches: classifiers of images ("cnn"), of video clips ([N, 3, T, H,
-# W], T from --seq-length, 16 by default) and semantic segmentation (the "out" map).
-TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation"}
+# W], T from --seq-length, 16 by default), semantic segmentation (the "out" map) and optical flow
+# (RAFT: two images, the flow after FLOW_UPDATES refinements, torchvision's default).
+TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation", "optical_flow": "optical_flow"}
+FLOW_UPDATES = 12
+MIN_FLOW_SIZE = 128  # RAFT's correlation pyramid halves a 1/8 map three times, to at least 2 pixels
 # Sizes the video classifiers were defined at (the R(2+1)D/R3D/MC3 family at 112 px).
 _VIDEO_SIZES = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}
 _NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes",
-                "optical_flow": "RAFT takes two images and iterates a refinement",
                 "quantization": "quantized models run on PyTorch's own int8 kernels"}
 DEFAULT_FRAMES = 16
 
@@ -124,7 +126,7 @@ def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
         available = [n for m in TORCHVISION_TASKS.values() for n in _listed(m)]
         close = difflib.get_close_matches(tv_name, available, n=3)
         hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
-        raise UserError(f"torchvision has no classification, video or segmentation model '{tv_name}'{hint}")
+        raise UserError(f"torchvision has no classification, video, segmentation or optical flow model '{tv_name}'{hint}")
     size = 299 if tv_name == "inception_v3" else _VIDEO_SIZES.get(tv_name, 224)
     kwargs = {"weights_backbone": None, "aux_loss": False} if family == "segmentation" else {}
     return ZooEntry(name, family, TORCHVISION, f"torchvision {tv_name}", default_image_size=size, extra_kwargs=kwargs)
