@@ -141,7 +141,8 @@ def check_image_size(name: str, size: int) -> None:
 
 
 def lookup(name: str) -> ZooEntry:
-    """The zoo entry for ``name``; ``torchvision:NAME`` reaches any torchvision classifier."""
+    """The zoo entry for ``name``; ``torchvision:NAME`` reaches any torchvision classifier, video,
+    segmentation or optical-flow model."""
     if name in ZOO:
         return ZOO[name]
     lowered = {k.lower(): k for k in ZOO}
