@@ -339,14 +339,14 @@ cases = {
 globals().update(cases)  # each case is a factory ``load_model("op_battery.py:NAME")`` finds
 
 
-def exported(name: str, dynamo: bool) -> Path:
+def exported(cases: dict, name: str, dynamo: bool, folder: str = "op_battery_onnx") -> Path:
     """Case ``name`` as an ONNX file in the cache (exported once per torch version and exporter)."""
     import contextlib
     import io
 
     from tvmbench.paths import cache_dir
 
-    path = cache_dir("op_battery_onnx", torch.__version__, "dynamo" if dynamo else "legacy") / f"{name}.onnx"
+    path = cache_dir(folder, torch.__version__, "dynamo" if dynamo else "legacy") / f"{name}.onnx"
     if not path.exists():
         model, inputs = cases[name]()
         tmp = path.with_name(f"{name}.{os.getpid()}.tmp.onnx")
@@ -356,12 +356,18 @@ def exported(name: str, dynamo: bool) -> Path:
     return path
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def arguments(description: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--match", default="", help="only the cases whose name contains this")
     parser.add_argument("--onnx", action="store_true", help="through ONNX files, ONNX Runtime the reference")
     parser.add_argument("--dynamo", action="store_true", help="with --onnx: export with torch.onnx's dynamo exporter")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def run_battery(cases: dict, factory_file: str, args: argparse.Namespace, onnx_folder: str = "op_battery_onnx") -> None:
+    """Every case of ``cases`` (factories that ``factory_file:NAME`` names) through TVM against
+    PyTorch (or, with ``--onnx``, ONNX Runtime on the exported file); a line per case, then the
+    counts."""
     os.environ.setdefault("TVM_NUM_THREADS", "2")
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.onnxruntime import OnnxRuntimeBackend
@@ -378,14 +384,15 @@ def main() -> None:
         try:
             if args.onnx:
                 try:
-                    model, ref = load_model(str(exported(name, args.dynamo))), OnnxRuntimeBackend(cfg)
+                    model = load_model(str(exported(cases, name, args.dynamo, onnx_folder)))
+                    ref = OnnxRuntimeBackend(cfg)
                     ref.prepare(model)
                 except Exception as e:  # noqa: BLE001 - the exporter's or ONNX Runtime's failure
                     counts["SKIP"] = counts.get("SKIP", 0) + 1
                     print(f"{name:22s} SKIP  {headline(e, 160)}", flush=True)
                     continue
             else:
-                model, ref = load_model(f"{os.path.abspath(__file__)}:{name}"), PyTorchBackend(cfg)
+                model, ref = load_model(f"{os.path.abspath(factory_file)}:{name}"), PyTorchBackend(cfg)
                 ref.prepare(model)
             tvm_b = TVMBackend(cfg)
             tvm_b.prepare(model)
@@ -402,4 +409,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_battery(cases, __file__, arguments(__doc__.split("\n")[0]))
