@@ -306,6 +306,7 @@ cases = {
     "idx_orth": mk(lambda x: x[:, :, torch.tensor([0, 2, 4])[:, None], torch.tensor([1, 0])], (2, 3, 5, 7)),
     "adv": mk(lambda x: x[:, [-1, 0, -2]], (2, 5, 7)),
     "idx_lead": mk(lambda x: x[torch.tensor([1, 0]), torch.tensor([4, 2])], (2, 5, 7)),
+    "idx_joint_one": mk(lambda x: x[torch.arange(1), x[:, :, 0].argmax(-1)], (1, 5, 7)),
     "aa_down_s05": mk(lambda x: F.interpolate(x, scale_factor=0.5, mode="bilinear", antialias=True), (2, 3, 8, 10)),
     "aa_down_odd": mk(lambda x: F.interpolate(x, size=(5, 3), mode="bilinear", antialias=True), (2, 3, 17, 9)),
     "aa_up": mk(lambda x: F.interpolate(x, size=(11, 13), mode="bilinear", antialias=True), (2, 3, 7, 9)),

@@ -333,6 +333,7 @@ class _ImportedWrongly(torch.nn.Module):
                 f.grid_sample(x, x[:, :2].permute(0, 2, 3, 1).tanh(), align_corners=False),
                 x[:, torch.tensor([[0, 2], [1, 1]]), torch.tensor([3, -1])],  # indices after a slice
                 x[torch.tensor([0, 1, 1]), :, :, torch.tensor([2, 0, -1])],  # not adjacent
+                x[torch.arange(1), x[:1, :, 0, 0].argmax(-1)],  # one joint axis of one (CLIP's pooled token)
                 x.index_fill(1, torch.tensor([0, -1]), 7.0),  # index_put with sliced axes
                 x.index_copy(2, torch.tensor([3, 0]), x[:, :, :2] * 3))
 

@@ -233,8 +233,12 @@ def grid_sampler_2d(node: Any, importer: Any) -> Any:
 
 def _orthogonal(shapes: list[list[int]]) -> bool:
     """Whether index tensors of these shapes each vary along their own axis of the broadcast
-    result, in order (``d[:, None, None], h[:, None], w``): then indexing is one take per axis."""
+    result, in order (``d[:, None, None], h[:, None], w``): then indexing is one take per axis.
+    Their broadcast must have an axis per index: ``x[arange(1), argmax]`` (CLIP's pooled token)
+    is two indices of shape ``[1]`` and one joint axis, and a take per axis gave ``[1, 1, C]``."""
     rank = len(shapes)
+    if max(len(shape) for shape in shapes) != rank:
+        return False
     for j, shape in enumerate(shapes):
         padded = [1] * (rank - len(shape)) + list(shape)
         if len(shape) > rank or any(d != 1 for k, d in enumerate(padded) if k != j):
