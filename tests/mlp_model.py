@@ -326,6 +326,7 @@ class _ImportedWrongly(torch.nn.Module):
                 x.permute(0, -1, 1, -2),  # negative axes: ConvertLayout failed
                 torch.logsumexp(x, -1) + x.amin(dim=(1, 2)).sum(),  # amax / amin
                 torch.div(x * 10, 3, rounding_mode="floor"),  # a float tensor by an int
+                torch.log((index + 1) / 2) + index / (index + 1) + x / (index + 1),  # true division of integers
                 torch.gather(x, -1, index),
                 f.interpolate(x, scale_factor=1.5, mode="bilinear"),  # mapped by the factor
                 f.interpolate(x, size=(3, 4), mode="bilinear", antialias=True),

@@ -91,7 +91,7 @@ def test_ops_tvm_imported_wrongly_match_pytorch():
     that is not the sizes' ratio, antialiased resizing, grid_sample (its grid read transposed),
     advanced indices after a slice or apart or of one joint axis, index_fill / index_copy (index_put with sliced axes:
     refused), negative permute axes, amax / amin, a float
-    floor-divided by an int, an integer clamp with one bound: each was wrong or refused by TVM
+    floor-divided by an int, integers true-divided (a float in PyTorch, integers in TVM), an integer clamp with one bound: each was wrong or refused by TVM
     0.27's importer and is converted by ``compile/converters.py``."""
     from pathlib import Path
 

@@ -78,16 +78,21 @@ def amax_amin(reduce: str) -> Any:
 
 
 def div_mode(node: Any, importer: Any) -> Any:
-    """``div(a, b, rounding_mode=...)`` with a Python number on one side: TVM made the number an
-    int32 constant beside a float tensor and the type check refused the model."""
+    """``div`` with or without a rounding mode, in the dtype PyTorch gives the result (the node's
+    own). TVM divided integer tensors as integers where PyTorch's true division gives a float
+    (DeBERTa's relative-position buckets take the log of one: refused), and made a Python number
+    an int32 constant beside a float tensor (the type check refused the model)."""
     from tvm import relax
 
     a, b = importer.retrieve_args(node)[:2]
     mode = _arg(node, 2, "rounding_mode", None)
-    dtype = str((a if isinstance(a, relax.Expr) else b).ty.dtype)
-    a, b = (relax.const(v, dtype) if isinstance(v, int | float) else v for v in (a, b))
+    val = node.meta.get("val")
+    dtype = str(val.dtype).removeprefix("torch.") if hasattr(val, "dtype") else \
+        str((a if isinstance(a, relax.Expr) else b).ty.dtype)
     if mode is None and "int" in dtype:  # true division of integers is a float in PyTorch
-        a, b, dtype = relax.op.astype(a, "float32"), relax.op.astype(b, "float32"), "float32"
+        dtype = "float32"
+    a, b = (relax.const(v, dtype) if isinstance(v, int | float) else
+            v if str(v.ty.dtype) == dtype else relax.op.astype(v, dtype) for v in (a, b))
     if mode == "floor":
         out = relax.op.floor_divide(a, b) if "int" in dtype else relax.op.floor(relax.op.divide(a, b))
     elif mode == "trunc" and "float" in dtype:
@@ -647,6 +652,8 @@ CUSTOM_CONVERTERS = {
     "elu.default": elu,
     "amax.default": amax_amin("max"),
     "amin.default": amax_amin("min"),
+    "div.Tensor": div_mode,
+    "div.Scalar": div_mode,
     "div.Tensor_mode": div_mode,
     "clamp.default": clamp,
     "upsample_nearest2d.vec": upsample_nearest2d,
