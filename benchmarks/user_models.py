@@ -6,8 +6,10 @@ Random seeded weights, eval mode, one input each. A U-Net and a DCGAN generator 
 convolutions: ``passes/sub_pixel.py``), torchvision's segmentation models (dilated convolutions,
 bilinear resizing), PyTorch's own transformer layers, and a speech front end (1-d convolutions,
 group norm, a bidirectional GRU), an LSTM language model and a CRNN text recogniser (recurrent
-layers: ``compile/recurrent.py``), and a diffusion U-Net's residual blocks (group norms:
-``passes/group_norm.py``). docs/performance.md ("Models the zoo does not have") records
+layers: ``compile/recurrent.py``), a diffusion U-Net's residual blocks (group norms:
+``passes/group_norm.py``), and transformers architectures at published sizes (a Llama-type
+language model at SmolLM-135M's, Whisper-tiny's encoder, wav2vec 2.0 base, SegFormer-B0,
+MobileViT-S, DINOv2 ViT-S/14). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
@@ -192,3 +194,65 @@ def vae_mid_block():
     at 32x32: attention over 1024 pixels)."""
     torch.manual_seed(0)
     return nn.Sequential(ResBlock(256), AttnBlock(256), ResBlock(256)).eval(), (torch.randn(1, 256, 32, 32),)
+
+
+class _HF(nn.Module):
+    """A transformers model called with keyword tensors, returning one output field."""
+
+    def __init__(self, model: nn.Module, names: tuple[str, ...], field: str, **extra):
+        super().__init__()
+        self.model, self.names, self.field, self.extra = model, names, field, extra
+
+    def forward(self, *xs):
+        return self.model(**dict(zip(self.names, xs, strict=True)), **self.extra)[self.field]
+
+
+def _hf(model_type: str, cls: str, inputs: dict, field: str, extra: dict | None = None, **config):
+    import transformers
+
+    torch.manual_seed(0)
+    model = getattr(transformers, cls)(transformers.AutoConfig.for_model(model_type, **config)).eval()
+    return _HF(model, tuple(inputs), field, **(extra or {})).eval(), tuple(inputs.values())
+
+
+def smollm():
+    """A Llama-architecture language model at SmolLM-135M's published sizes (30 layers of 576, 9
+    heads sharing 3 key/value heads, SwiGLU 1536, RoPE, RMSNorm): the logits of a 128-token prompt."""
+    return _hf("llama", "LlamaForCausalLM", {"input_ids": torch.randint(0, 49152, (1, 128))}, "logits",
+               {"use_cache": False}, vocab_size=49152, hidden_size=576, intermediate_size=1536,
+               num_hidden_layers=30, num_attention_heads=9, num_key_value_heads=3, max_position_embeddings=2048,
+               rope_theta=10000.0, tie_word_embeddings=True)
+
+
+def whisper_tiny_encoder():
+    """Whisper-tiny's encoder (4 layers of 384, 6 heads) over 30 s of 80 mel bins: 1500 tokens."""
+    import transformers
+
+    torch.manual_seed(0)
+    cfg = transformers.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536,
+                                     decoder_layers=4, decoder_attention_heads=6, decoder_ffn_dim=1536)
+    encoder = transformers.WhisperModel(cfg).get_encoder().eval()
+    return _HF(encoder, ("input_features",), "last_hidden_state").eval(), (torch.randn(1, 80, 3000),)
+
+
+def wav2vec2_base():
+    """wav2vec 2.0 base (7 convolutions, 12 layers of 768): one second of 16 kHz audio."""
+    return _hf("wav2vec2", "Wav2Vec2Model", {"input_values": torch.randn(1, 16000)}, "last_hidden_state")
+
+
+def segformer_b0():
+    """SegFormer-B0 (MiT-B0 encoder, all-MLP decoder) at 512 x 512, 150 classes (ADE20K)."""
+    return _hf("segformer", "SegformerForSemanticSegmentation", {"pixel_values": torch.randn(1, 3, 512, 512)},
+               "logits", num_labels=150)
+
+
+def mobilevit_small():
+    """MobileViT-S (the transformers default config, 1000 classes) at 256 x 256."""
+    return _hf("mobilevit", "MobileViTForImageClassification", {"pixel_values": torch.randn(1, 3, 256, 256)},
+               "logits", num_labels=1000)
+
+
+def dinov2_small():
+    """DINOv2 ViT-S/14 (12 layers of 384, 6 heads) at 224 x 224: 257 tokens."""
+    return _hf("dinov2", "Dinov2Model", {"pixel_values": torch.randn(1, 3, 224, 224)}, "last_hidden_state",
+               hidden_size=384, num_attention_heads=6, image_size=518, patch_size=14)
