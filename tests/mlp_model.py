@@ -570,3 +570,20 @@ def build_shifted_windows():
     torch.manual_seed(0)
     block = SwinTransformerBlock(8, 2, window_size=[6, 6], shift_size=[3, 3], stochastic_depth_prob=0.0)
     return block.eval(), (torch.randn(1, 36, 36, 8),)
+
+
+class _MaskedAttention(torch.nn.Module):
+    """``scaled_dot_product_attention`` over 15 tokens with a boolean mask that hides every key
+    from query row 3 (PyTorch gives that row zeros) and the last two keys from the others."""
+
+    def forward(self, x):
+        mask = torch.ones(15, 15, dtype=torch.bool)
+        mask[:, 13:] = False
+        mask[3] = False
+        q, k, v = x, x * 0.5, x + 1
+        return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+
+
+def build_masked_attention():
+    torch.manual_seed(0)
+    return _MaskedAttention().eval(), (torch.randn(1, 2, 15, 16),)

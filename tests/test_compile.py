@@ -1268,3 +1268,19 @@ def test_a_mask_built_from_a_fill_is_folded_at_compile_time_and_stays_exact():
     assert not [n for n in names if "full" in n or "slice_scatter" in n or "equal" in n], names
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
+
+
+def test_fully_masked_rows_of_sdpa_give_zeros_as_in_pytorch():
+    """SDPA's safe softmax zeroes a row whose keys are all masked; PadAttention pads the 15 keys to
+    a whole vector with scores of the lowest float, not -inf, and FuseAttention joins it all: the
+    row must still come out zero, not an average of padded values."""
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_masked_attention")
+    legal = pipeline.legalized(import_model(model).mod, TARGET)
+    assert [gv for gv in legal.get_global_vars() if "attention" in gv.name_hint]
+    result, backend = tvm_vs_torch(model)
+    assert result["passed"], result
+    np.testing.assert_array_equal(backend.outputs()[0][:, :, 3], 0)
