@@ -15,6 +15,7 @@ are checked against it). Points:
 
 ``--torchvision``: also every torchvision classifier outside the zoo (``torchvision:NAME``, the
 models no rule was measured on), at batch 1 and 8 at their default size (``--quick``: batch 1);
+``--torchvision video,segmentation,optical_flow`` (or ``all``) takes those families' models;
 ``--models`` takes ``torchvision:NAME`` too. A framework that failed at a point is listed with its
 error line.
 
@@ -48,7 +49,7 @@ from pathlib import Path
 import tvmbench
 from tvmbench.comparison import CompareConfig, GlobalSettings, ModelEntry
 from tvmbench.models import ZOO
-from tvmbench.models.zoo import TORCHVISION_PREFIX
+from tvmbench.models.zoo import TORCHVISION_PREFIX, TORCHVISION_TASKS
 
 FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
 PEERS = ("onnxruntime", "openvino")
@@ -56,11 +57,12 @@ SEQ_512 = ("bert-base-uncased", "gpt2")
 ODD_BATCH, ODD_IMAGE, ODD_SEQ = 3, 193, 77
 
 
-def torchvision_classifiers() -> list[str]:
-    """Every torchvision classifier the zoo does not hold, as ``torchvision:NAME``."""
-    import torchvision
+def torchvision_models(families: list[str]) -> list[str]:
+    """Every torchvision model of ``families`` ("cnn" for the classifiers; "video",
+    "segmentation", "optical_flow") the zoo does not hold, as ``torchvision:NAME``."""
+    from tvmbench.models.zoo import listed
 
-    return [f"{TORCHVISION_PREFIX}{n}" for n in torchvision.models.list_models(module=torchvision.models)
+    return [f"{TORCHVISION_PREFIX}{n}" for family in families for n in listed(TORCHVISION_TASKS[family])
             if n not in ZOO]
 
 
@@ -207,8 +209,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--models", help="comma-separated zoo names or torchvision:NAME (default: the whole zoo; "
                                          "with --torchvision, none)")
-    parser.add_argument("--torchvision", action="store_true",
-                        help="also every torchvision classifier outside the zoo, at its default size")
+    parser.add_argument("--torchvision", nargs="?", const="cnn", metavar="FAMILIES",
+                        help="also every torchvision classifier outside the zoo, at its default size; "
+                             "with a comma-separated list of families (cnn, video, segmentation, "
+                             "optical_flow, or all), those families' models")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
     parser.add_argument("--odd", action="store_true",
                         help="one point per model at odd shapes: batch 3, 193 px or seq 77")
@@ -225,7 +229,11 @@ def main() -> int:
                              "round (default: only with --rounds > 1), so a burst hits them all alike")
     args = parser.parse_args()
     names = args.models.split(",") if args.models else ([] if args.torchvision else list(ZOO))
-    names += torchvision_classifiers() if args.torchvision else []
+    if args.torchvision:
+        families = list(TORCHVISION_TASKS) if args.torchvision == "all" else args.torchvision.split(",")
+        if set(families) - set(TORCHVISION_TASKS):
+            parser.error(f"--torchvision takes {', '.join(TORCHVISION_TASKS)} or all, not {args.torchvision}")
+        names += torchvision_models(families)
     unknown = [n for n in names if n not in ZOO and not n.startswith(TORCHVISION_PREFIX)]
     if unknown:
         parser.error(f"not zoo models: {', '.join(unknown)}")

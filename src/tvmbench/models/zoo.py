@@ -104,7 +104,7 @@ _NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes"
 DEFAULT_FRAMES = 16
 
 
-def _listed(module: str) -> list[str]:
+def listed(module: str) -> list[str]:
     """The models torchvision lists in ``torchvision.models.<module>`` (the classifiers for "")."""
     import torchvision
 
@@ -113,17 +113,17 @@ def _listed(module: str) -> list[str]:
 
 def torchvision_task(tv_name: str) -> str | None:
     """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation"), or None."""
-    return next((family for family, module in TORCHVISION_TASKS.items() if tv_name in _listed(module)), None)
+    return next((family for family, module in TORCHVISION_TASKS.items() if tv_name in listed(module)), None)
 
 
 def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
     family = torchvision_task(tv_name)
     if family is None:
         for module, why in _NOT_REACHED.items():
-            if tv_name in _listed(module):
+            if tv_name in listed(module):
                 raise UserError(f"torchvision's {module.replace('_', ' ')} model {tv_name} is not in the zoo ({why}); "
                                 "export it to ONNX or write a file.py:factory with fixed shapes")
-        available = [n for m in TORCHVISION_TASKS.values() for n in _listed(m)]
+        available = [n for m in TORCHVISION_TASKS.values() for n in listed(m)]
         close = difflib.get_close_matches(tv_name, available, n=3)
         hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
         raise UserError(f"torchvision has no classification, video, segmentation or optical flow model '{tv_name}'{hint}")
