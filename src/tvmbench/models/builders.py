@@ -133,7 +133,7 @@ def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dic
 
 
 def _calibrate_batch_norms(module: torch.nn.Module, inputs: list[torch.Tensor]) -> None:
-    """Batch norms' running statistics set to those of one pass over ``x`` (seeded random
+    """Batch norms' running statistics set to those of one pass over ``inputs`` (seeded random
     samples like the inputs). With random weights and the initial statistics (mean 0, variance
     1) activations shrink layer by layer where no residual path keeps them: S3D's last features were 1e-6, so its output was its classifier's
     bias and the accuracy check compared nothing. Calibrated, every layer's output is of order 1,

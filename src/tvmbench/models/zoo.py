@@ -96,7 +96,7 @@ TORCHVISION_PREFIX = "torchvision:"
 # (RAFT: two images, the flow after FLOW_UPDATES refinements, torchvision's default).
 TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation", "optical_flow": "optical_flow"}
 FLOW_UPDATES = 12
-MIN_FLOW_SIZE = 128  # RAFT's correlation pyramid halves a 1/8 map three times, to at least 2 pixels
+MIN_FLOW_SIZE = 128  # RAFT's features are 1/8 of the image, at least 16 pixels (its pyramid halves them thrice)
 # Sizes the video classifiers were defined at (the R(2+1)D/R3D/MC3 family at 112 px).
 _VIDEO_SIZES = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}
 _NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes",
@@ -112,7 +112,8 @@ def listed(module: str) -> list[str]:
 
 
 def torchvision_task(tv_name: str) -> str | None:
-    """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation"), or None."""
+    """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation",
+    "optical_flow"), or None."""
     return next((family for family, module in TORCHVISION_TASKS.items() if tv_name in listed(module)), None)
 
 
