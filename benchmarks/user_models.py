@@ -15,9 +15,15 @@ their times against the peers.
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from hf_battery import Output  # noqa: E402  (a transformers model called with keyword tensors)
 
 
 def _block(i: int, o: int) -> nn.Module:
@@ -196,23 +202,12 @@ def vae_mid_block():
     return nn.Sequential(ResBlock(256), AttnBlock(256), ResBlock(256)).eval(), (torch.randn(1, 256, 32, 32),)
 
 
-class _HF(nn.Module):
-    """A transformers model called with keyword tensors, returning one output field."""
-
-    def __init__(self, model: nn.Module, names: tuple[str, ...], field: str, **extra):
-        super().__init__()
-        self.model, self.names, self.field, self.extra = model, names, field, extra
-
-    def forward(self, *xs):
-        return self.model(**dict(zip(self.names, xs, strict=True)), **self.extra)[self.field]
-
-
 def _hf(model_type: str, cls: str, inputs: dict, field: str, extra: dict | None = None, **config):
     import transformers
 
     torch.manual_seed(0)
     model = getattr(transformers, cls)(transformers.AutoConfig.for_model(model_type, **config)).eval()
-    return _HF(model, tuple(inputs), field, **(extra or {})).eval(), tuple(inputs.values())
+    return Output(model, tuple(inputs), field, **(extra or {})).eval(), tuple(inputs.values())
 
 
 def smollm():
@@ -232,7 +227,7 @@ def whisper_tiny_encoder():
     cfg = transformers.WhisperConfig(d_model=384, encoder_layers=4, encoder_attention_heads=6, encoder_ffn_dim=1536,
                                      decoder_layers=4, decoder_attention_heads=6, decoder_ffn_dim=1536)
     encoder = transformers.WhisperModel(cfg).get_encoder().eval()
-    return _HF(encoder, ("input_features",), "last_hidden_state").eval(), (torch.randn(1, 80, 3000),)
+    return Output(encoder, ("input_features",), "last_hidden_state").eval(), (torch.randn(1, 80, 3000),)
 
 
 def wav2vec2_base():
