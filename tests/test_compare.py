@@ -69,9 +69,11 @@ def test_sweeps_multiply_batch_sizes_and_sequence_lengths_and_flags_override_the
     assert [(p.model, p.batch_size, p.seq_length) for p in flagged] == [
         ("bert-base-uncased", 8, 64), ("bert-base-uncased", 16, 64), ("resnet18", 8, None), ("resnet18", 16, None)]
     assert [p.type for p in points] == ["bert"] * 4 + ["resnet"]
-    # a video classifier's sequence length is its frames: a sweep over it applies
+    # a video classifier's sequence length is its frames: a sweep over it applies, a row per length
     video = compare.load_config(write(tmp_path, {"models": [{"name": "torchvision:r3d_18"}]}))
     assert [p.seq_length for p in compare.plan(video, seq_lengths=[8, 16])] == [8, 16]
+    from tvmbench.results.summary import _label
+    assert _label({"model": "torchvision:r3d_18", "batch_size": 1, "model_info": {"frames": 8}}).endswith("b1 f8")
 
 
 @pytest.mark.parametrize("name, kind", [("resnet101", "resnet"), ("roberta-base", "bert"),

@@ -24,6 +24,9 @@ def _label(point: dict[str, Any]) -> str:
     parts = [point["model"], f"b{point['batch_size']}"]
     if point.get("seq_length"):
         parts.append(f"s{point['seq_length']}")
+    frames = (point.get("model_info") or {}).get("frames")
+    if frames:  # a video model's clip length (a sweep over --seq-length gives one row per length)
+        parts.append(f"f{frames}")
     return " ".join(parts)
 
 
