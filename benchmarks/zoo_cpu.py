@@ -49,7 +49,7 @@ from pathlib import Path
 import tvmbench
 from tvmbench.comparison import CompareConfig, GlobalSettings, ModelEntry
 from tvmbench.models import ZOO
-from tvmbench.models.zoo import TORCHVISION_PREFIX, TORCHVISION_TASKS
+from tvmbench.models.zoo import TORCHVISION_PREFIX, TORCHVISION_TASKS, listed
 
 FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
 PEERS = ("onnxruntime", "openvino")
@@ -60,8 +60,6 @@ ODD_BATCH, ODD_IMAGE, ODD_SEQ = 3, 193, 77
 def torchvision_models(families: list[str]) -> list[str]:
     """Every torchvision model of ``families`` ("cnn" for the classifiers; "video",
     "segmentation", "optical_flow") the zoo does not hold, as ``torchvision:NAME``."""
-    from tvmbench.models.zoo import listed
-
     return [f"{TORCHVISION_PREFIX}{n}" for family in families for n in listed(TORCHVISION_TASKS[family])
             if n not in ZOO]
 

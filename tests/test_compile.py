@@ -89,10 +89,11 @@ def test_ops_tvm_imported_wrongly_match_pytorch():
     """SELU (an ELU whose scale TVM dropped), nearest resizing to other than whole-number
     enlargements (half-pixel centres instead of PyTorch's floor), bilinear resizing by a factor
     that is not the sizes' ratio, antialiased resizing, grid_sample (its grid read transposed),
-    advanced indices after a slice or apart or of one joint axis, index_fill / index_copy (index_put with sliced axes:
-    refused), negative permute axes, amax / amin, a float
-    floor-divided by an int, integers true-divided (a float in PyTorch, integers in TVM), an integer clamp with one bound: each was wrong or refused by TVM
-    0.27's importer and is converted by ``compile/converters.py``."""
+    advanced indices after a slice, apart or of one joint axis, index_fill / index_copy
+    (index_put with sliced axes: refused), negative permute axes, amax / amin, a float
+    floor-divided by an int, integers true-divided (a float in PyTorch, integers in TVM), an
+    integer clamp with one bound: each was wrong or refused by TVM 0.27's importer and is
+    converted by ``compile/converters.py``."""
     from pathlib import Path
 
     result, _ = tvm_vs_torch(load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_imported_wrongly"))
