@@ -123,6 +123,28 @@ def test_fp16_tolerance_is_looser_and_overridable():
     assert accuracy.tolerance_for("float32", {"atol": 0.5}).atol == 0.5
 
 
+def test_a_narrow_miss_is_judged_against_float64_and_a_bias_still_fails():
+    """Two float32 computations rounding apart by 0.8e-3 of the largest output each miss one
+    another's 1e-3 bound; against the exact outputs each is within it. A systematic 3e-3 bias
+    misses narrowly too (cosine near 1), and fails against the exact outputs as well."""
+    rng = np.random.default_rng(0)
+    exact = rng.standard_normal(4000)
+    noise = np.sign(rng.standard_normal(4000)) * 0.8e-3 * np.abs(exact).max()
+    ours, theirs = (exact - noise).astype(np.float32), (exact + noise).astype(np.float32)
+    check = accuracy.compare([ours], [theirs], TOL)
+    assert not check["passed"] and accuracy.narrow_miss(check, TOL)
+    judged = accuracy.arbitrate(check, [ours], [theirs], [exact], TOL)
+    assert judged["passed"] and judged["judged_by"] == "float64"
+    assert judged["float64"]["max_rel_err"] == pytest.approx(0.8e-3, rel=0.01)
+    biased = theirs + np.float32(3e-3 * np.abs(exact).max())
+    check = accuracy.compare([biased], [theirs], TOL)
+    assert accuracy.narrow_miss(check, TOL)
+    assert not accuracy.arbitrate(check, [biased], [theirs], [exact], TOL)["passed"]
+    wrong = accuracy.compare([theirs[::-1].copy()], [theirs], TOL)  # a gross error is not judged again
+    assert not wrong["passed"] and not accuracy.narrow_miss(wrong, TOL)
+    assert not accuracy.narrow_miss(accuracy.compare([theirs], [theirs], TOL), TOL)  # nor a pass
+
+
 def test_bootstrap_median_ci_brackets_the_sample_median():
     rng = np.random.default_rng(3)
     x = rng.lognormal(size=200)

@@ -101,11 +101,13 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                include_io: bool = False, precision: str = "fp32", torch_compile_mode: str = "default",
                openvino_hint: str = "latency", cuda_graph: bool = False, timeout: float = 3600.0,
                memory_limit_gib: float | None = None, remote: dict[str, str] | None = None,
-               show_worker_output: bool = False) -> RunConfig:
+               show_worker_output: bool = False, rtol: float | None = None, atol: float | None = None) -> RunConfig:
     """The one place a run's configuration is put together (``run`` and ``compare`` both use it).
-    ``show_worker_output``: workers print to this terminal (else to log files kept when they fail)."""
+    ``show_worker_output``: workers print to this terminal (else to log files kept when they fail).
+    ``rtol``/``atol``: the output check's bounds in place of the precision's (``accuracy.py``)."""
     check_numbers(threads=threads, runs=runs, rounds=rounds, min_time=min_time, max_time=max_time, timeout=timeout,
-                  memory_limit_gib=memory_limit_gib, times=("min_time", "max_time", "timeout", "memory_limit_gib"))
+                  memory_limit_gib=memory_limit_gib, rtol=rtol, atol=atol,
+                  times=("min_time", "max_time", "timeout", "memory_limit_gib", "rtol", "atol"))
     check_numbers(minimum=0, warmup=warmup)
     if untuned and db:
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db, --tune or --trials")
@@ -128,7 +130,8 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
                      use_pretuned=pretuned and not untuned, use_cache=cache, isolate=isolate, timeout_s=timeout,
                      rounds=rounds, lockstep=lockstep, probe=probe, include_io=include_io,
                      memory_limit_bytes=int(memory_limit_gib * 2**30) if memory_limit_gib else 0,
-                     backend_options=backend_options, show_worker_output=show_worker_output)
+                     backend_options=backend_options, show_worker_output=show_worker_output,
+                     tolerance={k: v for k, v in (("rtol", rtol), ("atol", atol)) if v is not None})
 
 
 def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, what: str,
@@ -151,11 +154,13 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
     """Measure every framework of ``cfg`` and build the result (the machine's state is recorded
     before the first worker starts)."""
     from tvmbench.measure import environment
+    from tvmbench.measure.runner import float64_reference
     from tvmbench.results.build import build_result
 
     env = environment.collect(cfg.threads)
     order, raw, ref_outputs, source = run_frameworks(cfg, on_event)
-    return build_result(cfg, order, raw, ref_outputs, env, source)
+    exact = float64_reference(cfg, raw, ref_outputs, source, on_event)
+    return build_result(cfg, order, raw, ref_outputs, env, source, exact)
 
 
 def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: Any = "auto", *,
@@ -172,7 +177,8 @@ def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: 
     within a round; default on), ``probe`` (with rounds on a CPU, the host-state probe run
     between blocks, for ``diff`` to compare runs state with state; default on), ``db``, ``pretuned``,
     ``untuned``, ``cache``, ``isolate``, ``include_io``, ``precision``, ``torch_compile_mode``,
-    ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``. The result is appended
+    ``openvino_hint``, ``cuda_graph``, ``timeout``, ``memory_limit_gib``, ``rtol``/``atol`` (the output
+    check's bounds). The result is appended
     to the history (``results/history.py``; ``history`` names another file, False skips it) and
     carries its entry id in ``extra["history_entry"]``."""
     from tvmbench.backends import default_frameworks, parse_frameworks

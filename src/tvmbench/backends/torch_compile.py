@@ -11,8 +11,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from tvmbench.backends.base import BackendOptions, OpTime
-from tvmbench.backends.pytorch import PyTorchBackend
+from tvmbench.backends.base import OpTime
+from tvmbench.backends.pytorch import PyTorchBackend, PyTorchOptions
 from tvmbench.errors import UserError, headline
 from tvmbench.models import LoadedModel
 
@@ -20,7 +20,7 @@ MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagrap
 
 
 @dataclass(frozen=True)
-class TorchCompileOptions(BackendOptions):
+class TorchCompileOptions(PyTorchOptions):  # its eager parts read PyTorch's
     torch_compile_mode: str = "default"
 
     def validate(self) -> None:

@@ -162,6 +162,11 @@ def add_framework_args(p: argparse.ArgumentParser) -> None:
 
     p.add_argument("--torch-compile-mode", default="default", choices=MODES)
     p.add_argument("--openvino-hint", default="latency", choices=["latency", "throughput"])
+    p.add_argument("--rtol", type=positive_float, default=None,
+                   help="outputs match the reference when off by at most this fraction of its largest value "
+                        "(default 1e-3 in fp32; a narrow miss is judged again against PyTorch in float64)")
+    p.add_argument("--atol", type=positive_float, default=None,
+                   help="... or by at most this much absolutely (default 1e-4 in fp32)")
 
 
 def add_probe_arg(p: argparse.ArgumentParser) -> None:
@@ -186,6 +191,7 @@ def run_settings(args: argparse.Namespace) -> dict[str, Any]:
              "max_time": "max_time", "rounds": "rounds", "lockstep": "lockstep", "probe": "probe", "include_io": "include_io", "precision": "precision",
              "torch_compile_mode": "torch_compile_mode", "openvino_hint": "openvino_hint",
              "cuda_graph": "cuda_graph", "timeout": "timeout", "memory_limit_gib": "memory_limit",
+             "rtol": "rtol", "atol": "atol",
              "show_worker_output": "verbose"}
     out = {key: getattr(args, flag) for key, flag in names.items() if getattr(args, flag, None) is not None}
     out.update(untuned=args.untuned, pretuned=not args.no_pretuned)

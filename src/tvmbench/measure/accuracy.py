@@ -4,6 +4,12 @@ A speedup on wrong outputs is not a speedup, so every framework's outputs are co
 reference and a result that fails gets no speedup. Three numbers per output: the maximum absolute
 error, the maximum error relative to the reference's magnitude (max|a-b| / max|ref|, which stays
 meaningful where individual reference values are near zero) and the cosine similarity.
+
+PyTorch's float32 outputs are themselves rounded: through a hundred layers they are about 1e-3 of
+the largest output away from the exact result, so a correct implementation that rounds
+differently can miss a 1e-3 bound against them. A narrow miss (:func:`narrow_miss`) is therefore
+judged again against PyTorch's outputs in float64 (:func:`arbitrate`), where each framework's
+own rounding error is visible apart from the reference's.
 """
 
 from __future__ import annotations
@@ -71,3 +77,39 @@ def compare(outputs: Sequence[np.ndarray], reference: Sequence[np.ndarray], tole
         "tolerance": asdict(tolerance),
         "outputs": per_output,
     }
+
+
+NARROW = 10.0  # a miss of at most this many times the relative bound, cosine passing, is judged again
+ROUNDING = 2.0  # against float64: within this many times PyTorch float32's own error still passes
+
+
+def narrow_miss(check: dict[str, Any], tolerance: Tolerance) -> bool:
+    """Whether a failed check missed only the error bound, and by less than NARROW times: the
+    outputs point the same way (cosine) and are off by no more than float32 rounding through a
+    deep network can make them. A gross error is never judged again."""
+    outputs = check.get("outputs")
+    if check.get("passed") is not False or not outputs:
+        return False
+    return all(o["cosine"] >= tolerance.min_cosine and o["max_rel_err"] <= NARROW * tolerance.rtol for o in outputs)
+
+
+def arbitrate(check: dict[str, Any], outputs: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+              exact: Sequence[np.ndarray], tolerance: Tolerance) -> dict[str, Any]:
+    """``check`` (outputs against the float32 reference) judged again against ``exact``, the
+    reference model's outputs in float64. An output passes when its error against the exact
+    outputs is within the tolerance, or within ROUNDING times the float32 reference's own error
+    against them: the framework rounds no worse than PyTorch does, and the miss was the two
+    roundings added. The verdict and both errors are recorded under ``float64``."""
+    ours = compare(outputs, exact, tolerance)
+    theirs = compare(reference, exact, tolerance)
+    if "outputs" not in ours or "outputs" not in theirs:  # shapes differ: no second opinion
+        return {**check, "float64": {"passed": None, "reason": ours.get("reason") or theirs.get("reason")}}
+    verdicts = []
+    for o, r in zip(ours["outputs"], theirs["outputs"], strict=True):
+        bound = max(tolerance.rtol, ROUNDING * r["max_rel_err"])
+        verdicts.append(o["cosine"] >= tolerance.min_cosine and (o["max_abs_err"] <= tolerance.atol
+                                                                or o["max_rel_err"] <= bound))
+    passed = all(verdicts)
+    return {**check, "passed": passed, "judged_by": "float64", "float64": {
+        "passed": passed, "max_rel_err": ours["max_rel_err"], "reference_fp32_max_rel_err": theirs["max_rel_err"],
+        "cosine": ours["cosine"], "rounding_factor": ROUNDING}}

@@ -20,7 +20,7 @@ import psutil
 
 from tvmbench.backends import BackendConfig, backend_class
 from tvmbench.errors import FrameworkUnavailableError, UserError
-from tvmbench.measure import isolation
+from tvmbench.measure import accuracy, isolation
 from tvmbench.measure.lockstep import Baton, Turns
 from tvmbench.measure.probe import HostProbe
 from tvmbench.measure.records import FrameworkRun, pool_rounds
@@ -164,11 +164,7 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
     second (``lockstep.py``), so a burst of interference of a few seconds hits them all alike.
     """
     events = on_event or (lambda fw, msg: None)
-    from tvmbench.tuning.database import database_sources
-
-    sources = database_sources(cfg.target, cfg.db_dir, cfg.use_default_db, cfg.use_pretuned)
-    backend_cfg = BackendConfig(target=cfg.target, threads=cfg.threads, databases=tuple(sources),
-                                use_cache=cfg.use_cache, options=dict(cfg.backend_options))
+    backend_cfg = backend_config(cfg)
     base = sorted(cfg.frameworks, key=lambda f: f != REFERENCE)  # the reference first
     rounds: dict[str, list[isolation.Outcome]] = {fw: [] for fw in base}
     for r in range(cfg.rounds):
@@ -210,6 +206,43 @@ def run_frameworks(cfg: RunConfig, on_event: Events | None = None
                 raw["_reference"] = outcome
                 return base, raw, outcome.value.outputs, peer
     return base, raw, outputs, source
+
+
+def backend_config(cfg: RunConfig, **options: Any) -> BackendConfig:
+    """The settings every framework's worker gets (``options`` added to the run's)."""
+    from tvmbench.tuning.database import database_sources
+
+    sources = database_sources(cfg.target, cfg.db_dir, cfg.use_default_db, cfg.use_pretuned)
+    return BackendConfig(target=cfg.target, threads=cfg.threads, databases=tuple(sources),
+                         use_cache=cfg.use_cache, options={**cfg.backend_options, **options})
+
+
+def tolerance_of(cfg: RunConfig, framework: str) -> accuracy.Tolerance:
+    """The tolerance ``framework``'s outputs are checked at: fp16's for a framework that honours
+    a reduced ``--precision``, else fp32's (with the run's overrides)."""
+    from tvmbench.backends import load_class
+
+    reduced = cfg.backend_options.get("precision", "fp32") != "fp32" and load_class(framework).reduced_precision
+    return accuracy.tolerance_for("float16" if reduced else "float32", cfg.tolerance)
+
+
+def float64_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_outputs: list[Any] | None,
+                      source: str | None, on_event: Events | None = None) -> isolation.Outcome | None:
+    """PyTorch's outputs in float64, computed only when some framework checked at the float32
+    tolerance missed PyTorch's float32 outputs narrowly (``accuracy.narrow_miss``): the exact
+    result that tells a framework rounding differently through a deep network from one computing
+    something else (``accuracy.arbitrate``). None when nothing missed narrowly."""
+    if source != REFERENCE or ref_outputs is None:
+        return None
+    misses = [fw for fw, o in raw.items() if fw != REFERENCE and not fw.startswith("_") and o.ok
+              for tol in [tolerance_of(cfg, fw)] if tol == accuracy.tolerance_for("float32", cfg.tolerance)
+              and accuracy.narrow_miss(accuracy.compare(o.value.outputs, ref_outputs, tol), tol)]
+    if not misses:
+        return None
+    events = on_event or (lambda fw, msg: None)
+    events(REFERENCE, f"{', '.join(misses)} missed the float32 reference narrowly: computing it in float64")
+    job = FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_config(cfg, float64=True), cfg.timer, timed=False)
+    return _run_job(cfg, job, events)
 
 
 # Peers whose outputs serve as the reference when PyTorch cannot run the model (an ONNX file):

@@ -5,29 +5,33 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvmbench.backends import load_class
 from tvmbench.measure import accuracy, environment, isolation, stats
 from tvmbench.measure.records import FrameworkRun
-from tvmbench.measure.runner import REFERENCE, RunConfig
+from tvmbench.measure.runner import REFERENCE, RunConfig, tolerance_of
 from tvmbench.results.records import FrameworkResult, RunResult, Speedup
 
 
 def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
-                 ref_outputs: list[Any] | None, env: dict[str, Any], source: str | None = REFERENCE) -> RunResult:
+                 ref_outputs: list[Any] | None, env: dict[str, Any], source: str | None = REFERENCE,
+                 exact: isolation.Outcome | None = None) -> RunResult:
     """The run's result from each framework's outcome (``raw``, by framework; ``_reference`` for
     reference outputs computed without timing) and the reference outputs, which came from
-    ``source`` (PyTorch, a peer, or "package": the package's stored outputs)."""
+    ``source`` (PyTorch, a peer, or "package": the package's stored outputs). ``exact``: PyTorch
+    in float64, when a framework missed narrowly (``runner.float64_reference``)."""
     runs: list[FrameworkRun] = [o.value for o in raw.values() if o.ok]
     model_info = next((r.model for r in runs), {})
     flops = next((r.flops for r in runs if r.flops is not None), None)
     batch = next((r.batch_size for r in runs), cfg.options.batch_size)
-    reduced = cfg.backend_options.get("precision", "fp32") != "fp32"
     results = {}
     for fw in order:
-        # Frameworks that honour --precision are checked at the fp16 tolerance when it is reduced.
-        dtype = "float16" if reduced and load_class(fw).reduced_precision else "float32"
-        results[fw] = framework_result(raw[fw], ref_outputs, accuracy.tolerance_for(dtype, cfg.tolerance), batch,
-                                       flops, fw == source)
+        tolerance = tolerance_of(cfg, fw)
+        results[fw] = framework_result(raw[fw], ref_outputs, tolerance, batch, flops, fw == source)
+        acc = results[fw].accuracy
+        if exact is not None and ref_outputs is not None and accuracy.narrow_miss(acc, tolerance):
+            results[fw].accuracy = (accuracy.arbitrate(acc, raw[fw].value.outputs, ref_outputs, exact.value.outputs,
+                                                       tolerance) if exact.ok else
+                                    {**acc, "float64": {"passed": None, "reason": "PyTorch could not run the model "
+                                                        f"in float64: {exact.error.get('message', '')}"}})
         if source != REFERENCE and ref_outputs is not None and fw != source and results[fw].accuracy:
             results[fw].accuracy["reference_from"] = ("the package's stored outputs for its inputs"
                                                       if source == "package" else source)
