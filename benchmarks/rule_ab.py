@@ -26,12 +26,18 @@ import statistics
 import time
 
 
+def _number(text: str) -> int | float:
+    """An integer constant's value, or a fraction's (``dilated_bands.MAX_KEPT 0.9``)."""
+    value = float(text)
+    return int(value) if value.is_integer() and "." not in text else value
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("model")
     parser.add_argument("name", help="module.NAME: a module-level constant of a tvmbench.compile module, e.g. "
                                      "tiles.MAX_ROWS")
-    parser.add_argument("value", type=int, help="its value for build A (B keeps the current one)")
+    parser.add_argument("value", type=_number, help="its value for build A (B keeps the current one)")
     parser.add_argument("--also", action="append", default=[], metavar="module.NAME=VALUE",
                         help="another constant build A sets (repeatable), to A/B changes that go together")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")
@@ -75,10 +81,14 @@ def main() -> None:
     for item in args.also:
         name, _, value = item.partition("=")
         mod_name, _, const = name.rpartition(".")
-        if not mod_name or not value.lstrip("-").isdigit():
-            parser.error(f"--also {item}: expected module.NAME=INT")
+        try:
+            number = _number(value)
+        except ValueError:
+            number = None
+        if not mod_name or number is None:
+            parser.error(f"--also {item}: expected module.NAME=NUMBER")
         mod = importlib.import_module(f"tvmbench.compile.{mod_name}")
-        others.append((mod, const, int(value), getattr(mod, const)))
+        others.append((mod, const, number, getattr(mod, const)))
     root = cache_dir("rule-ab")
     builds = {}
     order = (("A", args.value), ("B", current))
