@@ -26,8 +26,11 @@ import statistics
 import time
 
 
-def _number(text: str) -> int | float:
-    """An integer constant's value, or a fraction's (``dilated_bands.MAX_KEPT 0.9``)."""
+def _number(text: str) -> int | float | tuple[int | float, ...]:
+    """An integer constant's value, a fraction's (``dilated_bands.MAX_KEPT 0.9``) or a tuple's
+    (``rules.attention.ROWS 6,4,2,1``)."""
+    if "," in text:
+        return tuple(_number(part) for part in text.split(","))  # type: ignore[misc]
     value = float(text)
     return int(value) if value.is_integer() and "." not in text else value
 
@@ -37,7 +40,7 @@ def main() -> None:
     parser.add_argument("model")
     parser.add_argument("name", help="module.NAME: a module-level constant of a tvmbench.compile module, e.g. "
                                      "tiles.MAX_ROWS")
-    parser.add_argument("value", type=_number, help="its value for build A (B keeps the current one)")
+    parser.add_argument("value", type=_number, help="its value for build A (B keeps the current one): an integer, a fraction, or a tuple as 6,4,2,1")
     parser.add_argument("--also", action="append", default=[], metavar="module.NAME=VALUE",
                         help="another constant build A sets (repeatable), to A/B changes that go together")
     parser.add_argument("--runs", type=int, default=100, help="inferences of each build")

@@ -561,6 +561,13 @@ def build_dilated():
     return _Dilated().eval(), (torch.randn(2, 6, 12, 10),)
 
 
+def build_dilated_wide():
+    """A 3x3 convolution dilated by 4 over a 14x14 map with 64 output channels: banded by
+    DilatedBands, and wide enough for PackWeights' packed form."""
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(16, 64, 3, padding=4, dilation=4).eval(), (torch.randn(1, 16, 14, 14),)
+
+
 def build_shifted_windows():
     """torchvision's Swin block with shifted windows (36x36 map, 6x6 windows shifted by 3, 2 heads):
     its attention mask is built per call from ``new_zeros`` and slice assignments (on a map of

@@ -11,7 +11,8 @@ is fixed, and each band is one unpadded convolution of the input rows and column
 the kernel's valid taps (a slice of the weights: a load-time transform), the bands concatenated.
 The three ASPP convolutions drop to 27 % of their arithmetic. Applied only where the bands remove
 enough work (``MAX_KEPT``): an ordinary padded 3x3 convolution would only trade an edge row for
-four more kernels.
+four more kernels. The slices are not copied: PackWeights' convolution reads its band's region
+of the input in place (``pack_weights._Pack.slice_source``).
 """
 
 from __future__ import annotations

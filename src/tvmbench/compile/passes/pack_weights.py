@@ -25,10 +25,15 @@ from tvmbench.compile.ir import TECache, builder_pass, numel, op_name, out_dtype
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
-                nchw: bool = False) -> Any:
+                nchw: bool = False, window: list[int] | None = None) -> Any:
     """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight (TE); with
-    ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC."""
+    ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC.
+    ``window`` (unpadded only): ``[top, left, height, width]``, the region of ``x`` convolved (a
+    slice the convolution reads in place, see ``_Pack.slice_source``)."""
     h, w = (int(v) for v in (x.shape[2:4] if nchw else x.shape[1:3]))
+    top_row, left_col = 0, 0
+    if window is not None:
+        top_row, left_col, h, w = window
     ob, kh, kw, ci, pb = (int(v) for v in wp.shape)
     top, left, bottom, right = pad
     if any(pad):
@@ -39,7 +44,8 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
 
     def pixel(n: Any, y: Any, z: Any) -> Any:
-        yy, zz = y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1]
+        yy = y * strides[0] + rh * dilation[0] + top_row
+        zz = z * strides[1] + rw * dilation[1] + left_col
         return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
 
     return te.compute(
@@ -52,6 +58,9 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
 # A convolution over at most this many input channels whose input is a transpose from NCHW (the
 # model's image, which ConvertLayout transposes for the stem) reads the NCHW tensor itself.
 NCHW_STEM_CHANNELS = 4
+# A convolution over a slice of a tensor's rows and columns reads the tensor in place (off: the
+# slice is copied first; for A/Bs, ``benchmarks/rule_ab.py``).
+SLICES_IN_PLACE = True
 # Output channels that two-vector blocks do not divide but three do (``odd_vector_block``).
 THREE_VECTOR_BLOCKS = True
 
@@ -136,6 +145,10 @@ class _Pack(PyExprMutator):
             cblock = min(cblock, shape[3])
         elif shape[3] < 2 * cblock:
             return call
+        in_place = SLICES_IN_PLACE and source is None and not any(int(p) for p in a.padding)
+        window = self.slice_source(x) if in_place else None
+        if window is not None:
+            x, window = window
         # Output channels that no block divides (a classifier's 1000 as a 1x1 convolution,
         # SqueezeNet's last layer, a third of its time, ran at 40 % of the packed layers' speed):
         # zero channels pad the weights to whole blocks at load time and are sliced off the output.
@@ -146,10 +159,29 @@ class _Pack(PyExprMutator):
             w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
         out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
                            [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                           out_dtype(call, x), source is not None, primfunc_name_hint="conv2d_nhwc_packed")
+                           out_dtype(call, x), source is not None, window, primfunc_name_hint="conv2d_nhwc_packed")
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def slice_source(self, x: Any) -> tuple[Any, list[int]] | None:
+        """``(tensor, [top, left, height, width])`` when ``x`` is a unit-stride slice of an NHWC
+        tensor along its rows and columns, else None. DilatedBands gives each band's convolution
+        the region it reads as such a slice; copied, the slices of DeepLabV3's 28x28x2048 map took
+        12 ms of ResNet-101's 379 (the band convolutions themselves 45 ms)."""
+        bound = self.lookup_binding(x) if isinstance(x, relax.Var) else None
+        if op_name(bound) != "relax.strided_slice":
+            return None
+        source, shape, sliced = bound.args[0], static_shape(bound.args[0].ty), static_shape(x.ty)
+        fields = [_ints(a) for a in bound.args[1:]]
+        if shape is None or sliced is None or len(shape) != 4 or any(f is None for f in fields):
+            return None
+        axes, begin = fields[0], fields[1]
+        strides = fields[3] if len(fields) > 3 else [1] * len(axes)
+        if any(a not in (1, 2) for a in axes) or any(s != 1 for s in strides) or any(b < 0 for b in begin):
+            return None
+        start = dict(zip(axes, begin, strict=True))
+        return source, [start.get(1, 0), start.get(2, 0), sliced[1], sliced[2]]
 
     def nchw_source(self, x: Any) -> Any | None:
         """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), else None."""
@@ -191,6 +223,14 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
         return out
+
+
+def _ints(expr: Any) -> list[int] | None:
+    """A tuple of static integers (a slice's axes, bounds or strides), else None."""
+    try:
+        return [int(getattr(f, "value", f)) for f in expr.fields]
+    except (AttributeError, TypeError):
+        return None
 
 
 def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None, half_vectors: bool = False) -> Any:
