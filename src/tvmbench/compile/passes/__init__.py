@@ -11,6 +11,7 @@ from tvmbench.compile.passes.channels_last import keep_channels_last
 from tvmbench.compile.passes.conv1d import conv1d_as_conv2d
 from tvmbench.compile.passes.conv3d import conv3d_as_conv2d
 from tvmbench.compile.passes.dilated_bands import dilated_bands
+from tvmbench.compile.passes.fast_math import fast_math
 from tvmbench.compile.passes.flat_transform import flat_transform_params
 from tvmbench.compile.passes.fold_constants import fold_constants_numpy
 from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
@@ -27,7 +28,7 @@ from tvmbench.compile.passes.pad_softmax import pad_softmax_rows
 from tvmbench.compile.passes.sub_pixel import sub_pixel_conv_transpose
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
-__all__ = ["bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
+__all__ = ["bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
            "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "lazy_select", "pack_weights",
            "pad_attention", "pad_softmax_rows", "sub_pixel_conv_transpose", "unbroadcast_matmul",
