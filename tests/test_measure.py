@@ -145,6 +145,18 @@ def test_a_narrow_miss_is_judged_against_float64_and_a_bias_still_fails():
     assert not accuracy.narrow_miss(accuracy.compare([theirs], [theirs], TOL), TOL)  # nor a pass
 
 
+def test_the_table_says_how_an_output_check_was_judged():
+    from tvmbench.results.report import _accuracy
+
+    plain = {"passed": True, "max_abs_err": 1e-5, "max_rel_err": 1e-5, "cosine": 1.0}
+    assert _accuracy(plain).startswith("ok (abs 1.0e-05")
+    judged = {**plain, "max_rel_err": 1.8e-3, "judged_by": "float64",
+              "float64": {"passed": True, "max_rel_err": 1.5e-3, "reference_fp32_max_rel_err": 7.5e-4}}
+    assert _accuracy(judged) == "ok against float64 (rel 1.5e-03, PyTorch fp32's 7.5e-04; fp32 rel 1.8e-03)"
+    unjudged = {**plain, "passed": False, "float64": {"passed": None, "reason": "PyTorch could not run it"}}
+    assert _accuracy(unjudged).endswith("; no float64 check: PyTorch could not run it)")
+
+
 def test_bootstrap_median_ci_brackets_the_sample_median():
     rng = np.random.default_rng(3)
     x = rng.lognormal(size=200)
