@@ -17,9 +17,9 @@ zoo does not have"). ONNX Runtime runs one kernel per layer; so does this:
 
 Gate rows are padded to whole vectors of the target (``Registers``) in the weights (zero rows
 keep zero state, see ``plan``), so every vector loop is whole; the weight re-layouts depend on
-parameters only, and LiftTransformParams moves them to load time. The exponentials are TVM's
-``fast_exp`` polynomial written out (``_exp``): LLVM has no vector ``exp``, and a libm call per
-gate element per step would cost more than the matrix product.
+parameters only, and LiftTransformParams moves them to load time. The exponentials are FastMath's
+polynomial written out (``passes.fast_math.exp_expr``): LLVM has no vector ``exp``, and a libm
+call per gate element per step would cost more than the matrix product.
 
 Only CPU builds in fp32 take this route (``registers``): the kernel is scheduled for a CPU, and a
 GPU build decomposes the layers as before. Forms outside it (an LSTM with ``proj_size``) decompose
@@ -34,6 +34,7 @@ from typing import Any, NamedTuple
 
 from tvmbench.compile.ir import static_shape
 from tvmbench.compile.onnx_converters import refuse
+from tvmbench.compile.passes.fast_math import exp_expr
 from tvmbench.compile.tir import FLOPS_ATTR
 
 # Off: recurrent layers decompose per time step as torch.export writes them (for A/Bs:
@@ -96,36 +97,18 @@ def decompositions(keep: list[Any]) -> Any:
     return table
 
 
-def _exp(x: Any) -> Any:
-    """``exp(x)`` as TVM's ``fast_exp`` polynomial (relative error ~1e-7), which vectorises; its
-    intermediate values are ``Let``-bound, so each is computed once."""
-    from tvm import tirx
-
-    f32 = lambda v: tirx.const(v, "float32")  # noqa: E731
-    xv, cv, nv, fv = (tirx.Var(name, "float32") for name in ("x", "c", "n", "f"))
-    p = f32(1.9875691500e-4)
-    for coef in (1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1, 5.0000001201e-1):
-        p = p * fv + f32(coef)
-    y = p * fv * fv + fv + f32(1.0)
-    scale = tirx.reinterpret("float32", tirx.shift_left(tirx.Cast("int32", nv + f32(127.0)), tirx.const(23, "int32")))
-    body = tirx.Let(fv, cv - nv * f32(0.6931471805599453), tirx.max(scale * y, xv))
-    body = tirx.Let(nv, tirx.floor(cv * f32(1.44269504088896341) + f32(0.5)), body)
-    body = tirx.Let(cv, tirx.max(tirx.min(xv, f32(88.3762626647950)), f32(-88.3762626647949)), body)
-    return tirx.Let(xv, x, body)
-
-
 def _sigmoid(x: Any) -> Any:
     from tvm import tirx
 
     one = tirx.const(1.0, "float32")
-    return one / (one + _exp(-x))
+    return one / (one + exp_expr(-x))
 
 
 def _tanh(x: Any) -> Any:
     from tvm import tirx
 
     one, xv = tirx.const(1.0, "float32"), tirx.Var("t", "float32")  # (x is read twice: bound once)
-    return tirx.Let(xv, x, one - tirx.const(2.0, "float32") / (_exp(xv + xv) + one))
+    return tirx.Let(xv, x, one - tirx.const(2.0, "float32") / (exp_expr(xv + xv) + one))
 
 
 class Registers(NamedTuple):

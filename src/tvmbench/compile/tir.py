@@ -3,6 +3,7 @@ kernels for one of them (``passes/fuse_expansion.py``)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import tvm
@@ -81,20 +82,30 @@ _CUT_OPS = (tvm.tirx.LE, tvm.tirx.LT, tvm.tirx.GE, tvm.tirx.GT)
 def select_cuts(expr: Any, var: Any, extent: int) -> list[int]:
     """The constant points in ``(0, extent)`` along ``var`` where an ``if_then_else`` of ``expr``
     changes branch: a concatenation's boundaries (``T.if_then_else(448 <= v, a[v - 448], ...)``)."""
-    cuts, stack = set(), [expr]
-    while stack:
-        e = stack.pop()
+    cuts = set()
+    for e in nodes(expr):
         if isinstance(e, tvm.ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else" \
                 and isinstance(e.args[0], _CUT_OPS):
             cut = _cut(e.args[0], var)
             if cut is not None and 0 < cut < extent:
                 cuts.add(cut)
-        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
+    return sorted(cuts)
+
+
+def nodes(expr: Any, indices: bool = True) -> Iterator[Any]:
+    """Every node of a TIR expression, depth first: operands, call arguments, a ``Let``'s value
+    and body, a ``Select``'s parts and (with ``indices``) the indices of buffer loads."""
+    stack = [expr]
+    while stack:
+        e = stack.pop()
+        yield e
+        for name in ("a", "b", "value", "body", "condition", "true_value", "false_value"):
             child = getattr(e, name, None)
             if isinstance(child, tvm.ir.expr.Expr):
                 stack.append(child)
-        stack.extend(list(getattr(e, "args", None) or []) + list(getattr(e, "indices", None) or []))
-    return sorted(cuts)
+        stack.extend(list(getattr(e, "args", None) or []))
+        if indices:
+            stack.extend(list(getattr(e, "indices", None) or []))
 
 
 def _cut(cond: Any, var: Any) -> int | None:

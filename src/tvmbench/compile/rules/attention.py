@@ -31,7 +31,7 @@ from tvmbench.compile.rules.base import (
     unroll_steps,
 )
 from tvmbench.compile.tiles import vector_lanes
-from tvmbench.compile.tir import as_int, is_product_sum
+from tvmbench.compile.tir import as_int, is_product_sum, nodes
 
 # Query rows per task (the output tile's rows: rows x 4 vectors of accumulators for a head
 # dimension of 64), the largest of these that divides the query count.
@@ -95,20 +95,6 @@ def _exists(sch: Any, name: str) -> bool:
         return False
 
 
-def _size(expr: Any) -> int:
-    """Nodes of an expression (a rough cost of recomputing it)."""
-    stack, n = [expr], 0
-    while stack:
-        e = stack.pop()
-        n += 1
-        for name in ("a", "b", "value", "condition", "true_value", "false_value"):
-            child = getattr(e, name, None)
-            if isinstance(child, tvm.ir.expr.Expr):
-                stack.append(child)
-        stack.extend(list(getattr(e, "args", None) or []))
-    return n
-
-
 def _inline_cheap(sch: Any, names: list[str]) -> None:
     """Inline each injective block into its consumers when it has one, or is cheap to recompute."""
     for name in names:
@@ -116,7 +102,7 @@ def _inline_cheap(sch: Any, names: list[str]) -> None:
         stmt = sch.get(block)
         if not isinstance(stmt.body, tvm.tirx.BufferStore):
             continue
-        if len(sch.get_consumers(block)) <= 1 or _size(stmt.body.value) <= CHEAP_NODES:
+        if len(sch.get_consumers(block)) <= 1 or sum(1 for _ in nodes(stmt.body.value, indices=False)) <= CHEAP_NODES:
             try:
                 sch.compute_inline(block)
             except Exception:
