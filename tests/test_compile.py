@@ -167,6 +167,14 @@ def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(bui
     assert result["passed"], result
 
 
+def test_keys_are_padded_to_whole_score_tiles_when_that_wastes_little():
+    """PadAttention's key count: whole tiles of 4 vectors within 1/16 more keys (Whisper's 1500
+    keys, 94 vectors, which only tiles of 2 divide), else whole vectors within 1/8, else as is."""
+    from tvmbench.compile.passes.pad_attention import padded_keys
+
+    assert [padded_keys(n, 16) for n in (1500, 257, 45, 128, 1504, 30, 13)] == [1536, 272, 48, 128, 1536, 32, 13]
+
+
 @pytest.fixture
 def pairs_only(monkeypatch):
     """Expansions joined with their windows only, not with the projections after them
