@@ -68,6 +68,10 @@ ROW_TIE_INNER = True
 # (its 24- and 48-channel convolutions and pooling): mnasnet1_0, shufflenet_v2_x1_0,
 # squeezenet1_1, googlenet, inception_v3 and mobilenet_v3_large 1.001-1.006x.
 THREE_VECTOR_AXIS = True
+# The epilogue of a matmul computed over padded rows and sliced (``pack_weights``: DINOv2's 257
+# tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
+# as a second pass over the whole output (``write_back``).
+TILE_SLICES = True
 # When the operands that do not depend on the row axis (a convolution's weights, the second
 # operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
 # tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
@@ -597,25 +601,52 @@ def _weights_fit(found: Match) -> bool:
 
 def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any) -> None:
     """Accumulate in a tile-sized buffer (promoted to registers by LLVM), written back once with
-    the epilogue applied; the initialisation split off and vectorised."""
+    the epilogue applied; the initialisation split off and vectorised.
+
+    Only an epilogue over the whole output joins the write-back: TVM inlines a slice of it (the
+    padding cut off a padded matmul) without bounding the write-back's loops. An epilogue over
+    the real rows of padded ones follows each tile instead, reading the accumulators, its rows
+    bounded by a predicate (``TILE_SLICES``); any other runs as its own loop nest after."""
     sch, width = found.sch, tile.width
     writeback = sch.cache_write(found.main.block_rv, 0, "global")
-    if epilogue is not None:
+    shape = buffer_shape(sch.get(epilogue).writes[0].source) if epilogue is not None else None
+    whole = shape == buffer_shape(found.out)
+    rows = epilogue is not None and not whole and TILE_SLICES and _row_slice(shape, buffer_shape(found.out))
+    if epilogue is not None and whole:
         try:
-            # Only an epilogue over the whole output joins the write-back: TVM inlines a slice of
-            # it (the padding cut off a padded matmul) without bounding the write-back's loops.
-            if buffer_shape(sch.get(epilogue).writes[0].source) != buffer_shape(found.out):
-                raise ValueError("the epilogue covers part of the output")
             sch.reverse_compute_inline(epilogue)
         except Exception:
-            schedule_injective_block(sch, epilogue, found.lanes)  # it then runs as its own loop nest
+            schedule_injective_block(sch, epilogue, found.lanes)
     sch.reverse_compute_at(writeback, tile_loop, preserve_unit_loops=True)
-    wb_loops = sch.get_loops(writeback)[1:]
-    if wb_loops and width > 1:
-        _, vec = sch.split(wb_loops[-1], factors=[None, width])
-        sch.vectorize(vec)
+    _vectorize_last(sch, writeback, width)
+    if rows:
+        try:
+            sch.reverse_compute_at(epilogue, tile_loop, preserve_unit_loops=True)
+            _vectorize_last(sch, epilogue, width)
+            sch.compute_inline(writeback)
+        except Exception:
+            rows = False
+    if epilogue is not None and not whole and not rows:
+        schedule_injective_block(sch, epilogue, found.lanes)
     if reduce_loops:
         init = sch.decompose_reduction(found.main.block_rv, reduce_loops[0])
         init_loops = sch.get_loops(init)
         if width > 1 and init_loops:
             sch.vectorize(init_loops[-1])
+
+
+def _vectorize_last(sch: Any, block: Any, width: int) -> None:
+    """Vectorise a block's innermost loop by ``width`` (its outermost loop, the tile's, aside)."""
+    loops = sch.get_loops(block)[1:]
+    if loops and width > 1:
+        _, vec = sch.split(loops[-1], factors=[None, width])
+        sch.vectorize(vec)
+
+
+def _row_slice(shape: Any, out: Any) -> bool:
+    """Whether an epilogue of ``shape`` can follow the tiles of an output of shape ``out``: it
+    is no larger along any axis (a slice: each of its elements reads one of the output's, so the
+    tiles cover it; a pad's border, which reads none, would be left unwritten) and keeps the
+    vector axis whole (a predicate there would not vectorise)."""
+    return (shape is not None and out is not None and len(shape) == len(out) and shape[-1] == out[-1]
+            and all(a is not None and b is not None and a <= b for a, b in zip(shape, out, strict=True)))
