@@ -35,8 +35,9 @@ CHEAP_EXP = True
 # exp(r) ~ 1 + r (1 + r (c2 + r (c3 + r (c4 + r c5)))) on |r| <= ln 2 / 2: the coefficients that
 # minimise the largest relative error (a linear programme over 4001 points; 7.4e-8).
 EXP_POLY = (1.0, 0.49999043345451355, 0.16666939854621887, 0.04190804436802864, 0.008325664326548576)
-EXP_LOW = -88.0  # n = -127, whose 2^n has the bits of 0.0: e^x is 0 below about -87.7 (a masked score's
-# probability is 0, as with TVM's fast_exp)
+# The lower clamp gives n = -127, whose 2^n has the bits of 0.0: e^x is 0 below about -87.7 (a
+# masked score's probability is 0, as with TVM's fast_exp).
+EXP_LOW = -88.0
 EXP_HIGH = 88.3  # n = 127 at most
 LN2_HI, LN2_LO = 0.693359375, -2.12194440e-4  # ln 2 = LN2_HI + LN2_LO; LN2_HI has 9 bits
 
