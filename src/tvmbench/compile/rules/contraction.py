@@ -609,9 +609,10 @@ def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any]
     bounded by a predicate (``TILE_SLICES``); any other runs as its own loop nest after."""
     sch, width = found.sch, tile.width
     writeback = sch.cache_write(found.main.block_rv, 0, "global")
-    shape = buffer_shape(sch.get(epilogue).writes[0].source) if epilogue is not None else None
-    whole = shape == buffer_shape(found.out)
-    rows = epilogue is not None and not whole and TILE_SLICES and _row_slice(shape, buffer_shape(found.out))
+    shape, out = buffer_shape(sch.get(epilogue).writes[0].source) if epilogue is not None else None, \
+        buffer_shape(found.out)
+    whole = shape == out
+    rows = epilogue is not None and not whole and TILE_SLICES and _row_slice(shape, out)
     if epilogue is not None and whole:
         try:
             sch.reverse_compute_inline(epilogue)
