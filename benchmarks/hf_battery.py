@@ -2,6 +2,7 @@
 (``file.py:factory``): which does TVM import wrongly or refuse?
 
     .venv/bin/python benchmarks/hf_battery.py [--match SUBSTRING] [--onnx [--dynamo]]
+    HF_BATTERY_TOKENS=128 .venv/bin/python benchmarks/hf_battery.py     # inputs of 128 tokens, not 16
 
 Each case is one architecture built from its config at a small size (2 layers, width 64, random
 seeded weights, eval mode) on a short input, compiled by tvmbench's TVM pipeline and compared with
@@ -15,6 +16,7 @@ docs/performance.md ("Architectures of the transformers library") records the ru
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -25,7 +27,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from op_battery import arguments, run_battery  # noqa: E402
 
 SMALL = {"hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128}
-TOKENS = 16
+# (``HF_BATTERY_TOKENS=128``: long enough for the attention's key tiles, passes/key_limits.py)
+TOKENS = int(os.environ.get("HF_BATTERY_TOKENS", "16"))
 VOCAB = 1000
 
 

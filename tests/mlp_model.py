@@ -281,6 +281,16 @@ def build_attention_45_sdpa():
     return Attention(sdpa=True).eval(), (x, mask)
 
 
+def build_causal_attention():
+    """128 tokens under a causal mask (-inf above the diagonal), as a decoder's; the last token
+    is NaN, so a query row that computes the last key's score (masked, yet NaN + -inf is NaN)
+    comes out NaN."""
+    torch.manual_seed(0)
+    x = torch.randn(1, 128, 64)
+    x[:, -1] = float("nan")
+    return Attention().eval(), (x, torch.full((1, 1, 128, 128), float("-inf")).triu(1))
+
+
 class _PatchAttention(torch.nn.Module):
     """torchvision's ViT in small: patches embedded by a strided convolution, then
     ``nn.MultiheadAttention``, which torch.export writes with a ``squeeze(axis=-2)``."""

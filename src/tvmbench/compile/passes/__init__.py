@@ -19,6 +19,7 @@ from tvmbench.compile.passes.fuse_attention import fuse_attention
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
 from tvmbench.compile.passes.group_norm import group_norm_by_channel
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
+from tvmbench.compile.passes.key_limits import key_limits
 from tvmbench.compile.passes.layout_guards import convert_layout_guards
 from tvmbench.compile.passes.lazy_select import lazy_select
 from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
@@ -30,6 +31,6 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
-           "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "lazy_select", "pack_weights",
+           "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_weights",
            "pad_attention", "pad_softmax_rows", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]

@@ -21,8 +21,10 @@ from __future__ import annotations
 from typing import Any
 
 import tvm
+import tvm_ffi
 
 from tvmbench.compile.knobs import knob
+from tvmbench.compile.passes.key_limits import KEY_LIMITS, TASK, UNIT
 from tvmbench.compile.rules.base import (
     Rule,
     normalized,
@@ -31,7 +33,7 @@ from tvmbench.compile.rules.base import (
     unroll_steps,
 )
 from tvmbench.compile.tiles import vector_lanes
-from tvmbench.compile.tir import as_int, is_product_sum, nodes
+from tvmbench.compile.tir import as_int, coefficient, is_product_sum, nodes, uses
 
 # Query rows per task (the output tile's rows: rows x 4 vectors of accumulators for a head
 # dimension of 64), the largest of these that divides the query count.
@@ -84,6 +86,9 @@ class Attention(Rule):
         _vectorise_rest(sch, task, {scores, out, *[p for p in partial.values() if p]}, lanes)
         for name in tail:
             schedule_injective_block(sch, sch.get_sblock(name), lanes)
+        if KEY_LIMITS in (func.attrs or {}):
+            keys = as_int(reductions[0].dom()[-2])
+            _mark_key_loops(sch, task, out, rows, queries, keys, lanes * _score_vectors(sch, scores, lanes))
         return sch
 
 
@@ -185,3 +190,93 @@ def _vectorise_rest(sch: Any, task: Any, done: set[str], lanes: int) -> None:
         if extent and extent % lanes == 0:
             _, vec = sch.split(loops[-1], factors=[None, lanes])
             sch.vectorize(vec)
+
+
+def _score_vectors(sch: Any, name: str, lanes: int) -> int:
+    """The vectors of keys per score tile ``_score_tile`` chose (the unrolled loop above the lanes)."""
+    loops = sch.get_loops(sch.get_sblock(name + "_update" if _exists(sch, name + "_update") else name))
+    return as_int(sch.get(loops[-2]).extent)
+
+
+def _mark_key_loops(sch: Any, task: Any, out: str, rows: int, queries: int, keys: int, tile: int) -> None:
+    """Annotate the task with what ``passes/key_limits.truncate_key_loops`` needs (rows per task,
+    row blocks per head, the score tile, the keys, how many loops it must find) and, in every block
+    of the task that indexes keys, its outermost key loop with its keys per iteration; nothing
+    unless every such block has one that can be bounded (serial, linear in the keys)."""
+    if keys <= tile or keys % tile:
+        return
+    func = sch.mod["main"]
+    buffers = _key_buffers(sch, func, out, queries, keys)
+    units: dict[Any, int] = {}  # loop (For) -> keys per iteration
+    owner: dict[str, Any] = {}  # block name -> its outermost key loop
+    blocks = list(_blocks_under(func.body, sch.get(task)))
+    for name, loops, indices in blocks:
+        found = [index for buf, index in indices if any(buf.same_as(b) for b in buffers)]
+        key_loops = [loop for loop in loops if any(uses(index, loop.loop_var) for index in found)]
+        if not key_loops:
+            continue
+        loop = key_loops[0]
+        extent = as_int(loop.extent)
+        unit = keys // extent if extent and keys % extent == 0 else None
+        if loop.kind != tvm.tirx.ForKind.SERIAL or unit is None or tile % unit \
+                or any(coefficient(index, loop.loop_var) != unit for index in found):
+            return
+        units[loop] = unit
+        owner[name] = loop
+    if not units or any(name not in owner and any(loop in units for loop in loops) for name, loops, _ in blocks):
+        return  # (a block without keys under a key loop would be cut short too)
+    marked = {}
+    for name, loop in owner.items():
+        marked[loop] = next(rv for rv in sch.get_loops(sch.get_sblock(name)) if sch.get(rv).same_as(loop))
+    for loop, rv in marked.items():
+        sch.annotate(rv, UNIT, units[loop])
+    sch.annotate(task, TASK, [rows, queries // rows, tile, keys, len(units)])
+
+
+def _key_buffers(sch: Any, func: Any, out: str, queries: int, keys: int) -> list[Any]:
+    """The function's intermediate buffers indexed ``[..., query, key]`` (scores, their
+    transformations, probabilities): shaped so, and not the output matmul's accumulators."""
+    root = func.body.block
+    out_name = out + "_update" if _exists(sch, out + "_update") else out
+    accumulators = [w.source for w in sch.get(sch.get_sblock(out_name)).writes]
+    return [b for b in root.alloc_buffers if len(b.shape) >= 2 and as_int(b.shape[-1]) == keys
+            and as_int(b.shape[-2]) == queries and not any(b.same_as(a) for a in accumulators)]
+
+
+def _blocks_under(body: Any, task: Any) -> Any:
+    """(name, loops below ``task`` from the outermost, [(buffer, last index in loop variables)])
+    for every block inside the loop ``task``."""
+    found: list[Any] = []
+
+    def walk(stmt: Any, loops: list[Any], inside: bool) -> None:
+        if isinstance(stmt, tvm.tirx.For):
+            inside_now = inside or stmt.same_as(task)
+            walk(stmt.body, loops + [stmt] if inside else loops, inside_now)
+        elif isinstance(stmt, tvm.s_tir.SBlockRealize):
+            if inside:
+                found.append((stmt.block.name_hint, loops, _last_indices(stmt)))
+            walk(stmt.block.body, loops, inside)
+        elif isinstance(stmt, (tvm.tirx.SeqStmt, tvm.tirx.IfThenElse)):
+            parts = stmt.seq if isinstance(stmt, tvm.tirx.SeqStmt) else (stmt.then_case, stmt.else_case)
+            for part in parts:
+                if part is not None:
+                    walk(part, loops, inside)
+        elif hasattr(stmt, "body"):
+            walk(stmt.body, loops, inside)
+
+    walk(body, [], False)
+    return found
+
+
+def _last_indices(realize: Any) -> list[tuple[Any, Any]]:
+    """Each load and store of the block with its last index, the block's variables replaced by
+    their bindings."""
+    binding = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)}
+    accesses: list[tuple[Any, Any]] = []
+    tvm_ffi.structural_walk(realize.block.body, [
+        (tvm.ir.expr.TensorLoad, lambda n: accesses.append((n.source, n.indices))),
+        (tvm.tirx.BufferStore, lambda n: accesses.append((n.buffer, n.indices)))])
+    if realize.block.init is not None:
+        tvm_ffi.structural_walk(realize.block.init, [(tvm.tirx.BufferStore, lambda n: accesses.append((n.buffer, n.indices)))])
+    return [(buf, tvm_ffi.structural_map(indices[-1], (tvm.tirx.Var, lambda v: binding.get(v, v))))
+            for buf, indices in accesses if len(indices)]
