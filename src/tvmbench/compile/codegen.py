@@ -69,11 +69,11 @@ def opaque_and_simplified() -> Any:
 def _pipeline() -> tuple[Any, Any, Any]:
     """TVM's S-TIR pipeline, after ``opaque_and_simplified`` when ``SIMPLIFY_OPAQUE_BLOCKS`` and
     the attention's key loops bounded by their masks (``passes/key_limits.py``)."""
-    from tvmbench.compile.passes.key_limits import truncate_key_loops_pass
+    from tvmbench.compile.passes.key_limits import bound_key_loops_pass, truncate_key_loops_pass
 
     lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     first = [opaque_and_simplified()] if SIMPLIFY_OPAQUE_BLOCKS else []
-    return tvm.transform.Sequential([*first, truncate_key_loops_pass, lower]), host, device
+    return tvm.transform.Sequential([*first, truncate_key_loops_pass, lower, bound_key_loops_pass]), host, device
 
 
 tvm.tirx.compilation_pipeline.register_tir_pipeline(PIPELINE, _pipeline)

@@ -13,7 +13,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
 2. legalize and fuse: (on CPU, FastMath: TVM's FastMathTransform, softmax by reciprocal), LegalizeOps, AnnotateTIROpPattern,
-   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR, (on CPU, KeyLimits),
+   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR, (on CPU, EliminateCommonSubexpr, KeyLimits),
    FlatTransformParams;
 3. schedules: a MetaSchedule database where given, then default rules for what it did not cover
    (tvmbench's CPU rules in ``rules/``, then DLight's; functions already scheduled are skipped);
@@ -43,6 +43,8 @@ from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
 PIPELINE_VERSION = "58"
+# 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
+DEDUPLICATE_CALLS = 1
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -97,6 +99,9 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), lanes),
            passes.fuse_attention(lanes)] if cpu else []),
         relax.transform.FuseTIR(),
+        # Identical kernel calls computed once: each layer of GPT-2 and BERT computed the same
+        # mask from the same input (12 kernels, and 12 of KeyLimits' limits kernels after it).
+        *([relax.transform.EliminateCommonSubexpr()] if cpu and DEDUPLICATE_CALLS else []),
         *([passes.key_limits()] if cpu else []),
         passes.flat_transform_params(),  # after FastMath (TVM's FastMathTransform failed on calls of Relax functions)
         # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in
