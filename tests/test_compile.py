@@ -164,6 +164,19 @@ def test_a_causal_mask_skips_the_key_tiles_it_hides_from_every_row_of_a_task():
     np.testing.assert_allclose(out[:, :64], expected[:, :64], rtol=1e-4, atol=1e-5)
 
 
+def test_gpt2s_layers_share_one_mask_and_one_kernel_of_key_limits():
+    """Each GPT-2 layer computed the same causal mask from the same input (a kernel per layer);
+    identical calls are now computed once, and KeyLimits reads that mask once for every layer."""
+    from tvmbench.compile import pipeline
+
+    model = load_model("gpt2", ModelOptions(seq_length=128, config_overrides={"n_layer": 2}))
+    main = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))["main"].script()
+    attention = [line.split("(")[2].split(")")[0].split(", ") for line in main.splitlines()
+                 if "R.call_tir(fused_attention" in line]
+    limits = [line for line in main.splitlines() if "R.call_tir(key_limits" in line]
+    assert len(attention) == 2 and attention[0][2] == attention[1][2] and len(limits) == 1, main
+
+
 @pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_sdpa"])
 def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(builder):
     """45 tokens (as ViT's 197): q, k and v are padded to 48 rows and keys, the padded keys
