@@ -167,11 +167,12 @@ def _object(part: Any, target: Any, path: Path) -> str:
 
 def build_in_parallel(mod: Any, target: Any, build_main: Any, shards: int | None = None) -> Built:
     """``build_main(module without the kernels)`` on this thread, the kernels' object files on
-    one thread per shard."""
+    one thread per shard; a module of few kernels all on this thread (``build_main(module,
+    tir_pipeline=PIPELINE)``: its kernels lowered as the shards' are)."""
     main, parts = split_kernels(mod, shards or workers())
-    if not parts:
+    if not parts:  # (a few kernels: compiled with the VM on this thread, lowered alike)
         with lowering_context():
-            return Built(build_main(mod))
+            return Built(build_main(mod, tir_pipeline=PIPELINE))
     folder = tempfile.TemporaryDirectory(prefix="tvmbench-kernels-")
     with ThreadPoolExecutor(len(parts)) as pool:
         futures = [pool.submit(_object, part, target, Path(folder.name) / f"kernels{i}.o")

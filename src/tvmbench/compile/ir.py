@@ -180,10 +180,11 @@ def _te_key(arg: Any) -> Any:
     return repr(arg)
 
 
-def builder_pass(mutator_class: Any, name: str, before: Any = None) -> Any:
+def builder_pass(mutator_class: Any, name: str, before: Any = None, after: Any = None) -> Any:
     """A module pass whose mutator emits new functions through its block builder (``call_te``):
     every Relax function is rewritten and the builder's module returned. ``before(mutator, func)``
-    runs ahead of each function (to tell the mutator which parameters are weights, say)."""
+    runs ahead of each function (to tell the mutator which parameters are weights, say),
+    ``after(mutator, module)`` on the module at the end (returning the module to keep)."""
     import tvm
     from tvm import relax
 
@@ -195,6 +196,7 @@ def builder_pass(mutator_class: Any, name: str, before: Any = None) -> Any:
                 if before is not None:
                     before(mutator_, func)
                 mutator_.builder_.update_func(gv, mutator_.visit_expr(func))
-        return mutator_.builder_.get()
+        out = mutator_.builder_.get()
+        return after(mutator_, out) if after is not None else out
 
     return rewrite

@@ -223,10 +223,10 @@ def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_gr
         on_stage("lowering for the VM and generating machine code")
     tvm_target = target.tvm()
 
-    def build_vm(module: Any) -> Any:
+    def build_vm(module: Any, tir_pipeline: str = "default") -> Any:
         with tvm_target:
             lower = tvm.transform.Sequential(lowering_passes(target, cuda_graph))
-            return relax.build(module, tvm_target, relax_pipeline=lower)
+            return relax.build(module, tvm_target, relax_pipeline=lower, tir_pipeline=tir_pipeline)
 
     if target.kind == "llvm" and target.is_native:
         return build_in_parallel(mod, tvm_target, build_vm)

@@ -140,7 +140,21 @@ def _outputs(call: Any) -> int:
 
 def key_limits() -> Any:
     """The KeyLimits pass (module docstring)."""
-    return builder_pass(_KeyLimits, "KeyLimits")
+    return builder_pass(_KeyLimits, "KeyLimits", after=_drop_replaced)
+
+
+def _drop_replaced(mutator: Any, mod: Any) -> Any:
+    """The attention kernels given limits are called under new names: their old versions go
+    (when no call is left of them)."""
+    called: set[str] = set()
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(
+                func.body, lambda e: called.add(e.name_hint) if isinstance(e, tvm.ir.GlobalVar) else None)
+    for gv, found in mutator.masks.items():
+        if found is not None and gv.name_hint not in called:
+            del mod[gv]
+    return mod
 
 
 def truncate_key_loops(func: Any) -> Any:
