@@ -124,6 +124,26 @@ def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
     return rewrite
 
 
+def kernel_pass(transform: Any, name: str, enabled: Any = lambda: True) -> Any:
+    """A module pass replacing every PrimFunc by ``transform(func)`` (the function itself when
+    there is nothing to change), while ``enabled()``."""
+    import tvm
+
+    @tvm.ir.transform.module_pass(opt_level=0, name=name)
+    def rewrite(mod: Any, ctx: Any) -> Any:
+        updates = {gv: transform(f) for gv, f in mod.functions_items()
+                   if enabled() and isinstance(f, tvm.tirx.PrimFunc)}
+        updates = {gv: f for gv, f in updates.items() if not f.same_as(mod[gv])}
+        if not updates:
+            return mod
+        mod = mod.clone()
+        for gv, f in updates.items():
+            mod.update_func(gv, f)
+        return mod
+
+    return rewrite
+
+
 def op_rewrite_pass(op: str, rewrite: Any, name: str, enabled: Any = lambda: True) -> Any:
     """A ``function_pass`` replacing each call of Relax operator ``op`` by ``rewrite(call)`` where
     that is not None (a form the rewrite does not cover stays as it is), while ``enabled()``

@@ -38,7 +38,7 @@ import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass
+from tvmbench.compile.ir import builder_pass, kernel_pass
 from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, reduction_kinds
 
 # Off: no limits computed, every key of every row computed (``benchmarks/rule_ab.py`` A/Bs it).
@@ -225,22 +225,5 @@ def bound_key_loops(func: Any) -> Any:
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, rewrite)))
 
 
-def _over_kernels(transform: Any, name: str) -> Any:
-    """A module pass applying ``transform`` to every kernel."""
-
-    @tvm.transform.module_pass(opt_level=0, name=name)
-    def run(mod: Any, _ctx: Any) -> Any:
-        updates = {gv: transform(f) for gv, f in mod.functions_items() if isinstance(f, tirx.PrimFunc)}
-        updates = {gv: f for gv, f in updates.items() if not f.same_as(mod[gv])}
-        if not updates:
-            return mod
-        mod = mod.clone()
-        for gv, f in updates.items():
-            mod.update_func(gv, f)
-        return mod
-
-    return run
-
-
-truncate_key_loops_pass = _over_kernels(truncate_key_loops, "TruncateKeyLoops")
-bound_key_loops_pass = _over_kernels(bound_key_loops, "BoundKeyLoops")
+truncate_key_loops_pass = kernel_pass(truncate_key_loops, "TruncateKeyLoops")
+bound_key_loops_pass = kernel_pass(bound_key_loops, "BoundKeyLoops")

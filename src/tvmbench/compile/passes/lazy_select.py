@@ -33,6 +33,8 @@ import tvm.sym
 import tvm_ffi
 from tvm import s_tir, tirx
 
+from tvmbench.compile.ir import kernel_pass
+
 # 0 turns the pass off (``benchmarks/rule_ab.py M passes.lazy_select.ENABLED 0`` A/Bs it).
 ENABLED = 1
 _LANES = (tirx.ForKind.VECTORIZED, tirx.ForKind.THREAD_BINDING)
@@ -123,18 +125,5 @@ def lazy_selects(func: Any) -> Any:
     return func.with_body(body) if changed else func
 
 
-@tvm.transform.module_pass(opt_level=0, name="LazySelect")
-def lazy_select(mod: Any, _ctx: Any) -> Any:
-    """LazySelect over every kernel of ``mod`` (module docstring)."""
-    updates = {}
-    for gv, func in mod.functions_items() if ENABLED else ():
-        if isinstance(func, tirx.PrimFunc):
-            new = lazy_selects(func)
-            if not new.same_as(func):
-                updates[gv] = new
-    if not updates:
-        return mod
-    mod = mod.clone()
-    for gv, func in updates.items():
-        mod.update_func(gv, func)
-    return mod
+# LazySelect over every kernel of a module (module docstring).
+lazy_select = kernel_pass(lazy_selects, "LazySelect", lambda: ENABLED)
