@@ -55,8 +55,8 @@ BOUNDED = "tvmbench.key_bounded"
 
 def additive_mask(func: Any) -> int | None:
     """The index of the parameter ``func`` adds to its scores (the first product sum's output, or
-    a tensor computed on the way from it: scaled, biased) as a mask broadcast over everything but
-    the scores' last two axes, else None."""
+    a tensor computed on the way from it: scaled, biased) before the softmax's first reduction, as
+    a mask broadcast over everything but the scores' last two axes, else None."""
     if not isinstance(func, tirx.PrimFunc) or KEY_LIMITS in (func.attrs or {}):
         return None
     kinds = reduction_kinds(func)  # (the Attention rule's form: two matmuls, row reductions between)
@@ -70,6 +70,8 @@ def additive_mask(func: Any) -> int | None:
     last_two = buffer_shape(scores.writes[0].source)[-2:]
     by_buffer = {p: i for i, p in enumerate(func.params)}  # (TVM 0.27: a parameter is its buffer)
     for block in blocks:
+        if block is not scores and any(iv.iter_type == tirx.IterVar.CommReduce for iv in block.iter_vars):
+            return None  # (the softmax's first reduction: a mask added after it is none)
         value = block.body.value if isinstance(block.body, tirx.BufferStore) else None
         loads = [v for v in (value.a, value.b) if isinstance(v, tvm.ir.expr.TensorLoad)] \
             if isinstance(value, tirx.Add) else []
