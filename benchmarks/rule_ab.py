@@ -27,11 +27,14 @@ import time
 
 
 def _number(text: str) -> int | float | tuple[int | float, ...]:
-    """An integer constant's value, a fraction's (``dilated_bands.MAX_KEPT 0.9``) or a tuple's
-    (``rules.attention.ROWS 6,4,2,1``)."""
+    """An integer constant's value, a fraction's (``dilated_bands.MAX_KEPT 0.9``), a tuple's
+    (``rules.attention.ROWS 6,4,2,1``) or a name's (``tiles.TWO_VECTOR_TIES none,``)."""
     if "," in text:
         return tuple(_number(part) for part in text.split(","))  # type: ignore[misc]
-    value = float(text)
+    try:
+        value = float(text)
+    except ValueError:
+        return text  # type: ignore[return-value]  (a name: tiles.TWO_VECTOR_TIES none,)
     return int(value) if value.is_integer() and "." not in text else value
 
 

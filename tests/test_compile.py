@@ -177,6 +177,21 @@ def test_gpt2s_layers_share_one_mask_and_one_kernel_of_key_limits():
     assert len(attention) == 2 and attention[0][2] == attention[1][2] and len(limits) == 1, main
 
 
+def test_a_constant_mask_gives_its_key_limits_when_compiling():
+    """ViT's padded keys are hidden by a constant row (PadAttention): KeyLimits computes their
+    limits when compiling, not with a kernel per layer at run time (12 calls, 0.2 ms, in ViT-B)."""
+    from tvmbench.compile import pipeline
+
+    model = load_model("google/vit-base-patch16-224", ModelOptions(config_overrides={
+        "num_hidden_layers": 2, "hidden_size": 64, "num_attention_heads": 2, "intermediate_size": 128}))
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    attention = [legal[gv] for gv in legal.get_global_vars() if gv.name_hint.startswith("fused_attention")]
+    assert attention and all("tvmbench.key_limits" in f.attrs for f in attention)
+    assert "R.call_tir(key_limits" not in legal["main"].script()
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 @pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_sdpa"])
 def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(builder):
     """45 tokens (as ViT's 197): q, k and v are padded to 48 rows and keys, the padded keys

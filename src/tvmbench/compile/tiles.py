@@ -47,6 +47,21 @@ PREDICATED_MAX_ROWS = 7
 HALF_VECTORS_ZEN4 = True
 
 
+# On AMD Zen 5 (mcpu znver5, full-width 512-bit FMAs) a tile of four vectors over the rows
+# (``rules.contraction.SPAN_ALL``) pays only where it holds more accumulators than two vectors
+# could: at equal accumulators two vectors x 8 rows beat four x 4 over long reductions. Alone
+# (2 threads, 128 rows): bert-base's 3072 -> 768 dense 1.32 against 1.46 ms, bert-large's
+# 4096 -> 1024 2.36 against 2.70 ms; the 768- and 1024-deep ones level (318 against 324 us).
+# On the Xeon host four x 4 had won bert-base (1.040x / 1.021x), so other CPUs keep them.
+TWO_VECTOR_TIES = ("znver5",)
+
+
+def two_vector_ties(target: Any) -> bool:
+    """Whether a four-vector tile must hold more accumulators than a two-vector one to be chosen
+    on this target (TWO_VECTOR_TIES)."""
+    return str(target.attrs.get("mcpu", "") or "") in TWO_VECTOR_TIES
+
+
 def half_vectors_full_rate(target: Any) -> bool:
     """Whether half-width vectors reach the target's FMA peak (HALF_VECTORS_ZEN4)."""
     return HALF_VECTORS_ZEN4 and str(target.attrs.get("mcpu", "") or "") == "znver4"

@@ -373,9 +373,12 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
         rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
-        if predicated or (_batched_weights(found)
-                          and rows4 < tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))[0]):
-            choices.remove(4)  # (four vectors over whole row tiles, and over as many rows for batched weights)
+        rows2 = tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))[0]
+        if predicated or (_batched_weights(found) and rows4 < rows2) \
+                or (tiles.two_vector_ties(target) and 4 * rows4 <= 2 * rows2):
+            # (four vectors over whole row tiles, over as many rows for batched weights, and over
+            # more accumulators than two vectors hold where ties go to two: tiles.TWO_VECTOR_TIES)
+            choices.remove(4)
     if not choices:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
