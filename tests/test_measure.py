@@ -318,6 +318,8 @@ def test_the_host_probe_runs_between_blocks_at_a_bounded_cost_and_never_among_th
 
 
 def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
+    """The probe's turns split at gaps into host states; each sample is labelled by the turns
+    around it, none where the state changed between them or a turn fits no state."""
     from tvmbench.measure.probe import HostStates, label_samples, states
 
     bounds = states([1.0, 0.95, 1.05, 1.4, 1.45, 1.02, 1.41])
@@ -330,6 +332,13 @@ def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
     labels = label_samples(12, [(3, 1.0), (6, 1.02), (9, 1.42)], host)
     assert labels == [0, 0, 0, 0, 0, 0, None, None, None, 1, 1, 1]
     assert label_samples(4, [], host) == [None] * 4
+    # three turns of 60 far from every other (the host elsewhere for a moment): their samples are
+    # of no state, not the state next to them; a spread with no clear states marks nothing
+    turns60 = [(0, v) for v in [1.27, 1.3, 1.45, 1.6, 1.75] * 11 + [0.58, 0.74, 0.89]]
+    odd = HostStates.of(turns60)
+    assert len(odd) == 1 and [odd.is_stray(t) for t in [(0, 0.74), (0, 1.3)]] == [True, False]
+    assert label_samples(9, [(3, 1.3), (6, 0.74)], odd) == [0, 0, 0, None, None, None, None, None, None]
+    assert HostStates.of([(0, v) for v in [1.0, 1.2, 1.45, 1.7, 2.0, 2.4]]).strays == ()
     # with the paired-work reading: one core's two hyper-threads (18 us, fork-joins as near) is a
     # state of its own however few its turns; the fork-joins alone file it with the near state
     turns = [(0, fj, work) for fj, work in [(1.0, 10.1), (0.95, 10.3), (1.05, 10.0), (1.4, 10.6), (1.45, 10.8),

@@ -198,6 +198,26 @@ def states(values: Sequence[float], gap: float = STATE_GAP, min_share: float = M
     return split(0, len(ordered))
 
 
+def strays(values: Sequence[float], gap: float = STATE_GAP, min_share: float = MIN_STATE_SHARE
+           ) -> list[tuple[float, float]]:
+    """Ranges of probe values set apart from all the others by gaps wider than ``gap`` but too few
+    to be a state (``states``' share and count): the host somewhere else for a second or two.
+    Filed with the state next to them, the samples around them were timed in a state the other
+    side may never have seen: on the Zen 5 VM three turns of one round read 0.58-0.89 us among
+    1.27-1.78 us ones, that round's 5th percentile came out 13 % below its three others', and a
+    10 % slowdown read "no change" (docs/performance.md, session 52). Only while such ranges hold
+    under ``min_share`` of the turns in all: a spread with no clear states marks nothing."""
+    ordered = sorted(v for v in values if v > 0)
+    least = max(3, math.ceil(min_share * len(ordered)))
+    runs: list[list[float]] = []
+    for i, v in enumerate(ordered):
+        if i == 0 or v > ordered[i - 1] * (1 + gap):
+            runs.append([])
+        runs[-1].append(v)
+    found = [r for r in runs if len(r) < least] if len(runs) > 1 else []
+    return [(r[0], r[-1]) for r in found] if sum(map(len, found)) < min_share * len(ordered) else []
+
+
 def state_of(value: float, bounds: Sequence[float]) -> int:
     return sum(value > b for b in bounds)
 
@@ -218,6 +238,7 @@ class HostStates:
 
     bounds: tuple[list[float], ...]
     names: tuple[str | None, ...]
+    strays: tuple[tuple[float, float], ...] = ()  # fork-join readings of no state (``strays``)
 
     @classmethod
     def of(cls, turns: Sequence[Turn]) -> HostStates:
@@ -240,7 +261,7 @@ class HostStates:
                 names.append(f"{lv[0]:.2f} us")
             else:  # the paired work split the states: say which state had the two threads on one core
                 names.append(f"{lv[0]:.2f} us/{lv[1]:.1f} us" + (" (one core)" if lv[1] >= ONE_CORE * least_work else ""))
-        return cls(bounds, tuple(names))
+        return cls(bounds, tuple(names), tuple(strays(columns[0])) if columns else ())
 
     @staticmethod
     def _index(turn: Turn, bounds: tuple[list[float], ...], sizes: list[int]) -> int:
@@ -252,6 +273,9 @@ class HostStates:
     def of_turn(self, turn: Turn) -> int:
         return self._index(turn, self.bounds, [len(b) + 1 for b in self.bounds])
 
+    def is_stray(self, turn: Turn) -> bool:
+        return any(lo <= float(turn[1]) <= hi for lo, hi in self.strays)
+
     def __len__(self) -> int:
         return len(self.names)
 
@@ -259,18 +283,19 @@ class HostStates:
 def label_samples(count: int, turns: Sequence[Turn], host: HostStates) -> list[int | None]:
     """Each of a round's ``count`` samples labelled with the host state of the probe turns around
     it. A sample between two turns of different states is None (the state changed somewhere in
-    between); samples before the first turn or after the last take that turn's state (a state
-    lasts seconds, a stretch 0.25 s)."""
+    between), and so is one next to a stray turn (``strays``); samples before the first turn or
+    after the last take that turn's state (a state lasts seconds, a stretch 0.25 s)."""
     if not turns:
         return [None] * count
-    marks = [(int(t[0]), host.of_turn(t)) for t in turns]
+    marks = [(int(t[0]), -1 if host.is_stray(t) else host.of_turn(t)) for t in turns]
     labels: list[int | None] = []
     k = 0  # marks[k - 1] is the last turn at or before the sample, marks[k] the next
     for s in range(count):
         while k < len(marks) and marks[k][0] <= s:
             k += 1
         before, after = (marks[k - 1][1] if k > 0 else None), (marks[k][1] if k < len(marks) else None)
-        labels.append(before if after is None else after if before is None or before == after else None)
+        label = before if after is None else after if before is None or before == after else None
+        labels.append(None if label == -1 or -1 in (before, after) else label)
     return labels
 
 
