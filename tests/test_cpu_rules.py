@@ -909,6 +909,26 @@ def test_four_vector_tiles_must_hold_more_accumulators_on_zen5(mcpu, tile):
     assert (seen.values()["vectors"], seen.values()["rows"]) == tile
 
 
+@pytest.mark.parametrize("mcpu, width, rows", [("znver5", 56, 7), ("znver5", 64, 8), ("skylake-avx512", 56, 8),
+                                              ("znver4", 56, 7)])
+def test_zen5_tiles_take_7_rows_where_7_divides_the_row_axis(mcpu, width, rows):
+    """Zen 5's tiles are 7 rows where 7 divides the row axis (resnet50's 56-pixel rows) and 8
+    elsewhere (a 128-row dense layer): tiles.SEVEN_ROWS_WHERE_THEY_DIVIDE; Zen 4's are 7 at most
+    (ZEN4_MAX_ROWS), other CPUs' 8."""
+    from tvm import te
+
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes.pack_weights import packed_conv
+
+    target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+    x = te.placeholder((1, 4, width, 64), name="x")
+    wp = te.placeholder((2, 1, 1, 64, 32), name="w")
+    func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [0, 0, 0, 0], [1, 1], "float32")])
+    with knob_set() as seen:
+        pipeline.default_schedule(func.with_attr("global_symbol", "main"), target)
+    assert (seen.values()["vectors"], seen.values()["rows"]) == (2, rows)
+
+
 @pytest.mark.parametrize("k, depth", [(768, 4), (48, 4), (30, 2), (31, 1)])
 def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stays_correct(k, depth):
     """A long reduction (a matmul's K) runs UNROLL_DEPTH steps per loop iteration where that

@@ -358,7 +358,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     extents, m_axis = found.extents, found.m_axis
     width = vector_width(extents[found.n_axis], found.lanes)
     n_vectors_total = extents[found.n_axis] // width
-    most_rows = tiles.max_rows(target)
+    most_rows = tiles.max_rows(target, None if m_axis is None else extents[m_axis])
     rows_wanted = 1 if m_axis is None else min(most_rows, extents[m_axis])
     budget = accumulator_budget(target)
     reserved = _window_registers(found, budget)
