@@ -69,7 +69,9 @@ def half_vectors_full_rate(target: Any) -> bool:
 
 # ... and on AMD Zen 5 (mcpu znver5) 7 where 7 divides the row axis, 8 elsewhere: same-process
 # A/Bs of 7 rows everywhere (session 52) gave resnet50 1.016x / 1.027x and resnet18 1.013x /
-# 1.017x, but bert-base 0.955x, whose 128 rows 7 does not divide (its tiles fell to 4 rows).
+# 1.017x, but bert-base 0.955x, whose 128 rows 7 does not divide (its tiles fell to 4 rows);
+# 7 only where it divides: vgg16 1.06x, resnet50 1.03x (batch 8 1.05-1.06x), googlenet and
+# densenet121 1.02-1.04x, bert-base level (docs/performance.md, "7-row tiles on Zen 5").
 SEVEN_ROWS_WHERE_THEY_DIVIDE = ("znver5",)
 
 

@@ -204,7 +204,7 @@ def strays(values: Sequence[float], gap: float = STATE_GAP, min_share: float = M
     to be a state (``states``' share and count): the host somewhere else for a second or two.
     Filed with the state next to them, the samples around them were timed in a state the other
     side may never have seen: on the Zen 5 VM three turns of one round read 0.58-0.89 us among
-    1.27-1.78 us ones, that round's 5th percentile came out 13 % below its three others', and a
+    1.27-1.78 us ones, that round's 5th percentile came out 12 % below its three others', and a
     10 % slowdown read "no change" (docs/performance.md, session 52). Only while such ranges hold
     under ``min_share`` of the turns in all: a spread with no clear states marks nothing."""
     ordered = sorted(v for v in values if v > 0)
