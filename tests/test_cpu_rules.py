@@ -888,25 +888,31 @@ def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(siz
     np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", a, w), rtol=1e-4, atol=1e-3)
 
 
-@pytest.mark.parametrize("mcpu, tile", [("znver5", (2, 8)), ("skylake-avx512", (4, 4))])
-def test_four_vector_tiles_must_hold_more_accumulators_on_zen5(mcpu, tile):
-    """On Zen 5 a tile of four vectors over 4 rows (16 accumulators) gives way to two vectors over
-    8 (16 too): bert-large's 4096 -> 1024 dense ran 1.14x faster alone, the model 1.08-1.10x
-    (tiles.TWO_VECTOR_TIES). Other CPUs keep the four-vector tile (the Xeon host measured it
-    faster); a 5-row axis keeps it on Zen 5 too (the test above, 20 accumulators against 10)."""
+def _packed_conv_tile(mcpu: str, map_hw: tuple[int, int], c_in: int, c_out: int) -> tuple[int, int]:
+    """(vectors, rows) the contraction rule picks for a packed 1x1 convolution on ``mcpu``
+    (schedule only: nothing is built or run)."""
     from tvm import te
 
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.passes.pack_weights import packed_conv
 
     target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
-    c_in, c_out, block = 3072, 768, 32
-    x = te.placeholder((1, 16, 8, c_in), name="x")
+    block = 32
+    x = te.placeholder((1, *map_hw, c_in), name="x")
     wp = te.placeholder((c_out // block, 1, 1, c_in, block), name="w")
     func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [0, 0, 0, 0], [1, 1], "float32")])
     with knob_set() as seen:
         pipeline.default_schedule(func.with_attr("global_symbol", "main"), target)
-    assert (seen.values()["vectors"], seen.values()["rows"]) == tile
+    return seen.values()["vectors"], seen.values()["rows"]
+
+
+@pytest.mark.parametrize("mcpu, tile", [("znver5", (2, 8)), ("skylake-avx512", (4, 4))])
+def test_four_vector_tiles_must_hold_more_accumulators_on_zen5(mcpu, tile):
+    """On Zen 5 a tile of four vectors over 4 rows (16 accumulators) gives way to two vectors over
+    8 (16 too): bert-large's 4096 -> 1024 dense ran 1.14x faster alone, the model 1.08-1.10x
+    (tiles.TWO_VECTOR_TIES). Other CPUs keep the four-vector tile (the Xeon host measured it
+    faster); a 5-row axis keeps it on Zen 5 too (the test above, 20 accumulators against 10)."""
+    assert _packed_conv_tile(mcpu, (16, 8), 3072, 768) == tile
 
 
 @pytest.mark.parametrize("mcpu, width, rows", [("znver5", 56, 7), ("znver5", 64, 8), ("skylake-avx512", 56, 8),
@@ -915,18 +921,7 @@ def test_zen5_tiles_take_7_rows_where_7_divides_the_row_axis(mcpu, width, rows):
     """Zen 5's tiles are 7 rows where 7 divides the row axis (resnet50's 56-pixel rows) and 8
     elsewhere (a 128-row dense layer): tiles.SEVEN_ROWS_WHERE_THEY_DIVIDE; Zen 4's are 7 at most
     (ZEN4_MAX_ROWS), other CPUs' 8."""
-    from tvm import te
-
-    from tvmbench.compile.knobs import knob_set
-    from tvmbench.compile.passes.pack_weights import packed_conv
-
-    target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
-    x = te.placeholder((1, 4, width, 64), name="x")
-    wp = te.placeholder((2, 1, 1, 64, 32), name="w")
-    func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [0, 0, 0, 0], [1, 1], "float32")])
-    with knob_set() as seen:
-        pipeline.default_schedule(func.with_attr("global_symbol", "main"), target)
-    assert (seen.values()["vectors"], seen.values()["rows"]) == (2, rows)
+    assert _packed_conv_tile(mcpu, (4, width), 64, 64) == (2, rows)
 
 
 @pytest.mark.parametrize("k, depth", [(768, 4), (48, 4), (30, 2), (31, 1)])

@@ -332,7 +332,7 @@ def test_host_states_split_at_gaps_and_label_samples_by_the_turns_around_them():
     labels = label_samples(12, [(3, 1.0), (6, 1.02), (9, 1.42)], host)
     assert labels == [0, 0, 0, 0, 0, 0, None, None, None, 1, 1, 1]
     assert label_samples(4, [], host) == [None] * 4
-    # three turns of 60 far from every other (the host elsewhere for a moment): their samples are
+    # three turns of 58 far from every other (the host elsewhere for a moment): their samples are
     # of no state, not the state next to them; a spread with no clear states marks nothing
     turns60 = [(0, v) for v in [1.27, 1.3, 1.45, 1.6, 1.75] * 11 + [0.58, 0.74, 0.89]]
     odd = HostStates.of(turns60)
