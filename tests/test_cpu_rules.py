@@ -733,6 +733,36 @@ def test_a_large_input_under_large_weights_is_tiled_in_row_blocks_and_stays_corr
     np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
 
 
+def test_a_long_reduction_under_large_weights_is_swept_in_blocks_and_stays_correct():
+    """Channel-outer tiles that sweep more than REDUCTION_BLOCK_INPUT_BYTES of input over a weight
+    panel larger than REDUCTION_PANEL_BYTES split the reduction into blocks whose panel fits (the
+    largest divisor), each block swept over all the channel tile's rows, which keep their sums in a
+    buffer between blocks; the numbers stay right. A small input keeps one block."""
+    import re
+
+    from tvmbench.compile.knobs import knob_set
+
+    m, k, n = 512, 1536, 704  # weights 4.3 MB: channel tiles outer; each sweeps 3 MB of input
+    func = _matmul_relu(m, k, n)
+    with knob_set() as seen:
+        pipeline.default_schedule(func, TARGET)
+    values = seen.values()
+    assert values["spatial_outer"] is False
+    block = values["reduction_block"]
+    assert block < k and k % block == 0 and 2 * block >= contraction.REDUCTION_PANEL_BYTES // (
+        values["vectors"] * 4 * tiles.vector_lanes(TARGET.tvm(), 32))
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
+    out, script = _run(func, a, b, out_shape=(m, n))
+    assert script.count("T.parallel") == 1
+    # the reduction's blocks outside the row tiles, the block's steps inside them
+    assert re.search(rf"T.grid\({k // block}, {-(-m // values['rows'])}, ", script), script
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
+    with knob_set() as seen:
+        pipeline.default_schedule(_matmul_relu(64, k, n), TARGET)  # 393 KB of input
+    assert seen.values()["reduction_block"] == k
+
+
 @pytest.mark.parametrize("extent, rows", [(13, 7), (17, 6), (27, 7), (71, 6), (39, 7), (16, 8), (7, 7), (10, 5)])
 def test_a_row_tile_divides_its_axis_or_wastes_least_when_predicated(extent, rows):
     """Exact divisors from 4 up (or the whole axis) need no predicate; otherwise the predicated

@@ -99,6 +99,16 @@ UNROLL_DEPTH = 4
 ROW_BLOCK_BYTES = 512 << 10
 ROW_BLOCK_ROWS = 256
 ROW_BLOCK_MAX_BYTES = 1 << 20
+# Channel-outer tiles that sweep more than REDUCTION_BLOCK_INPUT_BYTES of input per channel tile
+# over a weight panel (depth x tile columns) larger than REDUCTION_PANEL_BYTES split the reduction
+# in blocks whose panel is about that size (``_block_reduction``; 0 turns it off). Zen 5 host,
+# same-process A/Bs (docs/performance.md, "The reduction in blocks"): ViT 1.022x / 1.036x (both
+# build orders), at batch 8 1.036x; bert-base b8 1.009x, bert-large b8 0.991x, t5-base b8 0.999x,
+# resnet50 b8 1.001x / 0.999x; models at batch 1 with smaller sweeps (BERTs, gpt2) keep one block.
+# Blocking every panel over 64 KB, whatever the input, gained more on ViT (1.037-1.039x, b8
+# 1.044-1.070x) but cost t5-base 1.1-1.3 %, gpt2 0.8-1.0 % and resnet50 at batch 8 0.9-2.3 %.
+REDUCTION_PANEL_BYTES = 64 << 10
+REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
 # A row axis shorter than this, whole in the tile, gets rows of the next-outer axis stacked on
 # it, up to MAX_STACKED_ROWS rows in all (``_stack``). Only stacks that divide the height: on
 # resnet50's 5x5 maps at 160 px a predicated stack of 2 (10 rows, 3 sweeps) ran its kernels
@@ -525,6 +535,7 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
     if channel_outer:
         outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack)
+        outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops)
     tile_loop = sch.fuse(*outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
@@ -572,6 +583,40 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
     if 2 * block < fit or input_bytes * block // tiles_ > ROW_BLOCK_MAX_BYTES:
         return tiles_
     return block
+
+
+def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any,
+                     reduce_loops: list[Any]) -> tuple[Any, list[Any]]:
+    """Channel-outer tiles read a weight panel of K x tile columns per row tile and sweep the
+    input's rows once per channel tile. Where that sweep reads more input than L2 holds
+    (REDUCTION_BLOCK_INPUT_BYTES: ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows``
+    cannot split, 197 row tiles being prime) and the panel is larger than REDUCTION_PANEL_BYTES,
+    the reduction goes in blocks whose panel is about that size, each swept over the channel
+    tile's rows: per block, a slice of the input and of the panel, and the rows' sums wait in a
+    buffer between blocks. Returns the loops to fuse into the parallel tile loop (those outside
+    the channel tile's rows) and the reduction loops."""
+    sch = found.sch
+    extents = [as_int(sch.get(loop).extent) or 0 for loop in reduce_loops]
+    if len(extents) != 1 or not REDUCTION_PANEL_BYTES:
+        return outer_spatial, reduce_loops
+    depth = extents[0]
+    row_bytes = tile.vectors * tile.width * dtype_bits(found.out.dtype) // 8
+    fit = REDUCTION_PANEL_BYTES // row_bytes
+    block = tiles.largest_divisor(depth, fit) if depth > fit else depth
+    if 2 * block < fit:
+        block = depth  # (no divisor near the panel's size)
+    split = next(i for i, loop in enumerate(outer_spatial) if loop.same_as(n_outer)) + 1
+    loop_extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
+    swept = _operand_bytes(found, rows_dependent=True) * int(np.prod(loop_extents[split - 1:])) \
+        // int(np.prod(loop_extents))  # (the input one channel tile sweeps: its share of the rows)
+    if swept <= REDUCTION_BLOCK_INPUT_BYTES:
+        block = depth
+    block = knob("reduction_block", block, [d for d in range(16, depth + 1) if depth % d == 0 and d % 4 == 0])
+    if block >= depth:
+        return outer_spatial, reduce_loops
+    ko, ki = sch.split(reduce_loops[0], factors=[None, block])
+    sch.reorder(ko, *outer_spatial[split:])
+    return outer_spatial[:split], [ko, ki]
 
 
 def _operand_bytes(found: Match, rows_dependent: bool) -> int:
