@@ -125,7 +125,7 @@ def _transpose_tiles(sch: Any, block: Any, loops: list[Any]) -> list[Any]:
     rows of 3 KB apart (BERT's keys) fall into 4 of the 64 L1 sets and evict each other before the
     next ``d`` comes back to them. With the vector axis's outer loop moved outside the loop that
     walks the input's rows (``d``), a tile of 16 rows is read by every ``d`` in turn while its
-    lines stay in L1. Returns the loops (the vector's outer loop last), reordered or not."""
+    lines stay in L1. Returns the loops outside the vector lanes, outermost first, in their new order."""
     stmt = sch.get(block)
     if len(stmt.iter_vars) != len(loops) or len(loops) < 2:
         return loops
