@@ -43,7 +43,7 @@ def main() -> None:
     os.environ.setdefault("TVM_NUM_THREADS", str(physical_cores()))  # (read when TVM's pool starts)
     import tvm
 
-    from tvmbench.compile import pipeline
+    from tvmbench.compile import codegen, pipeline
     from tvmbench.compile.importer import import_model
     from tvmbench.compile.knobs import knob_set
     from tvmbench.models import ModelOptions, load_model
@@ -61,7 +61,8 @@ def main() -> None:
             with knob_set(overrides) as knobs:
                 _, sch = pipeline.default_schedule(func, target)
             mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
-            builds.append((knobs.values(), tvm.compile(mod, target=target.tvm())["main"]))
+            with codegen.lowering_context():  # (lowered as a native build's kernels are)
+                builds.append((knobs.values(), tvm.tirx.build(mod, target=target.tvm(), pipeline=codegen.PIPELINE)["main"]))
         if len({json.dumps(v, sort_keys=True, default=str) for v, _ in builds}) < 2:
             continue
         _time_kernel(name, func, builds, rng)

@@ -22,6 +22,7 @@ import numpy as np
 
 from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
+from tvmbench.compile.passes.prefetch import mark as mark_prefetch
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
 from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
 from tvmbench.compile.tir import (
@@ -109,6 +110,11 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # 1.044-1.070x) but cost t5-base 1.1-1.3 %, gpt2 0.8-1.0 % and resnet50 at batch 8 0.9-2.3 %.
 REDUCTION_PANEL_BYTES = 64 << 10
 REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
+# Channel-outer tiles over one packed weight panel per channel tile prefetch the next tile's panel
+# while they compute (``passes/prefetch.py``; 0 turns it off). Zen 5 host, alone (bert-base's
+# dense layers, weights from memory): 7.6 % (768 -> 3072 + GELU), 3.6 % (3072 -> 768), 5-6 %
+# (768 -> 768) faster; in the models docs/performance.md, "The next weight panel prefetched".
+PREFETCH_NEXT_PANEL = 1
 # A row axis shorter than this, whole in the tile, gets rows of the next-outer axis stacked on
 # it, up to MAX_STACKED_ROWS rows in all (``_stack``). Only stacks that divide the height: on
 # resnet50's 5x5 maps at 160 px a predicated stack of 2 (10 rows, 3 sweeps) ran its kernels
@@ -533,9 +539,14 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
             outer_spatial = outer_spatial[1:] + outer_spatial[:1]
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
+    prefetch = None
     if channel_outer:
+        loops_before = len(outer_spatial), len(reduce_loops)
+        prefetch = _prefetch_marks(found, tile, outer_spatial)
         outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack)
         outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops)
+        if (len(outer_spatial), len(reduce_loops)) != loops_before or len(reduce_loops) != 1:
+            prefetch = None  # (row or reduction blocks: the next channel tile is not the next panel read)
     tile_loop = sch.fuse(*outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
@@ -546,9 +557,32 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
         sch.unroll(loop)
     if not unroll_window and reduce_loops:
         reduce_loops = reduce_loops[:-1] + unroll_steps(sch, reduce_loops[-1], UNROLL_DEPTH)
+        if prefetch is not None:
+            mark_prefetch(sch, reduce_loops[0], *prefetch)
     if tile.width > 1:
         sch.vectorize(n_lane)
     return tile_loop, reduce_loops
+
+
+def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any]) -> tuple[Any, int, int] | None:
+    """(weights, row tiles, packed blocks per tile) for ``passes/prefetch.py`` where a channel-outer
+    tile reads one packed weight panel per channel tile (PREFETCH_NEXT_PANEL; knob ``prefetch``):
+    one operand independent of the rows, packed ``[blocks, depth, lanes]`` with whole blocks per
+    tile, not indexed by the other loops (a batched matmul's weights are)."""
+    sch = found.sch
+    m_var = found.block.iter_vars[found.m_axis].var
+    weights = [r.source for r in found.block.reads if not r.source.same_as(found.out)
+               and not any(uses(x.min, m_var) for x in r.region)]
+    if len(weights) != 1 or len(weights[0].shape) != 3 or _weight_batch_axes(found):
+        return None
+    lanes = as_int(weights[0].shape[2]) or 0
+    columns = tile.vectors * tile.width
+    if not lanes or columns % lanes:
+        return None
+    row_tiles = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[1:]]))
+    if not knob("prefetch", PREFETCH_NEXT_PANEL, (0, 1)):
+        return None
+    return weights[0], row_tiles, columns // lanes
 
 
 def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
