@@ -799,6 +799,58 @@ def test_a_long_reduction_under_large_weights_is_swept_in_blocks_and_stays_corre
     assert seen.values()["reduction_block"] == k
 
 
+def _packed_matmul(m, k, n, lanes=32):
+    """A matmul over weights packed as pack_weights lays them out: ``[n / lanes, k, lanes]``."""
+    def build(te):
+        a = te.placeholder((m, k), name="A")
+        w = te.placeholder((n // lanes, k, lanes), name="W")
+        r = te.reduce_axis((0, k), name="k")
+        return [a, w, te.compute((m, n), lambda i, j: te.sum(a[i, r] * w[j // lanes, r, j % lanes], axis=r), name="C")]
+
+    return _te_func(build)
+
+
+def test_a_channel_outer_tile_prefetches_the_next_panel_with_its_accumulators_on_the_stack(monkeypatch):
+    """Channel-outer tiles over packed weights (1.5 MB here) are marked for passes/prefetch.py, and
+    the native lowering puts a prefetch of the next channel tile's panel in the reduction loop; the
+    tile's 16 accumulators (1024 bytes) stay on the stack (passes/stack_buffers.py), not in TVM's
+    workspace pool, which would have kept them in memory across the prefetch. The numbers stay
+    right; the knob off leaves no prefetch, the stack pass off brings the pool back."""
+    import tvm
+
+    from tvmbench.compile import codegen
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import prefetch, stack_buffers
+
+    m, k, n = 64, 512, 768
+    rng = np.random.default_rng(8)
+    a, w = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((n // 32, k, 32), dtype="float32")
+
+    def build(overrides):
+        with TARGET.tvm(), knob_set(overrides) as seen:
+            sch = Contraction().schedule(_packed_matmul(m, k, n), TARGET.tvm())
+        mod = tvm.IRModule({"main": sch.mod["main"]})
+        with codegen.lowering_context():
+            lib = tvm.tirx.build(mod, target=TARGET.tvm(), pipeline=codegen.PIPELINE)
+        out = tvm.runtime.tensor(np.zeros((m, n), "float32"))
+        lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(w), out)
+        ref = a @ w.transpose(1, 0, 2).reshape(k, n)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+        return seen.values(), sch.mod.script(), lib.inspect_source("ll")
+
+    values, script, ir = build({})
+    assert values["spatial_outer"] is False and values["prefetch"] == 1
+    assert values["vectors"] * values["rows"] == 16, values  # (a 1024-byte accumulator buffer)
+    assert prefetch.KEY in script
+    assert "@llvm.prefetch" in ir
+    assert "load ptr, ptr @__TVMBackendAllocWorkspace" not in ir
+    _, _, ir = build({"prefetch": 0})
+    assert "@llvm.prefetch" not in ir
+    monkeypatch.setattr(stack_buffers, "STACK_BUFFER_BYTES", 0)
+    _, _, ir = build({})
+    assert "load ptr, ptr @__TVMBackendAllocWorkspace" in ir
+
+
 @pytest.mark.parametrize("extent, rows", [(13, 7), (17, 6), (27, 7), (71, 6), (39, 7), (16, 8), (7, 7), (10, 5)])
 def test_a_row_tile_divides_its_axis_or_wastes_least_when_predicated(extent, rows):
     """Exact divisors from 4 up (or the whole axis) need no predicate; otherwise the predicated

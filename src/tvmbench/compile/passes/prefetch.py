@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 import tvm
 import tvm_ffi
 from tvm import tirx
@@ -39,29 +40,40 @@ _LINE = 64
 _L2 = 2  # llvm.prefetch locality 2: prefetcht1 on x86, into L2 (the panel is larger than L1)
 
 
-def mark(sch: Any, loop: Any, weights: Any, row_tiles: int, blocks: int) -> None:
-    """Mark ``loop`` (a tile's reduction loop) for the pass: the packed ``weights`` buffer
-    ``[blocks * channel tiles, depth, lanes]``, whose ``blocks`` consecutive blocks are one tile's
-    panel, and ``row_tiles`` row tiles per channel tile in the enclosing parallel loop (channel
-    tile outer: ``c = i // row_tiles``)."""
-    sch.annotate(loop, KEY, f"{weights.name},{row_tiles},{blocks}")
+def mark(sch: Any, loop: Any, weights: Any, inner: int, blocks: int, row_tiles: int) -> None:
+    """Mark ``loop`` (the outer loop of a tile's innermost reduction) for the pass: the packed
+    ``weights`` buffer (``[blocks * channel tiles, ...]``: ``blocks`` consecutive blocks are one
+    channel tile's panel), the channel tile ``(i // inner) % channel tiles`` of the enclosing
+    parallel loop's iteration ``i``, ``row_tiles`` row tiles reading each panel."""
+    sch.annotate(loop, KEY, f"{weights.name},{inner},{blocks},{row_tiles}")
 
 
-def _marks(func: Any) -> tuple[Any, Any, Any, int, int] | None:
-    """(parallel loop, marked loop, weights buffer, row tiles, blocks) of a marked kernel."""
+def _contains(loop: Any, var: Any) -> bool:
+    found = tvm_ffi.structural_walk(loop.body, lambda n: tvm_ffi.structural.VisitInterrupt(True)
+                                    if isinstance(n, tirx.For) and n.loop_var.same_as(var) else None, order="pre")
+    return found is not None
+
+
+def _marks(func: Any) -> tuple[Any, list[Any], Any, int, int] | None:
+    """(parallel loop, the loops from it to the marked loop, weights buffer, inner, blocks) of a
+    marked kernel; None when it has no mark the pass can serve."""
     loops: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
     parallel = [f for f in loops if f.kind == tirx.ForKind.PARALLEL]
     marked = [f for f in loops if KEY in f.annotations]
-    if len(parallel) != 1 or len(marked) != 1:
+    if len(parallel) != 1 or len(marked) != 1 or not _contains(parallel[0], marked[0].loop_var):
         return None
-    name, row_tiles, blocks = str(marked[0].annotations[KEY]).split(",")
+    name, inner, blocks, row_tiles = str(marked[0].annotations[KEY]).split(",")
     found: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tvm.ir.expr.TensorLoad, lambda load: found.append(load.source)
                                          if getattr(load.source, "name", None) == name else None)])
-    if not found or len(found[0].shape) != 3 or int(row_tiles) < MIN_ROW_TILES:
+    if not found or len(found[0].shape) < 3 or int(row_tiles) < MIN_ROW_TILES \
+            or not all(isinstance(d, tirx.IntImm) for d in found[0].shape):
         return None
-    return parallel[0], marked[0], found[0], int(row_tiles), int(blocks)
+    path = [f for f in loops if f is not parallel[0] and _contains(parallel[0], f.loop_var)
+            and _contains(f, marked[0].loop_var)]
+    path.sort(key=lambda f: -sum(1 for g in path if _contains(f, g.loop_var)))  # outermost first
+    return parallel[0], [*path, marked[0]], found[0], int(inner), int(blocks)
 
 
 def prefetch_next_panel(func: Any) -> Any:
@@ -70,24 +82,31 @@ def prefetch_next_panel(func: Any) -> Any:
     marks = _marks(func)
     if marks is None:
         return func
-    parallel, marked, weights, row_tiles, blocks = marks
-    n_blocks, depth, lanes = (int(d) for d in weights.shape)
-    panel = blocks * depth * lanes  # elements of one channel tile's panel
-    steps = int(marked.extent)
-    per_step = panel * tvm.DataType(str(weights.dtype)).bits // 8 / (row_tiles * steps)  # bytes
-    tile, step = parallel.loop_var, marked.loop_var
-    first = tirx.min((tirx.floordiv(tile, row_tiles) + 1) * blocks, n_blocks - blocks)
-    at = tirx.floordiv((tirx.floormod(tile, row_tiles) * steps + step) * panel, row_tiles * steps)
+    parallel, path, weights, inner, blocks = marks
+    shape = [int(d) for d in weights.shape]
+    block = int(np.prod(shape[1:]))
+    panel = blocks * block  # elements of one channel tile's panel
+    bits = tvm.DataType(str(weights.dtype)).bits
+    tile = parallel.loop_var
+    progress, total = tirx.floormod(tile, inner), inner  # this iteration's place in the tile's work
+    for loop in path:
+        progress, total = progress * loop.extent + (loop.loop_var - loop.min), total * int(loop.extent)
+    channel_tiles = shape[0] // blocks
+    first = tirx.min(tirx.floormod(tirx.floordiv(tile, inner), channel_tiles) + 1, channel_tiles - 1) * blocks
+    at = tirx.floordiv(progress * panel, total)
     prefetches = []
-    for i in range(max(1, -(-int(per_step) // _LINE))):
-        offset = tirx.min(at + i * _LINE * 8 // tvm.DataType(str(weights.dtype)).bits, panel - 1)
-        index = [first + tirx.floordiv(offset, depth * lanes), tirx.floormod(tirx.floordiv(offset, lanes), depth),
-                 tirx.floormod(offset, lanes)]
+    for i in range(max(1, -(-panel * bits // 8 // total // _LINE))):
+        offset = tirx.min(at + i * (_LINE * 8 // bits), panel - 1)
+        index = [first + tirx.floordiv(offset, block)]
+        rest = tirx.floormod(offset, block)
+        for j, dim in enumerate(shape[1:]):
+            stride = int(np.prod(shape[j + 2:]))
+            index.append(tirx.floormod(tirx.floordiv(rest, stride), dim))
         address = tirx.address_of(tirx.BufferLoad(weights, index))
         prefetches.append(tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.prefetch", address, 0, _L2, 1)))
 
     def on_for(loop: Any) -> Any:
-        if not loop.loop_var.same_as(step):
+        if not loop.loop_var.same_as(path[-1].loop_var):
             return loop
         return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.SeqStmt([*prefetches, loop.body]),
                         loop.thread_binding, {k: v for k, v in loop.annotations.items() if k != KEY})
