@@ -30,6 +30,8 @@ MAX_ROWS = 8
 # 4 rows even where 8 divides the map (alone, resnet50's convolutions over 56-pixel rows: 1x1
 # 64 -> 64 174 us at 8 rows against 122 at 7, 1x1 64 -> 256 821 against 553, the stem 1352
 # against 1136), with no more spills in its code. Not measured on other CPUs, which keep 8.
+# (Probably the 8 x 2 tile's 1024-byte accumulator buffer, which TVM put in its workspace pool
+# until passes/stack_buffers.py; not measured again on Zen 4 since.)
 ZEN4_MAX_ROWS = 7
 # A predicated tile has at most this many rows. At 8 rows x 2 vectors (16 accumulators, 8
 # broadcasts per reduction step) the conditional row's accumulator no longer fits the registers:
@@ -71,7 +73,9 @@ def half_vectors_full_rate(target: Any) -> bool:
 # A/Bs of 7 rows everywhere (session 52) gave resnet50 1.016x / 1.027x and resnet18 1.013x /
 # 1.017x, but bert-base 0.955x, whose 128 rows 7 does not divide (its tiles fell to 4 rows);
 # 7 only where it divides: vgg16 1.06x, resnet50 1.03x (batch 8 1.05-1.06x), googlenet and
-# densenet121 1.02-1.04x, bert-base level (docs/performance.md, "7-row tiles on Zen 5").
+# densenet121 1.02-1.04x, bert-base level (docs/performance.md, "7-row tiles on Zen 5"). Judged
+# again with every tile's accumulators on the stack (session 54): resnet50 0.98-0.99x, googlenet
+# 0.98-1.00x, but vgg16 1.02-1.03x and resnet50 at batch 8 1.03x; kept.
 SEVEN_ROWS_WHERE_THEY_DIVIDE = ("znver5",)
 
 
