@@ -575,9 +575,7 @@ def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer:
     into the parallel loop, after any row or reduction blocks; ``inner``: their iterations per
     channel tile."""
     sch = found.sch
-    m_var = found.block.iter_vars[found.m_axis].var
-    weights = [r.source for r in found.block.reads if not r.source.same_as(found.out)
-               and not any(uses(x.min, m_var) for x in r.region)]
+    weights = [r.source for r in _operand_reads(found, rows_dependent=False)]
     if len(weights) != 1 or len(weights[0].shape) < 3 or _weight_batch_axes(found):
         return None
     lanes = as_int(weights[0].shape[-1]) or 0
@@ -657,12 +655,18 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     return outer_spatial[:split], [ko, ki]
 
 
+def _operand_reads(found: Match, rows_dependent: bool) -> list[Any]:
+    """The reduction block's reads of the operands that depend on the row axis (the input) or do
+    not (the weights)."""
+    m_var = found.block.iter_vars[found.m_axis].var
+    return [r for r in found.block.reads if not r.source.same_as(found.out)
+            and any(uses(x.min, m_var) for x in r.region) == rows_dependent]
+
+
 def _operand_bytes(found: Match, rows_dependent: bool) -> int:
     """Bytes of the operands that depend on the row axis (the input) or do not (the weights)."""
-    m_var = found.block.iter_vars[found.m_axis].var
     return sum(int(np.prod([as_int(d) or 0 for d in r.source.shape])) * dtype_bits(r.source.dtype) // 8
-               for r in found.block.reads if not r.source.same_as(found.out)
-               and any(uses(x.min, m_var) for x in r.region) == rows_dependent)
+               for r in _operand_reads(found, rows_dependent))
 
 
 def _weight_batch_axes(found: Match) -> set[int]:
@@ -671,9 +675,7 @@ def _weight_batch_axes(found: Match) -> set[int]:
     product's tile position."""
     if found.m_axis is None:
         return set()
-    m_var = found.block.iter_vars[found.m_axis].var
-    weights = [r for r in found.block.reads if not r.source.same_as(found.out)
-               and not any(uses(x.min, m_var) for x in r.region)]
+    weights = _operand_reads(found, rows_dependent=False)
     return {i for i, k in enumerate(found.kinds) if k == "S" and i not in (found.n_axis, found.m_axis)
             and any(uses(x.min, found.block.iter_vars[i].var) for w in weights for x in w.region)}
 
