@@ -624,8 +624,8 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
 def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any,
                      reduce_loops: list[Any]) -> tuple[Any, list[Any]]:
     """Channel-outer tiles read a weight panel of K x tile columns per row tile and sweep the
-    input's rows once per channel tile. Where that sweep reads more input than L2 holds
-    (REDUCTION_BLOCK_INPUT_BYTES: ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows``
+    input's rows once per channel tile. Where that sweep reads more input than the two cores' L2
+    together (REDUCTION_BLOCK_INPUT_BYTES; 1 MB per core on the Zen 5 host where it was measured: ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows``
     cannot split, 197 row tiles being prime) and the panel is larger than REDUCTION_PANEL_BYTES,
     the reduction goes in blocks whose panel is about that size, each swept over the channel
     tile's rows: per block, a slice of the input and of the panel, and the rows' sums wait in a
