@@ -954,6 +954,28 @@ def test_a_small_map_stacks_its_rows_into_one_register_tile_and_stays_correct(si
     np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
 
 
+def test_an_odd_count_of_output_vectors_takes_tiles_of_its_divisor_not_single_vectors():
+    """40 output channels (five 8-lane vectors, which no two-vector tile divides) over 25-pixel
+    rows are tiled five vectors wide (mnasnet's 1x1 convolutions ran one vector over 5 rows: 5
+    accumulators); with ODD_AXIS_VECTORS off they fall back to one vector. Exact either way."""
+    from tvmbench.compile.knobs import knob_set
+
+    func = _conv1x1_nhwc(25, 72, 40)
+    width = tiles.vector_width(40, tiles.vector_lanes(TARGET.tvm(), 32))
+    vectors = {}
+    for odd in (contraction.ODD_AXIS_VECTORS, 0):
+        with pytest.MonkeyPatch.context() as mp, knob_set() as seen:
+            mp.setattr(contraction, "ODD_AXIS_VECTORS", odd)
+            pipeline.default_schedule(func, TARGET)
+        vectors[odd] = seen.values()["vectors"]
+    assert vectors == {contraction.ODD_AXIS_VECTORS: 40 // width, 0: 1}, vectors
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 25, 25, 72), dtype="float32")
+    w = rng.standard_normal((1, 1, 72, 40), dtype="float32")
+    out, _ = _run(func, x, w, out_shape=(1, 25, 25, 40))
+    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
+
+
 def test_a_gemv_tile_spans_two_packed_weight_blocks_and_stays_correct():
     """A single-row product over a packed weight (a classifier at batch 1) takes four vectors,
     two packed blocks, so each thread streams two weight panels at once."""

@@ -69,6 +69,14 @@ ROW_TIE_INNER = True
 # (its 24- and 48-channel convolutions and pooling): mnasnet1_0, shufflenet_v2_x1_0,
 # squeezenet1_1, googlenet, inception_v3 and mobilenet_v3_large 1.001-1.006x.
 THREE_VECTOR_AXIS = True
+# ... and a vector axis that no tile offered above divides but one vector (an odd count: 5, 9,
+# 15 vectors) gets tiles of its largest divisor up to ODD_AXIS_VECTORS vectors where it
+# multiplies two operands (``choose_tile``): mnasnet's 40-channel 1x1 convolutions (five 8-lane
+# vectors) ran one vector over 5 rows, 5 accumulators, a third of the FMA rate. Alone (Zen 5,
+# 2 threads): 138 -> 100 us (batch 3, 193 px), 35 -> 29 us (batch 1), its classifier at batch 3
+# (1000 = 125 8-lane vectors, as 5) 116 -> 91 us; googlenet's pooling over 33 vectors level
+# (7.0 against 7.4 us), so pooling keeps its tile. 0 turns it off.
+ODD_AXIS_VECTORS = 7
 # The epilogue of a matmul computed over padded rows and sliced (``pack_weights``: DINOv2's 257
 # tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
 # as a second pass over the whole output (``write_back``).
@@ -385,6 +393,9 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     # or the vector axis is three vectors: a grouped convolution's group of three, grouped_conv.py)
     three = 3 * width in found.packs or (THREE_VECTOR_AXIS and n_vectors_total == 3)
     offered = ((4, 2, 1) if span else (2, 1)) + ((3,) if three else ())
+    if not any(n_vectors_total % v == 0 for v in offered if v > 1) and _multiplies(found):
+        odd = tiles.largest_divisor(n_vectors_total, ODD_AXIS_VECTORS)
+        offered += (odd,) if odd >= 3 else ()
     choices = [v for v in offered
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if rows_wanted > 1 and 4 in choices:
@@ -411,6 +422,11 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)  # (8 for tuning)
                                    if r * vectors + reserved * vectors <= budget or r == 1])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
+
+
+def _multiplies(found: Match) -> bool:
+    """Whether the reduction reads two operands (a product: each step an FMA), not one (pooling)."""
+    return sum(1 for r in found.block.reads if not r.source.same_as(found.out)) >= 2
 
 
 def _window_registers(found: Match, budget: int) -> int:
