@@ -545,14 +545,24 @@ def test_the_window_is_computed_band_by_band_inside_the_projection_and_stays_exa
     assert result["passed"], result
 
 
-def test_a_prime_map_width_takes_predicated_column_tiles_and_stays_exact(l2_of_1mb):
-    """A 97-pixel row (mnasnet1_0's first block at 193 px): no divisor from 4 to 7, so the
-    projection's and the window's register tiles are predicated ones of several columns, not
-    tiles of one pixel (alone on the Zen 4 host at batch 3, about 10 % faster by the medians of
-    two sets; docs/performance.md)."""
+def test_a_window_over_a_prime_height_is_not_joined_into_its_projection(l2_of_1mb):
+    """97 rows (mnasnet1_0's first block at 193 px) split into no band short of the whole map, so
+    joined, each task would be a whole image, one core's work at batch 1
+    (``fuse_expansion.WHOLE_MAP_PROJECTIONS``): the window and the projection stay two kernels."""
+    _, joined, names = _joined_kernel("build_window_project_prime")
+    assert joined == [] and sum("conv2d" in n for n in names) == 3, names
+
+
+def test_a_prime_map_width_takes_predicated_column_tiles_and_stays_exact(l2_of_1mb, monkeypatch):
+    """A 97-pixel row (mnasnet1_0's first block at 193 px, joined all the same): no divisor from 4
+    to 7, so the projection's and the window's register tiles are predicated ones of several
+    columns, not tiles of one pixel (alone on the Zen 4 host at batch 3, about 10 % faster by the
+    medians of two sets; docs/performance.md)."""
     from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import fuse_expansion
     from tvmbench.compile.rules import WindowProject
 
+    monkeypatch.setattr(fuse_expansion, "WHOLE_MAP_PROJECTIONS", True)
     model, (joined,), _ = _joined_kernel("build_window_project_prime")
     with TARGET.tvm(), knob_set({}) as knobs:
         sch = WindowProject().schedule(joined, TARGET.tvm())

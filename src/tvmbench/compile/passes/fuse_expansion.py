@@ -9,7 +9,7 @@ Joined, the ExpandWindow rule (``rules/expand_window.py``) computes it band by b
 depthwise convolution's tiles.
 
 An expansion is not joined when the window's rows split into no band short of the whole map
-(``WHOLE_MAP_BANDS``). A window whose output (over ``min_bytes`` too) feeds only a 1x1
+(``WHOLE_MAP_BANDS``), nor a window alone with its projection there (``WHOLE_MAP_PROJECTIONS``). A window whose output (over ``min_bytes`` too) feeds only a 1x1
 projection is joined with the projection as well (``PROJECTIONS``; ``rules/window_project.py``):
 the expansion, the window and the projection become one kernel, or the window and the projection
 where no expansion feeds the window (the first block of mobilenet_v2 and mnasnet1_0: at batch 8
@@ -61,6 +61,13 @@ PROJECTION_MIN_PIXELS = 200
 # 1.127x, mnasnet1_0 b3 193 px 1.067x, mnasnet1_0 b8 224 px 1.014x and b8 160 px 1.014x,
 # mobilenet_v2 b8 224 px 0.986x (mnasnet1_0 b8 320 px, no prime height, 1.007x: the noise).
 WHOLE_MAP_BANDS = False
+# ... and a window alone (no expansion joined) with its projection over such a map: WindowProject's
+# tasks are then whole images, one per image of the batch, and at batch 1 one core did all the
+# work (mnasnet1_0's first block at 193 px, 97 rows). Same-process A/Bs of True against False
+# (Zen 5, `rule_ab.py M passes.fuse_expansion.WHOLE_MAP_PROJECTIONS 1 [--build-order ba]`,
+# session 55; > 1: apart faster): 193 px mnasnet1_0 b1 1.048x / 1.062x, b3 1.027x, b8 1.001x;
+# mobilenet_v2 b1 1.045x, b8 1.006x.
+WHOLE_MAP_PROJECTIONS = False
 
 
 class _Roles:
@@ -113,7 +120,8 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
                 or not joinable(first, "window") or not _vectors_fit(b.var, lanes)):
             continue
         chain = chain_of.get(first) or ([] if first in taken else [binding[first]])
-        if chain and _map_pixels(first) >= PROJECTION_MIN_PIXELS:
+        whole_map = first not in chain_of and not _bands(first)
+        if chain and _map_pixels(first) >= PROJECTION_MIN_PIXELS and (WHOLE_MAP_PROJECTIONS or not whole_map):
             if first in chain_of:
                 chain.append(b)
             else:
