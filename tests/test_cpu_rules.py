@@ -1125,6 +1125,41 @@ def test_output_channels_of_three_vectors_take_three_vector_tiles_not_padding():
     _assert_matches_torch(model, module, x)
 
 
+def test_an_inverted_residual_over_partial_vectors_runs_over_zero_channels_to_whole_vectors():
+    """24 -> 72 -> 24 (mnasnet's blocks; 72 channels are 4.5 16-lane vectors): on Skylake's
+    AVX-512 the expansion, the depthwise convolution and the projection run over 80 channels, the
+    8 added ones zero (``passes/pad_window_channels.py``); on Zen 4, whose 8-lane FMAs reach the
+    peak, they keep 72. A block whose depthwise output is used twice is left alone. The model
+    matches PyTorch on this machine's target."""
+    import torch
+
+    torch.manual_seed(0)
+
+    def block(mid: int) -> list:
+        return [torch.nn.Conv2d(24, mid, 1), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
+                torch.nn.Conv2d(mid, mid, 3, padding=1, groups=mid), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
+                torch.nn.Conv2d(mid, 24, 1)]
+
+    class TwiceUsed(torch.nn.Module):  # the depthwise output also feeds a scale (a squeeze-excite's use)
+        def __init__(self) -> None:
+            super().__init__()
+            self.expand, self.window, self.project = block(120)[0], block(120)[3], block(120)[6]
+
+        def forward(self, x):
+            y = self.window(torch.relu(self.expand(x)))
+            return self.project(y * y.mean((2, 3), keepdim=True))
+
+    module = torch.nn.Sequential(*block(72), TwiceUsed()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 24, 14, 14), dtype="float32")
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    for half, target, mod in legalized:
+        windows = sorted(int(f.params[1].ty.shape[3]) for gv, f in pipeline.per_inference(mod).functions.items()
+                         if "conv2d" in gv.name_hint and len(f.params) > 1 and len(f.params[1].ty.shape) == 4 and int(f.params[1].ty.shape[2]) == 1
+                         and int(f.params[1].ty.shape[0]) == 3)  # (the depthwise kernels' HWIO weights)
+        assert windows == [72 if half else 80, 120], (target, windows)
+    _assert_matches_torch(model, module, x)
+
+
 def test_groups_of_three_vectors_keep_their_width_in_three_vector_tiles():
     """RegNet's groups of 24 channels (three 8-lane vectors) on Zen 4 are packed in blocks of 24
     and tiled three vectors wide, instead of padded to 32 and sliced; on Intel's AVX-512 they stay

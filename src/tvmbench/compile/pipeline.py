@@ -8,7 +8,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
    scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
-   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3, PackWeights
+   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3, PadWindowChannels, PackWeights
    (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
@@ -42,9 +42,11 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "65"
+PIPELINE_VERSION = "66"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
+# 0: inverted residuals keep expanded channels that are not whole vectors (``passes/pad_window_channels.py``).
+PAD_WINDOW_CHANNELS = 1
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -70,6 +72,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    passes.group_norm_by_channel(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
                    passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
+                   *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
+                     if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
                                        half_vectors_full_rate(target.tvm())),
                    relax.transform.CanonicalizeBindings()]
