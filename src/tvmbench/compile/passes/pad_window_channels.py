@@ -103,7 +103,8 @@ class _Pad(PyExprMutator):
                     depthwise = True
                     chain.append((nxt, "depthwise"))
                 elif depthwise and conv.attrs.groups == 1 and weight[2] == channels:
-                    return [*chain, (nxt, "projection")]
+                    # (re-emitted inside the dataflow block: a block's output variable cannot be)
+                    return [*chain, (nxt, "projection")] if isinstance(nxt, relax.DataflowVar) else []
                 else:
                     return []
             elif (op_name(value) in _UNARY and value.args[0].same_as(cur)) or (
