@@ -1160,6 +1160,24 @@ def test_an_inverted_residual_over_partial_vectors_runs_over_zero_channels_to_wh
     _assert_matches_torch(model, module, x)
 
 
+def test_output_channels_narrower_than_a_block_are_packed_padded_where_half_vectors_are_slow():
+    """24 output channels (three 8-lane vectors) are packed as one 32-channel block of two 16-lane
+    vectors on Skylake's AVX-512, the 8 padded channels sliced off; on Zen 4, whose 8-lane FMAs
+    reach the peak, they stay in HWIO. The model matches PyTorch on this machine's target."""
+    import torch
+
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(32, 24, 1), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 14, 14), dtype="float32")
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    for half, target, mod in legalized:
+        (name, func), = [(gv.name_hint, f) for gv, f in pipeline.per_inference(mod).functions.items()
+                         if "conv2d" in gv.name_hint]
+        assert ("conv2d_nhwc_packed" in name and "strided_slice" in name) is not half, (target, name)
+        assert [int(d) for d in func.params[1].ty.shape] == ([1, 1, 32, 24] if half else [1, 1, 1, 32, 32])
+    _assert_matches_torch(model, module, x)
+
+
 def test_groups_of_three_vectors_keep_their_width_in_three_vector_tiles():
     """RegNet's groups of 24 channels (three 8-lane vectors) on Zen 4 are packed in blocks of 24
     and tiled three vectors wide, instead of padded to 32 and sliced; on Intel's AVX-512 they stay

@@ -63,6 +63,15 @@ NCHW_STEM_CHANNELS = 4
 SLICES_IN_PLACE = True
 # Output channels that two-vector blocks do not divide but three do (``odd_vector_block``).
 THREE_VECTOR_BLOCKS = True
+# Output channels between one vector and one block (24 on AVX-512: three 8-lane vectors, which run
+# at half the FMA rate where half vectors do not reach the peak) are packed as one block of two
+# whole vectors, padded with zero channels and sliced off the output, like any channel count no
+# block divides; before, they stayed in HWIO in 8-lane tiles (mnasnet1_0's and mobilenet_v2's
+# projections to 24 channels, at 49 % of the peak). Same-process A/Bs (Zen 5, session 55,
+# `rule_ab.py M passes.pack_weights.NARROW_OUTPUTS 0`): mnasnet1_0 1.011x / 1.021x (both build
+# orders), b3 at 193 px 1.012x, b8 1.015x; mobilenet_v2 1.012x, b8 1.020x; efficientnet_b0
+# 1.008x; shufflenet_v2_x1_0 level.
+NARROW_OUTPUTS = True
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -143,7 +152,7 @@ class _Pack(PyExprMutator):
         source = self.nchw_source(x) if shape[2] <= NCHW_STEM_CHANNELS else None
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
-        elif shape[3] < 2 * cblock:
+        elif shape[3] < 2 * cblock and not (NARROW_OUTPUTS and not self.half_vectors and cblock // 2 < shape[3] < cblock):
             return call
         in_place = SLICES_IN_PLACE and source is None and not any(int(p) for p in a.padding)
         window = self.slice_source(x) if in_place else None
