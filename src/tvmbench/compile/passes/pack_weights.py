@@ -65,12 +65,15 @@ SLICES_IN_PLACE = True
 THREE_VECTOR_BLOCKS = True
 # Output channels between one vector and one block (24 on AVX-512: three 8-lane vectors, which run
 # at half the FMA rate where half vectors do not reach the peak) are packed as one block of two
-# whole vectors, padded with zero channels and sliced off the output, like any channel count no
-# block divides; before, they stayed in HWIO in 8-lane tiles (mnasnet1_0's and mobilenet_v2's
-# projections to 24 channels, at 49 % of the peak). Same-process A/Bs (Zen 5, session 55,
-# `rule_ab.py M passes.pack_weights.NARROW_OUTPUTS 0`): mnasnet1_0 1.011x / 1.021x (both build
-# orders), b3 at 193 px 1.012x, b8 1.015x; mobilenet_v2 1.012x, b8 1.020x; efficientnet_b0
-# 1.008x; shufflenet_v2_x1_0 level.
+# whole vectors, and those between one block and three vectors (40) as one block of three, padded
+# with zero channels and sliced off the output like any channel count no block divides (``narrow``);
+# before, they stayed in HWIO in 8-lane tiles (mnasnet1_0's and mobilenet_v2's projections to 24
+# and 40 channels, at 48-49 % of the peak). Same-process A/Bs (Zen 5, session 55, `rule_ab.py M
+# passes.pack_weights.NARROW_OUTPUTS 0` for the 24-channel half; both build orders where two):
+# mnasnet1_0 1.011x / 1.021x, b3 at 193 px 1.012x, b8 1.015x; mobilenet_v2 1.012x, b8 1.020x;
+# efficientnet_b0 1.008x; shufflenet_v2_x1_0 level; the 40-channel half over it: mnasnet1_0
+# 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
+# mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
 
 
@@ -88,8 +91,8 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
     three = two_vectors // 2 * 3
     if not THREE_VECTOR_BLOCKS or cblock != two_vectors or channels % cblock == 0:
         return cblock
-    if channels % three == 0:
-        return three
+    if channels % three == 0 or (NARROW_OUTPUTS and not half_vectors and cblock < channels < three):
+        return three  # (40 channels padded to three vectors, not to two blocks: 48, not 64)
     if half_vectors and three % 2 == 0 and channels % (three // 2) == 0:
         return three // 2
     return cblock
@@ -152,7 +155,7 @@ class _Pack(PyExprMutator):
         source = self.nchw_source(x) if shape[2] <= NCHW_STEM_CHANNELS else None
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
-        elif shape[3] < 2 * cblock and not (NARROW_OUTPUTS and not self.half_vectors and cblock // 2 < shape[3] < cblock):
+        elif shape[3] < 2 * cblock and not self.narrow(shape[3], cblock):
             return call
         in_place = SLICES_IN_PLACE and source is None and not any(int(p) for p in a.padding)
         window = self.slice_source(x) if in_place else None
@@ -172,6 +175,12 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def narrow(self, channels: int, cblock: int) -> bool:
+        """Whether ``channels`` output channels, fewer than two blocks, are packed all the same
+        (NARROW_OUTPUTS): more than one vector, no whole block, at most three vectors."""
+        return (NARROW_OUTPUTS and not self.half_vectors and cblock // 2 < channels < cblock * 3 // 2
+                and channels != cblock)
 
     def slice_source(self, x: Any) -> tuple[Any, list[int]] | None:
         """``(tensor, [top, left, height, width])`` when ``x`` is a unit-stride slice of an NHWC
