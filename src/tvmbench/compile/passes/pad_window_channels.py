@@ -87,8 +87,10 @@ class _Pad(PyExprMutator):
             padded = -(-channels // self.lanes) * self.lanes
             if channels % self.lanes == 0 or padded - channels > MAX_PAD * channels:
                 continue
-            for member, role in self.follow(var, channels, bound, user):
-                self.members[member] = _Member(role, channels, padded)
+            chain = self.follow(var, channels, bound, user)
+            if not any(member in self.members for member, _ in chain):  # (a projection feeding the next window
+                for member, role in chain:                                # directly stays one chain's)
+                    self.members[member] = _Member(role, channels, padded)
 
     @staticmethod
     def follow(var: Any, channels: int, bound: dict[Any, Any], user: dict[Any, Any]) -> list[tuple[Any, str]]:
