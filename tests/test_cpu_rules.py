@@ -1129,9 +1129,11 @@ def test_an_inverted_residual_over_partial_vectors_runs_over_zero_channels_to_wh
     """24 -> 72 -> 24 (mnasnet's blocks; 72 channels are 4.5 16-lane vectors): on Skylake's
     AVX-512 the expansion, the depthwise convolution and the projection run over 80 channels, the
     8 added ones zero (``passes/pad_window_channels.py``); on Zen 4, whose 8-lane FMAs reach the
-    peak, they keep 72. A block whose depthwise output is used twice is left alone, and so is a
-    window over 40 channels fed directly by the padded block's projection (MobileNetV1's
-    pointwise-then-depthwise: padding both chains gave the projection mismatched weights). The
+    peak, they keep 72. So do MobileNetV3's blocks, whose hard-swish uses each activation twice and
+    whose squeeze-excite scales the depthwise output (120 -> 128, at batch 2 so the scale has a
+    batch axis), and a window over 40 channels fed directly by the padded block's projection
+    (MobileNetV1's pointwise-then-depthwise: each conv's weights padded on both sides). A block
+    whose depthwise output is added to a full-size tensor from outside it is left alone (88). The
     model matches PyTorch on this machine's target."""
     import torch
 
@@ -1142,25 +1144,36 @@ def test_an_inverted_residual_over_partial_vectors_runs_over_zero_channels_to_wh
                 torch.nn.Conv2d(mid, mid, 3, padding=1, groups=mid), torch.nn.BatchNorm2d(mid), torch.nn.ReLU6(),
                 torch.nn.Conv2d(mid, 24, 1)]
 
-    class TwiceUsed(torch.nn.Module):  # the depthwise output also feeds a scale (a squeeze-excite's use)
+    class Excited(torch.nn.Module):  # MobileNetV3's: hard-swish, and a squeeze-excite on the window
         def __init__(self) -> None:
             super().__init__()
             self.expand, self.window, self.project = block(120)[0], block(120)[3], block(120)[6]
+            self.squeeze, self.excite = torch.nn.Conv2d(120, 32, 1), torch.nn.Conv2d(32, 120, 1)
 
         def forward(self, x):
-            y = self.window(torch.relu(self.expand(x)))
-            return self.project(y * y.mean((2, 3), keepdim=True))
+            y = torch.nn.functional.hardswish(self.window(torch.nn.functional.hardswish(self.expand(x))))
+            scale = torch.nn.functional.hardsigmoid(self.excite(torch.relu(self.squeeze(y.mean((2, 3), keepdim=True)))))
+            return self.project(y * scale)
+
+    class Escaping(torch.nn.Module):  # the window's output meets a tensor the block did not make
+        def __init__(self) -> None:
+            super().__init__()
+            self.expand, self.window, self.project = block(88)[0], block(88)[3], block(88)[6]
+            self.other = torch.nn.Conv2d(24, 88, 1)
+
+        def forward(self, x):
+            return self.project(self.window(torch.relu(self.expand(x))) + self.other(x))
 
     module = torch.nn.Sequential(*block(72)[:-1], torch.nn.Conv2d(72, 40, 1), torch.nn.ReLU(),
                                  torch.nn.Conv2d(40, 40, 3, padding=1, groups=40), torch.nn.Conv2d(40, 24, 1),
-                                 TwiceUsed()).eval()
-    x = np.random.default_rng(0).standard_normal((1, 24, 14, 14), dtype="float32")
+                                 Excited(), Escaping()).eval()
+    x = np.random.default_rng(0).standard_normal((2, 24, 8, 8), dtype="float32")
     model, legalized = _legalized_on_zen4_and_skylake(module, x)
     for half, target, mod in legalized:
         windows = sorted(int(f.params[1].ty.shape[3]) for gv, f in pipeline.per_inference(mod).functions.items()
                          if "conv2d" in gv.name_hint and len(f.params) > 1 and len(f.params[1].ty.shape) == 4 and int(f.params[1].ty.shape[2]) == 1
                          and int(f.params[1].ty.shape[0]) == 3)  # (the depthwise kernels' HWIO weights)
-        assert windows == [40, 72 if half else 80, 120], (target, windows)
+        assert windows == ([40, 72, 88, 120] if half else [48, 80, 88, 128]), (target, windows)
     _assert_matches_torch(model, module, x)
 
 

@@ -13,19 +13,25 @@ timed apart (Zen 5, `tvmbench run --model blocks.py:...`): 0.737 ms with 72 chan
 with 80 (11 % more FLOPs), 0.687 ms with 96; its stride-2 5x5 block (24 -> 72 -> 40) 0.340
 against 0.223 ms. Same-process A/Bs (`benchmarks/rule_ab.py M pipeline.PAD_WINDOW_CHANNELS 0`,
 session 55, Zen 5; both build orders where two): mnasnet1_0 1.014x / 1.020x, at batch 3 and
-193 px 1.059x, at batch 8 1.074x; torchvision's mobilenet_v3_large (one such block: the others
-feed a squeeze-excite) 0.992x / 0.987x, at batch 8 1.009x.
+193 px 1.059x, at batch 8 1.074x. Blocks joined by more than a chain (hard-swish, squeeze-excite,
+SiLU; session 56): torchvision's mobilenet_v3_large 1.020x / 1.011x, at batch 8 1.091x (one
+chain-shaped block alone: 0.99x), mobilenet_v3_small 1.028x / 1.036x, at batch 8 1.065x,
+efficientnet_b3 (its stem's 40 channels) 1.011x / 1.016x.
 
-Matched: a conv2d (NHWC, HWIO, one group) whose output channels C are not whole vectors, then
-elementwise ops whose other operands are per-channel or scalars, a depthwise conv2d (C groups),
-elementwise ops again, and a conv2d of one group reading the C channels; every intermediate used
-once. Channels are padded only when whole vectors add at most MAX_PAD of them. The weight pads
-depend on weights only, so LiftTransformParams does them at load time.
+Matched: a conv2d (NHWC, HWIO, one group) whose output channels C are not whole vectors, and
+everything its channels flow through up to the convolutions of one group that read them back down
+(the projection; a squeeze-excite's squeeze): elementwise ops whose other operands are scalars or
+vary along the batch and the channels only (a squeeze-excite's scale, padded where the block
+runs), reductions over other axes than the channels, and a depthwise conv2d (C groups). Every use
+of every member is another member or such a reader, so the added channels never leave the block:
+MobileNetV3's hard-swish (each activation used twice) and squeeze-excite (the depthwise output
+scaled by its own mean's excitation), EfficientNet's SiLU and its stem feeding the first window.
+Channels are padded only when whole vectors add at most MAX_PAD of them. The weight pads depend
+on weights only, so LiftTransformParams does them at load time.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import tvm
@@ -36,9 +42,10 @@ from tvmbench.compile.ir import bindings, op_name, static_shape, use_counts
 
 # The most channels added, as a fraction of the channels (72 -> 80: 0.11; 40 -> 48: 0.2).
 MAX_PAD = 0.25
-_UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.nn.silu", "relax.tanh", "relax.nn.gelu",
+_UNARY = {"relax.nn.relu", "relax.clip", "relax.negative", "relax.exp", "relax.sigmoid", "relax.nn.silu", "relax.tanh", "relax.nn.gelu",
           "relax.nn.gelu_tanh", "relax.nn.leakyrelu"}
 _BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.minimum", "relax.maximum"}
+_REDUCTIONS = {"relax.mean", "relax.sum", "relax.max"}
 
 
 def _conv(value: Any) -> Any:
@@ -50,17 +57,25 @@ def _conv(value: Any) -> Any:
     return value if ok and static_shape(value.args[1].ty) is not None else None
 
 
-def _per_channel(expr: Any, channels: int) -> bool:
-    """A scalar, or a tensor broadcast along every axis but the last, which is 1 or ``channels``."""
+def _broadcast(expr: Any, channels: int) -> bool:
+    """A scalar, a tensor of one channel, or one that varies along the batch and the ``channels``
+    only (a squeeze-excite's scale): small enough to pad where the block runs."""
     shape = static_shape(expr.ty)
-    return shape is not None and (not shape or (all(d == 1 for d in shape[:-1]) and shape[-1] in (1, channels)))
+    return shape is not None and (not shape or shape[-1] == 1
+                                  or (shape[-1] == channels and all(d == 1 for d in shape[1:-1])))
 
 
-@dataclass(frozen=True)
-class _Member:
-    role: str  # "expansion", "depthwise", "projection" or "elementwise"
-    channels: int
-    padded: int
+def _channel_preserving(value: Any, cur: Any) -> bool:
+    """An elementwise op of ``cur`` or a reduction of ``cur`` over axes other than the last."""
+    name = op_name(value)
+    if name in _UNARY:
+        return value.args[0].same_as(cur)
+    if name in _BINARY:
+        return len(value.args) == 2
+    if name in _REDUCTIONS and value.attrs.axis is not None:
+        rank = len(static_shape(cur.ty) or [])
+        return rank > 0 and all(int(a) % rank != rank - 1 for a in value.attrs.axis)
+    return False
 
 
 @mutator
@@ -68,17 +83,16 @@ class _Pad(PyExprMutator):
     def __init__(self, mod: Any, lanes: int) -> None:
         super().__init__(mod)
         self.lanes = lanes
-        self.members: dict[Any, _Member] = {}  # each chain's variables
+        self.padded: dict[Any, tuple[int, int]] = {}  # variables whose last axis grows: channels, padded
 
     def prepare(self, func: Any) -> None:
-        """Find the chains of ``func``."""
+        """Find the blocks of ``func``."""
         uses = use_counts(func)
         bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
-        user = {}
+        users: dict[Any, list[Any]] = {}
         for var, value in bound.items():
-            for arg in getattr(value, "args", []):
-                if isinstance(arg, relax.Var) and uses.get(arg) == 1:
-                    user[arg] = var
+            for arg in {a for a in getattr(value, "args", []) if isinstance(a, relax.Var)}:
+                users.setdefault(arg, []).append(var)
         for var, value in bound.items():
             conv = _conv(value)
             if conv is None or conv.attrs.groups != 1:
@@ -87,36 +101,47 @@ class _Pad(PyExprMutator):
             padded = -(-channels // self.lanes) * self.lanes
             if channels % self.lanes == 0 or padded - channels > MAX_PAD * channels:
                 continue
-            chain = self.follow(var, channels, bound, user)
-            if not any(member in self.members for member, _ in chain):  # (a projection feeding the next window
-                for member, role in chain:                                # directly stays one chain's)
-                    self.members[member] = _Member(role, channels, padded)
+            region = self.region(var, channels, bound, users, uses)
+            if not region & self.padded.keys():  # (each variable pads once)
+                self.padded.update(dict.fromkeys(region, (channels, padded)))
 
     @staticmethod
-    def follow(var: Any, channels: int, bound: dict[Any, Any], user: dict[Any, Any]) -> list[tuple[Any, str]]:
-        """The chain from the expansion ``var`` to its projection with each member's role, or []."""
-        chain, cur, depthwise = [(var, "expansion")], var, False
-        while cur in user and isinstance(cur, relax.DataflowVar):
-            nxt = user[cur]
-            value, conv = bound[nxt], _conv(bound[nxt])
-            if conv is not None and conv.args[0].same_as(cur):
+    def region(start: Any, channels: int, bound: dict[Any, Any], users: dict[Any, list[Any]],
+               uses: dict[Any, int]) -> set[Any]:
+        """Every variable from the expansion ``start`` up to the convolutions that read its
+        channels back down (the projection, a squeeze-excite's squeeze), or none.
+
+        Each one's every use must be another member or such a reader, so the added channels never
+        leave the block; there must be a depthwise convolution among them."""
+        members, stack, depthwise = {start}, [start], False
+        while stack:
+            cur = stack.pop()
+            # (re-emitted inside the dataflow block: a block's output variable cannot be)
+            if not isinstance(cur, relax.DataflowVar) or len(users.get(cur, [])) != uses.get(cur, 0):
+                return set()
+            for nxt in users[cur]:
+                value, conv = bound[nxt], _conv(bound[nxt])
+                if nxt in members:
+                    continue
+                if conv is None:
+                    if not _channel_preserving(value, cur):
+                        return set()
+                    members.add(nxt)
+                    stack.append(nxt)
+                    continue
                 weight = static_shape(conv.args[1].ty)
-                if not depthwise and conv.attrs.groups == channels and weight[2:] == [1, channels]:
+                if not conv.args[0].same_as(cur) or not isinstance(nxt, relax.DataflowVar):
+                    return set()
+                if conv.attrs.groups == channels and weight[2:] == [1, channels]:
                     depthwise = True
-                    chain.append((nxt, "depthwise"))
-                elif depthwise and conv.attrs.groups == 1 and weight[2] == channels:
-                    # (re-emitted inside the dataflow block: a block's output variable cannot be)
-                    return [*chain, (nxt, "projection")] if isinstance(nxt, relax.DataflowVar) else []
-                else:
-                    return []
-            elif (op_name(value) in _UNARY and value.args[0].same_as(cur)) or (
-                    op_name(value) in _BINARY and len(value.args) == 2
-                    and all(a.same_as(cur) or _per_channel(a, channels) for a in value.args)):
-                chain.append((nxt, "elementwise"))
-            else:
-                return []
-            cur = nxt
-        return []
+                    members.add(nxt)
+                    stack.append(nxt)
+                elif conv.attrs.groups != 1 or weight[2] != channels:
+                    return set()
+        operands_ok = all(op_name(bound[m]) not in _BINARY or all(a in members or _broadcast(a, channels)
+                                                                   for a in bound[m].args)
+                          for m in members)
+        return members if depthwise and operands_ok else set()
 
     def pad(self, expr: Any, axis: int, to: int, value: float = 0.0) -> Any:
         """``expr`` with ``axis`` padded to ``to`` by ``value``."""
@@ -126,24 +151,28 @@ class _Pad(PyExprMutator):
         return self.builder_.emit(relax.op.nn.pad(expr, width, pad_value=value))
 
     def visit_var_binding_(self, binding: Any) -> None:
-        member = self.members.get(binding.var)
-        if member is None:
+        value, out = binding.value, self.padded.get(binding.var)
+        conv = _conv(value)
+        source = self.padded.get(value.args[0]) if conv is not None else None
+        if out is None and source is None:
             return super().visit_var_binding_(binding)
-        value = binding.value
         args = [self.visit_expr(a) for a in value.args]
-        if member.role == "elementwise":
+        if conv is None:
             for i, old in enumerate(value.args):
                 shape = static_shape(old.ty)
-                if old not in self.members and shape and shape[-1] == member.channels:
+                if old not in self.padded and shape and shape[-1] == out[0] > 1:
                     divisor = op_name(value) == "relax.divide" and i == 1  # (a zero divisor would make NaNs)
-                    args[i] = self.pad(args[i], len(shape) - 1, member.padded, 1.0 if divisor else 0.0)
+                    args[i] = self.pad(args[i], len(shape) - 1, out[1], 1.0 if divisor else 0.0)
             new = relax.Call(value.op, args, value.attrs)
         else:
-            a = value.attrs
-            weight = self.pad(args[1], 2 if member.role == "projection" else 3, member.padded)
+            a, weight, groups = value.attrs, args[1], 1
+            if source is not None and a.groups > 1:  # the depthwise convolution
+                weight, groups = self.pad(weight, 3, source[1]), source[1]
+            else:
+                weight = self.pad(weight, 2, source[1]) if source is not None else weight
+                weight = self.pad(weight, 3, out[1]) if out is not None else weight
             new = relax.op.nn.conv2d(args[0], weight, strides=a.strides, padding=a.padding, dilation=a.dilation,
-                                     groups=member.padded if member.role == "depthwise" else 1,
-                                     data_layout="NHWC", kernel_layout="HWIO", out_layout="NHWC",
+                                     groups=groups, data_layout="NHWC", kernel_layout="HWIO", out_layout="NHWC",
                                      out_dtype=a.out_dtype)
         self.set_var_remap(binding.var, self.builder_.emit(new, name_hint=binding.var.name))
 
@@ -157,7 +186,7 @@ def pad_window_channels(lanes: int) -> Any:
             if isinstance(func, relax.Function) and isinstance(func.body, relax.SeqExpr):
                 mutator_ = _Pad(mod, lanes)
                 mutator_.prepare(func)
-                if mutator_.members:
+                if mutator_.padded:
                     mod[gv] = mutator_.visit_expr(func)
         return mod
 
