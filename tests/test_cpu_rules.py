@@ -1196,6 +1196,43 @@ def test_output_channels_narrower_than_a_block_are_packed_padded_where_half_vect
     _assert_matches_torch(model, module, x)
 
 
+def test_wide_groups_take_register_tiles_that_fill_the_registers():
+    """On AVX-512 (Skylake's 16 lanes), RegNet's group widths: a group of one vector (16 channels)
+    over 28-pixel rows takes a tile of 14 rows, not 7 (7 accumulators hid too little of the FMA
+    latency: ONE_VECTOR_ROWS); seven vectors (112, weights over 1 MB) over 14-pixel rows 2 rows,
+    not 3, counting the 7 weight vectors it holds against the registers (WEIGHTS_HELD_FROM);
+    fifteen (240) three vectors x 7 rows, not five x 2 (every odd divisor is offered); 176 channels
+    (eleven vectors, prime: one-vector tiles only) pads to twelve. The model matches PyTorch on this machine's target."""
+    import torch
+
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+
+    def grouped(cin, channels, groups, stride):
+        return [torch.nn.Conv2d(cin, channels, 1), torch.nn.ReLU(),
+                torch.nn.Conv2d(channels, channels, 3, stride, 1, groups=groups, bias=False), torch.nn.ReLU()]
+
+    module = torch.nn.Sequential(*grouped(16, 32, 2, 1), *grouped(32, 448, 4, 2), *grouped(448, 480, 2, 1),
+                                 *grouped(480, 352, 2, 2), torch.nn.Conv2d(352, 16, 1)).eval()
+    x = np.random.default_rng(0).standard_normal((1, 16, 28, 28), dtype="float32")
+    model = LoadedModel(name="regnet-like", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    mod = pipeline.legalized(import_model(model).mod, target)
+    tiles_, widths = {}, {}
+    for gv, func in mod.functions.items():
+        if "conv2d_grouped" in gv.name_hint:
+            (weights,) = [[int(d) for d in p.ty.shape] for p in func.params if len(p.ty.shape) == 6]
+            with target.tvm(), knob_set() as knobs:  # [G, Co/B, KH, KW, Ci, B]
+                assert Contraction().schedule(func, target.tvm()) is not None
+            tiles_[weights[4]] = (knobs.values()["vectors"], knobs.values()["rows"])
+            widths[weights[4]] = weights[1] * weights[5]
+    assert tiles_[16] == (1, 14) and tiles_[112] == (7, 2) and tiles_[240] == (3, 7), tiles_
+    assert widths == {16: 16, 112: 112, 240: 240, 176: 192}, widths
+    _assert_matches_torch(model, module, x)
+
+
 def test_groups_of_three_vectors_keep_their_width_in_three_vector_tiles():
     """RegNet's groups of 24 channels (three 8-lane vectors) on Zen 4 are packed in blocks of 24
     and tiled three vectors wide, instead of padded to 32 and sliced; on Intel's AVX-512 they stay

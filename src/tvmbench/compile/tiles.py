@@ -138,7 +138,7 @@ def vector_width(extent: int, lanes: int) -> int:
     return 1
 
 
-def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]:
+def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MAX_ROWS) -> tuple[int, bool]:
     """Rows of a register tile at most ``limit``: the largest divisor of the row extent, else
     (no divisor from 4 up) a predicated tail tile of at most PREDICATED_MAX_ROWS rows. Says
     whether it is predicated.
@@ -148,7 +148,7 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]
     computes 14 rows instead of 16; its classifier's 1x1 convolution at batch 8 ran 1.42x faster
     (alone, 3.90 against 5.53 ms). Same-process A/Bs against always 8 rows (Xeon host):
     squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px."""
-    cap = min(MAX_ROWS, limit)
+    cap = min(max(MAX_ROWS, most_rows), limit)
     rows = largest_divisor(rows_extent, cap)
     if rows < 4 and rows_extent > MAX_ROWS:
         def worth(r: int) -> float:
@@ -156,6 +156,14 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2) -> tuple[int, bool]
 
         return max(range(4, min(cap, PREDICATED_MAX_ROWS) + 1), key=lambda r: (worth(r), r), default=cap), True
     return rows, False
+
+
+# A tile of this many vectors or more counts its weight vectors, which it holds through a
+# reduction step, against the accumulator budget: regnet_y_16gf's grouped 3x3 convolutions over
+# 28x28 maps (7 vectors of 16 lanes per group) ran 7 vectors x 3 rows (21 accumulators, 28
+# registers with the weights) 1.4x slower than x 2 rows alone (Zen 5: 2838 against 1978 us); in
+# the model 1.035x (regnet_y_8gf, regnet_x_16gf level). Only 7-vector tiles are this wide today.
+WEIGHTS_HELD_FROM = 6
 
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
@@ -174,8 +182,9 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         return vector_choices[0], 1
     best: tuple[float, int, int] | None = None
     for vectors in vector_choices:
-        limit = min(max((budget - reserved_per_vector * vectors) // vectors, 1), most_rows)
-        rows, predicated = row_tile(rows_extent, limit, vectors)
+        held = reserved_per_vector + (1 if vectors >= WEIGHTS_HELD_FROM else 0)
+        limit = min(max((budget - held * vectors) // vectors, 1), most_rows)
+        rows, predicated = row_tile(rows_extent, limit, vectors, most_rows)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         if best is None or score > best[0]:

@@ -75,6 +75,12 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
 
 # Groups padded to whole vectors (``padded_group``); off, they run in the widest vector dividing them.
 WHOLE_VECTORS = True
+# ... and a group of more than 7 vectors that no count from 2 to 7 divides (a prime: RegNet's
+# 168 -> 176 = 11 vectors, 264 -> 272 = 17) takes one more: only one-vector tiles would divide it
+# (``rules.contraction.choose_tile``).
+# Same-process A/Bs (Zen 5): regnet_y_128gf 1.129x, regnet_x_32gf 1.011x (over its one-vector
+# tiles of 14 rows, ONE_VECTOR_ROWS).
+COMPOSITE_VECTORS = True
 
 
 # Groups that three half vectors divide keep their width where those run at the full rate,
@@ -96,11 +102,15 @@ def three_vectors(out_per_group: int, lanes: int, half_vectors: bool) -> int | N
 
 def padded_group(out_per_group: int, lanes: int, half_vectors: bool = False) -> int:
     """A group's output channels in the ``channels`` form: whole vectors when the group is wider
-    than one (``out_per_group`` itself when it is whole already, narrower, or ``three_vectors``)."""
-    if (not WHOLE_VECTORS or out_per_group <= lanes or out_per_group % lanes == 0
+    than one, one more where nothing from 2 to 7 divides a count above 7 (COMPOSITE_VECTORS); ``out_per_group``
+    itself when it is narrower than a vector or ``three_vectors``."""
+    if (not WHOLE_VECTORS or out_per_group <= lanes
             or three_vectors(out_per_group, lanes, half_vectors)):
         return out_per_group
-    return -(-out_per_group // lanes) * lanes
+    vectors = -(-out_per_group // lanes)
+    if COMPOSITE_VECTORS and vectors > 7 and not any(vectors % v == 0 for v in range(2, 8)):
+        vectors += 1
+    return vectors * lanes
 
 
 # Weights of the channels form packed per group in blocks of output channels (``pack_block``).

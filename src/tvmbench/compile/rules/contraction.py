@@ -70,13 +70,24 @@ ROW_TIE_INNER = True
 # squeezenet1_1, googlenet, inception_v3 and mobilenet_v3_large 1.001-1.006x.
 THREE_VECTOR_AXIS = True
 # ... and a vector axis that no tile offered above divides but one vector (an odd count: 5, 9,
-# 15 vectors) gets tiles of its largest divisor up to ODD_AXIS_VECTORS vectors where it
+# 15 vectors) is offered tiles of each of its divisors up to ODD_AXIS_VECTORS vectors where it
 # multiplies two operands (``choose_tile``): mnasnet's 40-channel 1x1 convolutions (five 8-lane
 # vectors) ran one vector over 5 rows, 5 accumulators, a third of the FMA rate. Alone (Zen 5,
 # 2 threads): 138 -> 100 us (batch 3, 193 px), 35 -> 29 us (batch 1), its classifier at batch 3
 # (1000 = 125 8-lane vectors, as 5) 116 -> 91 us; googlenet's pooling over 33 vectors level
-# (7.0 against 7.4 us), so pooling keeps its tile. 0 turns it off.
+# (7.0 against 7.4 us), so pooling keeps its tile. Each divisor, not only the largest: regnet_y_32gf's
+# groups of 232 channels (15 vectors padded) ran 5 vectors x 2 rows, 4068 us alone against 2727 as
+# 3 x 7 (Zen 5); in the model 1.086x (efficientnet_b0 1.023x, mnasnet1_0 and inception_v3 level).
+# 0 turns it off.
 ODD_AXIS_VECTORS = 7
+# ... and where still only one-vector tiles divide it (a prime count of vectors: RegNet's groups of
+# 168 channels, padded to 176 = 11 vectors), a product's tile goes up to ONE_VECTOR_ROWS rows
+# instead of ``tiles.max_rows``: 7 rows x 1 vector holds 7 accumulators, too few to hide the FMA
+# latency. Alone (Zen 5, regnet_x_32gf's grouped 3x3 over 28x28, 4 groups): 4284 us at 7 rows,
+# 3781 at 14; in the model 1.053x (before its groups were padded to 12 vectors, grouped_conv.py),
+# regnet_x_400mf's groups of 16 1.036x / 1.030x. Full vectors only: regnet_y_400mf's groups of 8
+# (half vectors) ran their strided convolutions 2.3x slower at 14 rows. 0 turns it off.
+ONE_VECTOR_ROWS = 16
 # The epilogue of a matmul computed over padded rows and sliced (``pack_weights``: DINOv2's 257
 # tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
 # as a second pass over the whole output (``write_back``).
@@ -394,10 +405,11 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     three = 3 * width in found.packs or (THREE_VECTOR_AXIS and n_vectors_total == 3)
     offered = ((4, 2, 1) if span else (2, 1)) + ((3,) if three else ())
     if not any(n_vectors_total % v == 0 for v in offered if v > 1) and _multiplies(found):
-        odd = tiles.largest_divisor(n_vectors_total, ODD_AXIS_VECTORS)
-        offered += (odd,) if odd >= 3 else ()
+        offered += tuple(v for v in range(3, ODD_AXIS_VECTORS + 1) if n_vectors_total % v == 0 and v not in offered)
     choices = [v for v in offered
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
+    if choices == [1] and width == found.lanes and _multiplies(found) and ONE_VECTOR_ROWS and not reserved:
+        most_rows = max(most_rows, ONE_VECTOR_ROWS)
     if rows_wanted > 1 and 4 in choices:
         rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
         rows2 = tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))[0]
@@ -419,7 +431,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
-        rows = knob("rows", rows, [r for r in range(1, min(tiles.MAX_ROWS, extents[m_axis]) + 1)  # (8 for tuning)
+        rows = knob("rows", rows, [r for r in range(1, min(max(tiles.MAX_ROWS, most_rows), extents[m_axis]) + 1)
                                    if r * vectors + reserved * vectors <= budget or r == 1])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
 
