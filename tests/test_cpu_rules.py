@@ -1202,7 +1202,8 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
     latency: ONE_VECTOR_ROWS); seven vectors (112, weights over 1 MB) over 14-pixel rows 2 rows,
     not 3, counting the 7 weight vectors it holds against the registers (WEIGHTS_HELD_FROM);
     fifteen (240) three vectors x 7 rows, not five x 2 (every odd divisor is offered); 176 channels
-    (eleven vectors, prime: one-vector tiles only) pads to twelve. The model matches PyTorch on this machine's target."""
+    (eleven vectors, prime: one-vector tiles only) pads to twelve. The model matches PyTorch on
+    this machine's target."""
     import torch
 
     from tvmbench.compile.knobs import knob_set
