@@ -1196,13 +1196,71 @@ def test_output_channels_narrower_than_a_block_are_packed_padded_where_half_vect
     _assert_matches_torch(model, module, x)
 
 
+def _per_tile(func, values):
+    """``values(realize, loads)`` (expressions over the loops of a scheduled kernel: ``realize``
+    its ``_update`` block, ``loads`` the buffer loads in its loops and block, block variables
+    replaced by their bindings) evaluated at each iteration of the parallel tile loop, inner
+    loops at 0, in the order the iterations run."""
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    realizes, loops, loads = [], [], []
+    tvm_ffi.structural_walk(func.body, [(tvm.s_tir.SBlockRealize, realizes.append), (tirx.For, loops.append),
+                                        (tvm.ir.expr.TensorLoad, loads.append)])
+    (realize,) = [r for r in realizes if r.block.name_hint.endswith("_update")]
+    binding = {iv.var: v for iv, v in zip(realize.block.iter_vars, realize.iter_values, strict=True)}
+    loads = [(load.source.name, [tvm_ffi.structural_map(i, (tirx.Var, lambda v: binding.get(v, v)))
+                                 for i in load.indices]) for load in loads]
+    exprs = values(realize, loads)
+    (tile_loop,) = [f for f in loops if f.kind == tirx.ForKind.PARALLEL and "_update" in f.script()]
+    analyzer, out = tvm.sym.Analyzer(), []
+    for i in range(int(tile_loop.extent)):
+        at = {f.loop_var: tirx.IntImm("int64", i if f.loop_var.same_as(tile_loop.loop_var) else 0) for f in loops}
+        out.append([int(analyzer.simplify(tvm_ffi.structural_map(e, (tirx.Var, lambda v, at=at: at.get(v, v)))))
+                    for e in exprs])
+    return out
+
+
+def _groups_in_turn(func, groups):
+    """The group each iteration of a scheduled grouped convolution's parallel tile loop computes."""
+    def group(realize, _):
+        (axis,) = [i for i, iv in enumerate(realize.block.iter_vars) if int(iv.dom.extent) == groups]
+        return [realize.iter_values[axis]]
+
+    return [g for g, in _per_tile(func, group)]
+
+
+def _panels_prefetched(func, weights, tiles):
+    """Per iteration of a grouped convolution's tile loop (``prefetch.prefetch_next_panel``
+    applied): the weight panel it reads (``g * tiles + channel tile``, from its packed weights
+    ``[G, tiles * blocks, ...]``) and the one its first prefetch reaches."""
+    from tvmbench.compile.passes import prefetch
+
+    panel, blocks = int(np.prod(weights[1:])) // tiles, weights[1] // tiles
+
+    def panels(_, loads):
+        (read,) = [ix for _, ix in loads if len(ix) == len(weights)]
+        ahead = next(ix for name, ix in loads if name.endswith("_flat"))
+        return [read[0] * tiles + tirx_floordiv(read[1], blocks), tirx_floordiv(ahead[0], panel)]
+
+    return _per_tile(prefetch.prefetch_next_panel(func), panels)
+
+
+def tirx_floordiv(a, b):
+    from tvm import tirx
+
+    return tirx.floordiv(a, b)
+
+
 def test_wide_groups_take_register_tiles_that_fill_the_registers():
     """On AVX-512 (Skylake's 16 lanes), RegNet's group widths: a group of one vector (16 channels)
     over 28-pixel rows takes a tile of 14 rows, not 7 (7 accumulators hid too little of the FMA
     latency: ONE_VECTOR_ROWS); seven vectors (112, weights over 1 MB) over 14-pixel rows 2 rows,
     not 3, counting the 7 weight vectors it holds against the registers (WEIGHTS_HELD_FROM);
     fifteen (240) three vectors x 7 rows, not five x 2 (every odd divisor is offered); 176 channels
-    (eleven vectors, prime: one-vector tiles only) pads to twelve. The model matches PyTorch on
+    (eleven vectors, prime: one-vector tiles only) pads to twelve. Each group's tiles run together
+    (BATCH_FIRST), not every group's in turn along each image row. The model matches PyTorch on
     this machine's target."""
     import torch
 
@@ -1226,9 +1284,16 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
         if "conv2d_grouped" in gv.name_hint:
             (weights,) = [[int(d) for d in p.ty.shape] for p in func.params if len(p.ty.shape) == 6]
             with target.tvm(), knob_set() as knobs:  # [G, Co/B, KH, KW, Ci, B]
-                assert Contraction().schedule(func, target.tvm()) is not None
+                sch = Contraction().schedule(func, target.tvm())
             tiles_[weights[4]] = (knobs.values()["vectors"], knobs.values()["rows"])
             widths[weights[4]] = weights[1] * weights[5]
+            groups = _groups_in_turn(sch.mod["main"], weights[0])
+            assert sum(a != b for a, b in zip(groups, groups[1:], strict=False)) == weights[0] - 1, (gv.name_hint, groups)
+            if weights[4] == 240:  # (channel-outer, 4 MB of weights: each tile prefetches the next panel)
+                assert knobs.values()["spatial_outer"] is False and knobs.values()["prefetch"] == 1
+                tiles_per_group = 240 // (16 * knobs.values()["vectors"])
+                panels = _panels_prefetched(sch.mod["main"], weights, tiles_per_group)
+                assert all(ahead == (read + 1 if (read + 1) % tiles_per_group else read) for read, ahead in panels), panels
     assert tiles_[16] == (1, 14) and tiles_[112] == (7, 2) and tiles_[240] == (3, 7), tiles_
     assert widths == {16: 16, 112: 112, 240: 240, 176: 192}, widths
     _assert_matches_torch(model, module, x)

@@ -16,9 +16,12 @@ channel tile's panel, at the pace that spreads the panel over the current tile's
 row tile ``r`` of ``R`` prefetches the ``r``-th ``R``-th of it, a few cache lines an iteration,
 never a burst (a burst of prefetches at the start of each row tile fills the core's miss buffers
 and stalls it: bert-base's 768-deep layers ran 10-15 % slower). The last tile prefetches its own
-panel again. Requires the tile's accumulators in registers across the call
+panel again. A batched contraction's tiles (a grouped convolution's, ``[G, Co/B, ...]``
+weights, each group's tiles together: ``rules.contraction.BATCH_FIRST``) prefetch the next panel
+of their own group. The addresses index the weights as one flat buffer (no divisions per
+prefetch). Requires the tile's accumulators in registers across the call
 (``passes/stack_buffers.py``). Measurements: docs/performance.md, "The next weight panel
-prefetched".
+prefetched" and "A grouped convolution's groups one after another".
 """
 
 from __future__ import annotations
@@ -36,16 +39,22 @@ KEY = "tvmbench.prefetch_next_panel"
 # Fewer row tiles than this per channel tile: the next panel would come at nearly the pace of
 # the current one, no gain.
 MIN_ROW_TILES = 4
+# Kernels whose tile loop is one of several parallel loops (a copy of the padded input, a slice
+# of padded output channels) are served too (off: only kernels of one parallel loop).
+SEPARATE_LOOPS = True
 _LINE = 64
 _L2 = 2  # llvm.prefetch locality 2: prefetcht1 on x86, into L2 (the panel is larger than L1)
 
 
-def mark(sch: Any, loop: Any, weights: Any, inner: int, blocks: int, row_tiles: int) -> None:
+def mark(sch: Any, loop: Any, weights: Any, inner: int, blocks: int, row_tiles: int, tiles: int,
+         batch: int = 0) -> None:
     """Mark ``loop`` (the outer loop of a tile's innermost reduction) for the pass: the packed
-    ``weights`` buffer (``[blocks * channel tiles, ...]``: ``blocks`` consecutive blocks are one
-    channel tile's panel), the channel tile ``(i // inner) % channel tiles`` of the enclosing
-    parallel loop's iteration ``i``, ``row_tiles`` row tiles reading each panel."""
-    sch.annotate(loop, KEY, f"{weights.name},{inner},{blocks},{row_tiles}")
+    ``weights`` buffer (``[batches, tiles * blocks, ...]`` in order: ``blocks`` consecutive
+    blocks are one channel tile's panel), the channel tile ``(i // inner) % tiles`` of the
+    enclosing parallel loop's iteration ``i``, ``row_tiles`` row tiles reading each panel, and
+    where the contraction is batched (a grouped convolution's weights ``[G, Co/B, ...]``) the
+    batch ``i // batch`` (0: none)."""
+    sch.annotate(loop, KEY, f"{weights.name},{inner},{blocks},{row_tiles},{tiles},{batch}")
 
 
 def _contains(loop: Any, var: Any) -> bool:
@@ -54,16 +63,21 @@ def _contains(loop: Any, var: Any) -> bool:
     return found is not None
 
 
-def _marks(func: Any) -> tuple[Any, list[Any], Any, int, int] | None:
-    """(parallel loop, the loops from it to the marked loop, weights buffer, inner, blocks) of a
-    marked kernel; None when it has no mark the pass can serve."""
+def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int]] | None:
+    """(parallel loop, the loops from it to the marked loop, weights buffer, (inner, blocks,
+    tiles, batch)) of a marked kernel; None when it has no mark the pass can serve."""
     loops: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
-    parallel = [f for f in loops if f.kind == tirx.ForKind.PARALLEL]
     marked = [f for f in loops if KEY in f.annotations]
-    if len(parallel) != 1 or len(marked) != 1 or not _contains(parallel[0], marked[0].loop_var):
+    if len(marked) != 1:
         return None
-    name, inner, blocks, row_tiles = str(marked[0].annotations[KEY]).split(",")
+    parallel = [f for f in loops if f.kind == tirx.ForKind.PARALLEL]
+    if not SEPARATE_LOOPS and len(parallel) != 1:
+        return None
+    parallel = [f for f in parallel if _contains(f, marked[0].loop_var)]
+    if len(parallel) != 1:
+        return None
+    name, inner, blocks, row_tiles, tiles, batch = str(marked[0].annotations[KEY]).split(",")
     found: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tvm.ir.expr.TensorLoad, lambda load: found.append(load.source)
                                          if getattr(load.source, "name", None) == name else None)])
@@ -73,7 +87,7 @@ def _marks(func: Any) -> tuple[Any, list[Any], Any, int, int] | None:
     path = [f for f in loops if f is not parallel[0] and _contains(parallel[0], f.loop_var)
             and _contains(f, marked[0].loop_var)]
     path.sort(key=lambda f: -sum(1 for g in path if _contains(f, g.loop_var)))  # outermost first
-    return parallel[0], [*path, marked[0]], found[0], int(inner), int(blocks)
+    return parallel[0], [*path, marked[0]], found[0], (int(inner), int(blocks), int(tiles), int(batch))
 
 
 def prefetch_next_panel(func: Any) -> Any:
@@ -82,33 +96,30 @@ def prefetch_next_panel(func: Any) -> Any:
     marks = _marks(func)
     if marks is None:
         return func
-    parallel, path, weights, inner, blocks = marks
+    parallel, path, weights, (inner, blocks, tiles, batch) = marks
     shape = [int(d) for d in weights.shape]
-    block = int(np.prod(shape[1:]))
-    panel = blocks * block  # elements of one channel tile's panel
+    batches = int(parallel.extent) // batch if batch else 1
+    if int(np.prod(shape)) % (batches * tiles * blocks):
+        return func
+    panel = int(np.prod(shape)) // (batches * tiles)  # elements of one channel tile's panel
     bits = tvm.DataType(str(weights.dtype)).bits
     tile = parallel.loop_var
     progress, total = tirx.floormod(tile, inner), inner  # this iteration's place in the tile's work
     for loop in path:
         progress, total = progress * loop.extent + (loop.loop_var - loop.min), total * int(loop.extent)
-    channel_tiles = shape[0] // blocks
-    first = tirx.min(tirx.floormod(tirx.floordiv(tile, inner), channel_tiles) + 1, channel_tiles - 1) * blocks
+    following = tirx.min(tirx.floormod(tirx.floordiv(tile, inner), tiles) + 1, tiles - 1)
+    first = (tirx.floordiv(tile, batch) * tiles + following if batch else following) * panel
     at = tirx.floordiv(progress * panel, total)
+    flat = tirx.decl_buffer([int(np.prod(shape))], weights.dtype, f"{weights.name}_flat", data=weights.data)
     prefetches = []
     for i in range(max(1, -(-panel * bits // 8 // total // _LINE))):
-        offset = tirx.min(at + i * (_LINE * 8 // bits), panel - 1)
-        index = [first + tirx.floordiv(offset, block)]
-        rest = tirx.floormod(offset, block)
-        for j, dim in enumerate(shape[1:]):
-            stride = int(np.prod(shape[j + 2:]))
-            index.append(tirx.floormod(tirx.floordiv(rest, stride), dim))
-        address = tirx.address_of(tirx.BufferLoad(weights, index))
+        address = tirx.address_of(tirx.BufferLoad(flat, [first + tirx.min(at + i * (_LINE * 8 // bits), panel - 1)]))
         prefetches.append(tirx.Evaluate(tirx.call_llvm_intrin("void", "llvm.prefetch", address, 0, _L2, 1)))
 
     def on_for(loop: Any) -> Any:
         if not loop.loop_var.same_as(path[-1].loop_var):
             return loop
-        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.SeqStmt([*prefetches, loop.body]),
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.SeqStmt([tirx.DeclBuffer(flat, data=weights.data), *prefetches, loop.body]),
                         loop.thread_binding, {k: v for k, v in loop.annotations.items() if k != KEY})
 
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, on_for)))

@@ -180,6 +180,12 @@ HELD_WINDOW_MIN_ROWS = 4
 # inception_v3 0.984x and resnet18 at batch 8 0.956x, where the weights are large against the rows.
 # Off until a rule tells those apart.
 ROWS_BEFORE_BATCH = 0
+# The axes of independent contractions (``_batch_axes``: a grouped convolution's group) go outside
+# the other row-tile axes, so a group's tiles run together and its weight panel serves them all:
+# the NHWC output put the group axis inside the image rows, and each row of tiles cycled through
+# every group's weights (regnet_y_128gf's 14x14 grouped convolution: 11 panels of 331 KB per
+# channel tile, more than L2, once per image row).
+BATCH_FIRST = True
 
 
 @dataclass
@@ -540,7 +546,6 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     sch, kinds, m_axis = found.sch, found.kinds, found.m_axis
     loops = sch.get_loops(found.main.block_rv)
     n_outer, n_vec_i, n_lane = sch.split(loops[found.n_axis], factors=[None, tile.vectors, tile.width])
-    outer_spatial = [n_outer]
     inner = []
     stacked = _stack_axis(found) if tile.stack > 1 else None
     if stacked is not None:
@@ -551,32 +556,21 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
         inner.append(m_inner)
     others = [(i, h_outer if i == stacked else loops[i]) for i, k in enumerate(kinds)
               if k == "S" and i not in (found.n_axis, m_axis)]
-    outer_spatial += [loop for _, loop in others]
-    channel_outer = False
-    if m_axis is not None:
-        outer_spatial.append(m_outer)
-        batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
-        spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(batch))
-        # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
-        several = found.extents[found.n_axis] > tile.vectors * tile.width
-        channel_outer = not knob("spatial_outer", spatial, (False, True) if several else (spatial,))
-        if not channel_outer and batch:
-            outer_spatial = ([loop for i, loop in others if i not in batch] + [m_outer]
-                             + [loop for i, loop in others if i in batch] + [n_outer])
-        elif not channel_outer:
-            outer_spatial = outer_spatial[1:] + outer_spatial[:1]
+    batch_loops, outer_spatial, channel_outer = _tile_order(found, tile, n_outer, m_outer if m_axis is not None
+                                                            else None, others)
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
-    sch.reorder(*outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
+    sch.reorder(*batch_loops, *outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
     prefetch = None
     if channel_outer:
         row_tiles = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[1:]]))
-        outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack)
+        batches = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in batch_loops]))
+        outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack, batches)
         depth = len(reduce_loops)
-        outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops)
+        outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops, batches)
         if len(reduce_loops) == depth:  # (in reduction blocks the sums wait in memory, and a call in
             # the loop would keep LLVM from holding them in registers: ViT's 3072 -> 768 1.36x slower)
-            prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles)
-    tile_loop = sch.fuse(*outer_spatial)
+            prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles, bool(batch_loops))
+    tile_loop = sch.fuse(*batch_loops, *outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
     unroll_window = found.window() <= UNROLL_REDUCTION
@@ -594,37 +588,68 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     return tile_loop, reduce_loops
 
 
-def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any,
-                    row_tiles: int) -> tuple[Any, int, int, int] | None:
-    """(weights, inner, packed blocks per tile, row tiles) for ``passes/prefetch.mark`` where a
-    channel-outer tile reads one packed weight panel per channel tile (PREFETCH_NEXT_PANEL; knob
-    ``prefetch``): one operand independent of the rows, packed with whole blocks per tile, not
-    indexed by other loops (a batched matmul's weights are). ``outer_spatial``: the loops fused
-    into the parallel loop, after any row or reduction blocks; ``inner``: their iterations per
-    channel tile."""
+def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
+                others: list[tuple[int, Any]]) -> tuple[list[Any], list[Any], bool]:
+    """The order of the tiles: (batch loops, outermost; the other tile loops in order, the
+    channel tiles' first or last; whether channel-outer). Spatial-outer (the channel tiles
+    innermost) where the weights fit SPATIAL_OUTER_WEIGHT_BYTES, else channel-outer; a batch of
+    independent contractions (``_batch_axes``: BATCH_FIRST) outside both, each batch's tiles
+    together."""
+    batch = _batch_axes(found) if not ROWS_BEFORE_BATCH else set()
+    batch = batch if batch and knob("batch_first", BATCH_FIRST, (False, True)) else set()
+    batch_loops = [loop for i, loop in others if i in batch]
+    others = [(i, loop) for i, loop in others if i not in batch]
+    outer_spatial = [n_outer] + [loop for _, loop in others]
+    if m_outer is None:
+        return batch_loops, outer_spatial, False
+    outer_spatial.append(m_outer)
+    weight_batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
+    spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(weight_batch))
+    # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
+    several = found.extents[found.n_axis] > tile.vectors * tile.width
+    channel_outer = not knob("spatial_outer", spatial, (False, True) if several else (spatial,))
+    if not channel_outer and weight_batch:
+        outer_spatial = ([loop for i, loop in others if i not in weight_batch] + [m_outer]
+                         + [loop for i, loop in others if i in weight_batch] + [n_outer])
+    elif not channel_outer:
+        outer_spatial = outer_spatial[1:] + outer_spatial[:1]
+    return batch_loops, outer_spatial, channel_outer
+
+
+def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any, row_tiles: int,
+                    batched: bool) -> tuple[Any, int, int, int, int, int] | None:
+    """(weights, inner, packed blocks per tile, row tiles, channel tiles, batch) for ``passes/prefetch.mark``
+    where a channel-outer tile reads one packed weight panel per channel tile
+    (PREFETCH_NEXT_PANEL; knob ``prefetch``): one operand independent of the rows, packed with
+    whole blocks per tile, indexed by no other loop but the batch loops outside (``batched``:
+    a grouped convolution's weights, ``[G, Co/B, ...]``). ``outer_spatial``: the loops fused into
+    the parallel loop after the batch loops, after any row or reduction blocks; ``inner``: their
+    iterations per channel tile; ``batch``: their iterations per batch (0: none)."""
     sch = found.sch
     weights = [r.source for r in _operand_reads(found, rows_dependent=False)]
-    if len(weights) != 1 or len(weights[0].shape) < 3 or _weight_batch_axes(found):
+    if len(weights) != 1 or len(weights[0].shape) < 3 or (_weight_batch_axes(found) and not batched):
         return None
     lanes = as_int(weights[0].shape[-1]) or 0
     columns = tile.vectors * tile.width
     if not lanes or lanes not in found.packs or columns % lanes or not knob("prefetch", PREFETCH_NEXT_PANEL, (0, 1)):
         return None
+    extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
     at = next(i for i, loop in enumerate(outer_spatial) if loop.same_as(n_outer))
-    inner = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[at + 1:]]))
-    return weights[0], inner, columns // lanes, row_tiles
+    batch = int(np.prod(extents)) if batched else 0
+    return weights[0], int(np.prod(extents[at + 1:])), columns // lanes, row_tiles, extents[at], batch
 
 
-def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
+def _block_rows(found: Match, outer_spatial: list[Any], rows: int, batches: int = 1) -> list[Any]:
     """Channel-outer tiles sweep every row of the input once per channel tile. An input larger
     than ROW_BLOCK_BYTES no longer stays in L2 across that sweep and comes from L3 or memory once
     per channel tile (bert-base at batch 8: 3-12 MB of activations read 24-96 times per dense
     layer). Then the rows go in blocks of about ROW_BLOCK_ROWS: per block, every channel tile
     sweeps the block's rows, so the weights are read once per block and the input block stays
-    near. Returns the loops to fuse, outermost first."""
+    near. ``batches``: independent contractions outside these loops (``_tile_order``), each
+    with its share of the input. Returns the loops to fuse, outermost first."""
     sch = found.sch
     tiles_ = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[1:]]))
-    block = knob("row_block", _row_block(found, tiles_, rows),
+    block = knob("row_block", _row_block(found, tiles_, rows, batches),
                  [d for d in range(1, tiles_ + 1) if tiles_ % d == 0])
     if block >= tiles_:
         return outer_spatial
@@ -634,12 +659,12 @@ def _block_rows(found: Match, outer_spatial: list[Any], rows: int) -> list[Any]:
     return [row_block, outer_spatial[0], row_in]
 
 
-def _row_block(found: Match, tiles_: int, rows: int) -> int:
+def _row_block(found: Match, tiles_: int, rows: int, batches: int = 1) -> int:
     """Row tiles per block: all of them when the input fits ROW_BLOCK_BYTES, else the most that
     hold at most ROW_BLOCK_ROWS rows, when that is at least half as many (a row count without a
     good divisor keeps one block) and their input fits ROW_BLOCK_MAX_BYTES (a block that cannot
     stay in L2 saves nothing and reads the weights once more per block)."""
-    input_bytes = _operand_bytes(found, rows_dependent=True)
+    input_bytes = _operand_bytes(found, rows_dependent=True) // batches
     if input_bytes <= ROW_BLOCK_BYTES:
         return tiles_
     fit = max(ROW_BLOCK_ROWS // rows, 1)
@@ -650,7 +675,7 @@ def _row_block(found: Match, tiles_: int, rows: int) -> int:
 
 
 def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any,
-                     reduce_loops: list[Any]) -> tuple[Any, list[Any]]:
+                     reduce_loops: list[Any], batches: int = 1) -> tuple[Any, list[Any]]:
     """Channel-outer tiles read a weight panel of K x tile columns per row tile and sweep the
     input's rows once per channel tile. Where that sweep reads more input than the two cores' L2
     together (REDUCTION_BLOCK_INPUT_BYTES; 1 MB per core on the Zen 5 host where it was measured: ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows``
@@ -671,7 +696,7 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
         block = depth  # (no divisor near the panel's size)
     split = next(i for i, loop in enumerate(outer_spatial) if loop.same_as(n_outer)) + 1
     loop_extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
-    swept = _operand_bytes(found, rows_dependent=True) * int(np.prod(loop_extents[split - 1:])) \
+    swept = _operand_bytes(found, rows_dependent=True) // batches * int(np.prod(loop_extents[split - 1:])) \
         // int(np.prod(loop_extents))  # (the input one channel tile sweeps: its share of the rows)
     if swept <= REDUCTION_BLOCK_INPUT_BYTES:
         block = depth
@@ -706,6 +731,15 @@ def _weight_batch_axes(found: Match) -> set[int]:
     weights = _operand_reads(found, rows_dependent=False)
     return {i for i, k in enumerate(found.kinds) if k == "S" and i not in (found.n_axis, found.m_axis)
             and any(uses(x.min, found.block.iter_vars[i].var) for w in weights for x in w.region)}
+
+
+def _batch_axes(found: Match) -> set[int]:
+    """The weight batch axes (``_weight_batch_axes``) that index the input as well: the axis of
+    independent contractions, such as a grouped convolution's group. Not an axis that indexes the
+    weights alone (the groups-inner form's output channel, over which the input is reused)."""
+    inputs = _operand_reads(found, rows_dependent=True) if found.m_axis is not None else []
+    return {i for i in _weight_batch_axes(found)
+            if inputs and all(any(uses(x.min, found.block.iter_vars[i].var) for x in r.region) for r in inputs)}
 
 
 def _weights_fit(found: Match) -> bool:
