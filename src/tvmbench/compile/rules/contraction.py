@@ -180,11 +180,15 @@ HELD_WINDOW_MIN_ROWS = 4
 # inception_v3 0.984x and resnet18 at batch 8 0.956x, where the weights are large against the rows.
 # Off until a rule tells those apart.
 ROWS_BEFORE_BATCH = 0
-# The axes of independent contractions (``_batch_axes``: a grouped convolution's group) go outside
-# the other row-tile axes, so a group's tiles run together and its weight panel serves them all:
-# the NHWC output put the group axis inside the image rows, and each row of tiles cycled through
-# every group's weights (regnet_y_128gf's 14x14 grouped convolution: 11 panels of 331 KB per
-# channel tile, more than L2, once per image row).
+# In channel-outer order (weights over SPATIAL_OUTER_WEIGHT_BYTES), the axes of independent
+# contractions (``_batch_axes``: a grouped convolution's group, the Winograd product's position)
+# go outside the channel tiles, so a group's tiles run together and its weight panel serves them
+# all (and ``passes/prefetch.py`` can fetch the group's next panel): the NHWC output put the group
+# axis inside the image rows, and each row of tiles cycled through every group's weights
+# (regnet_y_128gf's 14x14 grouped convolution: 11 panels of 331 KB per channel tile, more than
+# L2, once per image row). Spatial-outer tiles keep the groups inside the rows: their weights
+# fit, and a group at a time read a large input once per group (regnet_x_3_2gf's first grouped
+# convolution at batch 8, 2 groups over 112x112: 15 % slower alone).
 BATCH_FIRST = True
 
 
@@ -592,22 +596,21 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
                 others: list[tuple[int, Any]]) -> tuple[list[Any], list[Any], bool]:
     """The order of the tiles: (batch loops, outermost; the other tile loops in order, the
     channel tiles' first or last; whether channel-outer). Spatial-outer (the channel tiles
-    innermost) where the weights fit SPATIAL_OUTER_WEIGHT_BYTES, else channel-outer; a batch of
-    independent contractions (``_batch_axes``: BATCH_FIRST) outside both, each batch's tiles
-    together."""
-    batch = _batch_axes(found) if not ROWS_BEFORE_BATCH else set()
-    batch = batch if batch and knob("batch_first", BATCH_FIRST, (False, True)) else set()
-    batch_loops = [loop for i, loop in others if i in batch]
-    others = [(i, loop) for i, loop in others if i not in batch]
-    outer_spatial = [n_outer] + [loop for _, loop in others]
+    innermost) where the weights fit SPATIAL_OUTER_WEIGHT_BYTES, else channel-outer, and then a
+    batch of independent contractions (``_batch_axes``: BATCH_FIRST) outside both, each batch's
+    tiles together."""
     if m_outer is None:
-        return batch_loops, outer_spatial, False
-    outer_spatial.append(m_outer)
+        return [], [n_outer] + [loop for _, loop in others], False
     weight_batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
     spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(weight_batch))
     # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
     several = found.extents[found.n_axis] > tile.vectors * tile.width
     channel_outer = not knob("spatial_outer", spatial, (False, True) if several else (spatial,))
+    batch = _batch_axes(found) if channel_outer and not ROWS_BEFORE_BATCH else set()
+    batch = batch if batch and knob("batch_first", BATCH_FIRST, (False, True)) else set()
+    batch_loops = [loop for i, loop in others if i in batch]
+    others = [(i, loop) for i, loop in others if i not in batch]
+    outer_spatial = [n_outer] + [loop for _, loop in others] + [m_outer]
     if not channel_outer and weight_batch:
         outer_spatial = ([loop for i, loop in others if i not in weight_batch] + [m_outer]
                          + [loop for i, loop in others if i in weight_batch] + [n_outer])
