@@ -119,8 +119,9 @@ def prefetch_next_panel(func: Any) -> Any:
     def on_for(loop: Any) -> Any:
         if not loop.loop_var.same_as(path[-1].loop_var):
             return loop
-        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, tirx.SeqStmt([tirx.DeclBuffer(flat, data=weights.data), *prefetches, loop.body]),
-                        loop.thread_binding, {k: v for k, v in loop.annotations.items() if k != KEY})
+        body = tirx.SeqStmt([tirx.DeclBuffer(flat, data=weights.data), *prefetches, loop.body])
+        return tirx.For(loop.loop_var, loop.min, loop.extent, loop.kind, body, loop.thread_binding,
+                        {k: v for k, v in loop.annotations.items() if k != KEY})
 
     return func.with_body(tvm_ffi.structural_map(func.body, (tirx.For, on_for)))
 

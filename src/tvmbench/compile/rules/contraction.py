@@ -555,13 +555,13 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     if stacked is not None:
         h_outer, h_inner = sch.split(loops[stacked], factors=[None, tile.stack])
         inner.append(h_inner)
+    m_outer = None
     if m_axis is not None:
         m_outer, m_inner = sch.split(loops[m_axis], factors=[None, tile.rows])
         inner.append(m_inner)
     others = [(i, h_outer if i == stacked else loops[i]) for i, k in enumerate(kinds)
               if k == "S" and i not in (found.n_axis, m_axis)]
-    batch_loops, outer_spatial, channel_outer = _tile_order(found, tile, n_outer, m_outer if m_axis is not None
-                                                            else None, others)
+    batch_loops, outer_spatial, channel_outer = _tile_order(found, tile, n_outer, m_outer, others)
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     sch.reorder(*batch_loops, *outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
     prefetch = None
