@@ -42,9 +42,12 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "71"
+PIPELINE_VERSION = "72"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
+# 0: a grouped convolution's shift and activation stay after its output's reshape to NHWC, in a
+# kernel of their own (``passes/reshape_last.py``).
+ELEMENTWISE_BEFORE_RESHAPE = 1
 # 0: inverted residuals keep expanded channels that are not whole vectors (``passes/pad_window_channels.py``).
 PAD_WINDOW_CHANNELS = 1
 
@@ -71,7 +74,9 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    passes.keep_channels_last(),
                    passes.group_norm_by_channel(),
                    relax.transform.CanonicalizeBindings(), passes.fold_scale_into_conv(),
-                   passes.grouped_conv_nhwc(target), passes.winograd_conv3x3(target),
+                   passes.grouped_conv_nhwc(target),
+                   *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
+                   passes.winograd_conv3x3(target),
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),

@@ -1,0 +1,84 @@
+"""ElementwiseBeforeReshape: elementwise ops on a tensor whose last axis was merged from two
+(``[..., G, C] -> [..., G * C]``) computed before the merge instead.
+
+A grouped convolution runs over its groups as an axis of their own (``grouped_conv.py``) and its
+``[N, H, W, G, Co]`` output is reshaped to NHWC for the rest of the model. Its batch-norm shift
+and ReLU come after that reshape, and FuseOps does not fuse a reshape into the convolution's
+kernel, so every grouped convolution of RegNet wrote its output, and a kernel of its own read it
+back, added the shift, applied the ReLU and wrote it again. Computed on the 5-D tensor (the
+shift reshaped to ``[G, Co]``, a weight-only reshape done at load time), the shift and the ReLU
+fuse into the convolution's epilogue and the reshape is a view.
+
+A binary op qualifies when its other operand broadcasts along the last axis only (a per-channel
+vector, a scalar); a unary op (its first argument the tensor, the rest attributes or scalars)
+always. Each moved op leaves a reshape after it, so a chain moves one op at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
+
+from tvmbench.compile.ir import builder_pass, op_name, static_shape
+
+UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu", "relax.nn.gelu",
+         "relax.nn.gelu_tanh", "relax.nn.leakyrelu", "relax.negative", "relax.exp"}
+BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum"}
+
+
+def _merged(value: Any) -> tuple[Any, list[int]] | None:
+    """(the 5-D tensor, its shape) when ``value`` is a reshape merging its input's last two axes."""
+    if op_name(value) != "relax.reshape":
+        return None
+    inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
+    if inner is None or outer is None or len(inner) != len(outer) + 1 or inner[:-2] != outer[:-1] \
+            or inner[-2] * inner[-1] != outer[-1] or min(inner[-2:]) < 2:
+        return None
+    return value.args[0], inner
+
+
+@mutator
+class _Sink(PyExprMutator):
+    def _source(self, arg: Any) -> tuple[Any, list[int]] | None:
+        bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
+        return _merged(bound) if bound is not None else None
+
+    def _operand(self, other: Any, shape: list[int]) -> Any | None:
+        """``other`` broadcast over the 5-D ``shape``: itself when it is a scalar or all ones, a
+        reshape to ``[1, ..., G, Co]`` when it runs along the merged axis only, else None."""
+        dims = static_shape(other.ty)
+        if dims is None or len(dims) > len(shape) - 1 or any(d != 1 for d in dims[:-1]):
+            return None
+        if not dims or dims[-1] == 1:
+            return other
+        if dims[-1] != shape[-2] * shape[-1]:
+            return None
+        return self.builder_.emit(relax.op.reshape(other, [1] * (len(dims) - 1) + shape[-2:]))
+
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        name = op_name(call)
+        if name not in UNARY and name not in BINARY:
+            return call
+        args = list(call.args)
+        for i in range(1 if name in UNARY else 2):
+            found = self._source(args[i])
+            if found is None:
+                continue
+            tensor, shape = found
+            if name in BINARY:
+                other = self._operand(args[1 - i], shape)
+                if other is None:
+                    return call
+                args[1 - i] = other
+            args[i] = tensor
+            moved = self.builder_.emit(relax.Call(call.op, args, call.attrs, call.ty_args))
+            return relax.op.reshape(moved, static_shape(call.ty))
+        return call
+
+
+def elementwise_before_reshape() -> Any:
+    """The pass (after GroupedConvNHWC)."""
+    return builder_pass(lambda mod: _Sink(mod), "ElementwiseBeforeReshape")
