@@ -12,6 +12,8 @@ fuse into the convolution's epilogue and the reshape is a view.
 A binary op qualifies when its other operand broadcasts along the last axis only (a per-channel
 vector, a scalar); a unary op (its first argument the tensor, the rest attributes or scalars)
 always. Each moved op leaves a reshape after it, so a chain moves one op at a time.
+(CPUFriendlyArithmetic moves a residual add and the attention mask in front of a dense layer's
+reshape the same way, but it runs before ConvertLayout, long before this reshape exists.)
 """
 
 from __future__ import annotations
