@@ -83,4 +83,4 @@ class _Sink(PyExprMutator):
 
 def elementwise_before_reshape() -> Any:
     """The pass (after GroupedConvNHWC)."""
-    return builder_pass(lambda mod: _Sink(mod), "ElementwiseBeforeReshape")
+    return builder_pass(_Sink, "ElementwiseBeforeReshape")

@@ -630,7 +630,8 @@ def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer:
     iterations per channel tile; ``batch``: their iterations per batch (0: none)."""
     sch = found.sch
     weights = [r.source for r in _operand_reads(found, rows_dependent=False)]
-    if len(weights) != 1 or len(weights[0].shape) < 3 or (_weight_batch_axes(found) and not batched):
+    if len(weights) != 1 or len(weights[0].shape) < 3 \
+            or _weight_batch_axes(found) - (_batch_axes(found) if batched else set()):
         return None
     lanes = as_int(weights[0].shape[-1]) or 0
     columns = tile.vectors * tile.width
