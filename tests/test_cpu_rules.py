@@ -1243,6 +1243,8 @@ def _panels_prefetched(func, weights, tiles):
     """Per iteration of a grouped convolution's tile loop (``prefetch.prefetch_next_panel``
     applied): the weight panel it reads (``g * tiles + channel tile``, from its packed weights
     ``[G, tiles * blocks, ...]``) and the one its first prefetch reaches."""
+    from tvm import tirx
+
     from tvmbench.compile.passes import prefetch
 
     panel, blocks = int(np.prod(weights[1:])) // tiles, weights[1] // tiles
@@ -1250,15 +1252,9 @@ def _panels_prefetched(func, weights, tiles):
     def panels(_, loads):
         (read,) = [ix for _, ix in loads if len(ix) == len(weights)]
         ahead = next(ix for name, ix in loads if name.endswith("_flat"))
-        return [read[0] * tiles + tirx_floordiv(read[1], blocks), tirx_floordiv(ahead[0], panel)]
+        return [read[0] * tiles + tirx.floordiv(read[1], blocks), tirx.floordiv(ahead[0], panel)]
 
     return _per_tile(prefetch.prefetch_next_panel(func), panels)
-
-
-def tirx_floordiv(a, b):
-    from tvm import tirx
-
-    return tirx.floordiv(a, b)
 
 
 def test_wide_groups_take_register_tiles_that_fill_the_registers():
@@ -1294,6 +1290,7 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
             (weights,) = [[int(d) for d in p.ty.shape] for p in func.params if len(p.ty.shape) == 6]
             with target.tvm(), knob_set() as knobs:  # [G, Co/B, KH, KW, Ci, B]
                 sch = Contraction().schedule(func, target.tvm())
+            assert sch is not None
             tiles_[weights[4]] = (knobs.values()["vectors"], knobs.values()["rows"])
             widths[weights[4]] = weights[1] * weights[5]
             groups = _groups_in_turn(sch.mod["main"], weights[0])
