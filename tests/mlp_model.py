@@ -273,6 +273,12 @@ def build_attention_45():
     return Attention().eval(), _attention_inputs(2, 45)
 
 
+def build_attention_45_heads_of_64():
+    """45 tokens, two heads of 64: an output tile of 4 vectors per row (ViT's head dimension)."""
+    torch.manual_seed(0)
+    return Attention(width=128).eval(), _attention_inputs(1, 45, width=128)
+
+
 def build_attention_45_sdpa():
     """The same through SDPA with a boolean mask that hides every key from the last query."""
     torch.manual_seed(0)

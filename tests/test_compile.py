@@ -122,13 +122,18 @@ def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_erro
 @pytest.mark.parametrize("builder, joined", [("build_attention", 1), ("build_attention_scores_out", 0)])
 def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_exact(builder, joined):
     """Both matmuls of an attention and the masked softmax between them become one function,
-    which the Attention rule runs as one parallel task per head and block of 4 query rows (2
-    images x 2 heads x 48 / 4 rows), the scores never written whole. When the probabilities are
-    an output too, they must be written whole: the kernels stay apart. The projections around
-    (dense layers: a weight operand) are never joined."""
+    which the Attention rule runs as one parallel task per head and block of query rows (2
+    images x 2 heads x 48 / 4 rows; 8 rows where the keys take score tiles of one vector only,
+    as 48 keys in 16-lane vectors do), the scores never written whole. When the probabilities
+    are an output too, they must be written whole: the kernels stay apart. The projections
+    around (dense layers: a weight operand) are never joined."""
     from pathlib import Path
 
     from tvmbench.compile import pipeline
+    from tvmbench.compile.tiles import vector_lanes
+    from tvmbench.compile.tir import kernel_flops
+
+    rows = 8 if 48 % (2 * vector_lanes(TARGET.tvm(), 32)) else 4
 
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + builder)
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
@@ -139,8 +144,11 @@ def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_e
     for func in attention:
         rule, sch = pipeline.default_schedule(func, TARGET)
         script = sch.mod.script()
-        assert rule == "Attention" and "T.parallel(48" in script.replace("T.int64(48)", "48"), script
+        tasks = 2 * 2 * 48 // rows
+        assert rule == "Attention" and f"T.parallel(T.int64({tasks})" in script, script
         assert "_rf" in script  # the softmax's max and sum as vector partial sums
+        # its FLOPs counted, the fast exponential's Let expressions too (uncounted: None)
+        assert 2 * (2 * 2 * 48 * 48 * 32 * 2) < kernel_flops(func) < 3 * (2 * 2 * 48 * 48 * 32 * 2), kernel_flops(func)
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 
@@ -192,12 +200,16 @@ def test_a_constant_mask_gives_its_key_limits_when_compiling():
     assert result["passed"], result
 
 
-@pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_sdpa"])
+@pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_heads_of_64", "build_attention_45_sdpa"])
 def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(builder):
     """45 tokens (as ViT's 197): q, k and v are padded to 48 rows and keys, the padded keys
     hidden by the lowest float, so the attention is joined and tiled in whole vectors and row
     blocks; the padded query rows are dropped after it. Through SDPA with a query that sees no
-    key, torch's safe softmax gives that row zeros, and so must the padded attention."""
+    key, torch's safe softmax gives that row zeros, and so must the padded attention. Both
+    matmuls' register tiles hold 8 to 16 accumulators: enough independent sums for the FMA
+    pipes' latency (48 keys in 16-lane vectors allow score tiles of one vector only: 4 rows
+    held 4), few enough to leave registers for the operands (8 rows x 4 vectors of a head of
+    64 would be 32)."""
     from pathlib import Path
 
     from tvmbench.compile import pipeline
@@ -208,10 +220,22 @@ def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(bui
     assert len(attention) == 1
     script = attention[0].script()
     assert "T.int64(48), T.int64(48))" in script, script[:800]
-    rule, _ = pipeline.default_schedule(attention[0], TARGET)
+    rule, sch = pipeline.default_schedule(attention[0], TARGET)
     assert rule == "Attention"
+    tiles = [_register_tile(sch, block) for block in sch.get_child_blocks(sch.get_sblock("root"))
+             if sch.get(block).name_hint.startswith("matmul") and sch.get(block).name_hint.endswith("_update")]
+    assert len(tiles) == 2 and all(8 <= rows * vectors <= 16 for rows, vectors in tiles), tiles
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
+
+
+def _register_tile(sch, block):
+    """(rows, vectors) of a product's register tile: the unrolled loops over its vectorised lanes."""
+    import tvm
+
+    *_, rows, vectors, lanes = (sch.get(loop) for loop in sch.get_loops(block))
+    assert lanes.kind == tvm.tirx.ForKind.VECTORIZED and rows.kind == vectors.kind == tvm.tirx.ForKind.UNROLLED
+    return int(rows.extent), int(vectors.extent)
 
 
 def test_keys_are_padded_to_whole_score_tiles_when_that_wastes_little():

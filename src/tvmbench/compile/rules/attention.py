@@ -38,6 +38,14 @@ from tvmbench.compile.tir import as_int, coefficient, is_product_sum, nodes, use
 # Query rows per task (the output tile's rows: rows x 4 vectors of accumulators for a head
 # dimension of 64), the largest of these that divides the query count.
 ROWS = (4, 2, 1)
+# ... and where the keys take score tiles of one vector only (ViT's 197 keys padded to 208: 13
+# vectors), this many: 4 rows x 1 vector is 4 accumulators, fewer than the FMA pipes' latency
+# needs (two pipes x 4 cycles: 8 independent sums), so the scores ran at half the FMA rate.
+# The output tile then takes fewer vectors at a time (OUTPUT_ACCUMULATORS). 0: off.
+ONE_VECTOR_ROWS = 8
+# The output tile's accumulators at most (rows x vectors of the head dimension; the rest of the
+# head dimension in a loop around it).
+OUTPUT_ACCUMULATORS = 16
 # Vectors per score tile (rows x SCORE_VECTORS accumulators over the keys).
 SCORE_VECTORS = 4
 # An injective block feeding several others is recomputed in each (inlined) when its expression
@@ -68,8 +76,9 @@ class Attention(Rule):
         lanes = vector_lanes(target, 32)
         if as_int(reductions[0].dom()[-2]) % lanes:
             return None  # (keys in no whole number of vectors: the score tile would need a tail)
-        queries = as_int(reductions[-1].dom()[-3])
-        rows = knob("rows", [r for r in ROWS if queries % r == 0][0], [r for r in ROWS if queries % r == 0])
+        queries, keys = as_int(reductions[-1].dom()[-3]), as_int(reductions[0].dom()[-2])
+        choices = [r for r in sorted({*ROWS, ONE_VECTOR_ROWS} - {0}, reverse=True) if queries % r == 0]
+        rows = knob("rows", _task_rows(queries, keys, lanes), choices)
         row_names = [sch.get(r.block_rv).name_hint for r in reductions[1:-1]]
         # (the block producing the probabilities stays: inlined, it would divide per FMA step)
         feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
@@ -87,9 +96,16 @@ class Attention(Rule):
         for name in tail:
             schedule_injective_block(sch, sch.get_sblock(name), lanes)
         if KEY_LIMITS in (func.attrs or {}):
-            keys = as_int(reductions[0].dom()[-2])
             _mark_key_loops(sch, task, out, rows, queries, keys, lanes * _score_vectors(sch, scores, lanes))
         return sch
+
+
+def _task_rows(queries: int, keys: int, lanes: int) -> int:
+    """Query rows per task: the first of ROWS dividing the queries, or ONE_VECTOR_ROWS where it
+    divides them and the keys allow no score tile wider than one vector."""
+    if ONE_VECTOR_ROWS and queries % ONE_VECTOR_ROWS == 0 and keys % (2 * lanes):
+        return ONE_VECTOR_ROWS
+    return [r for r in ROWS if queries % r == 0][0]
 
 
 def _exists(sch: Any, name: str) -> bool:
@@ -136,7 +152,8 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
     *batch, i, d, j = loops
     io, ii = sch.split(i, factors=[None, rows])
     width = as_int(sch.get(d).extent)
-    vectors = max(v for v in (4, 2, 1) if width % (v * lanes) == 0) if width % lanes == 0 else None
+    fits = [v for v in (4, 2, 1) if width % (v * lanes) == 0 and (v == 1 or rows * v <= OUTPUT_ACCUMULATORS)]
+    vectors = max(fits) if width % lanes == 0 else None
     if vectors is None:
         raise ValueError("the head dimension is no whole number of vectors")
     do, dv, dl = sch.split(d, factors=[None, vectors, lanes])
