@@ -1257,12 +1257,13 @@ def _panels_prefetched(func, weights, tiles):
     return _per_tile(prefetch.prefetch_next_panel(func), panels)
 
 
-def test_wide_groups_take_register_tiles_that_fill_the_registers():
+def test_wide_groups_take_register_tiles_that_fill_the_registers(monkeypatch):
     """On AVX-512 (Skylake's 16 lanes), RegNet's group widths: a group of one vector (16 channels)
     over 28-pixel rows takes a tile of 14 rows, not 7 (7 accumulators hid too little of the FMA
-    latency: ONE_VECTOR_ROWS); seven vectors (112, weights over 1 MB) over 14-pixel rows 2 rows,
-    not 3, counting the 7 weight vectors it holds against the registers (WEIGHTS_HELD_FROM);
-    fifteen (240) three vectors x 7 rows, not five x 2 (every odd divisor is offered); 176 channels
+    latency: ONE_VECTOR_ROWS); seven vectors (112, 451 KB of weights a group) over 14x14 maps one
+    vector over 14 rows: the widest tile the registers allow, 7 vectors x 2 rows (counting the 7
+    weight vectors it holds: WEIGHTS_HELD_FROM), would read its panel from L2 at the L2's rate
+    (FEW_ROWS); fifteen (240) three vectors x 7 rows, not five x 2 (every odd divisor is offered); 176 channels
     (eleven vectors, prime: one-vector tiles only) pads to twelve. Where the weights do not fit
     and the tiles run channel-outer, each group's tiles run together (BATCH_FIRST), not every
     group's in turn along each image row, and each tile prefetches its group's next panel. The
@@ -1284,7 +1285,7 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
     model = LoadedModel(name="regnet-like", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
     target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
     mod = pipeline.legalized(import_model(model).mod, target)
-    tiles_, widths = {}, {}
+    tiles_, widths, funcs = {}, {}, {}
     for gv, func in mod.functions.items():
         if "conv2d_grouped" in gv.name_hint:
             (weights,) = [[int(d) for d in p.ty.shape] for p in func.params if len(p.ty.shape) == 6]
@@ -1292,7 +1293,7 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
                 sch = Contraction().schedule(func, target.tvm())
             assert sch is not None
             tiles_[weights[4]] = (knobs.values()["vectors"], knobs.values()["rows"])
-            widths[weights[4]] = weights[1] * weights[5]
+            widths[weights[4]], funcs[weights[4]] = weights[1] * weights[5], func
             groups = _groups_in_turn(sch.mod["main"], weights[0])
             changes = sum(a != b for a, b in zip(groups, groups[1:], strict=False))
             # (channel-outer: a group at a time; spatial-outer, the weights fitting: the groups in the rows)
@@ -1302,8 +1303,12 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers():
                 tiles_per_group = 240 // (16 * knobs.values()["vectors"])
                 panels = _panels_prefetched(sch.mod["main"], weights, tiles_per_group)
                 assert all(ahead == (read + 1 if (read + 1) % tiles_per_group else read) for read, ahead in panels), panels
-    assert tiles_[16] == (1, 14) and tiles_[112] == (7, 2) and tiles_[240] == (3, 7), tiles_
+    assert tiles_[16] == (1, 14) and tiles_[112] == (1, 14) and tiles_[240] == (3, 7), tiles_
     assert widths == {16: 16, 112: 112, 240: 240, 176: 192}, widths
+    monkeypatch.setattr(contraction, "FEW_ROWS", 0)
+    with target.tvm(), knob_set() as knobs:
+        Contraction().schedule(funcs[112], target.tvm())
+    assert (knobs.values()["vectors"], knobs.values()["rows"]) == (7, 2), knobs.values()
     _assert_matches_torch(model, module, x)
 
 

@@ -162,7 +162,9 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
 # reduction step, against the accumulator budget: regnet_y_16gf's grouped 3x3 convolutions over
 # 28x28 maps (7 vectors of 16 lanes per group) ran 7 vectors x 3 rows (21 accumulators, 28
 # registers with the weights) 1.4x slower than x 2 rows alone (Zen 5: 2838 against 1978 us); in
-# the model 1.035x (regnet_y_8gf, regnet_x_16gf level). Only 7-vector tiles are this wide today.
+# the model 1.035x (regnet_y_8gf, regnet_x_16gf level). Only 7-vector tiles are this wide today,
+# and where their weight panel outgrows L1 one vector over 14 rows beats both
+# (``rules.contraction.FEW_ROWS``).
 WEIGHTS_HELD_FROM = 6
 
 

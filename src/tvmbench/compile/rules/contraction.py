@@ -88,6 +88,10 @@ ODD_AXIS_VECTORS = 7
 # regnet_x_400mf's groups of 16 1.036x / 1.030x. Full vectors only: regnet_y_400mf's groups of 8
 # (half vectors) ran their strided convolutions 2.3x slower at 14 rows. 0 turns it off.
 ONE_VECTOR_ROWS = 16
+# ... and one vector over that many rows replaces a tile of fewer than FEW_ROWS rows whose weight
+# panel is larger than PANEL_L1_BYTES (``_rows_for_l2``; 0 turns it off).
+FEW_ROWS = 4
+PANEL_L1_BYTES = 32 << 10
 # The epilogue of a matmul computed over padded rows and sliced (``pack_weights``: DINOv2's 257
 # tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
 # as a second pass over the whole output (``write_back``).
@@ -438,12 +442,33 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
                                       tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
+    if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
+        vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows)
+        most_rows = max(most_rows, rows)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
         rows = knob("rows", rows, [r for r in range(1, min(max(tiles.MAX_ROWS, most_rows), extents[m_axis]) + 1)
                                    if r * vectors + reserved * vectors <= budget or r == 1])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
+
+
+def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget: int,
+                 most_rows: int) -> tuple[int, int]:
+    """(vectors, rows) of the tile, one vector over up to ONE_VECTOR_ROWS rows instead of a tile
+    of fewer than FEW_ROWS rows whose weight panel (depth x tile columns) is larger than
+    PANEL_L1_BYTES: each row tile reads that panel from L2, ``vectors`` 64-byte lines per step for
+    ``rows x vectors`` FMAs, 128 / rows bytes a cycle at two FMAs a cycle, and at 2 rows the
+    L2's 64 bytes a cycle bound the tile. regnet_y_16gf's grouped 3x3 convolutions (groups of 112
+    channels: 7 vectors x 2 rows, 451 KB panels) ran at 66 % of the peak; alone (Zen 5) as one
+    vector x 14 rows 18-21 % faster (1403 -> 1117 us over 14x14 maps, 1975 -> 1560 over 28x28)."""
+    if not FEW_ROWS or vectors == 1 or rows >= FEW_ROWS:
+        return vectors, rows
+    depth = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "R"]))
+    if depth * vectors * found.lanes * dtype_bits(found.out.dtype) // 8 <= PANEL_L1_BYTES:
+        return vectors, rows
+    one = register_tile(rows_extent, [1], budget, None, 0, max(most_rows, ONE_VECTOR_ROWS))
+    return one if one[1] >= 2 * FEW_ROWS else (vectors, rows)
 
 
 def _multiplies(found: Match) -> bool:
