@@ -92,8 +92,9 @@ def three_vectors(out_per_group: int, lanes: int, half_vectors: bool) -> int | N
     """Where half-width vectors run at the full FMA rate (``tiles.half_vectors_full_rate``), the
     block of three half vectors that divides a group's output channels when whole vectors do not
     (RegNet's 24, 120 and 168 on AVX-512: 32, 128 and 176 padded), else None. Groups of three
-    whole vectors (48) gain nothing from it: their one-vector tiles already run near the peak
-    (regnet_x_3_2gf's at 94-97 %), and three-vector tiles measured that model 0.99x."""
+    whole vectors (48) are not concerned: on Zen 4 their one-vector tiles ran near the peak
+    (regnet_x_3_2gf's at 94-97 %) and six half vectors measured that model 0.99x; on Zen 5 they
+    are packed whole (THREE_WHOLE_VECTORS)."""
     half = lanes // 2
     if not THREE_VECTOR_GROUPS or not half_vectors or half < 4 or out_per_group % lanes == 0:
         return None
@@ -115,11 +116,17 @@ def padded_group(out_per_group: int, lanes: int, half_vectors: bool = False) -> 
 
 # Weights of the channels form packed per group in blocks of output channels (``pack_block``).
 PACK = True
+# A group of exactly three whole vectors (regnet_x_3_2gf's 48 channels) packed in one block, so
+# its tiles can be three vectors wide: one vector over 14 rows (blocks of one vector) ran 5-17 %
+# slower alone than 3 x 7 on the Zen 5 host (the 14x14 ones 182 against 172 us, 232 against 192,
+# the 56x56 ones 608 against 558 and 713 against 630-646; docs/performance.md, session 58).
+THREE_WHOLE_VECTORS = True
 
 
 def pack_block(out_per_group: int, lanes: int, half_vectors: bool = False) -> int | None:
     """Output channels per packed weight block, ``[G, Co/B, KH, KW, Ci, B]``: three half vectors
-    where ``three_vectors`` says so, two vectors where they divide the group, else one; None (HWIO
+    where ``three_vectors`` says so, a group of three whole vectors whole (THREE_WHOLE_VECTORS),
+    two vectors where they divide the group, else one; None (HWIO
     kept) for a group narrower than a vector. As for
     ungrouped convolutions (``pack_weights.py``), a tile's weights are then one contiguous stream
     instead of rows ``G * Co * 4`` bytes apart (15 KB in regnet_y_32gf's last stage)."""
@@ -128,6 +135,8 @@ def pack_block(out_per_group: int, lanes: int, half_vectors: bool = False) -> in
     three = three_vectors(out_per_group, lanes, half_vectors)
     if three:
         return three
+    if THREE_WHOLE_VECTORS and out_per_group == 3 * lanes:
+        return out_per_group
     if out_per_group % lanes:
         return None
     return 2 * lanes if out_per_group % (2 * lanes) == 0 else lanes
