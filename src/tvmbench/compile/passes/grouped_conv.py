@@ -93,8 +93,8 @@ def three_vectors(out_per_group: int, lanes: int, half_vectors: bool) -> int | N
     block of three half vectors that divides a group's output channels when whole vectors do not
     (RegNet's 24, 120 and 168 on AVX-512: 32, 128 and 176 padded), else None. Groups of three
     whole vectors (48) are not concerned: on Zen 4 their one-vector tiles ran near the peak
-    (regnet_x_3_2gf's at 94-97 %) and six half vectors measured that model 0.99x; on Zen 5 they
-    are packed whole (THREE_WHOLE_VECTORS)."""
+    (regnet_x_3_2gf's at 94-97 %) and six half vectors measured that model 0.99x; they are
+    packed whole instead (THREE_WHOLE_VECTORS, measured on Zen 5)."""
     half = lanes // 2
     if not THREE_VECTOR_GROUPS or not half_vectors or half < 4 or out_per_group % lanes == 0:
         return None
