@@ -131,7 +131,12 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # resnet50 b8 1.001x / 0.999x; models at batch 1 with smaller sweeps (BERTs, gpt2) keep one block.
 # Blocking every panel over 64 KB, whatever the input, gained more on ViT (1.037-1.039x, b8
 # 1.044-1.070x) but cost t5-base 1.1-1.3 %, gpt2 0.8-1.0 % and resnet50 at batch 8 0.9-2.3 %.
-REDUCTION_PANEL_BYTES = 64 << 10
+# Since unblocked tiles prefetch their next panel (PREFETCH_NEXT_PANEL, session 54), the 96 KB
+# panels of 768-deep dense layers run faster whole (ViT b8's q/k/v alone 3744 against 3932 us in
+# 384-deep blocks), while resnet50 b8's 128 KB ones (1024 deep) keep theirs: 112 KB, not 64
+# (session 58: ViT b8 1.030x / 1.029x, b1 1.018x / 1.002x, bert-base at 512 tokens 1.010x, t5-base b8
+# 1.011x, inception_v3 b8 1.003x, gpt2 b8 0.997x, bert-base b8 0.995x; at 128 KB resnet50 b8 0.992x).
+REDUCTION_PANEL_BYTES = 112 << 10
 REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
 # Channel-outer tiles over one packed weight panel per channel tile prefetch the next tile's panel
 # while they compute (``passes/prefetch.py``; 0 turns it off). Zen 5 host, alone (bert-base's
