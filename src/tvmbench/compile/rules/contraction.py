@@ -92,6 +92,9 @@ ONE_VECTOR_ROWS = 16
 # panel is larger than PANEL_L1_BYTES (``_rows_for_l2``; 0 turns it off).
 FEW_ROWS = 4
 PANEL_L1_BYTES = 32 << 10
+# A tile whose weight panel is larger than PANEL_L2_BYTES (one core's L2 on the Zen 4/5 and
+# Skylake-SP hosts) takes only vectors whose panel fits (``_vectors_for_l2``; 0 turns it off).
+PANEL_L2_BYTES = 1 << 20
 # The epilogue of a matmul computed over padded rows and sliced (``pack_weights``: DINOv2's 257
 # tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
 # as a second pass over the whole output (``write_back``).
@@ -447,6 +450,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
                                       tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
+    if m_axis is not None and not reserved and _multiplies(found):
+        vectors, rows = _vectors_for_l2(found, vectors, rows, choices, budget, most_rows, dot)
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
         vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows)
         most_rows = max(most_rows, rows)
@@ -458,6 +463,34 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
 
 
+def _panel_bytes(found: Match, vectors: int) -> int:
+    """Bytes of weights one tile of ``vectors`` reads over the whole reduction (depth x columns)."""
+    depth = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "R"]))
+    return depth * vectors * found.lanes * dtype_bits(found.out.dtype) // 8
+
+
+def _vectors_for_l2(found: Match, vectors: int, rows: int, choices: list[int], budget: int,
+                    most_rows: int, dot: bool) -> tuple[int, int]:
+    """(vectors, rows) of the tile, from the vector counts whose weight panel fits PANEL_L2_BYTES
+    where the chosen one's does not and that gives more rows. A channel-outer tile reads its
+    panel once per row tile; a panel larger than L2 comes from L3 each time, ``vectors`` lines
+    per step for ``rows x vectors`` FMAs: 128 / rows bytes a cycle at two FMAs a cycle, 32 for
+    the 4 x 4 tile that DeepLabV3-ResNet50's dilated 3x3 convolution over 512 channels took (4608
+    deep: a 1.2 MB panel, at 68 % of the peak). As 2 vectors x 7 rows (590 KB, from L2) it ran
+    1.17-1.26x faster alone (Zen 5: 9097-9472 -> 7477-7746 us). Not for fewer rows or one
+    vector (the same rows over fewer vectors ran level alone, one-vector tiles 1.2-1.4x slower),
+    nor a matmul's single reduction loop, which goes in blocks instead (``_block_reduction``)."""
+    if (not PANEL_L2_BYTES or sum(1 for k in found.kinds if k == "R") < 2
+            or _panel_bytes(found, vectors) <= PANEL_L2_BYTES):
+        return vectors, rows
+    fit = [v for v in choices if 1 < v < vectors and _panel_bytes(found, v) <= PANEL_L2_BYTES]
+    if not fit:
+        return vectors, rows
+    wider = register_tile(found.extents[found.m_axis], fit, budget,
+                          tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
+    return wider if wider[1] > rows else (vectors, rows)
+
+
 def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget: int,
                  most_rows: int) -> tuple[int, int]:
     """(vectors, rows) of the tile, one vector over up to ONE_VECTOR_ROWS rows instead of a tile
@@ -467,10 +500,7 @@ def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget
     L2's 64 bytes a cycle bound the tile. regnet_y_16gf's grouped 3x3 convolutions (groups of 112
     channels: 7 vectors x 2 rows, 451 KB panels) ran at 66 % of the peak; alone (Zen 5) as one
     vector x 14 rows 18-21 % faster (1403 -> 1117 us over 14x14 maps, 1975 -> 1560 over 28x28)."""
-    if not FEW_ROWS or vectors == 1 or rows >= FEW_ROWS:
-        return vectors, rows
-    depth = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "R"]))
-    if depth * vectors * found.lanes * dtype_bits(found.out.dtype) // 8 <= PANEL_L1_BYTES:
+    if not FEW_ROWS or vectors == 1 or rows >= FEW_ROWS or _panel_bytes(found, vectors) <= PANEL_L1_BYTES:
         return vectors, rows
     one = register_tile(rows_extent, [1], budget, None, 0, max(most_rows, ONE_VECTOR_ROWS))
     return one if one[1] >= 2 * FEW_ROWS else (vectors, rows)
