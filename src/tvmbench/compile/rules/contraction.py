@@ -141,6 +141,18 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # 1.011x, inception_v3 b8 1.003x, gpt2 b8 0.997x, bert-base b8 0.995x; at 128 KB resnet50 b8 0.992x).
 REDUCTION_PANEL_BYTES = 112 << 10
 REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
+# ... and a window's reduction (a 3x3 convolution: its channels in blocks, the taps inside) whose
+# panel is larger than WINDOW_BLOCKS (one core's L2), whatever the input it sweeps (0: never), in
+# blocks of at most WINDOW_BLOCK_CHANNELS channels, where its tiles have fewer than
+# WINDOW_BLOCK_ROWS rows: whole, such a panel comes from L3 for every row tile at 128 / rows bytes
+# a cycle. DeepLabV3's ASPP bands (2048 channels x 4-9 taps, tiles of 4-6 rows) alone on the
+# Zen 5 host: 1.1-1.3x faster in blocks of 256 (847-1326 against 1118-1593 us), 128 and 512
+# slower than 256, 64 no faster than none; in the model 1.040x / 1.033x (both build orders),
+# FCN-ResNet50 1.011x, DeepLabV3-ResNet101 1.022x. wide_resnet50_2's 7x7 maps (tiles of 7 rows,
+# prefetching the next panel) ran 13 % slower in blocks.
+WINDOW_BLOCKS = 1 << 20
+WINDOW_BLOCK_CHANNELS = 256
+WINDOW_BLOCK_ROWS = 7
 # Channel-outer tiles over one packed weight panel per channel tile prefetch the next tile's panel
 # while they compute (``passes/prefetch.py``; 0 turns it off). Zen 5 host, alone (bert-base's
 # dense layers, weights from memory): 7.6 % (768 -> 3072 + GELU), 3.6 % (3072 -> 768), 5-6 %
@@ -742,19 +754,22 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
                      reduce_loops: list[Any], batches: int = 1) -> tuple[Any, list[Any]]:
     """Channel-outer tiles read a weight panel of K x tile columns per row tile and sweep the
     input's rows once per channel tile. Where that sweep reads more input than the two cores' L2
-    together (REDUCTION_BLOCK_INPUT_BYTES; 1 MB per core on the Zen 5 host where it was measured: ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows``
-    cannot split, 197 row tiles being prime) and the panel is larger than REDUCTION_PANEL_BYTES,
+    together (REDUCTION_BLOCK_INPUT_BYTES; 1 MB per core on the Zen 5 host where it was measured:
+    ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows`` cannot split, 197 row tiles being
+    prime) and the panel is larger than REDUCTION_PANEL_BYTES,
     the reduction goes in blocks whose panel is about that size, each swept over the channel
     tile's rows: per block, a slice of the input and of the panel, and the rows' sums wait in a
-    buffer between blocks. Returns the loops to fuse into the parallel tile loop (those outside
-    the channel tile's rows) and the reduction loops."""
+    buffer between blocks. A window's reduction (taps x channels) goes in blocks of its channels,
+    the taps inside, where its whole panel outgrows L2 under short row tiles (WINDOW_BLOCKS).
+    Returns the loops to fuse into the parallel tile loop (those outside the channel tile's rows)
+    and the reduction loops."""
     sch = found.sch
     extents = [as_int(sch.get(loop).extent) or 0 for loop in reduce_loops]
-    if len(extents) != 1 or not REDUCTION_PANEL_BYTES:
+    if not extents or not REDUCTION_PANEL_BYTES or (len(extents) > 1 and not WINDOW_BLOCKS):
         return outer_spatial, reduce_loops
-    depth = extents[0]
-    row_bytes = tile.vectors * tile.width * dtype_bits(found.out.dtype) // 8
-    fit = REDUCTION_PANEL_BYTES // row_bytes
+    depth, taps = extents[-1], int(np.prod(extents[:-1]))  # (blocks of the innermost: a window's channels)
+    row_bytes = tile.vectors * tile.width * dtype_bits(found.out.dtype) // 8 * taps
+    fit = REDUCTION_PANEL_BYTES // row_bytes if len(extents) == 1 else WINDOW_BLOCK_CHANNELS
     block = tiles.largest_divisor(depth, fit) if depth > fit else depth
     if 2 * block < fit:
         block = depth  # (no divisor near the panel's size)
@@ -762,14 +777,15 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     loop_extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
     swept = _operand_bytes(found, rows_dependent=True) // batches * int(np.prod(loop_extents[split - 1:])) \
         // int(np.prod(loop_extents))  # (the input one channel tile sweeps: its share of the rows)
-    if swept <= REDUCTION_BLOCK_INPUT_BYTES:
+    if (swept <= REDUCTION_BLOCK_INPUT_BYTES) if len(extents) == 1 else \
+            (row_bytes * depth <= WINDOW_BLOCKS or tile.rows * tile.stack >= WINDOW_BLOCK_ROWS):
         block = depth
     block = knob("reduction_block", block, [d for d in range(16, depth + 1) if depth % d == 0 and d % 4 == 0])
     if block >= depth:
         return outer_spatial, reduce_loops
-    ko, ki = sch.split(reduce_loops[0], factors=[None, block])
+    ko, ki = sch.split(reduce_loops[-1], factors=[None, block])
     sch.reorder(ko, *outer_spatial[split:])
-    return outer_spatial[:split], [ko, ki]
+    return outer_spatial[:split], [ko, *reduce_loops[:-1], ki]
 
 
 def _operand_reads(found: Match, rows_dependent: bool) -> list[Any]:
