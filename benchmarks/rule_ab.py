@@ -28,9 +28,12 @@ import time
 
 def _number(text: str) -> int | float | tuple[int | float, ...]:
     """An integer constant's value, a fraction's (``dilated_bands.MAX_KEPT 0.9``), a tuple's
-    (``rules.attention.ROWS 6,4,2,1``) or a name's (``tiles.TWO_VECTOR_TIES none,``)."""
+    (``rules.attention.ROWS 6,4,2,1``), a flag's (``passes.winograd.DILATED False``: 0) or a
+    name's (``tiles.TWO_VECTOR_TIES none,``)."""
     if "," in text:
         return tuple(_number(part) for part in text.split(","))  # type: ignore[misc]
+    if text in ("True", "False"):  # (a flag: the name "False" would be a true string)
+        return int(text == "True")
     try:
         value = float(text)
     except ValueError:

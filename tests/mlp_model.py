@@ -184,6 +184,30 @@ def build_winograd():
     return net.eval(), (torch.randn(1, 32, 18, 18), torch.randn(1, 16, 12, 12))
 
 
+class _DilatedWinograd(torch.nn.Module):
+    """Dilated 3x3 stride-1 convolutions for the Winograd rewrite, one undilated convolution per
+    residue of the rows and columns: dilation 2 on a 19x19 map (residues of 10 and 9 rows: 2x2
+    tiles, the shorter overhung), with a residual add and ReLU; dilation 3 over 33x33 (11 per
+    residue); (2, 1) over 19x36 (rows and columns apart); 2 over 36x36 (18 per residue: 4x4
+    tiles)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2)
+        self.b = torch.nn.Conv2d(32, 32, 3, padding=3, dilation=3)
+        self.c = torch.nn.Conv2d(32, 32, 3, padding=(2, 1), dilation=(2, 1))
+        self.d = torch.nn.Conv2d(32, 32, 3, padding=2, dilation=2)
+
+    def forward(self, x, y, z, w):
+        return torch.relu(self.a(x) + x), self.b(y), self.c(z), self.d(w)
+
+
+def build_dilated_winograd():
+    torch.manual_seed(0)
+    return _DilatedWinograd().eval(), tuple(torch.randn(1, 32, h, w) for h, w in
+                                            ((19, 19), (33, 33), (19, 36), (36, 36)))
+
+
 def build_first_layer():
     """The MLP's first layer alone: a model that shares one workload (matmul + bias + ReLU,
     32x256 by 256x512) with ``build``."""

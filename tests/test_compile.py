@@ -1236,6 +1236,50 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     assert result["passed"], result
 
 
+def test_dilated_3x3_convolutions_run_as_winograd_per_residue_and_stay_exact(monkeypatch):
+    """A dilated 3x3 convolution is one undilated convolution per residue of its rows and columns
+    mod the dilation: Winograd tiles over every d-th row (passes/winograd.py, DILATED; DeepLabV3's
+    dilated ResNet stages: ResNet-101 1.166x, ResNet-50 1.094x). The tile size follows each
+    residue's map (10 rows: 2x2 tiles; 18: 4x4), rows and columns dilated apart; a map of 6 rows
+    per residue stays direct; the output transforms select no coefficient at run time; the model
+    matches PyTorch. Off, no dilated convolution becomes Winograd."""
+    import re
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import codegen, ir, pipeline
+    from tvmbench.compile.passes import winograd as passes_winograd
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_dilated_winograd")
+    imported = import_model(model).mod
+
+    def products():
+        legal = pipeline.per_inference(pipeline.legalized(imported, TARGET))
+        return sorted([int(c.ty.shape[0]), int(c.ty.shape[1])] for c in ir.calls(legal["main"], "relax.call_tir")
+                      if c.args[0].name_hint.startswith("winograd_product"))
+
+    # [positions, tiles]: 2 x 5 tiles per axis over 19 (d 2), 3 x 6 over 33 (d 3), 10 x 18 over
+    # 19 x 36 (d (2, 1)), 2 x 5 of 4x4 over 36 (d 2)
+    assert products() == [[16, 100], [16, 180], [16, 324], [36, 100]]
+    assert passes_winograd.plan([1, 12, 12, 32], [3, 3, 32, 32], [1, 12, 12, 32], [1, 1], [2, 2], 1) is None
+    scheduled = pipeline.optimize(imported, TARGET)
+    outputs = [f for gv, f in scheduled.functions.items()
+               if isinstance(f, tvm.tirx.PrimFunc) and "winograd_output" in gv.name_hint]
+    assert len(outputs) == 4
+    for func in outputs:  # (lowered: each coefficient's choice tests an unrolled loop's variable)
+        with codegen.lowering_context():
+            script = codegen.opaque_and_simplified()(tvm.IRModule({"main": func})).script()
+        unrolled = set(re.findall(r"for (\w+) in T.unroll", script))
+        conditions = re.findall(r"T.if_then_else\(([^,]*), ", script)
+        assert conditions and all(re.fullmatch(r"(\w+) == T.int64\(\d+\)", c) and c.split()[0] in unrolled
+                                  for c in conditions), conditions
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    monkeypatch.setattr(passes_winograd, "DILATED", False)
+    assert products() == []
+
+
 def test_winograd_products_with_rows_before_positions_stay_exact(monkeypatch):
     """``ROWS_BEFORE_BATCH`` (off by default; docs/performance.md): each core takes a range of
     Winograd tiles over every position; the products' parallel loop starts with the tiles, and

@@ -15,7 +15,7 @@ from typing import Any
 
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
-from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits
@@ -82,11 +82,13 @@ def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any
         return None
     *batch, rows, cols, channels = loops
     width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
-    r_outer, r_inner = sch.split(rows, factors=[None, m])
-    w_outer, w_inner = sch.split(cols, factors=[None, m])
+    dh, dw = (int(d) for d in transform.annotations.get(WINOGRAD_DILATION, (1, 1)))
+    # (dilated: a tile's rows are every d-th, its residue mod d a loop of the tiles)
+    r_outer, r_inner, *r_residue = sch.split(rows, factors=[None, m] + ([dh] if dh > 1 else []))
+    w_outer, w_inner, *w_residue = sch.split(cols, factors=[None, m] + ([dw] if dw > 1 else []))
     c_outer, c_lane = sch.split(channels, factors=[None, width])
-    sch.reorder(*batch, r_outer, w_outer, c_outer, r_inner, w_inner, c_lane)
-    sch.parallel(sch.fuse(*batch, r_outer, w_outer))
+    sch.reorder(*batch, r_outer, w_outer, *r_residue, *w_residue, c_outer, r_inner, w_inner, c_lane)
+    sch.parallel(sch.fuse(*batch, r_outer, w_outer, *r_residue, *w_residue))
     sch.unroll(r_inner)
     sch.unroll(w_inner)
     sch.vectorize(c_lane)
