@@ -564,17 +564,19 @@ def build_group_norms():
 
 class _Conv3d(torch.nn.Module):
     """3-d convolutions of every form Conv3dAsConv2d rewrites: temporal stride and padding with
-    spatial dilation, groups, a 1 x k x k (R(2+1)D's spatial) and a dilated k x 1 x 1 kernel."""
+    spatial dilation, groups, a 1 x k x k (R(2+1)D's spatial), a padded k x 1 x 1 (temporal) and a
+    dilated k x 1 x 1 kernel."""
 
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Conv3d(3, 8, (3, 5, 7), stride=(2, 1, 2), padding=(1, 2, 3), dilation=(1, 2, 1))
         self.b = torch.nn.Conv3d(8, 8, (3, 3, 3), padding=1, groups=2)
-        self.c = torch.nn.Conv3d(8, 6, (1, 3, 3), padding=(0, 1, 1))
-        self.d = torch.nn.Conv3d(6, 6, (3, 1, 1), padding=(1, 0, 0), stride=(2, 1, 1), dilation=(2, 1, 1))
+        self.c = torch.nn.Conv3d(8, 64, (1, 3, 3), padding=(0, 1, 1))
+        self.e = torch.nn.Conv3d(64, 16, (3, 1, 1), padding=(1, 0, 0))  # (a 192-step window)
+        self.d = torch.nn.Conv3d(16, 6, (3, 1, 1), padding=(1, 0, 0), stride=(2, 1, 1), dilation=(2, 1, 1))
 
     def forward(self, x):
-        return self.d(torch.relu(self.c(self.b(self.a(x)))))
+        return self.d(torch.relu(self.e(torch.relu(self.c(self.b(self.a(x)))))))
 
 
 def build_conv3d():

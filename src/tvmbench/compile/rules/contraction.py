@@ -54,6 +54,8 @@ INLINE_PAD_BYTES: int | None = None
 # regnet_y_400mf at batch 8 5 % in the models: no cap.
 SPARSE_WINDOW = 144
 SPARSE_FMAS_PER_INPUT = 160
+# ... and so does, whatever the window, a padding of axes outside the tile (``_pads_outside_tile``).
+OUTER_PADDING_INLINE = True
 # Where two candidate row axes are equally long (a grouped convolution's output rows and columns,
 # its group axis not being one: ``_row_axis``), the inner one (the columns) takes the rows: its
 # input rows are close in memory instead of whole image rows apart. Alone, RegNet's grouped 3x3
@@ -397,6 +399,7 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
             INLINE_PAD_BYTES is None or in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES
             or in_elems >= 3 * out_elems)
         sparse = found.window() <= SPARSE_WINDOW and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
+        sparse = sparse or (OUTER_PADDING_INLINE and _pads_outside_tile(found, info))
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
         if is_copy(sch.get(info.block_rv)) or ((short or sparse) and not einsum_padded):
             try:
@@ -405,6 +408,24 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
             except Exception:
                 pass
         schedule_injective_block(sch, info.block_rv, found.lanes)
+
+
+def _pads_outside_tile(found: Match, info: Any) -> bool:
+    """Whether a producer pads only axes of the input that neither the tile's rows nor its vectors
+    index (a temporal convolution's frames, ``passes/conv3d.py``): its bounds check then holds
+    for a whole tile and a whole tap of the reduction, where the copy is a pass over memory (S3D's
+    first temporal convolution: 70 MB padded by 6 of 22 frames)."""
+    block = found.sch.get(info.block_rv)
+    produced = block.writes[0].source
+    if len(block.reads) != 1 or len(block.reads[0].source.shape) != len(produced.shape) or found.m_axis is None:
+        return False
+    padded = [i for i, (a, b) in enumerate(zip(produced.shape, block.reads[0].source.shape, strict=True))
+              if as_int(a) != as_int(b)]
+    access = next((r for r in found.block.reads if r.source.same_as(produced)), None)
+    if not padded or access is None:
+        return False
+    tile_vars = [found.block.iter_vars[a].var for a in (found.m_axis, found.n_axis)]
+    return not any(uses(access.region[i].min, v) for i in padded for v in tile_vars)
 
 
 def fold_epilogue(found: Match) -> Any:
