@@ -1039,7 +1039,7 @@ def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(siz
 def _packed_conv_knobs(mcpu: str | None, map_hw: tuple[int, int], c_in: int, c_out: int, window: int = 1,
                       overrides: dict | None = None) -> tuple[dict, object]:
     """The knob values the contraction rule picks for a packed convolution (``window`` x
-    ``window``, padded to keep the map) on ``mcpu`` (None: this machine), and the function."""
+    ``window``, padded to keep the map) on ``mcpu`` (None: this machine), and the schedule."""
     from tvm import te
 
     from tvmbench.compile.knobs import knob_set
@@ -1053,8 +1053,8 @@ def _packed_conv_knobs(mcpu: str | None, map_hw: tuple[int, int], c_in: int, c_o
     func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [window // 2] * 4, [1, 1], "float32")])
     func = func.with_attr("global_symbol", "main")
     with knob_set(overrides) as seen:
-        pipeline.default_schedule(func, target)
-    return seen.values(), func
+        _, sch = pipeline.default_schedule(func, target)
+    return seen.values(), sch
 
 
 def _packed_conv_tile(mcpu: str, map_hw: tuple[int, int], c_in: int, c_out: int, window: int = 1) -> tuple[int, int]:
@@ -1103,18 +1103,14 @@ def test_a_window_whose_panel_outgrows_l2_under_short_row_tiles_is_swept_in_chan
     import torch
     import tvm
 
-    from tvmbench.compile.knobs import knob_set
-
     assert _packed_conv_knobs("skylake-avx512", (4, 4), 512, 64, 3)[0]["reduction_block"] == 256
     assert _packed_conv_knobs("skylake-avx512", (7, 7), 512, 64, 3)[0]["reduction_block"] == 512
     assert _packed_conv_knobs("skylake-avx512", (4, 4), 384, 128, 3)[0]["reduction_block"] == 384  # (884 KB)
     monkeypatch.setattr(contraction, "WINDOW_BLOCKS", 0)
     assert "reduction_block" not in _packed_conv_knobs("skylake-avx512", (4, 4), 512, 64, 3)[0]
     monkeypatch.undo()
-    values, func = _packed_conv_knobs(None, (4, 4), 512, 64, 3, {"reduction_block": 128})
+    values, sch = _packed_conv_knobs(None, (4, 4), 512, 64, 3, {"reduction_block": 128})
     assert values["reduction_block"] == 128
-    with TARGET.tvm(), knob_set({"reduction_block": 128}):
-        sch = Contraction().schedule(func, TARGET.tvm())
     lib = tvm.compile(sch.mod, TARGET.tvm())
     rng = np.random.default_rng(12)
     x, w = rng.standard_normal((1, 4, 4, 512), dtype="float32"), rng.standard_normal((3, 3, 512, 64), dtype="float32")
