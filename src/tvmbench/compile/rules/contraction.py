@@ -101,6 +101,16 @@ PANEL_L2_BYTES = 1 << 20
 # tokens in tiles of 6 rows over 264) runs after each tile, bounded to the real rows, instead of
 # as a second pass over the whole output (``write_back``).
 TILE_SLICES = True
+# ... and so does one over a slice of the vector axis, the output channels of a convolution
+# computed padded to whole vectors (``pack_weights``: mnasnet's 40 and 80 channels; RegNet's
+# groups of 56, 120 and 168, ``grouped_conv.py``), in vectors of the widest width of at least
+# CHANNEL_SLICE_LANES that divides the slice: the predicate then holds per vector, not per lane.
+# The padded output was written whole, then read back by a pass of its own. Alone (Zen 5,
+# ``kernels_alone.py``): mobilenet_v3_large's 1x1 convolutions 5-18 % faster, mnasnet1_0's
+# 24 -> 80 over 56x56 46 -> 34 us. Such a tile's reduction is not unrolled whole
+# (``tile_loops``): LLVM then kept all 168 broadcasts of that convolution on the stack (88 us).
+CHANNEL_SLICES = True
+CHANNEL_SLICE_LANES = 8
 # When the operands that do not depend on the row axis (a convolution's weights, the second
 # operand of a matmul) are at most this large, the tiles run spatial-outer with the output-channel
 # tiles inner: the weights stay in L2 and the input is read once, instead of once per channel tile
@@ -264,8 +274,9 @@ class Contraction(Rule):
         tile = choose_tile(found, target)
         if tile is None:
             return None
-        tile_loop, reduce_loops = tile_loops(found, tile)
-        write_back(found, tile, tile_loop, reduce_loops, epilogue)
+        sliced = _slice_form(found, epilogue, tile.width)
+        tile_loop, reduce_loops = tile_loops(found, tile, sliced)
+        write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
         return found.sch
 
 
@@ -636,10 +647,11 @@ def _is_stem(found: Match, dot: bool, target: Any) -> bool:
                for r in found.block.reads)
 
 
-def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
+def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any, list[Any]]:
     """Split the vector and row axes into the register tile, order the tiles (``_tile_order``),
-    fuse them into one parallel loop, unroll the tile (and a short reduction), vectorise the
-    lanes. Returns the tile loop and the reduction loops."""
+    fuse them into one parallel loop, unroll the tile (and a short reduction, but not before an
+    epilogue over a slice of the channels: ``_slice_form``), vectorise the lanes. Returns the
+    tile loop and the reduction loops."""
     sch, kinds, m_axis = found.sch, found.kinds, found.m_axis
     loops = sch.get_loops(found.main.block_rv)
     n_outer, n_vec_i, n_lane = sch.split(loops[found.n_axis], factors=[None, tile.vectors, tile.width])
@@ -670,7 +682,7 @@ def tile_loops(found: Match, tile: Tile) -> tuple[Any, list[Any]]:
     tile_loop = sch.fuse(*batch_loops, *outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
-    unroll_window = found.window() <= UNROLL_REDUCTION
+    unroll_window = found.window() <= UNROLL_REDUCTION and sliced != "channels"
     if found.window() <= 2 * UNROLL_REDUCTION + 10:  # a 7x7 window is a knob too, not a 5x5x3
         unroll_window = knob("unroll_window", unroll_window, (False, True))
     for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
@@ -850,41 +862,60 @@ def _weights_fit(found: Match) -> bool:
     return bool(weight_bytes) and weight_bytes <= SPATIAL_OUTER_WEIGHT_BYTES
 
 
-def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any) -> None:
+def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any,
+               sliced: str | None) -> None:
     """Accumulate in a tile-sized buffer (promoted to registers by LLVM), written back once with
     the epilogue applied; the initialisation split off and vectorised.
 
     Only an epilogue over the whole output joins the write-back: TVM inlines a slice of it (the
     padding cut off a padded matmul) without bounding the write-back's loops. An epilogue over
-    the real rows of padded ones follows each tile instead, reading the accumulators, its rows
-    bounded by a predicate (``TILE_SLICES``); any other runs as its own loop nest after."""
+    a slice of the output follows each tile instead, reading the accumulators, bounded by a
+    predicate (``sliced``: ``_slice_form``); any other runs as its own loop nest after."""
     sch, width = found.sch, tile.width
     writeback = sch.cache_write(found.main.block_rv, 0, "global")
-    shape, out = buffer_shape(sch.get(epilogue).writes[0].source) if epilogue is not None else None, \
-        buffer_shape(found.out)
-    whole = shape == out
-    rows = epilogue is not None and not whole and TILE_SLICES and _row_slice(shape, out)
-    if epilogue is not None and whole:
+    if epilogue is not None and sliced is None and buffer_shape(sch.get(epilogue).writes[0].source) == \
+            buffer_shape(found.out):
         try:
             sch.reverse_compute_inline(epilogue)
         except Exception:
             schedule_injective_block(sch, epilogue, found.lanes)
+        epilogue = None
     sch.reverse_compute_at(writeback, tile_loop, preserve_unit_loops=True)
     _vectorize_last(sch, writeback, width)
-    if rows:
+    if sliced is not None:
         try:
             sch.reverse_compute_at(epilogue, tile_loop, preserve_unit_loops=True)
-            _vectorize_last(sch, epilogue, width)
+            shape = buffer_shape(sch.get(epilogue).writes[0].source)
+            _vectorize_last(sch, epilogue, width if sliced == "rows" else vector_width(shape[-1], width))
             sch.compute_inline(writeback)
+            epilogue = None
         except Exception:
-            rows = False
-    if epilogue is not None and not whole and not rows:
+            pass
+    if epilogue is not None:
         schedule_injective_block(sch, epilogue, found.lanes)
     if reduce_loops:
         init = sch.decompose_reduction(found.main.block_rv, reduce_loops[0])
         init_loops = sch.get_loops(init)
         if width > 1 and init_loops:
             sch.vectorize(init_loops[-1])
+
+
+def _slice_form(found: Match, epilogue: Any, width: int) -> str | None:
+    """Whether the epilogue, where it covers a slice of the output (not all of it), runs after
+    each tile: ``"rows"`` for a slice of the rows (TILE_SLICES), ``"channels"`` for one of the
+    vector axis (CHANNEL_SLICES) that vectors of 8 lanes or more divide, else None (a pass of
+    its own, or the epilogue covers the whole output)."""
+    if epilogue is None:
+        return None
+    shape, out = buffer_shape(found.sch.get(epilogue).writes[0].source), buffer_shape(found.out)
+    if shape == out:
+        return None
+    if TILE_SLICES and _row_slice(shape, out):
+        return "rows"
+    if (_row_slice(shape, out, vector_axis=True) and vector_width(shape[-1], width) >= CHANNEL_SLICE_LANES
+            and knob("channel_slices", CHANNEL_SLICES, (False, True))):
+        return "channels"
+    return None
 
 
 def _vectorize_last(sch: Any, block: Any, width: int) -> None:
@@ -895,10 +926,12 @@ def _vectorize_last(sch: Any, block: Any, width: int) -> None:
         sch.vectorize(vec)
 
 
-def _row_slice(shape: Any, out: Any) -> bool:
+def _row_slice(shape: Any, out: Any, vector_axis: bool = False) -> bool:
     """Whether an epilogue of ``shape`` can follow the tiles of an output of shape ``out``: it
     is no larger along any axis (a slice: each of its elements reads one of the output's, so the
     tiles cover it; a pad's border, which reads none, would be left unwritten) and keeps the
-    vector axis whole (a predicate there would not vectorise)."""
-    return (shape is not None and out is not None and len(shape) == len(out) and shape[-1] == out[-1]
+    vector axis whole unless ``vector_axis`` (its predicate then holds per vector only where
+    the epilogue's vectors divide it: ``_slice_form``)."""
+    return (shape is not None and out is not None and len(shape) == len(out)
+            and (vector_axis or shape[-1] == out[-1])
             and all(a is not None and b is not None and a <= b for a, b in zip(shape, out, strict=True)))
