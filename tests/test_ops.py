@@ -237,6 +237,9 @@ def test_explain_against_onnxruntime_accounts_for_each_frameworks_time(tmp_path,
     # layer by layer: the two dense layers paired in order, fc1 with the kernel that fused its ReLU
     pairs = {("fc1" in r["peer_layer"], "relu" in r["tvm_kernel"]) for r in doc["layers"]}
     assert pairs == {(True, True), (False, False)} and not doc["unmatched"], doc["layers"]
+    # ONNX Runtime's fused Gemm lists its input and bias, not its prepacked weight: K x N all the same
+    assert {op["weight_elements"] for op in doc["frameworks"]["onnxruntime"]["ops"]
+            if op["kind"] == "matmul"} == {256 * 512}
     printed = capsys.readouterr().out
     assert "TVM vs onnxruntime by" in printed and "onnxruntime: end to end" in printed
 
@@ -245,6 +248,28 @@ def test_explain_rejects_a_peer_it_cannot_profile(capsys):
     with pytest.raises(SystemExit) as exit_:
         main(["explain", "--model", MLP, "--vs", "tensorrt", "--target", "llvm"])
     assert exit_.value.code == 2 and "invalid choice" in capsys.readouterr().err
+
+
+def test_a_matmuls_weights_are_k_by_n_however_a_framework_lists_them():
+    """ViT's fc2 (3072 -> 768) and its projections (768 -> 768) give outputs of one size; told
+    apart by their weights, which ONNX Runtime's fused Gemm does not list (its inputs: the
+    activation and the bias) and TVM packs in blocks of columns: both are K x N. Before, the bias
+    stood for the weight and explain paired TVM's fc2 with ONNX Runtime's attention matmuls."""
+    from tvmbench.backends.base import OpTime, weight_elements
+
+    assert weight_elements("matmul", [[197, 3072], [768]], [197, 768]) == 3072 * 768  # (ORT: input, bias)
+    assert weight_elements("matmul", [[200, 3072], [24, 3072, 32], [768]], [1, 197, 768]) == 3072 * 768  # (TVM)
+    assert weight_elements("conv", [[1, 58, 58, 64], [2, 3, 3, 64, 32]], [1, 56, 56, 64]) == 2 * 9 * 64 * 32
+    assert weight_elements("matmul", [], [1, 768]) is None and weight_elements("conv", [[1, 8]], None) is None
+    # TVM's attention kernel (K x N = 64 x 64) has fc2's output size: it pairs with no dense layer
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    ours = [OpTime("fused_attention", "attention", "matmul", 0.4, 0, 151296, 64 * 64),
+            OpTime("fused_matmul_packed2_add", "dense", "matmul", 1.9, 1, 151296, 3072 * 768)]
+    theirs = [OpTime("/mlp/fc2/MatMul", "FullyConnected", "matmul", 2.0, 0, 151296, 3072 * 768)]
+    result = match_layers(Breakdown("tvm", 2.3, [], ours), Breakdown("openvino", 2.0, theirs))
+    assert [(r["tvm_kernel"], r["peer_layer"]) for r in result["layers"]] == [("fused_matmul_packed2_add", "/mlp/fc2/MatMul")]
+    assert "1 of TVM's 2 matmul kernels" in result["unmatched"]["matmul"]
 
 
 def test_layers_pair_by_output_and_weight_size_even_when_the_frameworks_order_branches_differently():

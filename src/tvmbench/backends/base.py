@@ -36,7 +36,23 @@ class OpTime:
     ms: float
     order: int | None = None  # position of its first run in one inference; None: the profiler gives none
     out_elements: int | None = None  # elements of its (first) output, where the profiler says
-    weight_elements: int | None = None  # elements of its second input (a layer's weights), where known
+    weight_elements: int | None = None  # its weights' elements, where known (``weight_elements``)
+
+
+def weight_elements(kind: str, shapes_in: list[Any], shape_out: Any) -> int | None:
+    """The elements of a layer's weights, by which ``tvmbench explain`` tells apart layers of
+    equal output size: a matmul's ``K x N`` (its first input's last axis by its output's), the
+    same whether a framework lists the weight as an input or not (ONNX Runtime's fused Gemm lists
+    its input and bias only, its weight prepacked), transposed it or packed it (TVM's blocks of
+    columns); another layer's second input (a convolution's kernel). None where unknown."""
+    import math
+
+    try:
+        if kind == "matmul":
+            return int(shapes_in[0][-1]) * int(shape_out[-1])
+        return math.prod(int(d) for d in shapes_in[1])
+    except (IndexError, TypeError, ValueError):
+        return None
 
 
 @dataclass(frozen=True)

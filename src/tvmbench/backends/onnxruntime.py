@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, OpTime, inputs_by_name
+from tvmbench.backends.base import Backend, OpTime, inputs_by_name, weight_elements
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -122,8 +122,11 @@ class OnnxRuntimeBackend(Backend):
                 node = e["name"].removesuffix("_kernel_time")
                 times.setdefault(node, []).append(float(e["dur"]) / 1e3)
                 types[node] = e.get("args", {}).get("op_name", "?")
-                elements.setdefault(node, _elements(e.get("args", {}), "output_type_shape", 0))
-                weights.setdefault(node, _elements(e.get("args", {}), "input_type_shape", 1))
+                args = e.get("args", {})
+                elements.setdefault(node, _elements(args, "output_type_shape", 0))
+                weights.setdefault(node, weight_elements(_KINDS.get(types[node], "elementwise"),
+                                                         _shapes(args, "input_type_shape"),
+                                                         (_shapes(args, "output_type_shape") or [None])[0]))
         return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order,
                        elements[node], weights[node]) for order, (node, t) in enumerate(times.items())]
 
@@ -141,13 +144,19 @@ class OnnxRuntimeBackend(Backend):
         self.session = None
 
 
+def _shapes(args: dict[str, Any], key: str) -> list[Any]:
+    """A profiled node's input or output shapes (``input_type_shape``: ``[{"float": [1, 64]}]``)."""
+    try:
+        return [next(iter(shape.values())) for shape in args.get(key) or []]
+    except (AttributeError, StopIteration):
+        return []
+
+
 def _elements(args: dict[str, Any], key: str, index: int) -> int | None:
-    """Elements of a profiled node's ``index``-th output or input (``output_type_shape``:
-    ``[{"float": [1, 64]}]``), else None."""
+    """Elements of a profiled node's ``index``-th output or input, else None."""
     import math
 
-    shapes = args.get(key) or []
     try:
-        return math.prod(next(iter(shapes[index].values())))
-    except (IndexError, AttributeError, StopIteration, TypeError):
+        return math.prod(_shapes(args, key)[index])
+    except (IndexError, TypeError):
         return None

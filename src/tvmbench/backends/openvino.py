@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions, OpTime, inputs_by_name
+from tvmbench.backends.base import Backend, BackendOptions, OpTime, inputs_by_name, weight_elements
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -104,6 +104,7 @@ class OpenVINOBackend(Backend):
     def op_profile(self, runs: int) -> list[OpTime]:
         """OpenVINO's per-node performance counters (the model compiled again with PERF_COUNT):
         per executed node, the median of its real time over the runs."""
+        import math
         import statistics
 
         import openvino as ov
@@ -121,9 +122,15 @@ class OpenVINOBackend(Backend):
                     continue
                 times.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
                 types[info.node_name] = info.node_type
-        shapes = _runtime_elements(compiled)
-        return [OpTime(node, types[node], _KINDS.get(types[node], "elementwise"), statistics.median(t), order,
-                       *shapes.get(node, (None, None))) for order, (node, t) in enumerate(times.items())]
+        shapes = _runtime_shapes(compiled)
+
+        def op(order: int, node: str, t: list[float]) -> OpTime:
+            kind = _KINDS.get(types[node], "elementwise")
+            inputs, out = shapes.get(node, ([], None))
+            return OpTime(node, types[node], kind, statistics.median(t), order,
+                          math.prod(out) if out is not None else None, weight_elements(kind, inputs, out))
+
+        return [op(order, node, t) for order, (node, t) in enumerate(times.items())]
 
     def run(self) -> None:
         self.request.infer()
@@ -141,20 +148,18 @@ class OpenVINOBackend(Backend):
         self.compiled = None
 
 
-def _runtime_elements(compiled: Any) -> dict[str, tuple[int | None, int | None]]:
+def _runtime_shapes(compiled: Any) -> dict[str, tuple[list[Any], Any]]:
     """Per executed node of the compiled model (its runtime graph, whose names are the profiling
-    counters' names): elements of its first output and of its second input (a layer's weights)."""
-    import math
+    counters' names): the shapes of its first two inputs and of its first output (None where
+    dynamic)."""
 
-    def elements(shape: Any) -> int | None:
+    def shape(partial: Any) -> list[int] | None:
         try:
-            return math.prod(int(d) for d in shape.to_shape())
+            return [int(d) for d in partial.to_shape()]
         except Exception:  # a dynamic dimension
             return None
 
-    out: dict[str, tuple[int | None, int | None]] = {}
-    for op in compiled.get_runtime_model().get_ordered_ops():
-        first = elements(op.get_output_partial_shape(0)) if op.get_output_size() else None
-        second = elements(op.input_value(1).get_partial_shape()) if op.get_input_size() > 1 else None
-        out[op.get_friendly_name()] = (first, second)
-    return out
+    return {op.get_friendly_name(): ([shape(op.input_value(i).get_partial_shape())
+                                      for i in range(min(op.get_input_size(), 2))],
+                                     shape(op.get_output_partial_shape(0)) if op.get_output_size() else None)
+            for op in compiled.get_runtime_model().get_ordered_ops()}

@@ -13,11 +13,12 @@ printed as such, so a reader can tell how far the breakdown can be trusted.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tvmbench.backends.base import OP_KINDS, BackendConfig, OpTime
+from tvmbench.backends.base import OP_KINDS, BackendConfig, OpTime, weight_elements
 from tvmbench.models import ModelOptions
 
 PEERS = ("onnxruntime", "openvino", "pytorch", "torch_compile")
@@ -121,7 +122,9 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
         return math.prod(args[index]["shape"]) if len(args) > index else None
 
     per_call = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(run[i][1] for run in sequence) * 1e3,
-                       order, elements(feats[name]["outputs"], 0), elements(feats[name]["inputs"], 1))
+                       order, elements(feats[name]["outputs"], 0),
+                       weight_elements(kinds[name], [a["shape"] for a in feats[name]["inputs"]],
+                                       feats[name]["outputs"][0]["shape"] if feats[name]["outputs"] else None))
                 for order, (i, name) in enumerate(in_order)]
     say("the machine's roofline")
     peak, bandwidth = measure_compute_peak(job.backend.threads), measure_bandwidth(job.backend.threads)
@@ -180,24 +183,31 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
                     "tvm_loss_ms": a.ms - b.ms} for a, b in pairs]
         if left[0] or left[1]:
             unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
-                               f"{len(theirs)} {kind} layers have no partner of the same output size")
+                               f"{len(theirs)} {kind} layers have no partner of the same output size and near weight size")
     return {"layers": sorted(layers, key=lambda r: -r["tvm_loss_ms"]), "unmatched": unmatched}
+
+
+# Layers whose weights differ by more than this factor are not one layer (TVM's Winograd product
+# holds 4x a 3x3 convolution's weights, packed ones a few padded channels more): ViT's attention,
+# one kernel in TVM and a fused subgraph OpenVINO does not call a matmul, has an fc2's output size.
+MAX_WEIGHT_RATIO = 8
+MAX_WEIGHT_DISTANCE = math.log(MAX_WEIGHT_RATIO)
+UNKNOWN_DISTANCE = MAX_WEIGHT_DISTANCE  # (unknown weights pair, after every known near one)
 
 
 def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
     """Each of ``ours`` (in execution order) with the free one of ``theirs`` of equal output size
-    and nearest weight size, earliest first; and how many of each side were left over."""
-    import math
-
+    and nearest weight size (within MAX_WEIGHT_RATIO where both are known), earliest first; and
+    how many of each side were left over."""
     def distance(a: OpTime, b: OpTime) -> float:
         if not a.weight_elements or not b.weight_elements:
-            return math.inf
+            return UNKNOWN_DISTANCE
         return abs(math.log(a.weight_elements / b.weight_elements))
 
     free = list(theirs)
     pairs = []
     for a in ours:
-        candidates = [b for b in free if b.out_elements == a.out_elements]
+        candidates = [b for b in free if b.out_elements == a.out_elements and distance(a, b) <= MAX_WEIGHT_DISTANCE]
         if not candidates:
             continue
         best = min(candidates, key=lambda b: (distance(a, b), free.index(b)))
