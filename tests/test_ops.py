@@ -294,3 +294,28 @@ def test_layers_pair_by_output_and_weight_size_even_when_the_frameworks_order_br
     no_shapes = [OpTime(op.layer, op.op_type, op.kind, op.ms, op.order) for op in peer_ops]
     assert "no output shapes" in match_layers(Breakdown("tvm", 2.0, [], tvm_calls),
                                               Breakdown("openvino", 2.1, no_shapes))["unmatched"]["conv"]
+
+
+def test_an_openvino_primitive_that_fused_an_attention_is_a_matmul():
+    """OpenVINO runs ViT's attention as one ``Subgraph`` primitive (its snippets), which read as
+    elementwise work; its kind now comes from the layers it fused (their types in the source
+    model): a matmul, as TVM's attention kernel. A subgraph of elementwise layers stays
+    elementwise, and a primitive that fused one layer keeps its own type's kind. (The runtime
+    graph is faked: which layers OpenVINO fuses depends on its version and the CPU.)"""
+    from types import SimpleNamespace
+
+    from tvmbench.backends.openvino import _fused_kinds
+
+    def op(name, kind, fused=None):
+        return SimpleNamespace(get_friendly_name=lambda: name, get_type_name=lambda: kind,
+                               get_rt_info=lambda: {} if fused is None else {"originalLayersNames": fused})
+
+    source = SimpleNamespace(get_ordered_ops=lambda: [
+        op("/attn/MatMul", "MatMul"), op("/attn/Softmax", "Softmax"), op("/attn/MatMul_1", "MatMul"),
+        op("/attn/Transpose_3", "Transpose"), op("/mlp/Add", "Add"), op("/mlp/Mul", "Multiply")])
+    runtime = [op("/attn/Transpose_3", "Subgraph", SimpleNamespace(  # (OpenVINO's OVAny, a trailing comma)
+                   value="/attn/MatMul,/attn/Softmax,/attn/MatMul_1,/attn/Transpose_3,")),
+               op("/mlp/Mul", "Subgraph", "/mlp/Add,/mlp/Mul"), op("/attn/Softmax", "Softmax", "/attn/Softmax"),
+               op("Reorder_12", "Reorder")]
+    compiled = SimpleNamespace(get_runtime_model=lambda: SimpleNamespace(get_ordered_ops=lambda: runtime))
+    assert _fused_kinds(compiled, source) == {"/attn/Transpose_3": "matmul", "/mlp/Mul": "elementwise"}

@@ -38,6 +38,10 @@ _KINDS = {
                      "Unsqueeze", "Pad", "Broadcast", "ShapeOf", "Convert", "VariadicSplit", "Slice"), "layout"),
 }
 _NOT_KERNELS = ("Parameter", "Result", "Constant")
+# A fused primitive (``Subgraph``: OpenVINO's snippets, e.g. a whole attention) is of the kind
+# of the first of these among the layers it fused: ViT's attention is one Subgraph that read as
+# elementwise work, leaving TVM's attention kernel (a matmul) without a counterpart.
+_FUSED_KIND_ORDER = ("matmul", "conv", "softmax", "norm", "pool", "layout")
 
 
 @dataclass(frozen=True)
@@ -122,10 +126,10 @@ class OpenVINOBackend(Backend):
                     continue
                 times.setdefault(info.node_name, []).append(info.real_time.total_seconds() * 1e3)
                 types[info.node_name] = info.node_type
-        shapes = _runtime_shapes(compiled)
+        shapes, fused = _runtime_shapes(compiled), _fused_kinds(compiled, self._ov_model)
 
         def op(order: int, node: str, t: list[float]) -> OpTime:
-            kind = _KINDS.get(types[node], "elementwise")
+            kind = _KINDS.get(types[node]) or fused.get(node, "elementwise")
             inputs, out = shapes.get(node, ([], None))
             return OpTime(node, types[node], kind, statistics.median(t), order,
                           math.prod(out) if out is not None else None, weight_elements(kind, inputs, out))
@@ -146,6 +150,24 @@ class OpenVINOBackend(Backend):
     def close(self) -> None:
         self.request = None
         self.compiled = None
+
+
+def _fused_kinds(compiled: Any, source: Any) -> dict[str, str]:
+    """Per executed node that fused several of the source model's layers: the kind of the layers
+    it fused (``originalLayersNames`` of its runtime info, their types in the source model),
+    the first of _FUSED_KIND_ORDER found among them."""
+    types = {op.get_friendly_name(): op.get_type_name() for op in source.get_ordered_ops()}
+    kinds: dict[str, str] = {}
+    for op in compiled.get_runtime_model().get_ordered_ops():
+        try:
+            value = op.get_rt_info()["originalLayersNames"]
+        except Exception:  # (no such entry)
+            continue
+        names = [n.strip() for n in str(getattr(value, "value", value)).split(",") if n.strip()]  # (an OVAny)
+        found = {_KINDS.get(types.get(name, ""), "elementwise") for name in names}
+        if len(names) > 1:
+            kinds[op.get_friendly_name()] = next((k for k in _FUSED_KIND_ORDER if k in found), "elementwise")
+    return kinds
 
 
 def _runtime_shapes(compiled: Any) -> dict[str, tuple[list[Any], Any]]:
