@@ -319,3 +319,34 @@ def test_an_openvino_primitive_that_fused_an_attention_is_a_matmul():
                op("Reorder_12", "Reorder")]
     compiled = SimpleNamespace(get_runtime_model=lambda: SimpleNamespace(get_ordered_ops=lambda: runtime))
     assert _fused_kinds(compiled, source) == {"/attn/Transpose_3": "matmul", "/mlp/Mul": "elementwise"}
+
+
+def test_paired_layers_are_summed_over_a_models_repeated_blocks(capsys):
+    """A transformer's twelve fc1 layers pair one by one with TVM's one fc1 kernel; explain also
+    sums them into one row per kernel and layer pattern (the block's index left out: stages and
+    ops within a block, MatMul and MatMul_1, stay apart), with how many blocks, and prints it."""
+    from rich.console import Console
+
+    from tvmbench.backends.base import OpTime
+    from tvmbench.cli.explain import print_explain
+    from tvmbench.profiling.explain import Breakdown, block_pattern, match_layers
+
+    assert block_pattern("/layer2/layer2.3/conv1/Conv") == "/layer2/layer2.*/conv1/Conv"
+    assert block_pattern("/encoder/layer.11/attention/MatMul_1") == "/encoder/layer.*/attention/MatMul_1"
+    ours, theirs = [], []
+    for i in range(3):
+        ours += [OpTime("fused_dense_gelu", "dense", "matmul", 2.0, 2 * i, 100, 4096),
+                 OpTime("fused_dense_add", "dense", "matmul", 1.0, 2 * i + 1, 50, 4096)]
+        theirs += [OpTime(f"/encoder/layer.{i}/fc1/MatMul", "Gemm", "matmul", 2.5, 2 * i, 100, 4096),
+                   OpTime(f"/encoder/layer.{i}/fc2/MatMul", "Gemm", "matmul", 0.9, 2 * i + 1, 50, 4096)]
+    result = match_layers(Breakdown("tvm", 9.0, [], ours), Breakdown("onnxruntime", 10.2, theirs))
+    assert len(result["layers"]) == 6
+    rows = [(r["tvm_kernel"], r["peer_layer"], r["count"], round(r["tvm_loss_ms"], 6)) for r in result["repeated"]]
+    assert rows == [("fused_dense_add", "/encoder/layer.*/fc2/MatMul", 3, 0.3),
+                    ("fused_dense_gelu", "/encoder/layer.*/fc1/MatMul", 3, -1.5)]
+    console = Console(width=200, record=True)
+    frameworks = {fw: {"end_to_end_ms": ms, "explained_ms": ms, "ops": []} for fw, ms in (("tvm", 9.0), ("onnxruntime", 10.2))}
+    doc = {"model": "m", "vs": "onnxruntime", "threads": 2, "kinds": [], "frameworks": frameworks, **result}
+    print_explain(doc, console, top=5)
+    printed = console.export_text()
+    assert "repeated blocks" in printed and "/encoder/layer.*/fc1/MatMul" in printed

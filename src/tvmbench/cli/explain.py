@@ -96,5 +96,13 @@ def _print_layers(doc: dict[str, Any], console: Any, top: int) -> None:
             table.add_row(r["kind"], r["tvm_kernel"][:40], r["peer_layer"][:50], f"{r['tvm_ms']:.3f}",
                           f"{r['peer_ms']:.3f}", _loss(r["tvm_loss_ms"]))
         console.print(table)
+    if doc.get("repeated"):
+        table = Table(title="the same layers summed over the model's repeated blocks: TVM's largest losses")
+        for col in ("kind", "TVM kernel", f"{vs} layers", "blocks", "TVM", vs, "TVM loses by"):
+            table.add_column(col, justify="left" if col in ("kind", "TVM kernel", f"{vs} layers") else "right")
+        for r in doc["repeated"][:top]:
+            table.add_row(r["kind"], r["tvm_kernel"][:40], r["peer_layer"][-50:], str(r["count"]),
+                          f"{r['tvm_ms']:.3f}", f"{r['peer_ms']:.3f}", _loss(r["tvm_loss_ms"]))
+        console.print(table)
     for kind, reason in doc.get("unmatched", {}).items():
         console.print(f"{kind} layers not paired: {reason}", soft_wrap=True)

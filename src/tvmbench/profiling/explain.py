@@ -167,7 +167,9 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
     residual block's branches in different orders still pair each branch with itself, since the
     branches' weights differ. What finds no partner is counted in ``unmatched`` with the reason.
     A Winograd layer's TVM time is its product kernel only (see ``_layers``). Returns
-    ``{"layers": [...], "unmatched": {kind: reason}}``, layers by TVM's loss, largest first."""
+    ``{"layers": [...], "repeated": [...], "unmatched": {kind: reason}}``, layers by TVM's loss,
+    largest first; ``repeated``: the same layers summed over a model's repeated blocks
+    (``repeated_layers``)."""
     layers: list[dict[str, Any]] = []
     unmatched: dict[str, str] = {}
     for kind in MATCHED_KINDS:
@@ -184,7 +186,33 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
         if left[0] or left[1]:
             unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
                                f"{len(theirs)} {kind} layers have no partner of the same output size and near weight size")
-    return {"layers": sorted(layers, key=lambda r: -r["tvm_loss_ms"]), "unmatched": unmatched}
+    layers.sort(key=lambda r: -r["tvm_loss_ms"])
+    return {"layers": layers, "repeated": repeated_layers(layers), "unmatched": unmatched}
+
+
+def block_pattern(layer: str) -> str:
+    """A layer's name with its repeated block's index left out: ``/encoder/layer.5/attention/
+    query/MatMul`` -> ``/encoder/layer.*/attention/query/MatMul``, ResNet's ``/layer1/layer1.2/
+    conv1/Conv`` -> ``/layer1/layer1.*/conv1/Conv`` (stages stay apart). Indices of ops within a
+    block (``MatMul_1``) are kept: they are different layers."""
+    import re
+
+    return re.sub(r"\.\d+(?=[/.]|$)", ".*", layer)
+
+
+def repeated_layers(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Paired layers summed over a model's repeated blocks: one row per TVM kernel and peer
+    layer pattern (``block_pattern``) that occurs more than once, with how many, by TVM's loss,
+    largest first. A transformer's twelve fc1 layers are one row instead of twelve."""
+    groups: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in layers:
+        key = (r["kind"], r["tvm_kernel"], block_pattern(r["peer_layer"]))
+        g = groups.setdefault(key, {"kind": key[0], "tvm_kernel": key[1], "peer_layer": key[2], "count": 0,
+                                    "tvm_ms": 0.0, "peer_ms": 0.0, "tvm_loss_ms": 0.0})
+        g["count"] += 1
+        for k in ("tvm_ms", "peer_ms", "tvm_loss_ms"):
+            g[k] += r[k]
+    return sorted((g for g in groups.values() if g["count"] > 1), key=lambda g: -g["tvm_loss_ms"])
 
 
 # Layers whose weights differ by more than this factor are not one layer (TVM's Winograd product
