@@ -350,3 +350,29 @@ def test_paired_layers_are_summed_over_a_models_repeated_blocks(capsys):
     print_explain(doc, console, top=5)
     printed = console.export_text()
     assert "repeated blocks" in printed and "/encoder/layer.*/fc1/MatMul" in printed
+
+
+def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transforms_time():
+    """A Winograd product's output is in the transformed domain (ResNet-50's 14x14x256 layer as
+    16 x 49 x 256: the size of a 1x1 convolution's 14x14x1024 output, which it paired with); it
+    now pairs by the output of the transform that reads it and 9/16 of its weights, and its time
+    includes its input and output transforms, each transform counted once (one that fused a
+    layer's output transform with the next one's input transform stays with the first)."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import _shapes_as_layer, with_winograd_transforms
+
+    def kernel(kind, inputs, outputs):
+        return {"kind": kind, "inputs": [{"shape": s} for s in inputs], "outputs": [{"shape": s} for s in outputs]}
+
+    t = [16, 49, 256]
+    feats = {"input": kernel("winograd transform", [[1, 14, 14, 256]], [t]),
+             "product": kernel("conv2d winograd", [t, [16, 8, 256, 32]], [t]),
+             "output_input": kernel("winograd transform", [t, [1, 1, 1, 256]], [[1, 14, 14, 256], t]),
+             "product_b": kernel("conv2d winograd", [t, [16, 8, 256, 32]], [t]),
+             "output": kernel("winograd transform", [t], [[1, 14, 14, 256]])}
+    names = list(feats)
+    assert _shapes_as_layer(feats, names, 1) == (14 * 14 * 256, 9 * 256 * 256)
+    calls = [OpTime(n, feats[n]["kind"], "conv", ms, i) for i, (n, ms) in
+             enumerate(zip(names, [0.1, 1.0, 0.2, 1.0, 0.3], strict=True))]
+    times = {c.layer: round(c.ms, 6) for c in with_winograd_transforms(calls, feats)}
+    assert times == {"input": 0.1, "product": 1.3, "output_input": 0.2, "product_b": 1.3, "output": 0.3}
