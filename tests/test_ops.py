@@ -376,3 +376,30 @@ def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transfor
              enumerate(zip(names, [0.1, 1.0, 0.2, 1.0, 0.3], strict=True))]
     times = {c.layer: round(c.ms, 6) for c in with_winograd_transforms(calls, feats)}
     assert times == {"input": 0.1, "product": 1.3, "output_input": 0.2, "product_b": 1.3, "output": 0.3}
+
+
+def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neighbours_partners():
+    """MobileNetV2's expansion and depthwise convolutions run as one TVM kernel, which writes only
+    the depthwise output: by shape it had paired with another block's projection. It now pairs
+    with the peer's layers that run between the partners of the kernels around it, its peer time
+    their sum; so does a joined attention (ONNX Runtime: its two matmuls)."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    def tvm(name, order, out, w):
+        return OpTime(name, "conv2d", "conv", 1.0, order, out, w)
+
+    ours = [tvm("fused_conv2d_nhwc_packed_add", 0, 100, 10), tvm("fused_conv2d_nhwc_packed1_add_conv2d2_add", 1, 300, 20),
+            tvm("fused_conv2d_nhwc_packed2_add", 2, 100, 30), tvm("fused_conv2d_nhwc_packed3_add_conv2d4_add", 3, 300, 20),
+            tvm("fused_conv2d_nhwc_packed5_add", 4, 100, 30)]
+    names = ["stem", "b1/expand", "b1/dw", "b1/project", "b2/expand", "b2/dw", "b2/project"]
+    sizes = [(100, 10), (600, 20), (300, 5), (100, 30), (600, 20), (300, 5), (100, 30)]
+    theirs = [OpTime(n, "Conv", "conv", 0.4, i, *sizes[i]) for i, n in enumerate(names)]
+    result = match_layers(Breakdown("tvm", 5.0, [], ours), Breakdown("openvino", 2.8, theirs))
+    pairs = {r["tvm_kernel"]: (r["peer_layer"], round(r["peer_ms"], 6)) for r in result["layers"]}
+    assert pairs == {"fused_conv2d_nhwc_packed_add": ("stem", 0.4),
+                     "fused_conv2d_nhwc_packed1_add_conv2d2_add": ("b1/expand + b1/dw", 0.8),
+                     "fused_conv2d_nhwc_packed2_add": ("b1/project", 0.4),
+                     "fused_conv2d_nhwc_packed3_add_conv2d4_add": ("b2/expand + b2/dw", 0.8),
+                     "fused_conv2d_nhwc_packed5_add": ("b2/project", 0.4)}
+    assert not result["unmatched"]

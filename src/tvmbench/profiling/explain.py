@@ -160,8 +160,10 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
     the one whose weights are closest in size (TVM's packed, padded or Winograd-transformed
     weights are near, not equal), then the earliest in execution order. Two frameworks that run a
     residual block's branches in different orders still pair each branch with itself, since the
-    branches' weights differ. What finds no partner is counted in ``unmatched`` with the reason.
-    A Winograd layer's TVM time is its product kernel only (see ``_layers``). Returns
+    branches' weights differ. A kernel that joins several layers pairs with the peer's layers
+    between its neighbours' partners (``_pair_joined``), its peer time their sum. What finds no
+    partner is counted in ``unmatched`` with the reason. A Winograd layer's TVM time is its
+    product's and its transforms' (see ``_layers``). Returns
     ``{"layers": [...], "repeated": [...], "unmatched": {kind: reason}}``, layers by TVM's loss,
     largest first; ``repeated``: the same layers summed over a model's repeated blocks
     (``repeated_layers``)."""
@@ -175,9 +177,14 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
         if any(op.out_elements is None for op in theirs):
             unmatched[kind] = f"{peer.framework}'s profile gives no output shapes to recognise its layers by"
             continue
-        pairs, left = _pair_by_shape(ours, theirs)
-        layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": b.layer, "tvm_ms": a.ms, "peer_ms": b.ms,
-                    "tvm_loss_ms": a.ms - b.ms} for a, b in pairs]
+        single = [a for a in ours if not joins_layers(a)]
+        pairs, _ = _pair_by_shape(single, theirs)
+        pairs += _pair_joined([a for a in ours if joins_layers(a)], pairs, theirs)
+        layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": " + ".join(b.layer for b in bs),
+                    "tvm_ms": a.ms, "peer_ms": sum(b.ms for b in bs), "tvm_loss_ms": a.ms - sum(b.ms for b in bs)}
+                   for a, bs in ((a, b if isinstance(b, list) else [b]) for a, b in pairs)]
+        paired_peer = sum(len(b) if isinstance(b, list) else 1 for _, b in pairs)
+        left = (len(ours) - len(pairs), len(theirs) - paired_peer)
         if left[0] or left[1]:
             unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
                                f"{len(theirs)} {kind} layers have no partner of the same output size and near weight size")
@@ -216,6 +223,41 @@ def repeated_layers(layers: list[dict[str, Any]]) -> list[dict[str, Any]]:
 MAX_WEIGHT_RATIO = 8
 MAX_WEIGHT_DISTANCE = math.log(MAX_WEIGHT_RATIO)
 UNKNOWN_DISTANCE = MAX_WEIGHT_DISTANCE  # (unknown weights pair, after every known near one)
+
+
+def joined_layers(call: OpTime) -> int:
+    """How many of a model's layers of its kind a TVM kernel computes: its name lists the ops
+    fused in it, and two convolutions or more are layers joined (MobileNet's expansion and
+    depthwise convolution, ``rules/expand_window.py``); a joined attention holds two matmuls."""
+    convs = call.layer.count("conv2d")
+    return convs if convs >= 2 else 2 if "attention" in call.layer else 1
+
+
+def joins_layers(call: OpTime) -> bool:
+    """Whether a TVM kernel computes several layers (``joined_layers``)."""
+    return joined_layers(call) > 1
+
+
+def _pair_joined(joined: list[OpTime], pairs: list[tuple[OpTime, Any]],
+                 theirs: list[OpTime]) -> list[tuple[OpTime, list[OpTime]]]:
+    """Each kernel that joins several layers with the peer's layers it stands for: up to as many
+    as it joins (``joined_layers``), the first not yet paired that run between the partners of
+    the nearest paired kernels before and after it (execution order on both sides; joined
+    kernels in a row take theirs in turn). Their output sizes differ from the joined kernel's
+    (it writes only the last layer's output), so shapes cannot pair them; MobileNetV2's joined
+    blocks had each paired with the projection of another block."""
+    taken = {id(b) for _, b in pairs}
+    out: list[tuple[OpTime, list[OpTime]]] = []
+    for a in sorted(joined, key=lambda c: c.order or 0):
+        before = [b.order for t, b in pairs if (t.order or 0) < (a.order or 0) and b.order is not None]
+        after = [b.order for t, b in pairs if (t.order or 0) > (a.order or 0) and b.order is not None]
+        low, high = max(before, default=-1), min(after, default=float("inf"))
+        window = [b for b in theirs if id(b) not in taken and b.order is not None and low < b.order < high]
+        if window:
+            mine = window[:joined_layers(a)]
+            taken.update(id(b) for b in mine)
+            out.append((a, mine))
+    return out
 
 
 def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
