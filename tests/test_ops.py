@@ -382,7 +382,8 @@ def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neig
     """MobileNetV2's expansion and depthwise convolutions run as one TVM kernel, which writes only
     the depthwise output: by shape it had paired with another block's projection. It now pairs
     with the peer's layers that run between the partners of the kernels around it, its peer time
-    their sum; so does a joined attention (ONNX Runtime: its two matmuls)."""
+    their sum; so does a joined attention (ONNX Runtime: its two matmuls, the scores run before
+    the value projection, and the softmax between them, a layer of another kind)."""
     from tvmbench.backends.base import OpTime
     from tvmbench.profiling.explain import Breakdown, match_layers
 
@@ -402,4 +403,16 @@ def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neig
                      "fused_conv2d_nhwc_packed2_add": ("b1/project", 0.4),
                      "fused_conv2d_nhwc_packed3_add_conv2d4_add": ("b2/expand + b2/dw", 0.8),
                      "fused_conv2d_nhwc_packed5_add": ("b2/project", 0.4)}
+    assert not result["unmatched"]
+    # a joined attention: ONNX Runtime's scores before the value projection, its softmax its own kind
+    dense = [OpTime(f"fused_matmul_packed_{p}", "dense", "matmul", 0.5, i, 150, 590) for i, p in enumerate("qkv")]
+    ours = [*dense, OpTime("fused_attention1", "attention", "matmul", 0.4, 3, 150, 4),
+            OpTime("fused_matmul_packed_o", "dense", "matmul", 0.5, 4, 150, 590)]
+    theirs = [OpTime("q", "Gemm", "matmul", 0.5, 0, 150, 590), OpTime("k", "Gemm", "matmul", 0.5, 1, 150, 590),
+              OpTime("scores", "FusedMatMul", "matmul", 0.15, 2, 460, 12), OpTime("softmax", "Softmax", "softmax", 0.08, 3, 460),
+              OpTime("v", "Gemm", "matmul", 0.5, 4, 150, 590), OpTime("context", "MatMul", "matmul", 0.14, 5, 150, 150),
+              OpTime("o", "Gemm", "matmul", 0.5, 6, 150, 590)]
+    result = match_layers(Breakdown("tvm", 2.4, [], ours), Breakdown("onnxruntime", 2.4, theirs))
+    row = next(r for r in result["layers"] if r["tvm_kernel"] == "fused_attention1")
+    assert row["peer_layer"] == "scores + softmax + context" and round(row["peer_ms"], 6) == 0.37
     assert not result["unmatched"]

@@ -179,11 +179,12 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
             continue
         single = [a for a in ours if not joins_layers(a)]
         pairs, _ = _pair_by_shape(single, theirs)
-        pairs += _pair_joined([a for a in ours if joins_layers(a)], pairs, theirs)
+        pairs += [(a, _with_softmax(a, bs, peer.ops))
+                  for a, bs in _pair_joined([a for a in ours if joins_layers(a)], pairs, theirs)]
         layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": " + ".join(b.layer for b in bs),
                     "tvm_ms": a.ms, "peer_ms": sum(b.ms for b in bs), "tvm_loss_ms": a.ms - sum(b.ms for b in bs)}
                    for a, bs in ((a, b if isinstance(b, list) else [b]) for a, b in pairs)]
-        paired_peer = sum(len(b) if isinstance(b, list) else 1 for _, b in pairs)
+        paired_peer = sum(sum(op.kind == kind for op in b) if isinstance(b, list) else 1 for _, b in pairs)
         left = (len(ours) - len(pairs), len(theirs) - paired_peer)
         if left[0] or left[1]:
             unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
@@ -247,17 +248,35 @@ def _pair_joined(joined: list[OpTime], pairs: list[tuple[OpTime, Any]],
     (it writes only the last layer's output), so shapes cannot pair them; MobileNetV2's joined
     blocks had each paired with the projection of another block."""
     taken = {id(b) for _, b in pairs}
-    out: list[tuple[OpTime, list[OpTime]]] = []
+    found: list[tuple[OpTime, list[OpTime], float, float]] = []
     for a in sorted(joined, key=lambda c: c.order or 0):
         before = [b.order for t, b in pairs if (t.order or 0) < (a.order or 0) and b.order is not None]
         after = [b.order for t, b in pairs if (t.order or 0) > (a.order or 0) and b.order is not None]
         low, high = max(before, default=-1), min(after, default=float("inf"))
-        window = [b for b in theirs if id(b) not in taken and b.order is not None and low < b.order < high]
-        if window:
-            mine = window[:joined_layers(a)]
-            taken.update(id(b) for b in mine)
-            out.append((a, mine))
-    return out
+        mine = [b for b in theirs if id(b) not in taken and b.order is not None and low < b.order < high]
+        mine = mine[:joined_layers(a)]
+        taken.update(id(b) for b in mine)
+        found.append((a, mine, low, high))
+    # A layer the peer runs just outside that window (ONNX Runtime computes an attention's scores
+    # before the value projection, TVM after it) joins the nearest joined kernel that has room.
+    for b in theirs:
+        room = [f for f in found if len(f[1]) < joined_layers(f[0])]
+        if id(b) in taken or b.order is None or not room:
+            continue
+        nearest = min(room, key=lambda f: max(f[2] - b.order, b.order - f[3], 0))
+        nearest[1].append(b)
+        taken.add(id(b))
+    return [(a, sorted(mine, key=lambda b: b.order or 0)) for a, mine, _, _ in found if mine]
+
+
+def _with_softmax(kernel: OpTime, partners: list[OpTime], ops: list[OpTime]) -> list[OpTime]:
+    """A joined attention's partners with the peer's softmax between its two matmuls: TVM's
+    kernel computes the softmax too, and ONNX Runtime runs it as a layer of another kind."""
+    orders = [b.order for b in partners if b.order is not None]
+    if "attention" not in kernel.layer or len(orders) < 2:
+        return partners
+    between = [op for op in ops if op.kind == "softmax" and op.order is not None and min(orders) < op.order < max(orders)]
+    return sorted(partners + between, key=lambda b: b.order or 0)
 
 
 def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
