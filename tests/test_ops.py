@@ -416,3 +416,23 @@ def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neig
     row = next(r for r in result["layers"] if r["tvm_kernel"] == "fused_attention1")
     assert row["peer_layer"] == "scores + softmax + context" and round(row["peer_ms"], 6) == 0.37
     assert not result["unmatched"]
+
+
+def test_layers_of_equal_sizes_pair_by_their_place_in_the_model():
+    """MobileNetV2's 1x1 projection 144 -> 24 over 56x56 and its depthwise convolutions over
+    14x14x384 have equal outputs (75264) and weights (3456). The projection runs inside a joined
+    TVM kernel, so only the depthwise kernel is left to pair: it takes the peer's depthwise layer
+    at its own place in the model, not the earlier projection."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    ours = [OpTime("fused_conv2d_nhwc_packed3_add_conv2d3_add_conv2d_nhwc_packed4_add", "conv2d", "conv", 0.17, 0, 75264, 3456),
+            OpTime("fused_conv2d_nhwc_packed5_add", "conv2d", "conv", 0.05, 1, 50000, 100),
+            OpTime("fused_conv2d9_add_maximum", "conv2d", "conv", 0.008, 2, 75264, 3456)]
+    theirs = [OpTime(n, "Conv", "conv", ms, i, out, w) for i, (n, ms, out, w) in enumerate([
+        ("b3/expand", 0.05, 451584, 3456), ("b3/dw", 0.04, 451584, 1296), ("b3/project", 0.07, 75264, 3456),
+        ("b4/project", 0.05, 50000, 100), ("b7/dw", 0.009, 75264, 3456)])]
+    result = match_layers(Breakdown("tvm", 0.3, [], ours), Breakdown("openvino", 0.3, theirs))
+    pairs = {r["tvm_kernel"]: r["peer_layer"] for r in result["layers"]}
+    assert pairs["fused_conv2d9_add_maximum"] == "b7/dw"
+    assert pairs["fused_conv2d_nhwc_packed3_add_conv2d3_add_conv2d_nhwc_packed4_add"] == "b3/expand + b3/dw + b3/project"

@@ -281,20 +281,29 @@ def _with_softmax(kernel: OpTime, partners: list[OpTime], ops: list[OpTime]) -> 
 
 def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
     """Each of ``ours`` (in execution order) with the free one of ``theirs`` of equal output size
-    and nearest weight size (within MAX_WEIGHT_RATIO where both are known), earliest first; and
-    how many of each side were left over."""
+    and nearest weight size (within MAX_WEIGHT_RATIO where both are known; sizes within about
+    10 % count as equal), then nearest in relative position in the model (a depthwise convolution
+    over 14x14x384 has the output and the weights, 3456, of MobileNetV2's 1x1 projection from 144
+    to 24 channels over 56x56, a third of the model earlier), then earliest; and how many of each
+    side were left over."""
     def distance(a: OpTime, b: OpTime) -> float:
         if not a.weight_elements or not b.weight_elements:
             return UNKNOWN_DISTANCE
         return abs(math.log(a.weight_elements / b.weight_elements))
 
+    def position(ops: list[OpTime]) -> dict[int, float]:
+        last = max((op.order for op in ops if op.order is not None), default=0) or 1
+        return {id(op): (op.order or 0) / last for op in ops}
+
+    where = {**position(ours), **position(theirs)}
     free = list(theirs)
     pairs = []
     for a in ours:
         candidates = [b for b in free if b.out_elements == a.out_elements and distance(a, b) <= MAX_WEIGHT_DISTANCE]
         if not candidates:
             continue
-        best = min(candidates, key=lambda b: (distance(a, b), free.index(b)))
+        best = min(candidates, key=lambda b: (round(distance(a, b), 1), abs(where[id(a)] - where[id(b)]),
+                                              free.index(b)))
         free.remove(best)
         pairs.append((a, best))
     return pairs, (len(ours) - len(pairs), len(free))
