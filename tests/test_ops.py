@@ -357,7 +357,8 @@ def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transfor
     16 x 49 x 256: the size of a 1x1 convolution's 14x14x1024 output, which it paired with); it
     now pairs by the output of the transform that reads it and 9/16 of its weights, and its time
     includes its input and output transforms, each transform counted once (one that fused a
-    layer's output transform with the next one's input transform stays with the first)."""
+    layer's output transform with the next one's input transform stays with the first). A
+    transform writing several branches' concatenation gives each its own pixels x channels."""
     from tvmbench.backends.base import OpTime
     from tvmbench.profiling.explain import _shapes_as_layer, with_winograd_transforms
 
@@ -376,6 +377,12 @@ def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transfor
              enumerate(zip(names, [0.1, 1.0, 0.2, 1.0, 0.3], strict=True))]
     times = {c.layer: round(c.ms, 6) for c in with_winograd_transforms(calls, feats)}
     assert times == {"input": 0.1, "product": 1.3, "output_input": 0.2, "product_b": 1.3, "output": 0.3}
+    # an output transform that writes two branches' concatenation (GoogLeNet): the layer's own pixels x channels
+    feats = {"branch_a": kernel("conv2d winograd", [t, [16, 8, 256, 32]], [t]),
+             "branch_b": kernel("conv2d winograd", [[16, 49, 128], [16, 4, 256, 32]], [[16, 49, 128]]),
+             "concat": kernel("winograd transform", [t, [16, 49, 128]], [[1, 14, 14, 384]])}
+    assert _shapes_as_layer(feats, list(feats), 1) == (14 * 14 * 128, 9 * 128 * 256)
+    assert _shapes_as_layer(feats, list(feats), 0)[0] == 14 * 14 * 256
 
 
 def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neighbours_partners():

@@ -314,16 +314,19 @@ def _shapes_as_layer(feats: dict[str, dict[str, Any]], names: list[str], at: int
     to pair with a peer's. A Winograd product's output is in the transformed domain ([alpha^2,
     tiles, C]: ResNet-50's 14x14x256 convolution as 16 x 49 x 256, the size of a 1x1 convolution's
     14x14x1024 output) and so are its weights (alpha^2 / 9 times a 3x3 kernel's): its output is
-    the next output transform's that reads it, its weights 9 / alpha^2 of its own."""
+    the pixels of the next output transform's that reads it by its own channels, its weights
+    9 / alpha^2 of its own."""
     f = feats[names[at]]
     out = f["outputs"][0]["shape"] if f["outputs"] else None
     weights = weight_elements(tvm_kind(f["kind"]), [a["shape"] for a in f["inputs"]], out)
     if f["kind"] != "conv2d winograd" or out is None:
         return (math.prod(out) if out is not None else None), weights
     real = next((g["outputs"][0]["shape"] for g in (feats[n] for n in names[at + 1:])
-                 if g["kind"] == "winograd transform" and g["inputs"] and g["inputs"][0]["shape"] == out
+                 if g["kind"] == "winograd transform" and out in [a["shape"] for a in g["inputs"]]
                  and g["outputs"]), None)
-    return (math.prod(real) if real is not None else None), (weights * 9 // out[0] if weights else None)
+    # (the transform may write a concatenation of several layers' outputs, GoogLeNet's inception
+    # branches: the layer's own output is that map's pixels by its own channels)
+    return (math.prod(real[:-1]) * out[-1] if real is not None else None), (weights * 9 // out[0] if weights else None)
 
 
 def _layers(calls: list[OpTime]) -> list[OpTime]:
@@ -355,7 +358,7 @@ def with_winograd_transforms(calls: list[OpTime], feats: dict[str, dict[str, Any
             continue
         product_in, product_out = shapes(call.layer, "inputs")[:1], shapes(call.layer, "outputs")[:1]
         after = next((q for q in range(p + 1, len(calls))
-                      if is_transform(q) and shapes(calls[q].layer, "inputs")[:1] == product_out), None)
+                      if is_transform(q) and product_out and product_out[0] in shapes(calls[q].layer, "inputs")), None)
         before = next((q for q in range(p - 1, -1, -1)
                        if is_transform(q) and product_in and product_in[0] in shapes(calls[q].layer, "outputs")), None)
         extra = 0.0
