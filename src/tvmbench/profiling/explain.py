@@ -179,13 +179,12 @@ def match_layers(tvm: Breakdown, peer: Breakdown) -> dict[str, Any]:
             continue
         single = [a for a in ours if not joins_layers(a)]
         pairs, _ = _pair_by_shape(single, theirs)
-        pairs += [(a, _with_softmax(a, bs, peer.ops))
-                  for a, bs in _pair_joined([a for a in ours if joins_layers(a)], pairs, theirs)]
+        groups = [(a, [b]) for a, b in pairs] + [
+            (a, _with_softmax(a, bs, peer.ops)) for a, bs in _pair_joined([a for a in ours if joins_layers(a)], pairs, theirs)]
         layers += [{"kind": kind, "tvm_kernel": a.layer, "peer_layer": " + ".join(b.layer for b in bs),
                     "tvm_ms": a.ms, "peer_ms": sum(b.ms for b in bs), "tvm_loss_ms": a.ms - sum(b.ms for b in bs)}
-                   for a, bs in ((a, b if isinstance(b, list) else [b]) for a, b in pairs)]
-        paired_peer = sum(sum(op.kind == kind for op in b) if isinstance(b, list) else 1 for _, b in pairs)
-        left = (len(ours) - len(pairs), len(theirs) - paired_peer)
+                   for a, bs in groups]
+        left = (len(ours) - len(groups), len(theirs) - sum(op.kind == kind for _, bs in groups for op in bs))
         if left[0] or left[1]:
             unmatched[kind] = (f"{left[0]} of TVM's {len(ours)} {kind} kernels and {left[1]} of {peer.framework}'s "
                                f"{len(theirs)} {kind} layers have no partner of the same output size and near weight size")
