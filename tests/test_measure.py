@@ -411,6 +411,31 @@ def test_the_compute_roof_is_the_cores_fma_throughput_not_a_blas():
     assert lanes * 2 * 1 * 0.8 < peak.gflops < lanes * 2 * 2 * 6.0, peak
 
 
+def test_each_cache_level_gets_its_own_slope_and_a_kernel_the_slope_of_where_its_bytes_fit():
+    """The cache-aware roofline: a triad over arrays that fill half of each level, per thread; a
+    nearer level never reads slower than a farther one (nor than memory's ``floor_gbs``), and a
+    kernel's bytes pick the nearest level that holds them (memory past the last)."""
+    from tvmbench.measure.peak import (
+        Bandwidth,
+        CacheSlope,
+        _cpu_list,
+        _size_bytes,
+        cache_levels,
+        measure_cache_slopes,
+    )
+
+    assert _cpu_list("0-3,8") == [0, 1, 2, 3, 8] and _size_bytes("1024K") == 1 << 20 and _size_bytes("32M") == 1 << 25
+    levels = cache_levels(1)
+    if not levels:
+        pytest.skip("no sysfs cache description on this OS")
+    slopes = measure_cache_slopes(1, floor_gbs=1.0, seconds=0.01, calls=2)
+    assert [s.level for s in slopes] == [name for name, _ in levels] and slopes[-1].level == "L3"
+    assert all(near.gbs >= far.gbs >= 1.0 for near, far in zip(slopes, slopes[1:], strict=False))
+    assert slopes[0].gbs > 4.0  # even one slow vCPU moves more than 4 GB/s from its L1
+    roof = Bandwidth(10.0, "triad", 2, (CacheSlope("L1", 1000, 300.0), CacheSlope("L2", 10_000, 200.0)))
+    assert [roof.slope_for(b) for b in (1000, 1001, 10_001)] == [("L1", 300.0), ("L2", 200.0), ("DRAM", 10.0)]
+
+
 def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_untimed_call():
     """A turn's first call is untimed (the other framework just had the caches), except for
     calls of ``pause_turn_call_s`` or more, whose turns start with a pause: every call is then a sample."""

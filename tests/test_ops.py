@@ -1,6 +1,7 @@
 """The operator lab's store: collected operators, their features, dedup across models, resume
 after a kill, queries and exports, and one-line errors for bad input."""
 
+import contextlib
 import json
 import math
 import sqlite3
@@ -85,18 +86,28 @@ def test_query_top_and_exports(store, tmp_path, capsys):
     assert abs(sum(r["share_percent"] for r in top) - 100) < 1e-6
 
 
-def test_roofline_bounds_each_operator_by_the_measured_peak_and_bandwidth(store, tmp_path, capsys):
+def test_roofline_bounds_each_operator_by_the_measured_peak_and_the_slope_of_where_its_bytes_fit(
+        store, tmp_path, capsys):
     (peak, bandwidth), = rows(store, "SELECT peak_gflops, bandwidth_gbs FROM rooflines WHERE threads = 1")
     assert peak > 1 and bandwidth > 1
+    caches = rows(store, "SELECT level, capacity_bytes, gbs FROM cache_slopes WHERE threads = 1 ORDER BY capacity_bytes")
+    if Path("/sys/devices/system/cpu/cpu0/cache").is_dir():  # Linux: the levels and their slopes, nearer faster
+        assert [c[0] for c in caches][-2:] == ["L2", "L3"] and all(c[2] >= bandwidth for c in caches)
+        assert [c[2] for c in caches] == sorted((c[2] for c in caches), reverse=True)
     png = tmp_path / "roofline.png"
     assert main(["ops", "roofline", "--model", CNN, "--store", str(store), "--json", "-", "--plot", str(png)]) == 0
     ops = json.loads(capsys.readouterr().out)
     assert {op["kind"] for op in ops} >= {"conv2d 3x3"}
     for op in ops:
-        bound = min(peak, op["intensity"] * bandwidth)
+        (nbytes,), = rows(store, "SELECT bytes FROM operators WHERE workload = ?", op["workload"])
+        level, gbs = next(((c[0], c[2]) for c in caches if nbytes <= c[1]), ("DRAM", bandwidth))
+        assert (op["data_from"], op["slope_gbs"]) == (level, pytest.approx(gbs))
+        bound = min(peak, op["intensity"] * gbs)
         assert op["bound_gflops"] == pytest.approx(bound)
         assert op["percent_of_bound"] == pytest.approx(100 * op["gflops"] / bound)
-        assert op["bound_by"] == ("memory" if op["intensity"] * bandwidth < peak else "compute")
+        assert op["bound_by"] == ("memory" if op["intensity"] * gbs < peak else "compute")
+    if caches:  # the tiny CNN's operators fit in a cache: none is bounded by memory's slope
+        assert "DRAM" not in {op["data_from"] for op in ops}
     if pytest.importorskip("matplotlib"):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
@@ -176,18 +187,47 @@ def test_missing_newer_and_unwritable_stores_are_one_line_errors(tmp_path, capsy
     assert len(err) == 1 and "cannot open the operator store" in err[0]
 
 
-def test_a_store_of_the_previous_schema_gains_the_new_table_when_opened_for_writing(tmp_path):
+def test_an_operators_bytes_count_no_more_of_an_argument_than_its_loads_can_reach():
+    """A gather reads the rows it takes, not the whole table (BERT's embedding: 512 rows of
+    30522, counted whole it read "900 % of its bound"); a dense layer reads all of its weights."""
+    from tvm import te
+
+    from tvmbench.profiling.collect import features
+
+    table, idx = te.placeholder((1000, 64), name="table"), te.placeholder((10,), "int64", name="idx")
+    take = te.compute((10, 64), lambda i, j: table[idx[i], j], name="take")
+    assert features("take", te.create_prim_func([table, idx, take]))["bytes"] == 4 * 10 * 64 + 8 * 10 + 4 * 10 * 64
+    a, w = te.placeholder((32, 256), name="a"), te.placeholder((256, 512), name="w")
+    k = te.reduce_axis((0, 256), "k")
+    mm = te.compute((32, 512), lambda i, j: te.sum(a[i, k] * w[k, j], axis=k), name="mm")
+    assert features("matmul", te.create_prim_func([a, w, mm]))["bytes"] == 4 * (32 * 256 + 256 * 512 + 32 * 512)
+
+
+def test_a_store_of_a_previous_schema_gains_the_new_tables_when_opened_for_writing(tmp_path):
+    from tvmbench.measure.peak import Bandwidth, CacheSlope, Peak
+    from tvmbench.profiling import queries
+
     path = tmp_path / "v1.sqlite"
     OpStore.open(path).close()
     db = sqlite3.connect(path)
     db.execute("DROP TABLE tuning_records")
+    db.execute("DROP TABLE cache_slopes")
+    db.execute("INSERT INTO machines VALUES (1, '{}', 'cpu', 'avx2', 2)")  # a roofline without cache slopes
+    db.execute("INSERT INTO rooflines VALUES (1, 2, 500.0, 'fma', 50.0, 'triad', '2026-01-01')")
     db.execute("UPDATE meta SET value = '1' WHERE key = 'schema_version'")
     db.commit()
     db.close()
-    OpStore.open(path, readonly=True).close()  # readable as it is
-    OpStore.open(path).close()
+    with contextlib.closing(OpStore.open(path, readonly=True)) as old:  # readable as it is
+        assert queries.roofline(old, "m", threads=2)[1] == []
+    with contextlib.closing(OpStore.open(path)) as store:
+        assert not store.has_roofline(1, 2)  # measured again, with its cache slopes
+        store.add_roofline(1, 2, Peak(500.0, "fma", 2), Bandwidth(50.0, "triad", 2, (CacheSlope("L3", 1 << 25, 200.0),)))
+        assert store.has_roofline(1, 2)
+        store.add_roofline(1, 3, Peak(500.0, "fma", 3), Bandwidth(50.0, "triad", 3))  # none measurable: not again
+        assert store.has_roofline(1, 3)
     assert rows(path, "SELECT value FROM meta WHERE key = 'schema_version'") == [(str(SCHEMA_VERSION),)]
     assert rows(path, "SELECT COUNT(*) FROM tuning_records") == [(0,)]
+    assert rows(path, "SELECT threads, level, gbs FROM cache_slopes") == [(2, "L3", 200.0)]
 
 
 def test_a_killed_collection_keeps_what_it_measured_and_resumes(tmp_path, kill_group):

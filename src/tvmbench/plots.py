@@ -78,7 +78,8 @@ def roofline_png(points: Sequence[dict[str, Any]], peak_gflops: float, bandwidth
                  title: str) -> Path | None:
     """Operators on the machine's roofline: intensity (FLOP/byte) against achieved GFLOP/s, log
     scales, each point's area proportional to its share of the model's time; the roof is
-    min(peak, intensity x bandwidth)."""
+    min(peak, intensity x bandwidth), memory's slope solid and, where the points carry them
+    (``data_from``, ``slope_gbs``: the cache-aware roofline), each cache level's dashed."""
     if not available():
         return None
     import numpy as np
@@ -89,7 +90,11 @@ def roofline_png(points: Sequence[dict[str, Any]], peak_gflops: float, bandwidth
     lo, hi = min([*xs, 0.1]) / 2, max([*xs, 2 * peak_gflops / bandwidth_gbs]) * 2
     grid = np.geomspace(lo, hi, 200)
     ax.plot(grid, np.minimum(peak_gflops, grid * bandwidth_gbs), color="black", linewidth=1.2,
-            label=f"roof: {peak_gflops:.0f} GFLOP/s, {bandwidth_gbs:.0f} GB/s")
+            label=f"roof: {peak_gflops:.0f} GFLOP/s, memory {bandwidth_gbs:.0f} GB/s")
+    levels = {p["data_from"]: p["slope_gbs"] for p in points if p.get("data_from") not in (None, "DRAM")}
+    for level, gbs in sorted(levels.items()):
+        ax.plot(grid, np.minimum(peak_gflops, grid * gbs), color="black", linewidth=0.8, linestyle="--",
+                alpha=0.6, label=f"{level} {gbs:.0f} GB/s (operators whose bytes fit there)")
     kinds = sorted({p["kind"] for p in points})
     for kind in kinds:
         mine = [p for p in points if p["kind"] == kind]

@@ -57,9 +57,11 @@ def print_explain(doc: dict[str, Any], console: Any, top: int) -> None:
     console.print(table)
     roof = doc["frameworks"]["tvm"].get("roofline")
     if roof:
+        slopes = "".join(f"{c['level']} {c['gbs']:.0f}, " for c in roof.get("caches") or [])
         console.print(f"bound: the least time this machine's roofline allows for TVM's kernels of that kind "
                       f"(roof: the FMA throughput measured here, {roof['peak_gflops']:.0f} GFLOP/s; slope: "
-                      f"{roof['bandwidth_gbs']:.1f} GB/s)", soft_wrap=True)
+                      f"{slopes}memory {roof['bandwidth_gbs']:.1f} GB/s, each kernel's from the nearest level "
+                      "that holds its bytes)", soft_wrap=True)
     _print_layers(doc, console, top)
     for fw, b in doc["frameworks"].items():
         rest = b["end_to_end_ms"] - b["explained_ms"]

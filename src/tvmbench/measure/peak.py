@@ -12,7 +12,8 @@ convolutions ran at 150-200 % of that "peak".
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 
@@ -103,9 +104,9 @@ def measure_compute_peak(threads: int, seconds: float = 0.1, calls: int = 3) -> 
         loop, lanes = _compiled_fma_loop()
     except (OSError, RuntimeError) as e:
         return Peak(sgemm.gflops, f"{sgemm.method}; no FMA loop ({e})", threads)
-    iterations = _calibrated(loop, seconds)
+    iterations = _calibrated(lambda i: loop(i, 0.999999, 1e-6), seconds)
     flops = 2.0 * _CHAINS * lanes * iterations * threads
-    best = min(_parallel_seconds(loop, iterations, threads) for _ in range(calls))
+    best = min(_parallel_seconds(lambda _: loop(iterations, 0.999999, 1e-6), threads) for _ in range(calls))
     gflops = flops / best / 1e9
     method = (f"FMA loop, {_CHAINS} chains of {lanes}-lane fp32 vectors on {threads} threads, best of "
               f"{calls}; SGEMM {sgemm.gflops:.0f} GFLOP/s ({sgemm.method})")
@@ -114,6 +115,15 @@ def measure_compute_peak(threads: int, seconds: float = 0.1, calls: int = 3) -> 
 
 def _compiled_fma_loop() -> tuple[Any, int]:
     import ctypes
+
+    lib = _compiled_c(_FMA_SOURCE, "fma")
+    lib.fma_loop.restype, lib.fma_loop.argtypes = ctypes.c_float, [ctypes.c_long, ctypes.c_float, ctypes.c_float]
+    return lib.fma_loop, int(lib.lanes())
+
+
+def _compiled_c(source: str, name: str, optimize: str = "-O2") -> Any:
+    """``source`` compiled for this CPU with the system C compiler and loaded (ctypes)."""
+    import ctypes
     import subprocess
     import tempfile
     from pathlib import Path
@@ -121,40 +131,39 @@ def _compiled_fma_loop() -> tuple[Any, int]:
     from tvm.support import cc
 
     folder = Path(tempfile.mkdtemp(prefix="tvmbench-peak-"))
-    (folder / "fma.c").write_text(_FMA_SOURCE)
-    cmd = [cc.get_cc() or "cc", "-O2", "-march=native", "-ffp-contract=fast", "-shared", "-fPIC",
-           "-o", str(folder / "fma.so"), str(folder / "fma.c")]
+    (folder / f"{name}.c").write_text(source)
+    cmd = [cc.get_cc() or "cc", optimize, "-march=native", "-ffp-contract=fast", "-shared", "-fPIC",
+           "-o", str(folder / f"{name}.so"), str(folder / f"{name}.c")]
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(done.stderr.strip().splitlines()[-1] if done.stderr.strip() else "cc failed")
-    lib = ctypes.CDLL(str(folder / "fma.so"))
-    lib.fma_loop.restype, lib.fma_loop.argtypes = ctypes.c_float, [ctypes.c_long, ctypes.c_float, ctypes.c_float]
-    return lib.fma_loop, int(lib.lanes())
+        errors = [line for line in done.stderr.splitlines() if "error" in line] or done.stderr.strip().splitlines()
+        raise RuntimeError(errors[0] if errors else "cc failed")
+    return ctypes.CDLL(str(folder / f"{name}.so"))
 
 
-def _calibrated(loop: Any, seconds: float) -> int:
-    """Iterations for one call of about ``seconds``."""
-    iterations = 1 << 16
+def _calibrated(call: Callable[[int], Any], seconds: float, iterations: int = 1 << 16) -> int:
+    """Iterations for one ``call(iterations)`` of about ``seconds``."""
     while True:
         t0 = time.perf_counter()
-        loop(iterations, 0.999999, 1e-6)
+        call(iterations)
         took = time.perf_counter() - t0
         if took > seconds / 4 or iterations > 1 << 34:
             return max(1, int(iterations * seconds / took))
         iterations *= 4
 
 
-def _parallel_seconds(loop: Any, iterations: int, threads: int) -> float:
-    """Wall time of ``threads`` simultaneous calls."""
+def _parallel_seconds(call: Callable[[int], Any], threads: int) -> float:
+    """Wall time of ``threads`` simultaneous calls, ``call(i)`` on thread ``i`` (ctypes calls
+    release the GIL)."""
     import threading
 
     start = threading.Barrier(threads + 1)
 
-    def work() -> None:
+    def work(i: int) -> None:
         start.wait()
-        loop(iterations, 0.999999, 1e-6)
+        call(i)
 
-    workers = [threading.Thread(target=work) for _ in range(threads)]
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(threads)]
     for w in workers:
         w.start()
     start.wait()
@@ -171,10 +180,42 @@ def percent_of_peak(gflops: float | None, peak: Peak | None) -> float | None:
 
 
 @dataclass(frozen=True)
+class CacheSlope:
+    """One cache level's bandwidth for the roofline: ``capacity_bytes`` is what the benchmark's
+    threads hold at that level together (a per-core cache once per thread, a shared one once)."""
+
+    level: str
+    capacity_bytes: int
+    gbs: float
+
+
+@dataclass(frozen=True)
 class Bandwidth:
+    """The roofline's slopes: ``gbs`` from memory (DRAM), ``caches`` from each cache level,
+    nearest first (empty where they could not be measured).
+
+    A roofline with the DRAM slope alone puts every memory-bound kernel whose data fits in a
+    cache above its "bound" (a layer norm over BERT's 512 x 768 activations, 3 MB in and out,
+    read from L3 at 4x DRAM's rate: "315 % of bound"). So each kernel is bounded by the level that
+    holds its compulsory bytes (``gbs_for``), as the cache-aware roofline model does (Ilic, Pratas
+    and Sousa, 2014): the least time, if its data is already as near as it can be. Inputs the
+    previous kernel just wrote usually are; the weights of a model larger than the last cache
+    are not, so for such kernels the bound is optimistic, never too strict."""
+
     gbs: float
     method: str
     threads: int
+    caches: tuple[CacheSlope, ...] = field(default=())
+
+    def gbs_for(self, nbytes: float) -> float:
+        return self.slope_for(nbytes)[1]
+
+    def slope_for(self, nbytes: float) -> tuple[str, float]:
+        """(level, GB/s) of the nearest level whose capacity holds ``nbytes``; DRAM past the last."""
+        for c in sorted(self.caches, key=lambda c: c.capacity_bytes):
+            if nbytes <= c.capacity_bytes:
+                return c.level, c.gbs
+        return "DRAM", self.gbs
 
 
 def measure_bandwidth(threads: int, megabytes: int = 64, calls: int = 5) -> Bandwidth:
@@ -200,8 +241,101 @@ def measure_bandwidth(threads: int, megabytes: int = 64, calls: int = 5) -> Band
     dev = tvm.cpu(0)
     args = [tvm.runtime.tensor(np.ones(n, "float32"), dev) for _ in range(3)]
     seconds = fn.time_evaluator("main", dev, number=1, repeat=calls)(*args).results
-    return Bandwidth(gbs=3 * n * 4 / min(seconds) / 1e9,
-                     method=f"TVM triad a = b + 3c, 3 x {megabytes} MB fp32, best of {calls}", threads=threads)
+    dram = 3 * n * 4 / min(seconds) / 1e9
+    caches = measure_cache_slopes(threads, floor_gbs=dram)
+    levels = "".join(f", {c.level} {c.gbs:.0f} GB/s in {c.capacity_bytes >> 10} KB" for c in caches)
+    return Bandwidth(gbs=dram, method=f"TVM triad a = b + 3c, 3 x {megabytes} MB fp32, best of {calls}{levels}",
+                     threads=threads, caches=caches)
+
+
+_TRIAD_SOURCE = r"""
+#ifdef __cplusplus
+extern "C" {
+#endif
+__attribute__((noinline)) static void pass(float *__restrict a, const float *__restrict b,
+                                           const float *__restrict c, long n) {
+    for (long i = 0; i < n; i++) a[i] = b[i] + 3.0f * c[i];
+}
+void triad(float *a, float *b, float *c, long n, long repeats) {
+    for (long r = 0; r < repeats; r++) { pass(a, b, c, n); __asm__ volatile("" ::: "memory"); }
+}
+#ifdef __cplusplus
+}
+#endif
+"""
+
+
+def measure_cache_slopes(threads: int, floor_gbs: float = 0.0, seconds: float = 0.05, calls: int = 5
+                         ) -> tuple[CacheSlope, ...]:
+    """Each data cache level's bandwidth on ``threads`` threads: the triad over three arrays per
+    thread that together fill half of the level's capacity (the rest for everything else),
+    repeated in place (a call the compiler cannot fold away between repeats), the best of
+    ``calls`` rounds of about ``seconds``. A level never reads slower than the one beyond it
+    (nor than ``floor_gbs``, memory's): a noisy moment must not make the bound stricter than
+    a farther level's. Empty where sysfs or a C compiler is missing."""
+    import ctypes
+
+    levels = cache_levels(threads)
+    try:
+        lib = _compiled_c(_TRIAD_SOURCE, "triad", optimize="-O3") if levels else None
+    except (OSError, RuntimeError):
+        return ()
+    if lib is None:
+        return ()
+    lib.triad.restype, lib.triad.argtypes = None, [ctypes.c_void_p] * 3 + [ctypes.c_long] * 2
+    slopes, floor = [], floor_gbs
+    for level, capacity in reversed(levels):
+        floor = max(floor, _triad_gbs(lib.triad, max(256, capacity // 2 // threads // 12), threads, seconds, calls))
+        slopes.append(CacheSlope(level, capacity, floor))
+    return tuple(reversed(slopes))
+
+
+def _triad_gbs(triad: Any, n: int, threads: int, seconds: float, calls: int) -> float:
+    """GB/s of ``threads`` threads each repeating the triad over its own three arrays of ``n``."""
+    import numpy as np
+
+    arrays = [[np.ones(n, np.float32) for _ in range(3)] for _ in range(threads)]
+    pointers = [[a.ctypes.data for a in mine] for mine in arrays]
+    repeats = _calibrated(lambda r: triad(*pointers[0], n, r), seconds, iterations=1)
+    best = min(_parallel_seconds(lambda i: triad(*pointers[i], n, repeats), threads) for _ in range(calls))
+    return 12 * n * threads * repeats / best / 1e9
+
+
+def cache_levels(threads: int) -> list[tuple[str, int]]:
+    """(level, bytes) of each data cache level, nearest first, as ``threads`` threads on separate
+    cores hold them together (Linux sysfs; empty elsewhere): a cache of one core's counts once
+    per thread, a shared one once per group of cores that shares it."""
+    from pathlib import Path
+
+    base = Path("/sys/devices/system/cpu/cpu0")
+    try:
+        siblings = len(_cpu_list((base / "topology/thread_siblings_list").read_text()))
+        found = {}
+        for index in sorted((base / "cache").glob("index*")):
+            if (index / "type").read_text().strip() == "Instruction":
+                continue
+            size = _size_bytes((index / "size").read_text().strip())
+            cores = max(1, len(_cpu_list((index / "shared_cpu_list").read_text())) // max(1, siblings))
+            found[f"L{int((index / 'level').read_text())}"] = size * -(-threads // cores) if cores > 1 \
+                else size * threads
+    except (OSError, ValueError):
+        return []
+    return sorted(found.items(), key=lambda kv: kv[1])
+
+
+def _cpu_list(text: str) -> list[int]:
+    """CPUs of a sysfs list such as ``0-3,8``."""
+    cpus: list[int] = []
+    for part in text.strip().split(","):
+        low, _, high = part.partition("-")
+        cpus.extend(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+def _size_bytes(text: str) -> int:
+    """``32K``, ``1024K``, ``32M`` as bytes."""
+    scale = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}.get(text[-1:].upper(), 1)
+    return int(text.rstrip("KMGkmg")) * scale
 
 
 def _host_cpu() -> str:

@@ -38,14 +38,16 @@ class Breakdown:
     (``bound_ms``: the least time the machine's measured peak and bandwidth allow for the work of
     that kind's kernels) and the roofline itself. The compute roof is the FMA throughput measured
     here (``measure/peak.py``: independent vector FMAs in registers on every thread), not a
-    datasheet number and not a BLAS (which TVM's convolutions beat on Zen 5)."""
+    datasheet number and not a BLAS (which TVM's convolutions beat on Zen 5); each kernel's
+    memory slope is the bandwidth of the nearest level that holds its bytes (``caches``, then
+    memory: ``peak.Bandwidth``)."""
 
     framework: str
     end_to_end_ms: float
     ops: list[OpTime] = field(default_factory=list)
     calls: list[OpTime] = field(default_factory=list)
     bound_ms: dict[str, float] = field(default_factory=dict)
-    roofline: dict[str, float] | None = None
+    roofline: dict[str, Any] | None = None
 
     @property
     def explained_ms(self) -> float:
@@ -125,10 +127,11 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
     peak, bandwidth = measure_compute_peak(job.backend.threads), measure_bandwidth(job.backend.threads)
     bound: dict[str, float] = {}
     for name, f in feats.items():
-        least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs * 1e9))
+        least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs_for(f["bytes"]) * 1e9))
         bound[kinds[name]] = bound.get(kinds[name], 0.0) + least_s * calls[name] * 1e3
     return Breakdown(job.framework, end_to_end_ms, ops, per_call, bound,
-                     {"peak_gflops": peak.gflops, "bandwidth_gbs": bandwidth.gbs})
+                     {"peak_gflops": peak.gflops, "bandwidth_gbs": bandwidth.gbs,
+                      "caches": [asdict(c) for c in bandwidth.caches]})
 
 
 def compare(tvm: Breakdown, peer: Breakdown) -> list[dict[str, Any]]:

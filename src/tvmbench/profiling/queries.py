@@ -24,31 +24,43 @@ ORDER BY us_per_inference DESC
 
 
 # The same operators against the machine's roofline: achieved GFLOP/s per call, the attainable
-# bound min(peak, intensity x bandwidth) for the thread count, and the share of it reached.
+# bound min(peak, intensity x slope) for the thread count, and the share of it reached. The slope
+# is the bandwidth of the nearest cache level that holds the operator's bytes (``cache_slopes``),
+# memory's (DRAM) past the last (the cache-aware roofline: ``measure.peak.Bandwidth``).
 ROOFLINE = """
-SELECT o.kind, mo.kernel, 100.0 * m.median_us * mo.count / SUM(m.median_us * mo.count) OVER () AS share_percent,
-       o.intensity, o.flops / (m.median_us * 1e3) AS gflops,
-       MIN(r.peak_gflops, o.intensity * r.bandwidth_gbs) AS bound_gflops,
-       100.0 * (o.flops / (m.median_us * 1e3)) / MIN(r.peak_gflops, o.intensity * r.bandwidth_gbs)
-           AS percent_of_bound,
-       CASE WHEN o.intensity * r.bandwidth_gbs < r.peak_gflops THEN 'memory' ELSE 'compute' END AS bound_by,
-       r.peak_gflops, r.bandwidth_gbs, o.workload
+WITH ops AS (
+SELECT o.kind, mo.kernel, mo.count, m.median_us, o.intensity, o.flops, o.workload, r.peak_gflops, r.bandwidth_gbs,
+       {slope} AS slope_gbs, {level} AS data_from
 FROM model_ops mo
 JOIN models md ON md.id = mo.model_id
 JOIN operators o ON o.workload = mo.workload
 JOIN measurements m ON m.id = (SELECT MAX(id) FROM measurements WHERE workload = mo.workload
                                  AND context = 'in_model' AND schedule = :schedule AND threads = :threads)
 JOIN rooflines r ON r.machine_id = m.machine_id AND r.threads = m.threads
-WHERE md.name = :model AND o.flops > 0
+WHERE md.name = :model AND o.flops > 0)
+SELECT kind, kernel, 100.0 * median_us * count / SUM(median_us * count) OVER () AS share_percent,
+       intensity, flops / (median_us * 1e3) AS gflops,
+       MIN(peak_gflops, intensity * slope_gbs) AS bound_gflops,
+       100.0 * (flops / (median_us * 1e3)) / MIN(peak_gflops, intensity * slope_gbs) AS percent_of_bound,
+       CASE WHEN intensity * slope_gbs < peak_gflops THEN 'memory' ELSE 'compute' END AS bound_by,
+       data_from, slope_gbs, peak_gflops, bandwidth_gbs, workload
+FROM ops
 ORDER BY share_percent DESC
 """
+_NEAREST = ("(SELECT s.{column} FROM cache_slopes s WHERE s.machine_id = r.machine_id AND s.threads = r.threads "
+            "AND s.capacity_bytes >= o.bytes ORDER BY s.capacity_bytes LIMIT 1)")
 
 
 def roofline(store: OpStore, model: str, threads: int | None = None, schedule: str = "default"
              ) -> tuple[list[str], list[tuple[Any, ...]]]:
-    """The model's operators against the roofline (``ROOFLINE``)."""
-    return store.query(ROOFLINE, {"schedule": schedule, "threads": threads or _threads(store, model),
-                                  "model": model})
+    """The model's operators against the roofline (``ROOFLINE``; memory's slope alone for a
+    store written before it had cache slopes, opened read-only)."""
+    if store.db.execute("SELECT 1 FROM sqlite_master WHERE name = 'cache_slopes'").fetchone():
+        sql = ROOFLINE.format(slope=f"COALESCE({_NEAREST.format(column='gbs')}, r.bandwidth_gbs)",
+                              level=f"COALESCE({_NEAREST.format(column='level')}, 'DRAM')")
+    else:
+        sql = ROOFLINE.format(slope="r.bandwidth_gbs", level="'DRAM'")
+    return store.query(sql, {"schedule": schedule, "threads": threads or _threads(store, model), "model": model})
 
 
 def top(store: OpStore, model: str, threads: int | None = None, schedule: str = "default"

@@ -10,6 +10,8 @@ Tables (schema version in ``meta``):
 - ``machines``: CPU model, ISA level, cores;
 - ``rooflines``: per machine and thread count, the measured compute peak (GFLOP/s, vector FMAs
   in registers on every thread) and memory bandwidth (GB/s, a STREAM-triad-like kernel): the roofline's roof and slope;
+- ``cache_slopes``: per machine and thread count, each cache level's capacity (what the threads
+  hold together) and bandwidth: the cache-aware roofline's nearer slopes (``peak.Bandwidth``);
 - ``versions``: tvmbench and TVM versions a measurement was made with;
 - ``models``: a model name with its shape options;
 - ``operators``: one row per workload (the structural hash of the kernel as MetaSchedule
@@ -38,7 +40,7 @@ from tvmbench.errors import UserError
 from tvmbench.paths import cache_dir
 from tvmbench.sqlfile import SQLiteFile
 
-SCHEMA_VERSION = 2  # 2: tuning_records (a v1 store gains the table when opened for writing)
+SCHEMA_VERSION = 3  # 2: tuning_records, 3: cache_slopes (an older store gains them when opened for writing)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS machines (
@@ -47,6 +49,9 @@ CREATE TABLE IF NOT EXISTS rooflines (
     machine_id INTEGER NOT NULL REFERENCES machines(id), threads INTEGER NOT NULL, peak_gflops REAL NOT NULL,
     peak_method TEXT, bandwidth_gbs REAL NOT NULL, bandwidth_method TEXT, created TEXT NOT NULL,
     PRIMARY KEY (machine_id, threads));
+CREATE TABLE IF NOT EXISTS cache_slopes (
+    machine_id INTEGER NOT NULL REFERENCES machines(id), threads INTEGER NOT NULL, level TEXT NOT NULL,
+    capacity_bytes INTEGER NOT NULL, gbs REAL NOT NULL, PRIMARY KEY (machine_id, threads, level));
 CREATE TABLE IF NOT EXISTS versions (
     id INTEGER PRIMARY KEY, tvmbench TEXT NOT NULL, tvm TEXT NOT NULL, UNIQUE (tvmbench, tvm));
 CREATE TABLE IF NOT EXISTS models (
@@ -68,6 +73,9 @@ CREATE TABLE IF NOT EXISTS tuning_records (
     target TEXT, run_us REAL, decisions TEXT, trace TEXT NOT NULL, imported TEXT NOT NULL,
     UNIQUE (workload, database, trace));
 """
+
+
+NO_CACHE_SLOPES = "no cache slopes"  # in a roofline's bandwidth method when they could not be measured
 
 
 def _read_only_uri(path: Path) -> str:
@@ -101,15 +109,23 @@ class OpStore(SQLiteFile):
             return int(db.execute("SELECT id FROM machines WHERE fingerprint = ?", (key,)).fetchone()[0])
 
     def has_roofline(self, machine_id: int, threads: int) -> bool:
-        return self.db.execute("SELECT 1 FROM rooflines WHERE machine_id = ? AND threads = ?",
-                               (machine_id, threads)).fetchone() is not None
+        """Whether the roofline is stored with its cache slopes (one measured before they were is
+        measured again); a method that says "no cache slopes" counts as stored."""
+        row = self.db.execute("SELECT bandwidth_method, (SELECT COUNT(*) FROM cache_slopes s WHERE s.machine_id = "
+                              "r.machine_id AND s.threads = r.threads) FROM rooflines r WHERE machine_id = ? "
+                              "AND threads = ?", (machine_id, threads)).fetchone()
+        return row is not None and (row[1] > 0 or NO_CACHE_SLOPES in (row[0] or ""))
 
     def add_roofline(self, machine_id: int, threads: int, peak: Any, bandwidth: Any) -> None:
         """``peak`` and ``bandwidth`` as measure/peak.py measures them."""
+        method = bandwidth.method if bandwidth.caches else f"{bandwidth.method}; {NO_CACHE_SLOPES}"
         with self.transaction() as db:
             db.execute("INSERT OR REPLACE INTO rooflines VALUES (?, ?, ?, ?, ?, ?, ?)",
-                       (machine_id, threads, peak.gflops, peak.method, bandwidth.gbs, bandwidth.method,
+                       (machine_id, threads, peak.gflops, peak.method, bandwidth.gbs, method,
                         time.strftime("%Y-%m-%dT%H:%M:%S%z")))
+            db.execute("DELETE FROM cache_slopes WHERE machine_id = ? AND threads = ?", (machine_id, threads))
+            db.executemany("INSERT INTO cache_slopes VALUES (?, ?, ?, ?, ?)",
+                           [(machine_id, threads, c.level, c.capacity_bytes, c.gbs) for c in bandwidth.caches])
 
     def versions_id(self, tvmbench: str, tvm: str) -> int:
         with self.transaction() as db:

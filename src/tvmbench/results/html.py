@@ -67,6 +67,12 @@ def _fmt(v: Any, digits: int = 3) -> str:
     return f"{v:.{digits}f}" if isinstance(v, float) else str(v)
 
 
+def _bound_by(op: dict[str, Any]) -> str:
+    """"compute", or "memory (L2)": memory-bound, its bytes fitting in that level."""
+    level = op.get("data_from")
+    return f"{op['bound_by']} ({level})" if op["bound_by"] == "memory" and level else str(op["bound_by"])
+
+
 def _point_name(run: dict[str, Any]) -> str:
     name = Path(str(run.get("model"))).name
     extra = f", seq {run['seq_length']}" if run.get("seq_length") else ""
@@ -210,7 +216,7 @@ def _operators(runs: list[dict[str, Any]], work: Path, store: Any) -> Section | 
         section.blocks.append(Table(
             [f"{Path(model).name}: kernel", "kind", "share %", "GFLOP/s", "% of bound", "bound by"],
             [[o["kernel"], o["kind"], _fmt(o["share_percent"], 1), _fmt(o["gflops"], 1),
-              _fmt(o["percent_of_bound"], 0), o["bound_by"]] for o in top]))
+              _fmt(o["percent_of_bound"], 0), _bound_by(o)] for o in top]))
         png = roofline_png(ops, ops[0]["peak_gflops"], ops[0]["bandwidth_gbs"], work / f"roofline-{len(section.blocks)}.png",
                            f"{Path(model).name}: operators on the roofline")
         if png:
