@@ -436,6 +436,48 @@ def test_each_cache_level_gets_its_own_slope_and_a_kernel_the_slope_of_where_its
     assert [roof.slope_for(b) for b in (1000, 1001, 10_001)] == [("L1", 300.0), ("L2", 200.0), ("DRAM", 10.0)]
 
 
+def test_paced_calls_of_two_workers_take_turns_and_profiled_ones_get_no_warm_up_call():
+    """``explain``'s two workers measure in alternating turns (``lockstep.Pacer``): no call of
+    one overlaps a call of the other, the turns change hands, each turn of plain calls starts
+    with one warm-up call and a turn of profiled calls with none; a worker that finishes frees
+    the other."""
+    import multiprocessing
+    import threading
+
+    from tvmbench.measure.lockstep import Baton, Pacer, Turns
+
+    baton = Baton(2, multiprocessing.get_context("spawn"))
+    spans: list[tuple[int, float, float]] = []
+    warm_ups = [0, 0]
+
+    def worker(i: int) -> None:
+        pacer = Pacer(Turns(baton, i, turn_s=0.01), rewarm=lambda: warm_ups.__setitem__(i, warm_ups[i] + 1))
+        pacer.arrive()
+
+        def call() -> None:
+            t0 = time.monotonic()
+            time.sleep(0.004)
+            spans.append((i, t0, time.monotonic()))
+
+        for _ in range(8):
+            pacer(call)
+        plain_turns = sum(1 for j, (w, *_) in enumerate(spans) if w == i and (j == 0 or spans[j - 1][0] != i))
+        for _ in range(4 + 4 * i):  # the second worker goes on alone once the first has finished
+            pacer.profiled(call)
+        pacer.finish()
+        assert warm_ups[i] == plain_turns, (i, warm_ups[i], plain_turns)
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(10)
+    assert not any(t.is_alive() for t in threads) and len(spans) == 2 * 8 + 4 + 8
+    ordered = sorted(spans, key=lambda s: s[1])
+    assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:], strict=False))  # never two at once
+    assert sum(a[0] != b[0] for a, b in zip(ordered, ordered[1:], strict=False)) >= 4  # the turns alternate
+
+
 def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_untimed_call():
     """A turn's first call is untimed (the other framework just had the caches), except for
     calls of ``pause_turn_call_s`` or more, whose turns start with a pause: every call is then a sample."""

@@ -144,10 +144,46 @@ def _in_worker(fn: Callable[..., Any], job: Any, threads: int, timeout: float, w
     outcome = run_isolated(fn, job, timeout_s=timeout, env=thread_env(threads),
                            memory_limit_bytes=default_memory_limit(), on_progress=on_progress,
                            output=output_file(getattr(fn, "__name__", "worker")))
+    return _value(outcome, what)
+
+
+def _value(outcome: Any, what: str) -> Any:
     if not outcome.ok:
         error = UserError if outcome.error.get("kind") == "user" else WorkFailed
         raise error(f"{what} failed: {outcome.error.get('message')}")
     return outcome.value
+
+
+def _in_workers_in_turns(fn: Callable[..., Any], jobs: list[Any], threads: int, timeout: float,
+                         what: list[str], envs: list[dict[str, str]],
+                         on_progress: list[Callable[[str], None] | None]) -> list[Any]:
+    """``fn(job)`` for every job at once, each in its own worker, the jobs (each given its
+    ``turns``: ``lockstep.Turns``) measuring in alternating turns; the values in order, or the
+    first failure as ``_in_worker`` reports it. Each worker is watched by a thread that frees its
+    place in the rotation when it ends, however it ends, so the others never wait for it."""
+    import threading
+
+    from tvmbench.measure.isolation import context, output_file, run_isolated
+    from tvmbench.measure.lockstep import Baton, Turns
+
+    baton = Baton(len(jobs), context())
+    outcomes: list[Any] = [None] * len(jobs)
+
+    def watch(i: int) -> None:
+        try:
+            outcomes[i] = run_isolated(fn, dataclasses.replace(jobs[i], turns=Turns(baton, i)), timeout_s=timeout,
+                                       env={**thread_env(threads), **envs[i]}, memory_limit_bytes=default_memory_limit(),
+                                       on_progress=on_progress[i], output=output_file(f"{fn.__name__}-{i}"))
+        finally:
+            baton.abandon(i)
+
+    watchers = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(len(jobs))]
+    for t in watchers:
+        t.start()
+    for t in watchers:
+        while t.is_alive():
+            t.join(0.2)  # short waits: Ctrl-C reaches this thread promptly
+    return [_value(o, w) for o, w in zip(outcomes, what, strict=True)]
 
 
 def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
@@ -630,12 +666,14 @@ def import_tuning_db(paths: Sequence[str | Path] | str, store: str | Path | None
 def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, threads: int | None = None,
             runs: int = 20, db: str | None = None, untuned: bool = False, pretuned: bool = True,
             batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
-            hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0,
+            hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0, lockstep: bool = True,
             on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
     """Where TVM wins and loses against ``vs`` (onnxruntime, openvino, pytorch, torch_compile), by operator
     kind: each framework's own per-operator profile next to TVM's kernels inside the model, with
     each one's end-to-end median and the part its profile does not explain
-    (``profiling/explain.py``). Returns the document ``tvmbench explain --json`` writes."""
+    (``profiling/explain.py``). Both frameworks' workers run at once and measure in alternating
+    turns (``lockstep``; off: one after the other). Returns the document ``tvmbench explain
+    --json`` writes."""
     from tvmbench.backends import BackendConfig, backend_class
     from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job, match_layers
     from tvmbench.tuning.database import database_sources
@@ -648,13 +686,17 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     backend_class(vs, resolved)  # a missing or unavailable peer is a one-line error before any work
     threads = threads or physical_cores()
     sources = tuple(database_sources(resolved, db, not untuned, pretuned and not untuned))
-    breakdowns = {}
-    for framework in ("tvm", vs):
-        job = ExplainJob(model=model, options=options, framework=framework, runs=runs,
-                         backend=BackendConfig(target=resolved, threads=threads, databases=sources))
-        breakdowns[framework] = _in_worker(explain_job, job, threads, timeout,
-                                           f"profiling {model} with {framework}",
-                                           lambda msg, fw=framework: on_event and on_event(fw, msg))
+    frameworks = ("tvm", vs)
+    jobs = [ExplainJob(model=model, options=options, framework=fw, runs=runs,
+                       backend=BackendConfig(target=resolved, threads=threads, databases=sources)) for fw in frameworks]
+    what = [f"profiling {model} with {fw}" for fw in frameworks]
+    progress = [lambda msg, fw=fw: on_event and on_event(fw, msg) for fw in frameworks]
+    if lockstep:
+        envs = [backend_class(fw, resolved).lockstep_env() for fw in frameworks]
+        values = _in_workers_in_turns(explain_job, jobs, threads, timeout, what, envs, progress)
+    else:
+        values = [_in_worker(explain_job, j, threads, timeout, w, p) for j, w, p in zip(jobs, what, progress, strict=True)]
+    breakdowns = dict(zip(frameworks, values, strict=True))
     return {"model": model, "vs": vs, "threads": threads, "target": resolved.config, "runs": runs,
-            "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
+            "lockstep": lockstep, "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
             "kinds": compare(breakdowns["tvm"], breakdowns[vs]), **match_layers(breakdowns["tvm"], breakdowns[vs])}

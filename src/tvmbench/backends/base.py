@@ -24,6 +24,11 @@ from tvmbench.targets import ResolvedTarget
 
 # The operator kinds every framework's per-operator profile is grouped by (``tvmbench explain``).
 OP_KINDS = ("conv", "matmul", "norm", "softmax", "pool", "layout", "elementwise")
+Paced = Callable[[Callable[[], Any]], Any]  # makes one call of the work given (``lockstep.Pacer``)
+
+
+def unpaced(fn: Callable[[], Any]) -> Any:
+    return fn()
 
 
 @dataclass(frozen=True)
@@ -186,9 +191,10 @@ class Backend(ABC):
     def outputs(self) -> list[np.ndarray]:
         """Outputs of the last ``run`` as numpy arrays, flattened in the model's output order."""
 
-    def op_profile(self, runs: int) -> list[OpTime]:
+    def op_profile(self, runs: int, paced: Paced | None = None) -> list[OpTime]:
         """Per-operator times from the framework's own profiler over ``runs`` inferences (after
-        ``prepare``); frameworks without one raise UserError."""
+        ``prepare``), each made through ``paced`` when given (``lockstep.Pacer``: in this
+        worker's turns); frameworks without one raise UserError."""
         raise UserError(f"{self.label} has no per-operator profile in tvmbench")
 
     def block_timer(self) -> Callable[[int], float] | None:

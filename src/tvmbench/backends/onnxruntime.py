@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, OpTime, inputs_by_name, weight_elements
+from tvmbench.backends.base import Backend, OpTime, Paced, inputs_by_name, unpaced, weight_elements
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -93,7 +93,7 @@ class OnnxRuntimeBackend(Backend):
         opts.log_severity_level = 3
         return opts
 
-    def op_profile(self, runs: int) -> list[OpTime]:
+    def op_profile(self, runs: int, paced: Paced | None = None) -> list[OpTime]:
         """ONNX Runtime's session profiling (a second session, same options, profiling on): per
         node, the median of its kernel time over the runs."""
         import json
@@ -106,9 +106,10 @@ class OnnxRuntimeBackend(Backend):
         opts = self._session_options()
         opts.enable_profiling = True
         opts.profile_file_prefix = os.path.join(tempfile.mkdtemp(prefix="tvmbench-ort-"), "profile")
-        session = ort.InferenceSession(self._onnx_path, sess_options=opts, providers=self._providers)
+        session = (paced or unpaced)(  # (in a turn: building a session beside another framework's timing slows it)
+            lambda: ort.InferenceSession(self._onnx_path, sess_options=opts, providers=self._providers))
         for _ in range(runs):
-            session.run(None, self._host_inputs)
+            (paced or unpaced)(lambda: session.run(None, self._host_inputs))
         path = session.end_profiling()
         with open(path) as f:
             events = json.load(f)

@@ -13,7 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions, OpTime, inputs_by_name, weight_elements
+from tvmbench.backends.base import (
+    Backend,
+    BackendOptions,
+    OpTime,
+    Paced,
+    inputs_by_name,
+    unpaced,
+    weight_elements,
+)
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 
@@ -105,7 +113,7 @@ class OpenVINOBackend(Backend):
                      "inference_precision": _type_name(self.compiled.get_property("INFERENCE_PRECISION_HINT")),
                      "onnx_exporter": exported.exporter}
 
-    def op_profile(self, runs: int) -> list[OpTime]:
+    def op_profile(self, runs: int, paced: Paced | None = None) -> list[OpTime]:
         """OpenVINO's per-node performance counters (the model compiled again with PERF_COUNT):
         per executed node, the median of its real time over the runs."""
         import math
@@ -113,14 +121,15 @@ class OpenVINOBackend(Backend):
 
         import openvino as ov
 
-        compiled = self._core.compile_model(self._ov_model, self._device, {**self._config, "PERF_COUNT": "YES"})
+        compiled = (paced or unpaced)(  # (in a turn: a compile beside another framework's timing would slow it)
+            lambda: self._core.compile_model(self._ov_model, self._device, {**self._config, "PERF_COUNT": "YES"}))
         request = compiled.create_infer_request()
         for port, a in zip(compiled.inputs, self._host_inputs, strict=True):
             request.set_tensor(port, ov.Tensor(a, shared_memory=True))
         times: dict[str, list[float]] = {}  # in the order the counters list the nodes: execution order
         types: dict[str, str] = {}
         for _ in range(runs):
-            request.infer()
+            (paced or unpaced)(request.infer)
             for info in request.get_profiling_info():
                 if info.node_type in _NOT_KERNELS or str(info.status).endswith("NOT_RUN"):
                     continue

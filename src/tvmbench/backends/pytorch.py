@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions, OpTime
+from tvmbench.backends.base import Backend, BackendOptions, OpTime, Paced, unpaced
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel
 from tvmbench.models.base import flatten
@@ -86,14 +86,14 @@ class PyTorchBackend(Backend):
             self._out = self.module(*self.inputs)
         self._sync()
 
-    def op_profile(self, runs: int) -> list[OpTime]:
+    def op_profile(self, runs: int, paced: Paced | None = None) -> list[OpTime]:
         """The PyTorch profiler's self CPU time per aten op, per inference (PyTorch eager has no
         layer names below the module's ops; each op is one row)."""
         import torch
 
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(runs):
-                self.run()
+                (paced or unpaced)(self.run)
         return [OpTime(e.key, e.key, op_kind(e.key), e.self_cpu_time_total / runs / 1e3)
                 for e in prof.key_averages() if e.self_cpu_time_total > 0 and e.key.startswith("aten::")]
 

@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
+from typing import Any
 
-from tvmbench.backends.base import OpTime
+from tvmbench.backends.base import OpTime, Paced, unpaced
 from tvmbench.backends.pytorch import PyTorchBackend, PyTorchOptions
 from tvmbench.errors import UserError, headline
 from tvmbench.models import LoadedModel
@@ -50,7 +51,7 @@ class TorchCompileBackend(PyTorchBackend):
         self.phases_s["compile_s"] = time.perf_counter() - t0
         self.info.update({"mode": f"torch.compile ({mode})", "backend": "inductor"})
 
-    def op_profile(self, runs: int) -> list[OpTime]:
+    def op_profile(self, runs: int, paced: Paced | None = None) -> list[OpTime]:
         """The PyTorch profiler's self CPU time per kernel of the compiled graph, per inference.
 
         Inductor's generated C++ kernels are invisible to the profiler unless they are compiled
@@ -61,15 +62,19 @@ class TorchCompileBackend(PyTorchBackend):
         import torch
         import torch._inductor.config as inductor_config
 
-        with inductor_config.patch({"cpp.enable_kernel_profile": True}):
-            torch._dynamo.reset()
-            profiled = torch.compile(self._eager, mode=self.options.torch_compile_mode, dynamic=False)
-            with self._no_grad():
-                profiled(*self.inputs)
+        def compiled() -> Any:  # (in a turn: compiling beside another framework's timing slows it)
+            with inductor_config.patch({"cpp.enable_kernel_profile": True}):
+                torch._dynamo.reset()
+                profiled = torch.compile(self._eager, mode=self.options.torch_compile_mode, dynamic=False)
+                with self._no_grad():
+                    profiled(*self.inputs)
+            return profiled
+
+        profiled = (paced or unpaced)(compiled)
         with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
             for _ in range(runs):
                 with self._no_grad():
-                    profiled(*self.inputs)
+                    (paced or unpaced)(lambda: profiled(*self.inputs))
         return [OpTime(e.key, e.key, kind, e.self_cpu_time_total / runs / 1e3)
                 for e in prof.key_averages() if e.self_cpu_time_total > 0
                 for kind in [inductor_kind(e.key)] if kind is not None]

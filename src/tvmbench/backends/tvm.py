@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.backends.base import Backend, BackendOptions
+from tvmbench.backends.base import Backend, BackendOptions, Paced, unpaced
 from tvmbench.models import LoadedModel
 
 
@@ -241,11 +241,12 @@ class TVMBackend(Backend):
         """The MetaSchedule databases applied to this build (which kernels have a tuning record)."""
         return list(self.schedules.databases)
 
-    def time_kernels(self, runs: int, sequence: list[list[tuple[str, float]]] | None = None
-                     ) -> tuple[list[dict[str, float]], dict[str, int]]:
+    def time_kernels(self, runs: int, sequence: list[list[tuple[str, float]]] | None = None,
+                     paced: Paced | None = None) -> tuple[list[dict[str, float]], dict[str, int]]:
         """``runs`` inferences with every VM call timed (the device synchronised after each):
         seconds per kernel name for each run, and how often each kernel is called per run.
-        ``sequence``, when given, receives each run's calls in order as (name, seconds)."""
+        ``sequence``, when given, receives each run's calls in order as (name, seconds); each
+        inference is made through ``paced`` when given (``lockstep.Pacer``)."""
         per_run: list[dict[str, float]] = []
         calls: dict[str, int] = {}
         current: dict[str, float] = {}
@@ -270,7 +271,7 @@ class TVMBackend(Backend):
             for _ in range(runs):
                 current.clear()
                 order.clear()
-                self.run()
+                (paced or unpaced)(self.run)
                 per_run.append(dict(current))
                 if sequence is not None:
                     sequence.append(list(order))

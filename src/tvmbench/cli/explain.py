@@ -20,6 +20,9 @@ def add_explain_parser(sub: Any) -> None:
     explain.add_argument("--top", type=positive_int, default=8, help="operators listed per framework")
     explain.add_argument("--json", default=None, metavar="FILE", help="write the document here")
     explain.add_argument("--timeout", type=positive_float, default=3600.0)
+    explain.add_argument("--no-lockstep", dest="lockstep", action="store_false",
+                         help="profile one framework after the other (default: both at once, measuring in "
+                              "alternating turns, so a change of the host's speed falls on both alike)")
     explain.add_argument("--quiet", "-q", action="store_true")
     explain.set_defaults(handler=cmd_explain)
 
@@ -33,7 +36,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with console.status(f"explaining {args.model}") as status:
         doc = api.explain(args.model, args.vs, args.target, threads=args.threads, runs=args.runs, db=args.db,
                           untuned=args.untuned, pretuned=not args.no_pretuned, timeout=args.timeout,
-                          on_event=lambda fw, msg: status.update(f"{fw}: {msg}"), **kwargs)
+                          lockstep=args.lockstep, on_event=lambda fw, msg: status.update(f"{fw}: {msg}"), **kwargs)
     print_explain(doc, make_console(), args.top)
     if args.json:
         console.print(f"written to {write_json(args.json, doc)}")

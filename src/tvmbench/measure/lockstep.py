@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 TURN_S = 0.25  # how long a framework measures before handing over
+SETTLE_S = 0.05  # a turn's pause before its first profiled call (``Pacer``), as ``timer.py``'s turn_settle_s
 _TURN, _ARRIVED = 0, 1  # the array's first two slots; then N arrival flags, then N done flags
 
 
@@ -135,3 +136,53 @@ class TurnClock:
             self.spans[-1] = (start, time.time(), n)
             self.turns.release()
             self.holding = False
+
+
+class Pacer:
+    """Calls made in this worker's turns: ``pacer(fn)`` waits for the turn (a turn's first call
+    is preceded by ``rewarm``), calls ``fn`` and hands the turn on once it has lasted ``turn_s``;
+    ``pacer.profiled(fn)`` the same with a pause of ``SETTLE_S`` instead of the warm-up call
+    (for calls a profiler records, which would record the warm-up too). Without turns both just call ``fn``.
+
+    For work measured in pieces that are not one timer's samples (``tvmbench explain``'s plain,
+    instrumented and profiled runs): two frameworks' profiles taken one after the other each
+    land in whatever state the host was in at the time. On the 2-vCPU EPYC VM TVM's small
+    kernels ran 2.5x slower in its far state, and explain put BERT's layer norms at 2.6x
+    OpenVINO's where, in one state, they were level; taken in turns, both see the same mix."""
+
+    def __init__(self, turns: Turns | None, rewarm: Callable[[], Any] | None = None) -> None:
+        self.rewarm, self._warm_up = rewarm, True
+        self.clock = TurnClock(turns, self._rewarm) if turns is not None else None
+
+    def _rewarm(self) -> None:
+        if self._warm_up and self.rewarm is not None:
+            self.rewarm()
+        else:  # (no call: a pause for the other framework's threads to stop spinning, as timer.py)
+            time.sleep(SETTLE_S)
+
+    def __call__(self, fn: Callable[[], Any]) -> Any:
+        return self._paced(fn, warm_up=True)
+
+    def profiled(self, fn: Callable[[], Any]) -> Any:
+        return self._paced(fn, warm_up=False)
+
+    def _paced(self, fn: Callable[[], Any], warm_up: bool) -> Any:
+        if self.clock is None:
+            return fn()
+        self._warm_up = warm_up
+        self.clock.before_block()
+        try:
+            return fn()
+        finally:
+            self.clock.after_block()
+
+    def arrive(self) -> None:
+        """Ready to measure: wait for the other workers (turns begin when all have arrived)."""
+        if self.clock is not None:
+            self.clock.turns.arrive()
+
+    def finish(self) -> None:
+        """Measured all: hand the turn on for good."""
+        if self.clock is not None:
+            self.clock.stop()
+            self.clock.turns.finish()

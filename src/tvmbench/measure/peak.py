@@ -265,7 +265,7 @@ void triad(float *a, float *b, float *c, long n, long repeats) {
 """
 
 
-def measure_cache_slopes(threads: int, floor_gbs: float = 0.0, seconds: float = 0.05, calls: int = 5
+def measure_cache_slopes(threads: int, floor_gbs: float = 0.0, seconds: float = 0.03, calls: int = 3
                          ) -> tuple[CacheSlope, ...]:
     """Each data cache level's bandwidth on ``threads`` threads: the triad over three arrays per
     thread that together fill half of the level's capacity (the rest for everything else),

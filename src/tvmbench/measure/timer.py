@@ -45,7 +45,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-from tvmbench.measure.lockstep import TurnClock, Turns
+from tvmbench.measure.lockstep import SETTLE_S, TurnClock, Turns
 from tvmbench.measure.probe import HostProbe
 from tvmbench.measure.stats import median_ci
 
@@ -58,7 +58,7 @@ class TimerConfig:
     slow_call_s: float = 0.25
     slow_warmup_runs: int = 3
     pause_turn_call_s: float = 0.1  # lockstep: calls this long start a turn with a pause, not an untimed call
-    turn_settle_s: float = 0.05  # ... that pause
+    turn_settle_s: float = SETTLE_S  # ... that pause
     min_runs: int = 30
     min_time_s: float = 3.0
     max_time_s: float = 60.0

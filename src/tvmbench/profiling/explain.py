@@ -9,6 +9,11 @@ compiled with Inductor's kernel profiling (self time per generated kernel and li
 by side. Each framework's end-to-end median is measured in the same worker without the profiler;
 what its per-operator sum does not explain (the runtime's own work, the profiler's overhead) is
 printed as such, so a reader can tell how far the breakdown can be trusted.
+
+The two workers run at once and measure in alternating turns (``lockstep.Pacer``): profiled one
+after the other, each side landed in whatever state a shared host was in at the time, and on the
+2-vCPU EPYC VM, whose small parallel kernels run 2.5x slower in one state than in the other,
+BERT's layer norms read 2.6x OpenVINO's in one run and 1.1-1.2x in the next.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from tvmbench.backends.base import OP_KINDS, BackendConfig, OpTime, weight_elements
+from tvmbench.measure.lockstep import Pacer, Turns
 from tvmbench.models import ModelOptions
 
 PEERS = ("onnxruntime", "openvino", "pytorch", "torch_compile")
@@ -75,28 +81,37 @@ class ExplainJob:
     backend: BackendConfig
     runs: int = 20
     warmup: int = 5
+    turns: Turns | None = None  # lockstep: this worker's place in the turns the two frameworks take
 
 
 def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
-    """Worker entry: prepare the framework, time plain runs, then its per-operator profile."""
+    """Worker entry: prepare the framework, then time plain runs and its per-operator profile,
+    in turns with the other framework's worker when ``job.turns`` is given (``lockstep.Pacer``)."""
     from tvmbench.profiling.kernels import plain_runs, prepared_backend
 
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.framework, job.model, job.options, job.backend, say)
-    if job.framework in ("tvm", "tvm_untuned"):
-        say("end-to-end and per-kernel runs, alternating")
-        result = _tvm_breakdown(backend, job, say)
-    else:
-        say("end-to-end runs")
-        plain = plain_runs(backend, job.warmup, job.runs)
-        say("per-operator profile")
-        result = Breakdown(job.framework, statistics.median(plain) * 1e3, backend.op_profile(job.runs))
+    pacer = Pacer(job.turns, rewarm=backend.run)
+    try:
+        if job.turns is not None:
+            say("waiting for the other framework (lockstep)")
+        pacer.arrive()
+        if job.framework in ("tvm", "tvm_untuned"):
+            say("end-to-end and per-kernel runs, alternating")
+            result = _tvm_breakdown(backend, job, say, pacer)
+        else:
+            say("end-to-end runs")
+            plain = plain_runs(backend, job.warmup, job.runs, pacer)
+            say("per-operator profile")
+            result = Breakdown(job.framework, statistics.median(plain) * 1e3, backend.op_profile(job.runs, pacer.profiled))
+    finally:
+        pacer.finish()
     backend.close()
     result.ops.sort(key=lambda op: -op.ms)
     return result
 
 
-def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
+def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer) -> Breakdown:
     """TVM's kernels inside the model, each with its kind, per kernel and per call in order, and
     each kind's roofline bound; VM builtins (allocation, shape functions) are the rest, reported
     as unexplained. The plain and the instrumented runs alternate (``interleaved_runs``), so the
@@ -111,7 +126,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
     legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
     funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     sequence: list[list[tuple[str, float]]] = []
-    plain, per_run, calls = interleaved_runs(backend, job.warmup, job.runs, sequence)
+    plain, per_run, calls = interleaved_runs(backend, job.warmup, job.runs, sequence, paced=pacer)
     end_to_end_ms = statistics.median(plain) * 1e3
     feats = {name: features(name, funcs[name]) for name in calls if name in funcs}
     kinds = {name: tvm_kind(f["kind"]) for name, f in feats.items()}
@@ -124,7 +139,8 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any) -> Breakdown:
                 for order, (i, name) in enumerate(in_order)]
     per_call = with_winograd_transforms(per_call, feats)
     say("the machine's roofline")
-    peak, bandwidth = measure_compute_peak(job.backend.threads), measure_bandwidth(job.backend.threads)
+    peak, bandwidth = pacer.profiled(lambda: (measure_compute_peak(job.backend.threads),
+                                              measure_bandwidth(job.backend.threads)))
     bound: dict[str, float] = {}
     for name, f in feats.items():
         least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs_for(f["bytes"]) * 1e9))

@@ -22,7 +22,8 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from tvmbench.backends.base import BackendConfig
+from tvmbench.backends.base import BackendConfig, Paced, unpaced
+from tvmbench.measure.lockstep import Pacer
 from tvmbench.measure.peak import percent_of_peak
 from tvmbench.measure.stats import paired_ratio_ci
 from tvmbench.models import ModelOptions, load_model
@@ -171,15 +172,20 @@ def prepared_backend(framework: str, model: str, options: ModelOptions, config: 
     return backend
 
 
-def plain_runs(backend: Any, warmup: int, runs: int) -> list[float]:
-    """Seconds of each of ``runs`` plain inferences, after ``warmup`` untimed ones."""
+def plain_runs(backend: Any, warmup: int, runs: int, paced: Paced | None = None) -> list[float]:
+    """Seconds of each of ``runs`` plain inferences, after ``warmup`` untimed ones; each made
+    through ``paced`` when given (``lockstep.Pacer``: in this worker's turns)."""
     for _ in range(warmup):
-        backend.run()
+        (paced or unpaced)(backend.run)
     times = []
-    for _ in range(runs):
+
+    def timed() -> None:
         t0 = time.perf_counter()
         backend.run()
         times.append(time.perf_counter() - t0)
+
+    for _ in range(runs):
+        (paced or unpaced)(timed)
     return times
 
 
@@ -189,7 +195,8 @@ INTERLEAVE_BLOCK = 5
 
 
 def interleaved_runs(backend: Any, warmup: int, runs: int, sequence: list[list[tuple[str, float]]] | None = None,
-                     block: int = INTERLEAVE_BLOCK) -> tuple[list[float], list[dict[str, float]], dict[str, int]]:
+                     block: int = INTERLEAVE_BLOCK, paced: Pacer | None = None
+                     ) -> tuple[list[float], list[dict[str, float]], dict[str, int]]:
     """``runs`` plain inferences and ``runs`` instrumented ones (``time_kernels``), alternating in
     blocks of ``block``: the plain times (s), the per-kernel seconds of each instrumented run, and
     the kernels' calls per inference.
@@ -199,15 +206,16 @@ def interleaved_runs(backend: Any, warmup: int, runs: int, sequence: list[list[t
     shared 2-vCPU hosts move by 30 % for seconds at a time) put that change into the
     difference: ``tvmbench profile --model resnet18`` read +4.6 ms and -1.1 ms of a 12 ms model
     in two runs a minute apart. Alternating short blocks lets every stretch of the host fall on
-    both sets alike."""
-    plain_runs(backend, warmup, 0)
+    both sets alike. ``paced``: every run in this worker's turns (``lockstep.Pacer``), the
+    instrumented ones without a warm-up call at a turn's start (it would be timed with them)."""
+    plain_runs(backend, warmup, 0, paced)
     plain: list[float] = []
     per_run: list[dict[str, float]] = []
     calls: dict[str, int] = {}
     while len(plain) < runs:
         n = min(block, runs - len(plain))
-        plain += plain_runs(backend, 0, n)
-        timed, calls_of = backend.time_kernels(n, sequence)
+        plain += plain_runs(backend, 0, n, paced)
+        timed, calls_of = backend.time_kernels(n, sequence, paced.profiled if paced else None)
         per_run += timed
         calls = calls or calls_of
     return plain, per_run, calls
