@@ -158,32 +158,17 @@ def _in_workers_in_turns(fn: Callable[..., Any], jobs: list[Any], threads: int, 
                          what: list[str], envs: list[dict[str, str]],
                          on_progress: list[Callable[[str], None] | None]) -> list[Any]:
     """``fn(job)`` for every job at once, each in its own worker, the jobs (each given its
-    ``turns``: ``lockstep.Turns``) measuring in alternating turns; the values in order, or the
-    first failure as ``_in_worker`` reports it. Each worker is watched by a thread that frees its
-    place in the rotation when it ends, however it ends, so the others never wait for it."""
-    import threading
+    ``turns``) measuring in alternating turns (``runner.run_in_turns``); the values in order, or
+    the first failure as ``_in_worker`` reports it."""
+    from tvmbench.measure.isolation import output_file, run_isolated
+    from tvmbench.measure.runner import run_in_turns
 
-    from tvmbench.measure.isolation import context, output_file, run_isolated
-    from tvmbench.measure.lockstep import Baton, Turns
+    def run(i: int, turns: Any) -> Any:
+        return run_isolated(fn, dataclasses.replace(jobs[i], turns=turns), timeout_s=timeout,
+                            env={**thread_env(threads), **envs[i]}, memory_limit_bytes=default_memory_limit(),
+                            on_progress=on_progress[i], output=output_file(f"{fn.__name__}-{i}"))
 
-    baton = Baton(len(jobs), context())
-    outcomes: list[Any] = [None] * len(jobs)
-
-    def watch(i: int) -> None:
-        try:
-            outcomes[i] = run_isolated(fn, dataclasses.replace(jobs[i], turns=Turns(baton, i)), timeout_s=timeout,
-                                       env={**thread_env(threads), **envs[i]}, memory_limit_bytes=default_memory_limit(),
-                                       on_progress=on_progress[i], output=output_file(f"{fn.__name__}-{i}"))
-        finally:
-            baton.abandon(i)
-
-    watchers = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(len(jobs))]
-    for t in watchers:
-        t.start()
-    for t in watchers:
-        while t.is_alive():
-            t.join(0.2)  # short waits: Ctrl-C reaches this thread promptly
-    return [_value(o, w) for o, w in zip(outcomes, what, strict=True)]
+    return [_value(o, w) for o, w in zip(run_in_turns(len(jobs), run), what, strict=True)]
 
 
 def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:

@@ -306,23 +306,31 @@ def _inline(job: FrameworkJob, on_progress: Callable[[str], None]) -> isolation.
 
 
 def _run_in_lockstep(cfg: RunConfig, jobs: list[FrameworkJob], events: Events) -> list[isolation.Outcome]:
-    """Every job's worker at once, measuring in turns (``lockstep.py``); the outcomes in order.
-    Each worker is watched by its own thread, which frees the worker's place in the rotation when
-    it ends, however it ends."""
-    import threading
-
+    """Every job's worker at once, measuring in turns (``lockstep.py``); the outcomes in order."""
     from tvmbench.models import is_package
 
-    baton = Baton(len(jobs), isolation.context(not any(is_package(j.model) for j in jobs)))
-    outcomes: list[isolation.Outcome | None] = [None] * len(jobs)
+    return run_in_turns(len(jobs), lambda i, turns: _run_job(cfg, dataclasses.replace(jobs[i], turns=turns), events),
+                        preloaded=not any(is_package(j.model) for j in jobs))
+
+
+def run_in_turns(n: int, run: Callable[[int, Turns], isolation.Outcome], preloaded: bool = True
+                 ) -> list[isolation.Outcome]:
+    """``run(i, turns)`` for ``i`` in ``range(n)`` at once, each given its place in one rotation
+    of turns (``lockstep.Turns``; ``run`` starts the worker that takes them); the outcomes in
+    order. Each is watched by its own thread, which frees the worker's place in the rotation when
+    it ends, however it ends, so the others never wait for a worker that is gone."""
+    import threading
+
+    baton = Baton(n, isolation.context(preloaded))
+    outcomes: list[isolation.Outcome | None] = [None] * n
 
     def watch(i: int) -> None:
         try:
-            outcomes[i] = _run_job(cfg, dataclasses.replace(jobs[i], turns=Turns(baton, i)), events)
+            outcomes[i] = run(i, Turns(baton, i))
         finally:
             baton.abandon(i)
 
-    threads = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(len(jobs))]
+    threads = [threading.Thread(target=watch, args=(i,), daemon=True) for i in range(n)]
     for t in threads:
         t.start()
     for t in threads:
