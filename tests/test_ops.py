@@ -398,7 +398,8 @@ def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transfor
     now pairs by the output of the transform that reads it and 9/16 of its weights, and its time
     includes its input and output transforms, each transform counted once (one that fused a
     layer's output transform with the next one's input transform stays with the first). A
-    transform writing several branches' concatenation gives each its own pixels x channels."""
+    transform writing several branches' concatenation gives each its own pixels x channels, one
+    joined with the next layer's input transform the pixels its output transform writes inside."""
     from tvmbench.backends.base import OpTime
     from tvmbench.profiling.explain import _shapes_as_layer, with_winograd_transforms
 
@@ -423,6 +424,39 @@ def test_a_winograd_layer_pairs_as_the_convolution_it_computes_with_its_transfor
              "concat": kernel("winograd transform", [t, [16, 49, 128]], [[1, 14, 14, 384]])}
     assert _shapes_as_layer(feats, list(feats), 1) == (14 * 14 * 128, 9 * 128 * 256)
     assert _shapes_as_layer(feats, list(feats), 0)[0] == 14 * 14 * 256
+    # an output transform joined with the next layer's input transform writes no pixels (Inception
+    # v3's 147x147x32 layer read as 36 x 1369 x 32): the pixels its output transform's block writes
+    feats = {"product": kernel("conv2d winograd", [[36, 1369, 32], [36, 1, 32, 32]], [[36, 1369, 32]]),
+             "joined": {**kernel("winograd transform", [[36, 1369, 32], [1, 1, 1, 32]], [[36, 1369, 32]]),
+                        "pixels_out": [1, 147, 147, 32]}}
+    assert _shapes_as_layer(feats, list(feats), 0)[0] == 147 * 147 * 32
+
+
+def test_a_contraction_broadcast_by_its_epilogue_pairs_as_the_layer_it_computes():
+    """An EfficientNet block's excitation (a 1x1 convolution of the squeezed 1x1x10 vector to 240
+    channels) fused with the multiplication into its 28x28x240 map writes 28x28x240: it paired
+    with other blocks' 28x28x240 expansion layers and left 13 layers of each side unpaired. Its
+    layer is the contraction's own output, 1x1x240; a padded contraction sliced by its epilogue
+    keeps the kernel's output."""
+    from tvm import te
+
+    from tvmbench.profiling.collect import features
+    from tvmbench.profiling.explain import _shapes_as_layer
+
+    squeezed, weight = te.placeholder((1, 1, 1, 10), name="squeezed"), te.placeholder((10, 240), name="w")
+    fmap = te.placeholder((1, 28, 28, 240), name="fmap")
+    k = te.reduce_axis((0, 10), "k")
+    scale = te.compute((1, 1, 1, 240), lambda n, h, w, o: te.sum(squeezed[n, h, w, k] * weight[k, o], axis=k))
+    out = te.compute((1, 28, 28, 240), lambda n, y, x, o: te.sigmoid(scale[n, 0, 0, o]) * fmap[n, y, x, o])
+    feats = {"excite": features("fused_conv2d_multiply", te.create_prim_func([squeezed, weight, fmap, out]))}
+    assert feats["excite"]["contraction_out"] == [1, 1, 1, 240]
+    assert _shapes_as_layer(feats, ["excite"], 0)[0] == 240
+    x, w2 = te.placeholder((208, 64), name="x"), te.placeholder((64, 768), name="w2")
+    j = te.reduce_axis((0, 64), "j")
+    padded = te.compute((208, 768), lambda i, o: te.sum(x[i, j] * w2[j, o], axis=j))
+    sliced = te.compute((197, 768), lambda i, o: padded[i, o])
+    feats = {"dense": features("fused_matmul_strided_slice", te.create_prim_func([x, w2, sliced]))}
+    assert feats["dense"]["contraction_out"] == [208, 768] and _shapes_as_layer(feats, ["dense"], 0)[0] == 197 * 768
 
 
 def test_a_kernel_that_joins_layers_pairs_with_the_peers_layers_between_its_neighbours_partners():
@@ -483,3 +517,25 @@ def test_layers_of_equal_sizes_pair_by_their_place_in_the_model():
     pairs = {r["tvm_kernel"]: r["peer_layer"] for r in result["layers"]}
     assert pairs["fused_conv2d9_add_maximum"] == "b7/dw"
     assert pairs["fused_conv2d_nhwc_packed3_add_conv2d3_add_conv2d_nhwc_packed4_add"] == "b3/expand + b3/dw + b3/project"
+
+
+def test_layers_computed_over_padded_channels_pair_with_the_nearest_in_weights_then_output_size():
+    """MobileNetV3's 72 channels computed as 80 (56x56x80 against OpenVINO's 56x56x72) and ONNX
+    Runtime's NCHWc blocks (EfficientNet's 40-channel projection as 48) left every such layer
+    unpaired; left over by exact sizes, a kernel pairs with a free layer of output size within
+    4x either way near its place, nearest in weights first: a projection with the projection,
+    not with the depthwise layer before it."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    ours = [OpTime(n, "conv2d", "conv", 0.1, i, out, w) for i, n, out, w in [
+        (0, "fused_conv2d_nhwc_packed3_strided_slice1_add", 250880, 2304), (1, "fused_conv2d3_add", 250880, 720),
+        (60, "fused_conv2d_nhwc_packed7_strided_slice1_add", 31360, 6912), (100, "fused_conv2d_nhwc_packed9_add", 9999, 50)]]
+    theirs = [OpTime(n, "Conv", "conv", 0.1, i, out, w) for i, n, out, w in [  # (b4/dw the nearer in place)
+        (0, "b3/expand", 225792, 1728), (1, "b3/dw", 225792, 648), (58, "b4/dw", 112896, 3600),
+        (66, "b4/project", 37632, 6912), (100, "head", 1000, 64000)]]
+    result = match_layers(Breakdown("tvm", 0.4, [], ours), Breakdown("onnxruntime", 0.5, theirs))
+    pairs = {r["tvm_kernel"]: r["peer_layer"] for r in result["layers"]}
+    assert pairs == {"fused_conv2d_nhwc_packed3_strided_slice1_add": "b3/expand", "fused_conv2d3_add": "b3/dw",
+                     "fused_conv2d_nhwc_packed7_strided_slice1_add": "b4/project"}
+    assert result["unmatched"]["conv"].startswith("1 of TVM's 4 conv kernels and 2 of onnxruntime's 5")

@@ -3,7 +3,7 @@ kernels for one of them (``passes/fuse_expansion.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import tvm
@@ -162,6 +162,27 @@ def is_product_sum(block: Any) -> bool:
     acc, product = body.value.a, body.value.b
     return (isinstance(acc, load) and acc.source.same_as(body.buffer) and isinstance(product, tvm.tirx.Mul)
             and isinstance(product.a, load) and isinstance(product.b, load))
+
+
+def contraction_output(func: Any) -> list[int] | None:
+    """The shape of what the kernel's first product-sum block (its matmul or convolution) writes,
+    before any epilogue: None without one (or without a root block to find it under)."""
+    return written_shape(func, is_product_sum)
+
+
+def written_shape(func: Any, accept: Callable[[Any], bool]) -> list[int] | None:
+    """The static shape of what the first block under the root that ``accept`` takes writes
+    (an intermediate buffer of a fused kernel, or an argument); None if none does."""
+    try:
+        sch = s_tir.Schedule(func)
+        blocks = [sch.get(b) for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    except s_tir.schedule.ScheduleError:
+        return None
+    for block in blocks:
+        if accept(block) and block.writes:
+            shape = [as_int(d) for d in block.writes[0].source.shape]
+            return None if None in shape else shape  # type: ignore[return-value]
+    return None
 
 
 def reduction_kinds(func: Any) -> list[str] | None:

@@ -95,7 +95,7 @@ def features(name: str, func: Any) -> dict[str, Any]:
     import tvm
 
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
-    from tvmbench.compile.tir import kernel_flops
+    from tvmbench.compile.tir import contraction_output, kernel_flops, written_shape
 
     buffers = list(func.params)  # tensor-typed variables in TVM 0.27, with shape and dtype
     written = _written(func)
@@ -112,7 +112,8 @@ def features(name: str, func: Any) -> dict[str, Any]:
             "inputs": [a for a, b in zip(args, buffers, strict=True) if b.name not in written],
             "outputs": [a for a, b in zip(args, buffers, strict=True) if b.name in written],
             "dtype": args[-1]["dtype"] if args else None, "flops": flops, "bytes": nbytes,
-            "intensity": flops / nbytes if flops and nbytes else None}
+            "intensity": flops / nbytes if flops and nbytes else None, "contraction_out": contraction_output(func),
+            "pixels_out": written_shape(func, lambda b: b.name_hint == WINOGRAD_OUTPUT)}
 
 
 def _accesses(func: Any) -> dict[str, int]:

@@ -302,8 +302,9 @@ def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple
     and nearest weight size (within MAX_WEIGHT_RATIO where both are known; sizes within about
     10 % count as equal), then nearest in relative position in the model (a depthwise convolution
     over 14x14x384 has the output and the weights, 3456, of MobileNetV2's 1x1 projection from 144
-    to 24 channels over 56x56, a third of the model earlier), then earliest; and how many of each
-    side were left over."""
+    to 24 channels over 56x56, a third of the model earlier), then earliest. A kernel left over
+    then pairs with a free layer of output size within ``MAX_PADDING`` either way near its place
+    in the model (channels padded on one side): the nearest in weights, then in output size. Returns the pairs and how many of each side were left over."""
     def distance(a: OpTime, b: OpTime) -> float:
         if not a.weight_elements or not b.weight_elements:
             return UNKNOWN_DISTANCE
@@ -324,7 +325,28 @@ def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple
                                               free.index(b)))
         free.remove(best)
         pairs.append((a, best))
+    paired = {id(a) for a, _ in pairs}
+    for a in [a for a in ours if id(a) not in paired]:  # padded channels: MobileNetV3's 72 computed as 80
+        candidates = [b for b in free if a.out_elements and b.out_elements
+                      and 1 / MAX_PADDING <= a.out_elements / b.out_elements <= MAX_PADDING
+                      and distance(a, b) <= MAX_WEIGHT_DISTANCE
+                      and abs(where[id(a)] - where[id(b)]) <= MAX_PADDED_GAP]
+        if candidates:
+            best = min(candidates, key=lambda b: (round(distance(a, b), 1),
+                                                  round(abs(math.log(a.out_elements / b.out_elements)), 1),
+                                                  abs(where[id(a)] - where[id(b)])))
+            free.remove(best)
+            pairs.append((a, best))
     return pairs, (len(ours) - len(pairs), len(free))
+
+
+# A kernel left without an equal partner may have computed its layer over channels padded to
+# whole vectors (``passes/pad_window_channels.py``, the contraction rule's channel slices:
+# MobileNetV3's 72 as 80), and so may the peer (ONNX Runtime's NCHWc blocks: EfficientNet's 8
+# squeezed channels as 16): it pairs with a free layer of up to this ratio of output sizes either
+# way, the nearest in relative position within this gap.
+MAX_PADDING = 4.0
+MAX_PADDED_GAP = 0.1
 
 
 def _shapes_as_layer(feats: dict[str, dict[str, Any]], names: list[str], at: int) -> tuple[int | None, int | None]:
@@ -333,17 +355,24 @@ def _shapes_as_layer(feats: dict[str, dict[str, Any]], names: list[str], at: int
     tiles, C]: ResNet-50's 14x14x256 convolution as 16 x 49 x 256, the size of a 1x1 convolution's
     14x14x1024 output) and so are its weights (alpha^2 / 9 times a 3x3 kernel's): its output is
     the pixels of the next output transform's that reads it by its own channels, its weights
-    9 / alpha^2 of its own."""
+    9 / alpha^2 of its own. A contraction whose epilogue broadcasts it to a larger output (an
+    EfficientNet block's excitation, 1x1x240, multiplied into its 28x28x240 map) is the layer
+    it computes: it had paired with the 28x28x240 expansion layers of other blocks."""
     f = feats[names[at]]
     out = f["outputs"][0]["shape"] if f["outputs"] else None
     weights = weight_elements(tvm_kind(f["kind"]), [a["shape"] for a in f["inputs"]], out)
+    contraction = f.get("contraction_out")
+    if out is not None and contraction and math.prod(contraction) < math.prod(out):
+        out = contraction  # an epilogue broadcast it: a squeeze-and-excitation's scales times the map
     if f["kind"] != "conv2d winograd" or out is None:
         return (math.prod(out) if out is not None else None), weights
-    real = next((g["outputs"][0]["shape"] for g in (feats[n] for n in names[at + 1:])
+    real = next((g.get("pixels_out") or g["outputs"][0]["shape"] for g in (feats[n] for n in names[at + 1:])
                  if g["kind"] == "winograd transform" and out in [a["shape"] for a in g["inputs"]]
                  and g["outputs"]), None)
     # (the transform may write a concatenation of several layers' outputs, GoogLeNet's inception
-    # branches: the layer's own output is that map's pixels by its own channels)
+    # branches: the layer's own output is that map's pixels by its own channels; or, joined with
+    # the next layer's input transform, no pixels at all: ``pixels_out``, what its output
+    # transform's block writes inside it)
     return (math.prod(real[:-1]) * out[-1] if real is not None else None), (weights * 9 // out[0] if weights else None)
 
 
