@@ -519,6 +519,26 @@ def test_layers_of_equal_sizes_pair_by_their_place_in_the_model():
     assert pairs["fused_conv2d_nhwc_packed3_add_conv2d3_add_conv2d_nhwc_packed4_add"] == "b3/expand + b3/dw + b3/project"
 
 
+def test_a_pair_counts_the_peers_elementwise_layers_that_tvm_fused_into_its_kernel():
+    """OpenVINO runs an EfficientNet excitation's multiplication into the map as a layer after the
+    convolution; TVM's kernel does it in its epilogue. The pair counts the peer's elementwise
+    layers right after its partner (up to a layer of another kind), when TVM's kernel fused any."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    ours = [OpTime("fused_conv2d_nhwc_packed14_add40_tir_negative17_fast_exp17_add41_divide17_multiply19", "conv2d 1x1",
+                   "conv", 0.03, 0, 240, 2400),
+            OpTime("fused_conv2d_nhwc_packed15", "conv2d 1x1", "conv", 0.05, 1, 100, 50)]
+    theirs = [OpTime(n, t, k, ms, i, *shape) for i, (n, t, k, ms, shape) in enumerate([
+        ("fc2", "Convolution", "conv", 0.012, (240, 2400)), ("Mul", "Subgraph", "elementwise", 0.006, ()),
+        ("avgpool", "ReduceMean", "pool", 0.004, ()), ("Add", "Eltwise", "elementwise", 0.002, ()),
+        ("project", "Convolution", "conv", 0.04, (100, 50)), ("Relu", "Eltwise", "elementwise", 0.001, ())])]
+    result = match_layers(Breakdown("tvm", 0.1, [], ours), Breakdown("openvino", 0.1, theirs))
+    pairs = {r["tvm_kernel"][:26]: (r["peer_layer"], round(r["peer_ms"], 6)) for r in result["layers"]}
+    assert pairs == {"fused_conv2d_nhwc_packed14": ("fc2 + Mul", 0.018), "fused_conv2d_nhwc_packed15": ("project", 0.04)}
+    assert not result["unmatched"]
+
+
 def test_layers_computed_over_padded_channels_pair_with_the_nearest_in_weights_then_output_size():
     """MobileNetV3's 72 channels computed as 80 (56x56x80 against OpenVINO's 56x56x72) and ONNX
     Runtime's NCHWc blocks (EfficientNet's 40-channel projection as 48) left every such layer

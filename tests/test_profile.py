@@ -126,7 +126,7 @@ def test_plain_and_instrumented_runs_alternate_so_a_change_of_host_speed_falls_o
         def run(self):
             self.log.append("plain")
 
-        def time_kernels(self, n, sequence=None):
+        def time_kernels(self, n, sequence=None, paced=None):
             runs = []
             for _ in range(n):
                 runs.append({"k": self.speed()})

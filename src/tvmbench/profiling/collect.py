@@ -35,7 +35,7 @@ from tvmbench.targets import ResolvedTarget
 ALONE = ("alone_warm", "alone_cold")
 ALONE_SAMPLES = {"alone_warm": 5, "alone_cold": 20}  # the runner's repeats (profiling/alone.py)
 # Relax ops that fuse into a kernel's write-back (its epilogue), as they appear in kernel names.
-_ELEMENTWISE_OPS = {"add", "subtract", "multiply", "divide", "relu", "clip", "minimum", "maximum", "tanh", "erf",
+ELEMENTWISE_OPS = {"add", "subtract", "multiply", "divide", "relu", "clip", "minimum", "maximum", "tanh", "erf",
                     "sigmoid", "exp", "gelu", "silu", "power", "sqrt", "rsqrt", "negative"}
 _LAYOUT_WORDS = ("transpose", "reshape", "layout", "concat", "split", "take", "strided_slice", "broadcast_to",
                  "pad", "squeeze", "expand_dims")
@@ -107,7 +107,7 @@ def features(name: str, func: Any) -> dict[str, Any]:
     if WINOGRAD_INPUT in name or WINOGRAD_OUTPUT in name:
         flops = None  # TVM counts every branch of the transforms' coefficient selects
     tokens = [t.rstrip("0123456789") for t in name.split("_")]
-    epilogue = ",".join(t for t in tokens if t in _ELEMENTWISE_OPS)
+    epilogue = ",".join(t for t in tokens if t in ELEMENTWISE_OPS)
     return {"name": name, "kind": op_kind(name, func), "epilogue": epilogue,
             "inputs": [a for a, b in zip(args, buffers, strict=True) if b.name not in written],
             "outputs": [a for a, b in zip(args, buffers, strict=True) if b.name in written],
