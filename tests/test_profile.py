@@ -31,8 +31,11 @@ def test_profile_times_every_kernel_inside_the_model(tmp_path, capsys):
         assert k["calls"] == 1 and k["ms"] > 0 and k["schedule"] == "default"
         # 32 x 256 x 512 multiply-adds = 8.4 MFLOP for either layer, plus the bias (and ReLU)
         assert 8.3 < k["mflop"] < 8.7 and k["gflops"] > 0 and k["percent_of_peak"] > 0
+        # the cache-aware roofline's bound is at least the FLOPs' at the peak, so its share at least % of peak
+        assert k["percent_of_bound"] >= k["percent_of_peak"] - 1e-9
     assert abs(sum(k["share"] for k in kernels) - 1) < 1e-6
     assert 0 < doc["kernels_ms"] and doc["end_to_end_ms"] > 0 and doc["peak_gflops"] > 0
+    assert doc["bandwidth"]["memory_gbs"] > 0 and "% bound" in printed
     assert "matmul" in printed and "by kind:" in printed
     assert doc["ceiling"]["speedup"] >= 1.0 and "schedule ceiling: no schedule" in printed
 

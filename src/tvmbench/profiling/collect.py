@@ -91,8 +91,6 @@ def op_kind(name: str, func: Any) -> str:
 def features(name: str, func: Any) -> dict[str, Any]:
     """Kind, shapes, FLOPs, compulsory bytes (every argument read or written once, or as much of
     it as the kernel's loads and stores can reach: ``_accesses``) and intensity."""
-    import numpy as np
-    import tvm
 
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
     from tvmbench.compile.tir import contraction_output, kernel_flops, written_shape
@@ -100,9 +98,7 @@ def features(name: str, func: Any) -> dict[str, Any]:
     buffers = list(func.params)  # tensor-typed variables in TVM 0.27, with shape and dtype
     written = _written(func)
     args = [{"shape": [int(d) for d in b.shape], "dtype": str(b.dtype)} for b in buffers]
-    accesses = _accesses(func)
-    nbytes = sum(min(int(np.prod(a["shape"])), accesses.get(b.name, math.inf)) * tvm.DataType(a["dtype"]).bits // 8
-                 for a, b in zip(args, buffers, strict=True))
+    nbytes = compulsory_bytes(func)
     flops = kernel_flops(func)
     if WINOGRAD_INPUT in name or WINOGRAD_OUTPUT in name:
         flops = None  # TVM counts every branch of the transforms' coefficient selects
@@ -114,6 +110,17 @@ def features(name: str, func: Any) -> dict[str, Any]:
             "dtype": args[-1]["dtype"] if args else None, "flops": flops, "bytes": nbytes,
             "intensity": flops / nbytes if flops and nbytes else None, "contraction_out": contraction_output(func),
             "pixels_out": written_shape(func, lambda b: b.name_hint == WINOGRAD_OUTPUT)}
+
+
+def compulsory_bytes(func: Any) -> int:
+    """Every argument read or written once, or as much of it as the kernel's loads and stores
+    can reach (``_accesses``)."""
+    import numpy as np
+    import tvm
+
+    accesses = _accesses(func)
+    return sum(min(int(np.prod([int(d) for d in b.shape])), accesses.get(b.name, math.inf)) * tvm.DataType(str(b.dtype)).bits // 8
+               for b in func.params)
 
 
 def _accesses(func: Any) -> dict[str, int]:

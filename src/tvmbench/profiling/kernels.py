@@ -41,6 +41,7 @@ class KernelProfile:
     percent_of_peak: float | None = None
     schedule: str | None = None  # "tuning record" or "default" (tvmbench's rules); None for VM builtins
     workload: str | None = None  # structural hash of the tuning record's workload, when one applies
+    percent_of_bound: float | None = None  # of the cache-aware roofline's least time (``measure.peak``)
 
 
 @dataclass
@@ -56,6 +57,7 @@ class ModelProfile:
     peak_method: str | None
     database: dict[str, Any] | None
     kernels: list[KernelProfile] = field(default_factory=list)
+    bandwidth: dict[str, Any] | None = None  # the roofline's slopes: memory's GB/s and each cache level's
 
     @property
     def unexplained_ms(self) -> float:
@@ -132,9 +134,15 @@ def kernel_kind(name: str) -> str:
     return "elementwise"
 
 
-def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tuple[float | None, str | None]]:
-    """FLOPs and the tuning record's workload hash (None without one) of every per-inference
-    kernel, by function name."""
+class KernelFacts(NamedTuple):
+    flops: float | None  # per call; None where TVM's count cannot be divided by (Winograd transforms)
+    workload: str | None  # the tuning record's workload hash; None without one
+    bytes: int | None = None  # compulsory bytes per call (``collect.features``)
+
+
+def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, KernelFacts]:
+    """FLOPs, the tuning record's workload hash (None without one) and compulsory bytes of every
+    per-inference kernel, by function name."""
     import tvm
     import tvm_ffi
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
@@ -142,6 +150,7 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
     from tvmbench.compile import pipeline
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
     from tvmbench.compile.tir import kernel_flops
+    from tvmbench.profiling.collect import compulsory_bytes
 
     facts = {}
     for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
@@ -155,7 +164,8 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, tupl
             flops = None
         normalized = _normalize_mod(func)
         tuned = any(db.has_workload(normalized) for db in databases)
-        facts[gv.name_hint] = (flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None)
+        facts[gv.name_hint] = KernelFacts(flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None,
+                                          compulsory_bytes(func))
     return facts
 
 
@@ -225,7 +235,7 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     """Prepare the model as a benchmark would, then profile it (runs in a worker process)."""
     import tvm
 
-    from tvmbench.measure.peak import measure_compute_peak
+    from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
 
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.variant, job.model, job.options, job.backend, say)
@@ -234,31 +244,40 @@ def profile_job(job: ProfileJob, progress: Any = None) -> ModelProfile:
     say("end-to-end and instrumented runs, alternating")
     plain, per_run, calls = interleaved_runs(backend, job.warmup, job.runs)
     peak = measure_compute_peak(job.backend.threads) if job.measure_peak else None
+    bandwidth = measure_bandwidth(job.backend.threads) if job.measure_peak and job.backend.target.device == "cpu" else None
     info = backend.info
     backend.close()
-    kernels = kernel_profiles(per_run, calls, facts, peak)
+    kernels = kernel_profiles(per_run, calls, facts, peak, bandwidth)
     return ModelProfile(model=job.model, target=job.backend.target.config, variant=job.variant,
                         end_to_end_ms=statistics.median(plain) * 1e3, kernels_ms=sum(k.ms for k in kernels),
                         runs=job.runs, threads=int(tvm.runtime.num_threads()),
                         peak_gflops=peak.gflops if peak else None, peak_method=peak.method if peak else None,
-                        database=info.get("database"), kernels=kernels)
+                        database=info.get("database"), kernels=kernels,
+                        bandwidth=None if bandwidth is None else {
+                            "memory_gbs": bandwidth.gbs, "caches": [asdict(c) for c in bandwidth.caches]})
 
 
-def kernel_profiles(per_run: list[dict[str, float]], calls: dict[str, int],
-                    facts: dict[str, tuple[float | None, str | None]], peak: Any) -> list[KernelProfile]:
+def kernel_profiles(per_run: list[dict[str, float]], calls: dict[str, int], facts: dict[str, KernelFacts],
+                    peak: Any, bandwidth: Any = None) -> list[KernelProfile]:
     """Per kernel (VM builtins too) its median time per inference over ``per_run``, FLOPs and
-    schedule from ``facts`` (``_kernel_facts``), slowest first."""
+    schedule from ``facts`` (``_kernel_facts``), and with ``peak`` and ``bandwidth``
+    (``measure.peak``) its share of the cache-aware roofline's bound; slowest first."""
     kernels = []
     for name in calls:
         ms = statistics.median(r.get(name, 0.0) for r in per_run) * 1e3
-        per_call, workload = facts.get(name, (None, None))
+        per_call, workload, nbytes = facts.get(name, KernelFacts(None, None))
         flops = per_call * calls[name] if per_call is not None else None
         gflops = flops / (ms * 1e6) if flops and ms > 0 else None
+        bound_ms = None
+        if peak is not None and bandwidth is not None and name in facts and (per_call or nbytes):
+            bound_ms = calls[name] * 1e3 * max((per_call or 0.0) / (peak.gflops * 1e9),
+                                               (nbytes or 0) / (bandwidth.gbs_for(nbytes or 0) * 1e9))
         kernels.append(KernelProfile(
             name=name, kind=kernel_kind(name) if name in facts else "vm", calls=calls[name], ms=ms, share=0.0,
             mflop=flops / 1e6 if flops is not None else None, gflops=gflops,
             percent_of_peak=percent_of_peak(gflops, peak),
-            schedule=None if name not in facts else "tuning record" if workload else "default", workload=workload))
+            schedule=None if name not in facts else "tuning record" if workload else "default", workload=workload,
+            percent_of_bound=100 * bound_ms / ms if bound_ms and ms > 0 else None))
     total = sum(k.ms for k in kernels)
     for k in kernels:
         k.share = k.ms / total if total else 0.0
@@ -327,7 +346,7 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     for b in [*builds, untuned]:
         b.close()
     rows = [{**_paired_row(kernel, workload, times[i][kernel], times[-1][kernel]), "candidate": i}
-            for i, kernels in enumerate(facts) for kernel, (_, workload) in kernels.items()
+            for i, kernels in enumerate(facts) for kernel, (_, workload, _) in kernels.items()
             if workload and kernel in times[i] and kernel in times[-1]]
     return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts[0]))
 
@@ -395,14 +414,14 @@ def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, fl
 
 
 def _untuned_profile(job: PairedJob, per_run: list[dict[str, float]], calls: dict[str, int],
-                     facts: dict[str, tuple[float | None, str | None]]) -> ModelProfile:
+                     facts: dict[str, KernelFacts]) -> ModelProfile:
     """The untuned build's profile from its instrumented blocks, with the machine's FMA peak."""
     import tvm
 
     from tvmbench.measure.peak import measure_compute_peak
 
     peak = measure_compute_peak(job.backend.threads)
-    kernels = kernel_profiles(per_run, calls, {k: (flops, None) for k, (flops, _) in facts.items()}, peak)
+    kernels = kernel_profiles(per_run, calls, {k: f._replace(workload=None) for k, f in facts.items()}, peak)
     total = sum(k.ms for k in kernels)
     return ModelProfile(model=job.model, target=job.backend.target.config, variant="tvm_untuned",
                         end_to_end_ms=total, kernels_ms=total, runs=len(per_run),

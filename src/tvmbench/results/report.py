@@ -106,7 +106,7 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
     peak = f", peak {profile.peak_gflops:.0f} GFLOP/s" if profile.peak_gflops else ""
     table = Table(title=f"{profile.model} on {profile.target.get('kind')} {profile.target.get('mcpu') or profile.target.get('arch', '')}"
                         f" ({profile.variant}, {profile.threads} threads, median of {profile.runs} runs{peak})")
-    cols = ["kernel", "kind", "calls", "ms", "%", "MFLOP", "GFLOP/s", "% peak", "schedule"]
+    cols = ["kernel", "kind", "calls", "ms", "%", "MFLOP", "GFLOP/s", "% peak", "% bound", "schedule"]
     if gains is not None:
         cols += ["untuned ms", "gain", "corrected"]
     for col in cols:
@@ -115,7 +115,8 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
     for k in profile.kernels[:top]:
         row = [k.name[:60], k.kind, str(k.calls), _ms(k.ms), f"{100 * k.share:.1f}",
                "-" if k.mflop is None else f"{k.mflop:.1f}", "-" if k.gflops is None else f"{k.gflops:.1f}",
-               "-" if k.percent_of_peak is None else f"{k.percent_of_peak:.0f}", k.schedule or "-"]
+               "-" if k.percent_of_peak is None else f"{k.percent_of_peak:.0f}",
+               "-" if k.percent_of_bound is None else f"{k.percent_of_bound:.0f}", k.schedule or "-"]
         if gains is not None:
             g = by_name.get(k.name, {})
             row += [_ms(g.get("untuned_ms")), "-" if g.get("gain") is None else f"{g['gain']:.2f}x",
@@ -135,6 +136,11 @@ def print_profile(profile: Any, console: Console | None = None, top: int = 25,
         rate = f", {flops / (ms * 1e6):.0f} GFLOP/s" if flops and ms else ""
         parts.append(f"{kind} {_ms(ms)} ms ({100 * ms / profile.kernels_ms:.0f} %{rate})")
     console.print("by kind: " + "; ".join(parts), soft_wrap=True)
+    slopes = profile.bandwidth
+    if slopes:
+        levels = "".join(f"{c['level']} {c['gbs']:.0f}, " for c in slopes.get("caches") or [])
+        console.print(f"% bound: of the least time the FMA peak and the bandwidth of the nearest level that holds a "
+                      f"kernel's bytes allow ({levels}memory {slopes['memory_gbs']:.0f} GB/s)", soft_wrap=True)
     console.print(f"end to end {_ms(profile.end_to_end_ms)} ms (median, no instrumentation); kernels "
                   f"{_ms(profile.kernels_ms)} ms; not in kernels {_ms(profile.unexplained_ms)} ms")
     print_ceiling(profile, console)
