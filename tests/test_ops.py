@@ -358,7 +358,8 @@ def test_an_openvino_primitive_that_fused_an_attention_is_a_matmul():
                op("/mlp/Mul", "Subgraph", "/mlp/Add,/mlp/Mul"), op("/attn/Softmax", "Softmax", "/attn/Softmax"),
                op("Reorder_12", "Reorder")]
     compiled = SimpleNamespace(get_runtime_model=lambda: SimpleNamespace(get_ordered_ops=lambda: runtime))
-    assert _fused_kinds(compiled, source) == {"/attn/Transpose_3": "matmul", "/mlp/Mul": "elementwise"}
+    # (and how many layers of that kind it fused: the attention's two matmuls)
+    assert _fused_kinds(compiled, source) == {"/attn/Transpose_3": ("matmul", 2), "/mlp/Mul": ("elementwise", 2)}
 
 
 def test_paired_layers_are_summed_over_a_models_repeated_blocks(capsys):
@@ -537,6 +538,27 @@ def test_a_pair_counts_the_peers_elementwise_layers_that_tvm_fused_into_its_kern
     pairs = {r["tvm_kernel"][:26]: (r["peer_layer"], round(r["peer_ms"], 6)) for r in result["layers"]}
     assert pairs == {"fused_conv2d_nhwc_packed14": ("fc2 + Mul", 0.018), "fused_conv2d_nhwc_packed15": ("project", 0.04)}
     assert not result["unmatched"]
+
+
+def test_a_peer_primitive_that_fused_an_attention_counts_as_both_its_matmuls():
+    """OpenVINO runs an attention as one subgraph of both matmuls (``OpTime.layers`` 2); TVM's
+    joined attention takes one such subgraph, not two blocks' (T5 had left 17 of its 36
+    attentions unpaired)."""
+    from tvmbench.backends.base import OpTime
+    from tvmbench.profiling.explain import Breakdown, match_layers
+
+    ours, theirs = [], []
+    for block in range(3):
+        at = 5 * block
+        ours += [OpTime(f"fused_matmul_packed_{p}", "dense", "matmul", 0.5, at + i, 150, 590) for i, p in enumerate("qkv")]
+        ours += [OpTime("fused_attention1", "attention", "matmul", 0.4, at + 3, 150, 4),
+                 OpTime("fused_matmul_packed_o", "dense", "matmul", 0.5, at + 4, 150, 590)]
+        theirs += [OpTime(f"b{block}/{p}", "FullyConnected", "matmul", 0.5, at + i, 150, 590) for i, p in enumerate("qkv")]
+        theirs += [OpTime(f"b{block}/attention", "Subgraph", "matmul", 0.3, at + 3, 150, 4, 2),
+                   OpTime(f"b{block}/o", "FullyConnected", "matmul", 0.5, at + 4, 150, 590)]
+    result = match_layers(Breakdown("tvm", 6.0, [], ours), Breakdown("openvino", 6.0, theirs))
+    attentions = sorted(r["peer_layer"] for r in result["layers"] if r["tvm_kernel"] == "fused_attention1")
+    assert attentions == ["b0/attention", "b1/attention", "b2/attention"] and not result["unmatched"]
 
 
 def test_layers_computed_over_padded_channels_pair_with_the_nearest_in_weights_then_output_size():

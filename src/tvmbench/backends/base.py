@@ -42,6 +42,7 @@ class OpTime:
     order: int | None = None  # position of its first run in one inference; None: the profiler gives none
     out_elements: int | None = None  # elements of its (first) output, where the profiler says
     weight_elements: int | None = None  # its weights' elements, where known (``weight_elements``)
+    layers: int = 1  # the model's layers of its kind it computes: more for a primitive that fused several
 
 
 def weight_elements(kind: str, shapes_in: list[Any], shape_out: Any) -> int | None:

@@ -138,10 +138,10 @@ class OpenVINOBackend(Backend):
         shapes, fused = _runtime_shapes(compiled), _fused_kinds(compiled, self._ov_model)
 
         def op(order: int, node: str, t: list[float]) -> OpTime:
-            kind = _KINDS.get(types[node]) or fused.get(node, "elementwise")
+            kind, layers = (_KINDS[types[node]], 1) if types[node] in _KINDS else fused.get(node, ("elementwise", 1))
             inputs, out = shapes.get(node, ([], None))
             return OpTime(node, types[node], kind, statistics.median(t), order,
-                          math.prod(out) if out is not None else None, weight_elements(kind, inputs, out))
+                          math.prod(out) if out is not None else None, weight_elements(kind, inputs, out), layers)
 
         return [op(order, node, t) for order, (node, t) in enumerate(times.items())]
 
@@ -161,10 +161,11 @@ class OpenVINOBackend(Backend):
         self.compiled = None
 
 
-def _fused_kinds(compiled: Any, source: Any) -> dict[str, str]:
+def _fused_kinds(compiled: Any, source: Any) -> dict[str, tuple[str, int]]:
     """Per executed node that fused several of the source model's layers: the kind of the layers
     it fused (``originalLayersNames`` of its runtime info, their types in the source model),
-    the first of _FUSED_KIND_ORDER found among them."""
+    the first of _FUSED_KIND_ORDER found among them, and how many of them are of that kind (an
+    attention subgraph: its two matmuls)."""
     types = {op.get_friendly_name(): op.get_type_name() for op in source.get_ordered_ops()}
     kinds: dict[str, str] = {}
     for op in compiled.get_runtime_model().get_ordered_ops():
@@ -173,9 +174,10 @@ def _fused_kinds(compiled: Any, source: Any) -> dict[str, str]:
         except Exception:  # (no such entry)
             continue
         names = [n.strip() for n in str(getattr(value, "value", value)).split(",") if n.strip()]  # (an OVAny)
-        found = {_KINDS.get(types.get(name, ""), "elementwise") for name in names}
+        found = [_KINDS.get(types.get(name, ""), "elementwise") for name in names]
         if len(names) > 1:
-            kinds[op.get_friendly_name()] = next((k for k in _FUSED_KIND_ORDER if k in found), "elementwise")
+            kind = next((k for k in _FUSED_KIND_ORDER if k in found), "elementwise")
+            kinds[op.get_friendly_name()] = (kind, max(1, found.count(kind)))
     return kinds
 
 

@@ -275,20 +275,32 @@ def _pair_joined(joined: list[OpTime], pairs: list[tuple[OpTime, Any]],
         before = [b.order for t, b in pairs if (t.order or 0) < (a.order or 0) and b.order is not None]
         after = [b.order for t, b in pairs if (t.order or 0) > (a.order or 0) and b.order is not None]
         low, high = max(before, default=-1), min(after, default=float("inf"))
-        mine = [b for b in theirs if id(b) not in taken and b.order is not None and low < b.order < high]
-        mine = mine[:joined_layers(a)]
+        mine = _up_to(joined_layers(a), [b for b in theirs if id(b) not in taken and b.order is not None
+                                         and low < b.order < high])
         taken.update(id(b) for b in mine)
         found.append((a, mine, low, high))
     # A layer the peer runs just outside that window (ONNX Runtime computes an attention's scores
     # before the value projection, TVM after it) joins the nearest joined kernel that has room.
     for b in theirs:
-        room = [f for f in found if len(f[1]) < joined_layers(f[0])]
+        room = [f for f in found if sum(x.layers for x in f[1]) + b.layers <= joined_layers(f[0])]
         if id(b) in taken or b.order is None or not room:
             continue
         nearest = min(room, key=lambda f: max(f[2] - b.order, b.order - f[3], 0))
         nearest[1].append(b)
         taken.add(id(b))
     return [(a, sorted(mine, key=lambda b: b.order or 0)) for a, mine, _, _ in found if mine]
+
+
+def _up_to(layers: int, candidates: list[OpTime]) -> list[OpTime]:
+    """The first of ``candidates`` that together compute ``layers`` layers (each its ``layers``:
+    OpenVINO's attention subgraph is both of an attention's matmuls, and it had taken two
+    blocks' attentions for one of TVM's, leaving 17 of T5's unpaired)."""
+    chosen: list[OpTime] = []
+    for b in candidates:
+        if sum(x.layers for x in chosen) + b.layers > layers:
+            break
+        chosen.append(b)
+    return chosen
 
 
 def _with_softmax(kernel: OpTime, partners: list[OpTime], ops: list[OpTime]) -> list[OpTime]:
