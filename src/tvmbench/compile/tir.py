@@ -80,17 +80,25 @@ def is_copy(block: Any) -> bool:
 _CUT_OPS = (tvm.tirx.LE, tvm.tirx.LT, tvm.tirx.GE, tvm.tirx.GT)
 
 
-def select_cuts(expr: Any, var: Any, extent: int) -> list[int]:
+def select_cuts(expr: Any, var: Any, extent: int, conjuncts: bool = True) -> list[int]:
     """The constant points in ``(0, extent)`` along ``var`` where an ``if_then_else`` of ``expr``
-    changes branch: a concatenation's boundaries (``T.if_then_else(448 <= v, a[v - 448], ...)``)."""
+    changes branch: a concatenation's boundaries (``T.if_then_else(448 <= v, a[v - 448], ...)``),
+    a padding's end (``0 <= v and v < 197``; with ``conjuncts`` only, the parts of an ``and``)."""
     cuts = set()
     for e in nodes(expr):
-        if isinstance(e, tvm.ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else" \
-                and isinstance(e.args[0], _CUT_OPS):
-            cut = _cut(e.args[0], var)
-            if cut is not None and 0 < cut < extent:
-                cuts.add(cut)
+        if isinstance(e, tvm.ir.Call) and getattr(e.op, "name", "") == "prim.if_then_else":
+            for cond in _conjuncts(e.args[0]) if conjuncts else [e.args[0]]:
+                cut = _cut(cond, var) if isinstance(cond, _CUT_OPS) else None
+                if cut is not None and 0 < cut < extent:
+                    cuts.add(cut)
     return sorted(cuts)
+
+
+def _conjuncts(cond: Any) -> list[Any]:
+    """``a and b and ...`` as its parts (a padding's ``0 <= v and v < 197``); else ``[cond]``."""
+    if isinstance(cond, tvm.tirx.And):
+        return _conjuncts(cond.a) + _conjuncts(cond.b)
+    return [cond]
 
 
 def nodes(expr: Any, indices: bool = True) -> Iterator[Any]:

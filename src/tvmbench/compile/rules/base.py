@@ -26,6 +26,11 @@ PARALLEL_MIN_ELEMENTS = 8192
 # bert-base 1.007x / 1.008x (b8 1.009x), ViT 1.008x / 1.006x, t5-base 1.006x, gpt2 1.002x,
 # mobilenet_v2 1.002x (docs/performance.md, "Transposes read in tiles of rows").
 TRANSPOSE_TILES = True
+# Cuts inside a vector (a padding to 208 of 197 keys) split the vector loop around the vector that
+# holds them (``_partition_vectors_at``), not the lanes down to their gcd with the cut (1: scalar);
+# cuts whose gcd with the vector width is at least this keep vectors of that gcd (concatenations).
+ODD_CUTS = True
+ODD_CUT_WIDTH = 4
 
 
 class Rule(CPUScheduleRule):
@@ -98,14 +103,18 @@ def schedule_injective_block(sch: Any, block: Any, lanes: int) -> None:
     width = vector_width(extents[-1], lanes)
     inner = loops[-1]
     stmt = sch.get(block)
-    cuts = select_cuts(stmt.body, stmt.iter_vars[-1].var, extents[-1]) \
+    cuts = select_cuts(stmt.body, stmt.iter_vars[-1].var, extents[-1], conjuncts=bool(ODD_CUTS)) \
         if len(stmt.iter_vars) == len(loops) and isinstance(stmt.body, tvm.tirx.BufferStore) else []
-    if cuts:
+    odd = bool(cuts) and ODD_CUTS and width > 1 and math.gcd(width, *cuts) < min(ODD_CUT_WIDTH, width)
+    if cuts and not odd:
         partition_at_cuts(sch, inner, cuts, math.gcd(width, *cuts))
     elif width > 1:
         inner, vec = sch.split(inner, factors=[None, width])
         sch.vectorize(vec)
         loops = _transpose_tiles(sch, block, loops[:-1] + [inner])
+        if odd:
+            _partition_vectors_at(sch, inner, cuts, width, loops, total)
+            return
     if total < PARALLEL_MIN_ELEMENTS or (cuts and len(loops) == 1):
         return
     outer = loops[:-1]
@@ -159,6 +168,24 @@ def partition_at_cuts(sch: Any, loop: Any, cuts: list[int], width: int) -> None:
     for part in sch.loop_partition(outer, factors):
         for child in sch.get_child_blocks(part) if width > 1 else []:
             sch.vectorize(sch.get_loops(child)[-1])
+
+
+def _partition_vectors_at(sch: Any, vectors: Any, cuts: list[int], width: int, loops: list[Any], total: int) -> None:
+    """A cut inside a vector (ViT's 197 keys padded to 208, vectors of 16) keeps its condition
+    in that vector's lanes, and TVM evaluates a vector with a per-lane condition lane by lane,
+    with a branch for each: the whole transpose of the keys ran so, 40 us a layer. The loop over
+    ``vectors`` is split into the vectors before the cut (condition gone), the one holding it,
+    and those after; the loops outside it run in parallel (``loops``: the loops outside the
+    lanes, in their order)."""
+    extent = as_int(sch.get(vectors).extent) or 0
+    bounds = sorted({b for c in cuts for b in (c // width, c // width + 1) if 0 < b < extent})
+    factors = [b - a for a, b in zip([0, *bounds], bounds, strict=False)] + [None]
+    at = next(i for i, loop in enumerate(loops) if sch.get(loop).same_as(sch.get(vectors)))
+    outside = loops[:at]
+    if bounds:
+        sch.loop_partition(vectors, factors)
+    if total >= PARALLEL_MIN_ELEMENTS and outside:
+        sch.parallel(sch.fuse(*outside) if len(outside) > 1 else outside[0])
 
 
 def schedule_every_block(sch: Any, infos: list[Any], target: Any) -> Any:
