@@ -142,13 +142,15 @@ class Pacer:
     """Calls made in this worker's turns: ``pacer(fn)`` waits for the turn (a turn's first call
     is preceded by ``rewarm``), calls ``fn`` and hands the turn on once it has lasted ``turn_s``;
     ``pacer.profiled(fn)`` the same with a pause of ``SETTLE_S`` instead of the warm-up call
-    (for calls a profiler records, which would record the warm-up too). Without turns both just call ``fn``.
+    (for calls a profiler records, which would record the warm-up too). Without turns both just
+    call ``fn``.
 
     For work measured in pieces that are not one timer's samples (``tvmbench explain``'s plain,
     instrumented and profiled runs): two frameworks' profiles taken one after the other each
     land in whatever state the host was in at the time. On the 2-vCPU EPYC VM TVM's small
     kernels ran 2.5x slower in its far state, and explain put BERT's layer norms at 2.6x
-    OpenVINO's where, in one state, they were level; taken in turns, both see the same mix."""
+    OpenVINO's where, in the near state, they were 1.1-1.2x; taken in turns, both sides see the
+    same mix of states."""
 
     def __init__(self, turns: Turns | None, rewarm: Callable[[], Any] | None = None) -> None:
         self.rewarm, self._warm_up = rewarm, True

@@ -316,8 +316,7 @@ def cache_levels(threads: int) -> list[tuple[str, int]]:
                 continue
             size = _size_bytes((index / "size").read_text().strip())
             cores = max(1, len(_cpu_list((index / "shared_cpu_list").read_text())) // max(1, siblings))
-            found[f"L{int((index / 'level').read_text())}"] = size * -(-threads // cores) if cores > 1 \
-                else size * threads
+            found[f"L{int((index / 'level').read_text())}"] = size * -(-threads // cores)  # (ceil)
     except (OSError, ValueError):
         return []
     return sorted(found.items(), key=lambda kv: kv[1])

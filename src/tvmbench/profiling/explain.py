@@ -328,7 +328,6 @@ def _with_epilogue(kernel: OpTime, partners: list[OpTime], in_order: list[OpTime
     return partners + trailing
 
 
-
 def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple[OpTime, OpTime]], tuple[int, int]]:
     """Each of ``ours`` (in execution order) with the free one of ``theirs`` of equal output size
     and nearest weight size (within MAX_WEIGHT_RATIO where both are known; sizes within about
@@ -336,7 +335,8 @@ def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple
     over 14x14x384 has the output and the weights, 3456, of MobileNetV2's 1x1 projection from 144
     to 24 channels over 56x56, a third of the model earlier), then earliest. A kernel left over
     then pairs with a free layer of output size within ``MAX_PADDING`` either way near its place
-    in the model (channels padded on one side): the nearest in weights, then in output size. Returns the pairs and how many of each side were left over."""
+    in the model (channels padded on one side): the nearest in weights, then in output size.
+    Returns the pairs and how many of each side were left over."""
     def distance(a: OpTime, b: OpTime) -> float:
         if not a.weight_elements or not b.weight_elements:
             return UNKNOWN_DISTANCE
@@ -376,7 +376,7 @@ def _pair_by_shape(ours: list[OpTime], theirs: list[OpTime]) -> tuple[list[tuple
 # whole vectors (``passes/pad_window_channels.py``, the contraction rule's channel slices:
 # MobileNetV3's 72 as 80), and so may the peer (ONNX Runtime's NCHWc blocks: EfficientNet's 8
 # squeezed channels as 16): it pairs with a free layer of up to this ratio of output sizes either
-# way, the nearest in relative position within this gap.
+# way, no further than this share of the model from its place.
 MAX_PADDING = 4.0
 MAX_PADDED_GAP = 0.1
 
