@@ -303,6 +303,13 @@ def build_attention_45_heads_of_64():
     return Attention(width=128).eval(), _attention_inputs(1, 45, width=128)
 
 
+def build_attention_45_heads_of_12():
+    """45 tokens, two heads of 12 (MobileViT's are 36 and 60): a head dimension in no whole
+    vectors, so v gets zero columns to 16 and the output drops them."""
+    torch.manual_seed(0)
+    return Attention(width=24).eval(), _attention_inputs(1, 45, width=24)
+
+
 def build_attention_45_sdpa():
     """The same through SDPA with a boolean mask that hides every key from the last query."""
     torch.manual_seed(0)

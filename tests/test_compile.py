@@ -200,11 +200,13 @@ def test_a_constant_mask_gives_its_key_limits_when_compiling():
     assert result["passed"], result
 
 
-@pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_heads_of_64", "build_attention_45_sdpa"])
+@pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_heads_of_64", "build_attention_45_sdpa",
+                                     "build_attention_45_heads_of_12"])
 def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(builder):
     """45 tokens (as ViT's 197): q, k and v are padded to 48 rows and keys, the padded keys
     hidden by the lowest float, so the attention is joined and tiled in whole vectors and row
-    blocks; the padded query rows are dropped after it. Through SDPA with a query that sees no
+    blocks; the padded query rows are dropped after it (and a head dimension of 12 is padded to
+    whole vectors in v, its padded columns dropped the same way). Through SDPA with a query that sees no
     key, torch's safe softmax gives that row zeros, and so must the padded attention. Both
     matmuls' register tiles hold 8 to 16 accumulators: enough independent sums for the FMA
     pipes' latency (48 keys in 16-lane vectors allow score tiles of one vector only: 4 rows

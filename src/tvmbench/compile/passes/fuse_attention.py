@@ -24,7 +24,7 @@ from tvm import relax
 
 from tvmbench.compile.ir import bindings, static_shape, variables
 from tvmbench.compile.passes.join import callee, prim_funcs, rewrite_chains
-from tvmbench.compile.tir import reduction_kinds
+from tvmbench.compile.tir import contraction_output, reduction_kinds
 
 # Off: the attention kernels stay apart (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -71,8 +71,11 @@ def _chain(all_bindings: list[Any], mod: Any, last: Any, cache: dict[Any, Any], 
     operands = callee(mod, binding[firsts[0]].value)[1][:2] + callee(mod, last.value)[1][1:2]
     if any(v not in binding for v in operands):
         return None
-    # The rule's tiles need keys and head dimension in whole vectors (ViT's 197 keys are not).
-    shapes = [static_shape(v.ty) for v in (firsts[0], last.var)]
+    # The rule's tiles need keys and head dimension in whole vectors (ViT's 197 keys are not):
+    # the scores' last axis, and that of the second matmul's own product (PadAttention's slice
+    # of a padded head dimension follows it in the same call).
+    products = [s for s in map(contraction_output, prim_funcs(mod, last.value)) if s is not None]
+    shapes = [static_shape(firsts[0].ty), products[0] if products else None]
     if any(s is None or s[-1] % lanes for s in shapes):
         return None
     # The chain: what was seen on the way that the first matmul's result flows into.

@@ -17,6 +17,11 @@ scores get zero padding (the constant row already hides the padded keys); the ou
 padded query rows. A fully masked row still gives zeros: its probabilities fall on padded keys,
 whose rows of ``v`` are zero.
 
+A head dimension that is no whole number of vectors (MobileViT-S's 144 channels over 4 heads: 36)
+kept the attention unjoined too: the Attention rule's output tile is whole vectors of it. ``v``
+then gets zero columns (36 -> 48), whose outputs are zero and sliced off; the scores' own
+reduction over the head dimension needs no padding.
+
 Applies where every value between the two matmuls is used only there, both matmuls multiply
 computed tensors (not weights), and each step is one this pass knows how to pad.
 """
@@ -38,6 +43,9 @@ from tvmbench.targets import ResolvedTarget
 LOWEST = float(np.finfo(np.float32).min)
 ROWS = ATTENTION_ROWS[0]  # the Attention rule's query rows per task
 MAX_WASTE = 1 / 8  # padded keys or queries at most this share
+# The head dimension padded to whole vectors when that adds at most this share to the second
+# matmul (its only cost: the scores are not touched). 0: off (for A/Bs).
+HEAD_WASTE = 1 / 2
 TILE_WASTE = 1 / 16  # keys padded to whole score tiles (SCORE_VECTORS vectors) at most this share
 # Off: attentions stay unpadded (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -86,11 +94,12 @@ class _PadAttention(PyExprMutator):
         shapes = [static_shape(x.ty) for x in (q, k, v)]
         if any(s is None or len(s) < 2 for s in shapes) or any(not isinstance(x, relax.Var) for x in (q, k)):
             return call
-        rows, keys = shapes[0][-2], shapes[1][-1]
+        rows, keys, dims = shapes[0][-2], shapes[1][-1], shapes[2][-1]
         rows2, keys2 = padded(rows, ROWS), padded_keys(keys, self.lanes)
-        if (rows2, keys2) == (rows, keys) or keys2 % self.lanes or shapes[2][-2] != keys:
+        dims2 = padded(dims, self.lanes, HEAD_WASTE)
+        if (rows2, keys2, dims2) == (rows, keys, dims) or keys2 % self.lanes or shapes[2][-2] != keys:
             return call  # (nothing to pad, or keys too far from whole vectors: no join would follow)
-        return self._emit_padded(first, region, call, (rows, keys), (rows2, keys2))
+        return self._emit_padded(first, region, call, (rows, keys, dims), (rows2, keys2, dims2))
 
     def _region(self, p: Any) -> tuple[Any, list[tuple[Any, Any]]] | None:
         """The first matmul and the bindings from it to ``p`` (in program order), when they form
@@ -132,26 +141,32 @@ class _PadAttention(PyExprMutator):
                 found.add(var)
         return [v for v in self._order if v in found and v is not start]
 
-    def _emit_padded(self, first: Any, region: list[tuple[Any, Any]], last: Any, old: tuple[int, int],
-                     new: tuple[int, int]) -> Any:
-        (rows, keys), (rows2, keys2) = old, new
+    def _emit_padded(self, first: Any, region: list[tuple[Any, Any]], last: Any, old_sizes: tuple[int, int, int],
+                     new_sizes: tuple[int, int, int]) -> Any:
+        (rows, keys, dims), (rows2, keys2, dims2) = old_sizes, new_sizes
+        old, new = (rows, keys), (rows2, keys2)
         q = _pad(first.args[0], -2, rows2 - rows, 0.0)
         k = _pad(first.args[1], -1, keys2 - keys, 0.0)
         hide = np.zeros(keys2, "float32")
         hide[keys:] = LOWEST
         emit = self.builder_.emit
         scores = emit(relax.op.matmul(emit(q), emit(k), out_dtype=first.attrs.out_dtype))
-        remap = {region[0][0]: emit(relax.op.add(scores, relax.const(hide)))}
+        remap = {region[0][0]: emit(relax.op.add(scores, relax.const(hide))) if keys2 != keys else scores}
         for var, value in region[1:]:
             args = [remap.get(a, a) if a in remap else self._outside(a, old, new) for a in value.args]
             if op_name(value) in _SHAPED:
                 args[1] = relax.ShapeExpr([_resized(int(d), i, len(value.args[1].values), old, new)
                                            for i, d in enumerate(value.args[1].values)])
             remap[var] = emit(relax.Call(value.op, args, value.attrs, value.ty_args))
-        v = emit(_pad(last.args[1], -2, keys2 - keys, 0.0))
+        v = last.args[1]
+        for axis, extra in ((-2, keys2 - keys), (-1, dims2 - dims)):
+            v = emit(_pad(v, axis, extra, 0.0)) if extra else v
         out = emit(relax.op.matmul(remap[region[-1][0]], v, out_dtype=last.attrs.out_dtype))
         rank = len(static_shape(out.ty))
-        return relax.op.strided_slice(out, axes=[rank - 2], begin=[0], end=[rows]) if rows2 != rows else out
+        axes = [(axis, n) for axis, n, n2 in ((rank - 2, rows, rows2), (rank - 1, dims, dims2)) if n2 != n]
+        if not axes:
+            return out
+        return relax.op.strided_slice(out, axes=[a for a, _ in axes], begin=[0] * len(axes), end=[n for _, n in axes])
 
     def _outside(self, arg: Any, old: tuple[int, int], new: tuple[int, int]) -> Any:
         """An input from outside the attention (a mask, a scalar), padded with zeros where its
