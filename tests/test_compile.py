@@ -124,12 +124,14 @@ def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_e
     """Both matmuls of an attention and the masked softmax between them become one function,
     which the Attention rule runs as one parallel task per head and block of query rows (2
     images x 2 heads x 48 / 4 rows; 8 rows where the keys take score tiles of one vector only,
-    as 48 keys in 16-lane vectors do), the scores never written whole. When the probabilities
+    as 48 keys in 16-lane vectors do), the scores never written whole; its keys arrive in panels
+    of a score tile's keys (PackKeys), written so by the transpose that splits the heads. When the probabilities
     are an output too, they must be written whole: the kernels stay apart. The projections
     around (dense layers: a weight operand) are never joined."""
     from pathlib import Path
 
     from tvmbench.compile import pipeline
+    from tvmbench.compile.rules.attention import score_tile_keys
     from tvmbench.compile.tiles import vector_lanes
     from tvmbench.compile.tir import kernel_flops
 
@@ -147,6 +149,8 @@ def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_e
         tasks = 2 * 2 * 48 // rows
         assert rule == "Attention" and f"T.parallel(T.int64({tasks})" in script, script
         assert "_rf" in script  # the softmax's max and sum as vector partial sums
+        tile = score_tile_keys(48, vector_lanes(TARGET.tvm(), 32))
+        assert [int(d) for d in func.params[1].shape] == [4, 48 // tile, 32, tile], func.params[1].shape
         # its FLOPs counted, the fast exponential's Let expressions too (uncounted: None)
         assert 2 * (2 * 2 * 48 * 48 * 32 * 2) < kernel_flops(func) < 3 * (2 * 2 * 48 * 48 * 32 * 2), kernel_flops(func)
     result, _ = tvm_vs_torch(model)

@@ -79,6 +79,23 @@ def variables(expr: Any) -> list[Any]:
     return found
 
 
+def drop_uncalled(mod: Any, replaced: Any) -> Any:
+    """``mod`` without the functions of ``replaced`` (GlobalVars) that no Relax function calls
+    any more: kernels a pass replaced by new versions under new names."""
+    import tvm
+    from tvm import relax
+
+    called: set[str] = set()
+    for func in mod.functions.values():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(
+                func.body, lambda e: called.add(e.name_hint) if isinstance(e, tvm.ir.GlobalVar) else None)
+    for gv in replaced:
+        if gv.name_hint not in called and gv in mod.functions:
+            del mod[gv]
+    return mod
+
+
 def use_counts(func: Any) -> dict[Any, int]:
     """How many bindings (and the function's result) use each variable of a Relax function."""
     from tvm import relax

@@ -42,7 +42,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "84"
+PIPELINE_VERSION = "85"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its output's reshape to NHWC, in a
@@ -111,7 +111,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         # Identical kernel calls computed once: each layer of GPT-2 and BERT computed the same
         # mask from the same input (12 kernels, and 12 of KeyLimits' limits kernels after it).
         *([relax.transform.EliminateCommonSubexpr()] if cpu and DEDUPLICATE_CALLS else []),
-        *([passes.key_limits()] if cpu else []),
+        *([passes.key_limits(), passes.pack_keys(lanes)] if cpu else []),
         passes.flat_transform_params(),  # after FastMath (TVM's FastMathTransform failed on calls of Relax functions)
         # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in
         # its VM lowering, after scheduling, where it no longer recognises a scheduled reshape:

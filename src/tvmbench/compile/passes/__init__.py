@@ -23,6 +23,7 @@ from tvmbench.compile.passes.key_limits import key_limits
 from tvmbench.compile.passes.layout_guards import convert_layout_guards
 from tvmbench.compile.passes.lazy_select import lazy_select
 from tvmbench.compile.passes.matmul_broadcast import unbroadcast_matmul
+from tvmbench.compile.passes.pack_keys import pack_keys
 from tvmbench.compile.passes.pack_weights import pack_weights
 from tvmbench.compile.passes.pad_attention import pad_attention
 from tvmbench.compile.passes.pad_softmax import pad_softmax_rows
@@ -34,6 +35,6 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 __all__ = ["bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
            "elementwise_before_reshape", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
-           "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_weights",
+           "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
            "pad_attention", "pad_softmax_rows", "pad_window_channels", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]

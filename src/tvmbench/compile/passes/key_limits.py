@@ -39,7 +39,7 @@ import tvm_ffi
 from tvm import relax, s_tir, te, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, kernel_pass
+from tvmbench.compile.ir import builder_pass, drop_uncalled, kernel_pass
 from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, reduction_kinds
 
 # Off: no limits computed, every key of every row computed (``benchmarks/rule_ab.py`` A/Bs it).
@@ -159,15 +159,7 @@ def key_limits() -> Any:
 def _drop_replaced(mutator: Any, mod: Any) -> Any:
     """The attention kernels given limits are called under new names: their old versions go
     (when no call is left of them)."""
-    called: set[str] = set()
-    for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(
-                func.body, lambda e: called.add(e.name_hint) if isinstance(e, tvm.ir.GlobalVar) else None)
-    for gv, found in mutator.masks.items():
-        if found is not None and gv.name_hint not in called:
-            del mod[gv]
-    return mod
+    return drop_uncalled(mod, [gv for gv, found in mutator.masks.items() if found is not None])
 
 
 def truncate_key_loops(func: Any) -> Any:

@@ -165,12 +165,18 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
     return task
 
 
+def score_tile_keys(keys: int, lanes: int) -> int:
+    """The keys of a score tile by default: ``SCORE_VECTORS`` vectors, or the most of 2 and 1 that
+    divide the keys (``passes/pack_keys.py`` lays ``k`` out in panels of this many)."""
+    return lanes * max(v for v in (SCORE_VECTORS, 2, 1) if keys % (v * lanes) == 0)
+
+
 def _score_tile(sch: Any, name: str, lanes: int) -> None:
     """The first matmul, inside the task: ``rows x SCORE_VECTORS`` tiles over the keys."""
     block = sch.get_sblock(name)
     *_, i, j, k = sch.get_loops(block)
     keys = as_int(sch.get(j).extent)
-    vectors = knob("score_vectors", max(v for v in (SCORE_VECTORS, 2, 1) if keys % (v * lanes) == 0),
+    vectors = knob("score_vectors", score_tile_keys(keys, lanes) // lanes,
                    [v for v in (1, 2, 4, 8) if keys % (v * lanes) == 0])
     jo, jv, jl = sch.split(j, factors=[None, vectors, lanes])
     steps = unroll_steps(sch, k, 4)
