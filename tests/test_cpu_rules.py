@@ -172,9 +172,10 @@ def test_layer_norm_and_softmax_keep_vector_partial_sums_per_row():
             sch = RowReduction().schedule(_te_func(build), TARGET.tvm())
         assert sch is not None, "the RowReduction rule declined"
         script = sch.mod.script()
-        # Both reductions (mean and variance; maximum and sum) accumulate a vector of partial sums
-        # per row (an rfactor block, vectorised).
-        assert script.count('_rf_update"') == 2
+        # Both reductions (mean and variance; maximum and sum) accumulate several vectors of
+        # independent partial sums per row (an rfactor block, vectorised), folded to one vector
+        # (a second), then to the row's value.
+        assert script.count('_rf_rf_update"') == 2 and script.count('_rf_update"') == 4, script
         assert "T.parallel" in script and "T.vectorized" in script
         lib = tvm.compile(sch.mod, TARGET.tvm())
         args = [tvm.runtime.tensor(a) for a in inputs] + [tvm.runtime.tensor(np.zeros(ref.shape, "float32"))]

@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 import tvm
+import tvm_ffi
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
 from tvmbench.compile.rules.base import PARALLEL_MIN_ELEMENTS, Rule, normalized
 from tvmbench.compile.tiles import vector_lanes
-from tvmbench.compile.tir import as_int, coefficient, dtype_bits
+from tvmbench.compile.tir import as_int, coefficient, dtype_bits, uses
 
 # Rows that are no whole number of vectors (a group norm over 799 samples) are taken when at least
 # this many vectors long: their reductions and elementwise loops stay plain loops over the row
@@ -26,6 +27,10 @@ from tvmbench.compile.tir import as_int, coefficient, dtype_bits
 # Off (for A/Bs): DLight's rule takes them again.
 ODD_ROWS = True
 ODD_ROWS_LEAST_VECTORS = 4
+# Vectors of independent partial sums per reduction: with one, a row of 768 floats (BERT's layer
+# norm) was a chain of 48 dependent vector adds, then 48 dependent multiply-adds for the variance.
+# 1: one vector (for A/Bs).
+ACCUMULATORS = 4
 
 
 class RowReduction(Rule):
@@ -45,7 +50,7 @@ class RowReduction(Rule):
         if not rows_match(sch, reductions, out, lanes):
             return None
         if all(as_int(info.dom()[-1]) % lanes == 0 for info in reductions):
-            rfactored, plain = {_vector_partial_sums(sch, info, lanes) for info in reductions}, set()
+            rfactored, plain = set().union(*(_vector_partial_sums(sch, info, lanes) for info in reductions)), set()
         else:  # (rfactor over a split with a partial last vector drops the split's predicate: wrong sums)
             rfactored, plain = set(), {sch.get(info.block_rv).name_hint for info in reductions}
         row = _rows_in_parallel(sch, out, lanes)
@@ -86,11 +91,21 @@ def rows_match(sch: Any, reductions: list[Any], out: Any, lanes: int) -> bool:
                 or not _whole(out_extents[-1], lanes))
 
 
-def _vector_partial_sums(sch: Any, info: Any, lanes: int) -> str:
-    """rfactor the reduction over the vector lanes; returns the partial-sum block's name."""
-    _, lane = sch.split(sch.get_loops(info.block_rv)[-1], factors=[None, lanes])
-    written = sch.get(info.block_rv).writes[0].source
-    return sch.get(sch.rfactor(lane, factor_axis=len(written.shape))).name_hint
+def _vector_partial_sums(sch: Any, info: Any, lanes: int) -> set[str]:
+    """rfactor the reduction over ``ACCUMULATORS`` vectors of lanes (the row's vectors summed
+    into independent accumulators), then those over one vector; returns the partial-sum blocks'
+    names."""
+    loop = sch.get_loops(info.block_rv)[-1]
+    extent = as_int(sch.get(loop).extent)
+    acc = next(a for a in (ACCUMULATORS, 2, 1) if a <= ACCUMULATORS and extent % (a * lanes) == 0)
+    axis = len(sch.get(info.block_rv).writes[0].source.shape)
+    if acc == 1:
+        _, lane = sch.split(loop, factors=[None, lanes])
+        return {sch.get(sch.rfactor(lane, factor_axis=axis)).name_hint}
+    _, _, lane = sch.split(loop, factors=[None, acc, lanes])
+    narrow = sch.rfactor(lane, factor_axis=axis)  # one vector of partial sums, folding ...
+    wide = sch.rfactor(sch.get_loops(narrow)[-2], factor_axis=axis)  # ... acc vectors of them (its loops: outer, group, lane)
+    return {sch.get(wide).name_hint, sch.get(narrow).name_hint}
 
 
 def _rows_in_parallel(sch: Any, out: Any, lanes: int) -> Any:
@@ -123,12 +138,7 @@ def _schedule_row(sch: Any, row: Any, out: Any, rfactored: set[str], plain: set[
         block_rv = sch.get_sblock(name)
         loops = sch.get_loops(block_rv)[1:]
         if name in rfactored:
-            # compute_at orders the loops as the block's iterators: lanes first, reduction last.
-            sch.reorder(loops[-1], loops[0])
-            loops = sch.get_loops(block_rv)[1:]
-            sch.vectorize(loops[-1])
-            init = sch.decompose_reduction(block_rv, loops[0])
-            sch.vectorize(sch.get_loops(init)[-1])
+            _partial_sum_loops(sch, block_rv, loops)
         elif all(iv.iter_type != tvm.tirx.IterVar.CommReduce for iv in sch.get(block_rv).iter_vars):
             extent = as_int(sch.get(loops[-1]).extent) if loops else None
             if extent and extent % lanes == 0:
@@ -137,3 +147,27 @@ def _schedule_row(sch: Any, row: Any, out: Any, rfactored: set[str], plain: set[
         else:
             for loop in loops:  # folding the lanes of the partial sums
                 sch.unroll(loop)
+
+
+def _partial_sum_loops(sch: Any, block_rv: Any, loops: list[Any]) -> None:
+    """A partial-sum block inside the row: its reduction outermost, then its unit loops, the
+    vectors of partial sums unrolled, the lanes (what indexes the sums' last axis) vectorised."""
+    block = sch.get(block_rv)
+    found: list[Any] = []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(tvm.s_tir.SBlockRealize, found.append)])
+    realize = next(r for r in found if r.block.name_hint == block.name_hint)
+    last = block.writes[0].region[-1].min
+    reduced = [v for iv, v in zip(block.iter_vars, realize.iter_values, strict=True)
+               if iv.iter_type == tvm.tirx.IterVar.CommReduce]
+    lanes = [v for iv, v in zip(block.iter_vars, realize.iter_values, strict=True) if uses(last, iv.var)]
+    var = {loop: sch.get(loop).loop_var for loop in loops}
+    reduce = [loop for loop in loops if any(uses(v, var[loop]) for v in reduced)]
+    units = [loop for loop in loops if loop not in reduce and as_int(sch.get(loop).extent) == 1]
+    lane = [loop for loop in loops if loop not in reduce + units and any(uses(v, var[loop]) for v in lanes)]
+    vectors = [loop for loop in loops if loop not in reduce + units + lane]
+    sch.reorder(*reduce, *units, *vectors, *lane)
+    sch.vectorize(lane[-1])
+    for loop in vectors:
+        sch.unroll(loop)
+    init = sch.decompose_reduction(block_rv, (reduce + units + vectors + lane)[0])
+    sch.vectorize(sch.get_loops(init)[-1])
