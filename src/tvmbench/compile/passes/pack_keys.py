@@ -23,7 +23,7 @@ import tvm_ffi
 from tvm import relax, s_tir, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, drop_uncalled
+from tvmbench.compile.ir import bindings, builder_pass, drop_uncalled, use_counts
 from tvmbench.compile.rules.attention import score_tile_keys
 from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, reduction_kinds
 
@@ -88,11 +88,7 @@ class _PackKeys(PyExprMutator):
 
     def find(self, func: Any) -> None:
         """Which calls of ``func`` to rewrite (``before``, ahead of the mutation)."""
-        bound = {b.var: b.value for block in func.body.blocks for b in block.bindings}
-        uses: dict[Any, int] = {}
-        for value in list(bound.values()) + [func.body.body]:
-            for var in relax.analysis.free_vars(value):
-                uses[var] = uses.get(var, 0) + 1
+        bound, uses = {b.var: b.value for b in bindings(func)}, use_counts(func)
         for var, value in bound.items():
             found = self._attention(value)
             if found is None:
@@ -151,4 +147,5 @@ class _PackKeys(PyExprMutator):
 def pack_keys(lanes: int) -> Any:
     """The pass (module docstring), for vectors of ``lanes`` floats."""
     return builder_pass(lambda mod: _PackKeys(mod, lanes), "PackKeys",
-                        before=lambda m, func: m.find(func) if ENABLED else None, after=lambda m, mod: drop_uncalled(mod, [gv for gv, _ in m.made]))
+                        before=lambda m, func: m.find(func) if ENABLED else None,
+                        after=lambda m, mod: drop_uncalled(mod, [gv for gv, _ in m.made]))  # (the replaced kernels)
