@@ -190,6 +190,9 @@ def print_tune_report(report: Any, console: Any) -> None:
                       "the database, not applied)")
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
+    if report.untunable:
+        console.print(f"not tuned, default schedules kept: {', '.join(report.untunable)} (MetaSchedule cannot "
+                      "read their Let expressions: the fast exponential of softmax, SiLU and joined attention)")
     if report.end_to_end is not None:
         from tvmbench.api import END_TO_END_PROCESSES
 

@@ -165,6 +165,7 @@ class TuneReport:
     stop_reason: str
     curve: list[dict[str, float]] = field(default_factory=list)  # trials, seconds, estimate_ms
     curve_files: list[str] = field(default_factory=list)  # where write_curve put it
+    untunable: list[str] = field(default_factory=list)  # kernels left to the default schedules (extract_tasks)
     # From the in-model check (``api.check_in_model``), when it ran: the tuned build against the
     # untuned one end to end (``profiling.kernels.EndToEnd``: gain, low, high from paired blocks,
     # and the gain per host state), when any record won in the model, and the most any schedule
@@ -198,17 +199,32 @@ class TuneReport:
         return {"database": self.database, "trials_before": self.trials_before, "trials_after": self.trials_after,
                 "wall_s": self.wall_s, "stop_reason": self.stop_reason, "estimated_kernel_ms": self.estimated_ms,
                 "end_to_end": self.end_to_end._asdict() if self.end_to_end else None, "ceiling": self.ceiling,
-                "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve}
+                "tasks": [{**asdict(t), "gflops": t.gflops, "speedup": t.speedup} for t in self.tasks], "curve": self.curve,
+                "untunable": self.untunable}
 
 
-def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> list[Any]:
+def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any], list[str]]:
+    """The model's tuning tasks, and the names of the kernels MetaSchedule cannot tune, which keep
+    the default schedules: those computing with ``Let`` expressions (``passes/fast_math.py``'s
+    exponential: softmax, SiLU, joined attentions), for which its task scheduler's FLOP estimate
+    has no rule ("Do not have a default for prim.Let": ``tvmbench tune`` failed on every
+    transformer)."""
+    import tvm
+    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
+
+    def has_let(task: Any) -> bool:
+        found: list[Any] = []
+        for func in task.dispatched[0].functions.values():
+            tvm_ffi.structural_walk(func.body, [(tvm.tirx.Let, found.append)])
+        return bool(found)
 
     imported = import_model(model, recurrent.registers(target))
     mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
     # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
-    return [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
-            if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    tasks = [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
+             if not t.mod.attrs.get("tirx.is_scheduled", False)]
+    return [t for t in tasks if not has_let(t)], [t.task_name for t in tasks if has_let(t)]
 
 
 def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None
@@ -564,7 +580,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     from tvmbench.tuning.build import cross_export, fast_build, local_builder
 
     start = time.monotonic()
-    tasks = extract_tasks(model, target)
+    tasks, untunable = extract_tasks(model, target)
     if cfg.strategy == "grid":
         from tvmbench.tuning.grid import check_budget
 
@@ -594,7 +610,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     elif remaining <= 0:
         stop = f"the database already holds {done} trials for this model (budget {cfg.trials})"
     if stop:
-        return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop)
+        return TuneReport(str(db.path), before, done, done, time.monotonic() - start, stop, untunable=untunable)
 
     try:
         stop, curve = _search(tasks, _SearchPlan(todo, before, per_task, remaining, done, start), ms_db, db, cfg,
@@ -604,7 +620,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
         db.write_meta(meta)
     after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload(), meta[TASKS])
     report = TuneReport(str(db.path), after, before_total, sum(t.trials for t in after), time.monotonic() - start,
-                        stop, curve)
+                        stop, curve, untunable=untunable)
     meta.setdefault("runs", []).append({"model": model.name, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
                                         "trials_before": before_total, "trials_after": report.trials_after,
                                         "wall_s": report.wall_s, "config": cfg.to_json()})
