@@ -224,7 +224,8 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any]
     # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
-    return [t for t in tasks if not has_let(t)], [t.task_name for t in tasks if has_let(t)]
+    lets = [has_let(t) for t in tasks]
+    return [t for t, let in zip(tasks, lets, strict=True) if not let], [t.task_name for t, let in zip(tasks, lets, strict=True) if let]
 
 
 def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None
