@@ -310,6 +310,14 @@ def build_attention_45_heads_of_12():
     return Attention(width=24).eval(), _attention_inputs(1, 45, width=24)
 
 
+def build_attention_73_heads_of_80():
+    """73 tokens (as ViT-H/14's and DINOv2's 257), two heads of 80 (ViT-H's: 5 vectors): 80 keys
+    take score tiles of one vector, and the 76 queries whole blocks of 4 would give tasks of 4
+    rows with 4 accumulators in both matmuls; padded to 80 they take blocks of 8."""
+    torch.manual_seed(0)
+    return Attention(width=160).eval(), _attention_inputs(1, 73, width=160)
+
+
 def build_attention_45_sdpa():
     """The same through SDPA with a boolean mask that hides every key from the last query."""
     torch.manual_seed(0)

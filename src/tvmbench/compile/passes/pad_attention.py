@@ -35,8 +35,8 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import op_name, static_shape, use_counts
+from tvmbench.compile.rules.attention import ONE_VECTOR_ROWS, SCORE_VECTORS
 from tvmbench.compile.rules.attention import ROWS as ATTENTION_ROWS
-from tvmbench.compile.rules.attention import SCORE_VECTORS
 from tvmbench.compile.tiles import vector_lanes
 from tvmbench.targets import ResolvedTarget
 
@@ -47,6 +47,9 @@ MAX_WASTE = 1 / 8  # padded keys or queries at most this share
 # matmul (its only cost: the scores are not touched). 0: off (for A/Bs).
 HEAD_WASTE = 1 / 2
 TILE_WASTE = 1 / 16  # keys padded to whole score tiles (SCORE_VECTORS vectors) at most this share
+# Where the keys take score tiles of one vector, the queries padded to the Attention rule's
+# ONE_VECTOR_ROWS (``rows_for``). Off: to its ROWS only (for A/Bs).
+ONE_VECTOR_QUERIES = True
 # Off: attentions stay unpadded (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
 
@@ -62,6 +65,19 @@ def padded(n: int, multiple: int, waste: float = MAX_WASTE) -> int:
     """``n`` rounded up to ``multiple`` when that wastes at most ``waste``, else ``n``."""
     whole = -(-n // multiple) * multiple
     return whole if whole - n <= n * waste else n
+
+
+def rows_for(rows: int, keys: int, lanes: int) -> int:
+    """The queries padded to whole row blocks of the Attention rule: of ONE_VECTOR_ROWS where the
+    (padded) keys take score tiles of one vector and that wastes at most MAX_WASTE, else of ROWS.
+    A task of 4 rows then had 4 accumulators in both matmuls, half what the FMA pipes' latency
+    needs: ViT-H/14's and DINOv2's 257 tokens (260 rows of 4, 272 keys: 17 vectors, a prime) and
+    ViT-H's heads of 80 (5 vectors: output tiles of one) ran the attention at half the FMA rate."""
+    if ONE_VECTOR_QUERIES and ONE_VECTOR_ROWS and keys % (2 * lanes):
+        eight = padded(rows, ONE_VECTOR_ROWS)
+        if eight % ONE_VECTOR_ROWS == 0:
+            return eight
+    return padded(rows, ROWS)
 
 
 def padded_keys(keys: int, lanes: int) -> int:
@@ -95,7 +111,8 @@ class _PadAttention(PyExprMutator):
         if any(s is None or len(s) < 2 for s in shapes) or any(not isinstance(x, relax.Var) for x in (q, k)):
             return call
         rows, keys, dims = shapes[0][-2], shapes[1][-1], shapes[2][-1]
-        rows2, keys2 = padded(rows, ROWS), padded_keys(keys, self.lanes)
+        keys2 = padded_keys(keys, self.lanes)
+        rows2 = rows_for(rows, keys2, self.lanes)
         dims2 = padded(dims, self.lanes, HEAD_WASTE)
         if (rows2, keys2, dims2) == (rows, keys, dims) or keys2 % self.lanes or shapes[2][-2] != keys:
             return call  # (nothing to pad, or keys too far from whole vectors: no join would follow)
