@@ -249,10 +249,12 @@ def _register_tile(sch, block):
 
 def test_keys_are_padded_to_whole_score_tiles_when_that_wastes_little():
     """PadAttention's key count: whole tiles of 4 vectors within 1/16 more keys (Whisper's 1500
-    keys, 94 vectors, which only tiles of 2 divide), else whole vectors within 1/8, else as is."""
+    keys, 94 vectors, which only tiles of 2 divide), else whole vectors within 1/3 (Swin's windows
+    of 49), else as is."""
     from tvmbench.compile.passes.pad_attention import padded_keys
 
-    assert [padded_keys(n, 16) for n in (1500, 257, 45, 128, 1504, 30, 13)] == [1536, 272, 48, 128, 1536, 32, 13]
+    assert [padded_keys(n, 16) for n in (1500, 257, 45, 128, 1504, 30, 49, 13, 33)] == \
+        [1536, 272, 48, 128, 1536, 32, 64, 16, 33]
 
 
 @pytest.fixture

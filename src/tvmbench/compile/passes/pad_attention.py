@@ -42,11 +42,15 @@ from tvmbench.targets import ResolvedTarget
 
 LOWEST = float(np.finfo(np.float32).min)
 ROWS = ATTENTION_ROWS[0]  # the Attention rule's query rows per task
-MAX_WASTE = 1 / 8  # padded keys or queries at most this share
+MAX_WASTE = 1 / 8  # padded queries at most this share
 # The head dimension padded to whole vectors when that adds at most this share to the second
 # matmul (its only cost: the scores are not touched). 0: off (for A/Bs).
 HEAD_WASTE = 1 / 2
 TILE_WASTE = 1 / 16  # keys padded to whole score tiles (SCORE_VECTORS vectors) at most this share
+# Keys padded to whole vectors at most this share (else no join follows). Swin's windows of 49
+# tokens (64 keys: 31 % more) kept their attentions as four kernels each, the softmax at 11 % of
+# its bound: joined, swin_t 1.036x (same-process A/B, Zen 5).
+KEY_WASTE = 1 / 3
 # Where the keys take score tiles of one vector, the queries padded to the Attention rule's
 # ONE_VECTOR_ROWS (``rows_for``). Off: to its ROWS only (for A/Bs).
 ONE_VECTOR_QUERIES = True
@@ -61,10 +65,10 @@ _ELEMENTWISE = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide",
 _SHAPED = {"relax.reshape", "relax.broadcast_to"}
 
 
-def padded(n: int, multiple: int, waste: float = MAX_WASTE) -> int:
-    """``n`` rounded up to ``multiple`` when that wastes at most ``waste``, else ``n``."""
+def padded(n: int, multiple: int, waste: float | None = None) -> int:
+    """``n`` rounded up to ``multiple`` when that wastes at most ``waste`` (MAX_WASTE), else ``n``."""
     whole = -(-n // multiple) * multiple
-    return whole if whole - n <= n * waste else n
+    return whole if whole - n <= n * (MAX_WASTE if waste is None else waste) else n
 
 
 def rows_for(rows: int, keys: int, lanes: int) -> int:
@@ -82,13 +86,13 @@ def rows_for(rows: int, keys: int, lanes: int) -> int:
 
 def padded_keys(keys: int, lanes: int) -> int:
     """Keys rounded up to whole score tiles of the Attention rule (SCORE_VECTORS vectors) when
-    that wastes at most TILE_WASTE, else to whole vectors (within MAX_WASTE). Whisper's 1500 keys
+    that wastes at most TILE_WASTE, else to whole vectors (within KEY_WASTE). Whisper's 1500 keys
     in whole vectors are 94, which only tiles of 2 divide (4 rows x 2 vectors: 8 accumulators);
     padded to 1536 they take tiles of 4 (1.5 % faster end to end, 2.4 % more keys). A larger
     share does not pay: DINOv2's 257 keys padded to 320 (24 %) or to 288 for tiles of 2 (12 %)
     ran 2.5 % and 1.5 % slower than at 272, in tiles of one vector."""
     tiles = padded(keys, lanes * SCORE_VECTORS, TILE_WASTE)
-    return tiles if tiles % (lanes * SCORE_VECTORS) == 0 else padded(keys, lanes)
+    return tiles if tiles % (lanes * SCORE_VECTORS) == 0 else padded(keys, lanes, KEY_WASTE)
 
 
 @mutator
