@@ -208,7 +208,8 @@ def test_a_constant_mask_gives_its_key_limits_when_compiling():
                                      "build_attention_45_heads_of_12", "build_attention_73_heads_of_80"])
 def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(builder):
     """45 tokens (as ViT's 197): q, k and v are padded to 48 rows and keys (73 to 80: blocks of
-    8 query rows where the keys take one-vector score tiles, not 76), the padded keys
+    8 query rows where the keys take one-vector score tiles, not 76; a head of 80 in output
+    tiles of all its 5 vectors), the padded keys
     hidden by the lowest float, so the attention is joined and tiled in whole vectors and row
     blocks; the padded query rows are dropped after it (and a head dimension of 12 is padded to
     whole vectors in v, its padded columns dropped the same way). Through SDPA with a query that sees no
@@ -233,7 +234,10 @@ def test_an_attention_over_odd_token_counts_is_padded_joined_and_stays_exact(bui
     assert rule == "Attention"
     tiles = [_register_tile(sch, block) for block in sch.get_child_blocks(sch.get_sblock("root"))
              if sch.get(block).name_hint.startswith("matmul") and sch.get(block).name_hint.endswith("_update")]
-    assert len(tiles) == 2 and all(8 <= rows * vectors <= 16 for rows, vectors in tiles), tiles
+    if "73" in builder:  # (the output over all 5 vectors of a head of 80, in two tiles of 4 rows)
+        assert tiles == [(8, 1), (4, 5)], tiles
+    else:
+        assert len(tiles) == 2 and all(8 <= rows * vectors <= 16 for rows, vectors in tiles), tiles
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

@@ -46,6 +46,11 @@ ONE_VECTOR_ROWS = 8
 # The output tile's accumulators at most (rows x vectors of the head dimension; the rest of the
 # head dimension in a loop around it).
 OUTPUT_ACCUMULATORS = 16
+# A head dimension of whole vectors that neither 4 nor 2 divide (ViT-H's 80: 5 vectors) takes
+# output tiles of all its vectors over fewer rows than the task's, within this many
+# accumulators, instead of one vector over the task's rows (reloading the probabilities per
+# vector). 0: off.
+WIDE_OUTPUT_ACCUMULATORS = 24
 # Vectors per score tile (rows x SCORE_VECTORS accumulators over the keys).
 SCORE_VECTORS = 4
 # An injective block feeding several others is recomputed in each (inlined) when its expression
@@ -156,13 +161,26 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
     vectors = max(fits) if width % lanes == 0 else None
     if vectors is None:
         raise ValueError("the head dimension is no whole number of vectors")
+    tile_rows = _wide_output_rows(rows, width // lanes) if vectors == 1 else None
+    outer = []
+    if tile_rows:
+        vectors = width // lanes
+        row_tiles, ii = sch.split(ii, factors=[None, tile_rows])
+        outer = [row_tiles]
     do, dv, dl = sch.split(d, factors=[None, vectors, lanes])
     steps = unroll_steps(sch, j, 4)
-    sch.reorder(*batch, io, do, *steps, ii, dv, dl)
+    sch.reorder(*batch, io, do, *outer, *steps, ii, dv, dl)
     task = sch.fuse(*batch, io)
     sch.parallel(task)
-    register_tile_loops(sch, block, ii, dv, dl, do, steps[0], lanes, None)
+    register_tile_loops(sch, block, ii, dv, dl, (outer or [do])[0], steps[0], lanes, None)
     return task
+
+
+def _wide_output_rows(rows: int, vectors: int) -> int | None:
+    """Rows of an output tile of all ``vectors`` of the head dimension (WIDE_OUTPUT_ACCUMULATORS):
+    the most that divide the task's rows, at least two; None when none fit or there is one vector."""
+    fit = [r for r in range(2, rows + 1) if rows % r == 0 and r * vectors <= WIDE_OUTPUT_ACCUMULATORS]
+    return max(fit) if vectors > 1 and fit else None
 
 
 def score_tile_keys(keys: int, lanes: int) -> int:
