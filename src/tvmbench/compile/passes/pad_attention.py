@@ -49,7 +49,7 @@ HEAD_WASTE = 1 / 2
 TILE_WASTE = 1 / 16  # keys padded to whole score tiles (SCORE_VECTORS vectors) at most this share
 # Keys padded to whole vectors at most this share (else no join follows). Swin's windows of 49
 # tokens (64 keys: 31 % more) kept their attentions as four kernels each, the softmax at 11 % of
-# its bound: joined, swin_t 1.036x (same-process A/B, Zen 5).
+# its bound: joined, swin_t 1.035x (same-process A/B, Zen 5).
 KEY_WASTE = 1 / 3
 # Where the keys take score tiles of one vector, the queries padded to the Attention rule's
 # ONE_VECTOR_ROWS (``rows_for``). Off: to its ROWS only (for A/Bs).
@@ -76,7 +76,8 @@ def rows_for(rows: int, keys: int, lanes: int) -> int:
     (padded) keys take score tiles of one vector and that wastes at most MAX_WASTE, else of ROWS.
     A task of 4 rows then had 4 accumulators in both matmuls, half what the FMA pipes' latency
     needs: ViT-H/14's and DINOv2's 257 tokens (260 rows of 4, 272 keys: 17 vectors, a prime) and
-    ViT-H's heads of 80 (5 vectors: output tiles of one) ran the attention at half the FMA rate."""
+    ViT-H's heads of 80 (5 vectors: output tiles of one vector, before WIDE_OUTPUT_ACCUMULATORS)
+    ran the attention at half the FMA rate."""
     if ONE_VECTOR_QUERIES and ONE_VECTOR_ROWS and keys % (2 * lanes):
         eight = padded(rows, ONE_VECTOR_ROWS)
         if eight % ONE_VECTOR_ROWS == 0:
