@@ -261,6 +261,16 @@ def test_keys_are_padded_to_whole_score_tiles_when_that_wastes_little():
         [1536, 272, 48, 128, 1536, 32, 64, 16, 33]
 
 
+def test_queries_are_padded_to_blocks_of_8_only_where_they_need_padding_anyway():
+    """Keys in one-vector score tiles: 257 queries go to 264 (blocks of 8), not 260; 100 queries,
+    whole blocks of 4 already, stay 100 (padding them would add a pass after the attention); keys
+    in tiles of two or more vectors leave blocks of 4."""
+    from tvmbench.compile.passes.pad_attention import rows_for
+
+    assert [rows_for(257, 272, 16), rows_for(197, 208, 16), rows_for(100, 112, 16), rows_for(257, 320, 16),
+            rows_for(45, 48, 16)] == [264, 200, 100, 260, 48]
+
+
 @pytest.fixture
 def pairs_only(monkeypatch):
     """Expansions joined with their windows only, not with the projections after them

@@ -72,13 +72,15 @@ def padded(n: int, multiple: int, waste: float | None = None) -> int:
 
 
 def rows_for(rows: int, keys: int, lanes: int) -> int:
-    """The queries padded to whole row blocks of the Attention rule: of ONE_VECTOR_ROWS where the
-    (padded) keys take score tiles of one vector and that wastes at most MAX_WASTE, else of ROWS.
-    A task of 4 rows then had 4 accumulators in both matmuls, half what the FMA pipes' latency
-    needs: ViT-H/14's and DINOv2's 257 tokens (260 rows of 4, 272 keys: 17 vectors, a prime) and
-    ViT-H's heads of 80 (5 vectors: output tiles of one vector, before WIDE_OUTPUT_ACCUMULATORS)
-    ran the attention at half the FMA rate."""
-    if ONE_VECTOR_QUERIES and ONE_VECTOR_ROWS and keys % (2 * lanes):
+    """The queries padded to whole row blocks of the Attention rule: of ONE_VECTOR_ROWS where they
+    need padding anyway, the (padded) keys take score tiles of one vector and that wastes at most
+    MAX_WASTE, else of ROWS. A task of 4 rows then had 4 accumulators in both matmuls, half what
+    the FMA pipes' latency needs: ViT-H/14's and DINOv2's 257 tokens (260 rows of 4, 272 keys: 17
+    vectors, a prime) and ViT-H's heads of 80 (5 vectors: output tiles of one vector, before
+    WIDE_OUTPUT_ACCUMULATORS) ran the attention at half the FMA rate. Queries that need no padding
+    keep it: padded, they cost a pass dropping the rows after the attention, and BERT's at 100
+    tokens (112 keys) ran its attention 10 % slower as 104 rows in blocks of 8 than as 100 in 4."""
+    if ONE_VECTOR_QUERIES and ONE_VECTOR_ROWS and rows % ROWS and keys % (2 * lanes):
         eight = padded(rows, ONE_VECTOR_ROWS)
         if eight % ONE_VECTOR_ROWS == 0:
             return eight
