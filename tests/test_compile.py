@@ -42,6 +42,8 @@ def tvm_vs_torch(model, cfg=CFG):
         ("google/vit-base-patch16-224", ModelOptions(image_size=32, config_overrides={"num_hidden_layers": 1})),
         ("distilbert-base-uncased", ModelOptions(seq_length=16, config_overrides={"n_layers": 1})),
         ("mobilenet_v2", ModelOptions(image_size=32)),
+        # a single-stage detector's network: its heads' outputs over the feature pyramid's levels
+        ("torchvision:ssdlite320_mobilenet_v3_large", ModelOptions(image_size=64)),
     ],
 )
 def test_family_compiles_and_matches_pytorch(name, options):

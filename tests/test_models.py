@@ -72,7 +72,7 @@ def test_torchvision_prefix_reaches_video_and_segmentation_models():
         assert seg.module(*seg.torch_inputs()).shape == (1, 21, 64, 64)
     check_shape_flags("torchvision:r3d_18", 8, None)
     for name, options, message in [
-            ("torchvision:fasterrcnn_resnet50_fpn", ModelOptions(), "detection model .* is not in the zoo"),
+            ("torchvision:fasterrcnn_resnet50_fpn", ModelOptions(), "two-stage detector .* is not in the zoo"),
             ("torchvision:mvit_v2_s", ModelOptions(image_size=160), "built for 16 frames of 224x224"),
             ("torchvision:s3d", ModelOptions(image_size=64), "cannot run this model on inputs of shape"),
             ("torchvision:raft_small", ModelOptions(image_size=100), "multiple of 8 pixels, at least 128")]:
@@ -95,6 +95,26 @@ def test_torchvision_prefix_reaches_optical_flow_models():
         assert (flow.module(a, a.flip(-1)) - y).abs().max() > 1e-3
 
 
+def test_torchvision_prefix_reaches_single_stage_detectors():
+    """A single-stage detector is its network (backbone and heads: class logits and boxes for
+    every anchor) at the size its own transform resizes to; its heads' convolutions start at the
+    default scale, so the outputs depend on the image (torchvision's std-0.01 start left
+    RetinaNet's logits at their bias, give or take 0.01)."""
+    from tvmbench.models.zoo import two_stage
+
+    assert lookup("torchvision:ssdlite320_mobilenet_v3_large").family == "detection"
+    assert two_stage("maskrcnn_resnet50_fpn") and not two_stage("fcos_resnet50_fpn")
+    assert load_model("torchvision:ssdlite320_mobilenet_v3_large").inputs["x"].shape == (1, 3, 320, 320)
+    net = load_model("torchvision:retinanet_resnet50_fpn", ModelOptions(image_size=64))
+    assert net.details["image_size"] == 64 and "non-maximum suppression" in net.details["measured"]
+    x, = net.torch_inputs()
+    with torch.no_grad():
+        boxes, logits = net.module(x)
+        other = net.module(torch.randn_like(x))[1]
+    assert boxes.shape[-1] == 4 and logits.shape[:2] == boxes.shape[:2] and logits.shape[-1] == 91
+    assert (logits - other).abs().mean() > 0.2 * logits.abs().mean()
+
+
 def test_torchvision_vit_head_is_not_all_zero():
     m = load_model("torchvision:vit_b_32", ModelOptions(image_size=64))
     with torch.no_grad():
@@ -113,7 +133,7 @@ def test_flops_include_attention():
 
 @pytest.mark.parametrize(
     "name, message",
-    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification, video, segmentation or optical flow")],
+    [("resnet51", "did you mean resnet50"), ("bert-base", "did you mean"), ("torchvision:resnet9000", "no classification, video, segmentation, optical flow or detection")],
 )
 def test_unknown_model_suggests_close_names(name, message):
     with pytest.raises(UserError, match=message):

@@ -46,7 +46,7 @@ def cmd_models(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows, indent=2, default=str))
         return EXIT_OK
-    table = Table(title="tvmbench model zoo (random weights; any torchvision classifier, video, segmentation or optical-flow model also as torchvision:NAME)")
+    table = Table(title="tvmbench model zoo (random weights; any torchvision classifier, video, segmentation, optical-flow or single-stage detection model also as torchvision:NAME)")
     for col in ("name", "family", "description", "default input", "params (M)", "GFLOPs"):
         table.add_column(col, justify="right" if col in ("params (M)", "GFLOPs") else "left")
     for r in rows:

@@ -75,7 +75,7 @@ def size_keyword(tv_name: str) -> str | None:
     return None
 
 
-def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] | None = None,
+def construct_torchvision(tv_name: str, size: int | None, extra_kwargs: dict[str, Any] | None = None,
                           family: str = "cnn") -> Any:
     """The torchvision model ``tv_name`` built for ``size`` x ``size`` images (random weights;
     only image classifiers are told the size, the video and segmentation models take any or fix
@@ -92,11 +92,14 @@ def construct_torchvision(tv_name: str, size: int, extra_kwargs: dict[str, Any] 
         return torchvision.models.get_model(tv_name, weights=None, **kwargs)
     except (ValueError, AssertionError, TypeError) as e:
         reason = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
-        raise UserError(f"cannot build torchvision {tv_name} at image size {size}: {reason}") from None
+        at = f" at image size {size}" if size else ""
+        raise UserError(f"cannot build torchvision {tv_name}{at}: {reason}") from None
 
 
 def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
     tv_name = entry.name.removeprefix(TORCHVISION_PREFIX)
+    if entry.family == "detection":
+        return _build_detector(entry, tv_name, options)
     size = _image_size(entry, options)
     frames = options.seq_length or DEFAULT_FRAMES
     if tv_name.startswith("mvit") and (size, frames) != (224, DEFAULT_FRAMES):  # its builder fixes both
@@ -120,15 +123,45 @@ def _build_torchvision(entry: ZooEntry, options: ModelOptions) -> tuple[Any, dic
     names = ("image1", "image2") if entry.family == "optical_flow" else ("x",)
     rng = _rng(options)
     inputs = {name: rng.standard_normal(shape, dtype=np.float32) for name in names}
-    if entry.family != "cnn":  # two samples at least: a pooled branch has one value each
-        other = np.random.default_rng(options.seed + 1)
-        _calibrate_batch_norms(module, [torch.from_numpy(other.standard_normal((max(2, shape[0]), *shape[1:]),
-                                                                               dtype=np.float32)) for _ in names])
+    if entry.family != "cnn":
+        _calibrate_batch_norms(module, _calibration_inputs(options, shape, len(names)))
     details: dict[str, Any] = {"image_size": size}
     if entry.family == "video":
         details["frames"] = frames
     elif entry.family == "optical_flow":
         details["flow_updates"] = FLOW_UPDATES
+    return module, inputs, details
+
+
+def _calibration_inputs(options: ModelOptions, shape: tuple[int, ...], count: int) -> list[torch.Tensor]:
+    """Seeded samples (another seed than the inputs') of ``shape``, two at least: a pooled branch
+    has one value a sample, and a batch norm needs two to have a variance."""
+    other = np.random.default_rng(options.seed + 1)
+    return [torch.from_numpy(other.standard_normal((max(2, shape[0]), *shape[1:]), dtype=np.float32))
+            for _ in range(count)]
+
+
+def _build_detector(entry: ZooEntry, tv_name: str,
+                    options: ModelOptions) -> tuple[Any, dict[str, np.ndarray], dict[str, Any]]:
+    """A single-stage detector's network (``DetectionNetwork``) at the size its own transform
+    resizes images to (SSD's 300 or 320, RetinaNet's and FCOS's shorter side of 800) unless
+    --image-size says otherwise; its batch norms calibrated as the other families' are."""
+    detector = construct_torchvision(tv_name, None, entry.extra_kwargs, entry.family)
+    size = options.image_size or int(detector.transform.min_size[0])
+    check_image_size(entry.name, size)
+    module = DetectionNetwork(detector)
+    # torchvision starts the heads' convolutions at weights of std 0.01 (and the class logits at a
+    # prior's bias, -4.6), so with random weights their outputs barely depend on the image:
+    # RetinaNet's varied by 0.01 around that bias and any accuracy check would pass on wrong
+    # features. A convolution's default initialisation (1/sqrt(fan-in)) is the scale a trained one has.
+    for conv in module.head.modules():
+        if isinstance(conv, torch.nn.Conv2d):
+            conv.reset_parameters()
+    shape = (options.batch_size, 3, size, size)
+    inputs = {"x": _rng(options).standard_normal(shape, dtype=np.float32)}
+    _calibrate_batch_norms(module, _calibration_inputs(options, shape, 1))
+    details = {"image_size": size, "measured": "backbone and heads (box decoding and non-maximum suppression, "
+                                               "data-dependent post-processing, left out)"}
     return module, inputs, details
 
 
@@ -163,6 +196,27 @@ class SegmentationOutput(torch.nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.model(x)["out"]
+
+
+class DetectionNetwork(torch.nn.Module):
+    """A single-stage detector's network: the backbone (with its feature pyramid) and the heads,
+    returning the heads' raw outputs (class logits and box regressions for every anchor or
+    location, FCOS's centerness too) in the order of their names. The detector's forward also
+    resizes and normalises the images (its transform: the inputs here are that transform's
+    output) and then decodes boxes and runs non-maximum suppression on a data-dependent number of
+    candidates: post-processing that deployments run apart from the network (often on the host),
+    and that no fixed-shape compiled network holds. Every framework runs this same network."""
+
+    def __init__(self, detector: torch.nn.Module) -> None:
+        super().__init__()
+        self.backbone = detector.backbone
+        self.head = detector.head
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        features = self.backbone(x)
+        levels = [features] if isinstance(features, torch.Tensor) else list(features.values())
+        out = self.head(levels)
+        return tuple(out[k] for k in sorted(out))
 
 
 class FlowOutput(torch.nn.Module):

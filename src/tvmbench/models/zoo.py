@@ -92,15 +92,16 @@ ZOO: dict[str, ZooEntry] = {
 
 TORCHVISION_PREFIX = "torchvision:"
 # What ``torchvision:NAME`` reaches: classifiers of images ("cnn"), of video clips ([N, 3, T, H,
-# W], T from --seq-length, 16 by default), semantic segmentation (the "out" map) and optical flow
-# (RAFT: two images, the flow after FLOW_UPDATES refinements, torchvision's default).
-TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation", "optical_flow": "optical_flow"}
+# W], T from --seq-length, 16 by default), semantic segmentation (the "out" map), optical flow
+# (RAFT: two images, the flow after FLOW_UPDATES refinements, torchvision's default) and
+# single-stage detection (the network: backbone and heads; see ``builders.DetectionNetwork``).
+TORCHVISION_TASKS = {"cnn": "", "video": "video", "segmentation": "segmentation", "optical_flow": "optical_flow",
+                     "detection": "detection"}
 FLOW_UPDATES = 12
 MIN_FLOW_SIZE = 128  # RAFT's features are 1/8 of the image, at least 16 pixels (its pyramid halves them thrice)
 # Sizes the video classifiers were defined at (the R(2+1)D/R3D/MC3 family at 112 px).
 _VIDEO_SIZES = {"r3d_18": 112, "mc3_18": 112, "r2plus1d_18": 112}
-_NOT_REACHED = {"detection": "detectors return a data-dependent number of boxes",
-                "quantization": "quantized models run on PyTorch's own int8 kernels"}
+_NOT_REACHED = {"quantization": "quantized models run on PyTorch's own int8 kernels"}
 DEFAULT_FRAMES = 16
 
 
@@ -113,12 +114,31 @@ def listed(module: str) -> list[str]:
 
 def torchvision_task(tv_name: str) -> str | None:
     """The family of torchvision model ``tv_name`` ("cnn", "video", "segmentation",
-    "optical_flow"), or None."""
+    "optical_flow", "detection"), or None."""
     return next((family for family, module in TORCHVISION_TASKS.items() if tv_name in listed(module)), None)
+
+
+def two_stage(tv_name: str) -> bool:
+    """Whether torchvision detector ``tv_name`` is two-stage (Faster/Mask/Keypoint R-CNN): its
+    second stage runs on the regions the first selects by non-maximum suppression, a
+    data-dependent number, so no fixed-shape network runs it. Read from the class its builder's
+    module defines (a GeneralizedRCNN), so a new architecture needs no entry here."""
+    import inspect
+    import sys
+
+    import torchvision
+    from torchvision.models.detection.generalized_rcnn import GeneralizedRCNN
+
+    module = sys.modules[torchvision.models.get_model_builder(tv_name).__module__]
+    return any(inspect.isclass(c) and issubclass(c, GeneralizedRCNN) for c in vars(module).values())
 
 
 def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
     family = torchvision_task(tv_name)
+    if family == "detection" and two_stage(tv_name):
+        raise UserError(f"torchvision's two-stage detector {tv_name} is not in the zoo (its second stage runs on "
+                        "the regions non-maximum suppression selects, a data-dependent number); the single-stage "
+                        "ones are (torchvision:ssdlite320_mobilenet_v3_large, ssd300_vgg16, retinanet_*, fcos_*)")
     if family is None:
         for module, why in _NOT_REACHED.items():
             if tv_name in listed(module):
@@ -127,9 +147,13 @@ def _torchvision_entry(name: str, tv_name: str) -> ZooEntry:
         available = [n for m in TORCHVISION_TASKS.values() for n in listed(m)]
         close = difflib.get_close_matches(tv_name, available, n=3)
         hint = f"; did you mean {', '.join(TORCHVISION_PREFIX + c for c in close)}?" if close else ""
-        raise UserError(f"torchvision has no classification, video, segmentation or optical flow model '{tv_name}'{hint}")
-    size = 299 if tv_name == "inception_v3" else _VIDEO_SIZES.get(tv_name, 224)
-    kwargs = {"weights_backbone": None, "aux_loss": False} if family == "segmentation" else {}
+        raise UserError(f"torchvision has no classification, video, segmentation, optical flow or detection model "
+                        f"'{tv_name}'{hint}")
+    # A detector's size is the one its own transform resizes to (read from the model when built).
+    size = None if family == "detection" else 299 if tv_name == "inception_v3" else _VIDEO_SIZES.get(tv_name, 224)
+    kwargs: dict[str, Any] = {"weights_backbone": None, "aux_loss": False} if family == "segmentation" else {}
+    if family == "detection":
+        kwargs = {"weights_backbone": None}
     return ZooEntry(name, family, TORCHVISION, f"torchvision {tv_name}", default_image_size=size, extra_kwargs=kwargs)
 
 
@@ -143,7 +167,7 @@ def check_image_size(name: str, size: int) -> None:
 
 def lookup(name: str) -> ZooEntry:
     """The zoo entry for ``name``; ``torchvision:NAME`` reaches any torchvision classifier, video,
-    segmentation or optical-flow model."""
+    segmentation, optical-flow or single-stage detection model."""
     if name in ZOO:
         return ZOO[name]
     lowered = {k.lower(): k for k in ZOO}
