@@ -15,7 +15,8 @@ are checked against it). Points:
 
 ``--torchvision``: also every torchvision classifier outside the zoo (``torchvision:NAME``, the
 models no rule was measured on), at batch 1 and 8 at their default size (``--quick``: batch 1);
-``--torchvision video,segmentation,optical_flow`` (or ``all``) takes those families' models;
+``--torchvision video,segmentation,optical_flow,detection`` (or ``all``) takes those families'
+models (the single-stage detectors: their networks);
 ``--models`` takes ``torchvision:NAME`` too. A framework that failed at a point is listed with its
 error line.
 
@@ -49,7 +50,7 @@ from pathlib import Path
 import tvmbench
 from tvmbench.comparison import CompareConfig, GlobalSettings, ModelEntry
 from tvmbench.models import ZOO
-from tvmbench.models.zoo import TORCHVISION_PREFIX, TORCHVISION_TASKS, listed
+from tvmbench.models.zoo import TORCHVISION_PREFIX, TORCHVISION_TASKS, listed, two_stage
 
 FRAMEWORKS = ["tvm", "onnxruntime", "openvino", "pytorch"]
 PEERS = ("onnxruntime", "openvino")
@@ -59,9 +60,10 @@ ODD_BATCH, ODD_IMAGE, ODD_SEQ = 3, 193, 77
 
 def torchvision_models(families: list[str]) -> list[str]:
     """Every torchvision model of ``families`` ("cnn" for the classifiers; "video",
-    "segmentation", "optical_flow") the zoo does not hold, as ``torchvision:NAME``."""
+    "segmentation", "optical_flow", "detection": the single-stage detectors) the zoo does not
+    hold, as ``torchvision:NAME``."""
     return [f"{TORCHVISION_PREFIX}{n}" for family in families for n in listed(TORCHVISION_TASKS[family])
-            if n not in ZOO]
+            if n not in ZOO and not (family == "detection" and two_stage(n))]
 
 
 def odd_entry(name: str) -> ModelEntry:
@@ -210,7 +212,7 @@ def main() -> int:
     parser.add_argument("--torchvision", nargs="?", const="cnn", metavar="FAMILIES",
                         help="also every torchvision classifier outside the zoo, at its default size; "
                              "with a comma-separated list of families (cnn, video, segmentation, "
-                             "optical_flow, or all), those families' models")
+                             "optical_flow, detection, or all), those families' models")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
     parser.add_argument("--odd", action="store_true",
                         help="one point per model at odd shapes: batch 3, 193 px or seq 77")
