@@ -208,6 +208,28 @@ def build_dilated_winograd():
                                             ((19, 19), (33, 33), (19, 36), (36, 36)))
 
 
+class _GroupedWinograd(torch.nn.Module):
+    """Grouped 3x3 convolutions for the Winograd rewrite: 2 groups of 56 channels over 16x16 (4x4
+    tiles; each group's 56 output channels padded to whole vectors), with a residual add and ReLU;
+    2 groups of 48 over 12x12 (2x2 tiles). Groups of 8 channels and a stride-2 grouped
+    convolution stay direct."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Conv2d(112, 112, 3, padding=1, groups=2)
+        self.b = torch.nn.Conv2d(96, 96, 3, padding=1, groups=2)
+        self.narrow = torch.nn.Conv2d(96, 96, 3, padding=1, groups=12)
+        self.strided = torch.nn.Conv2d(112, 112, 3, padding=1, stride=2, groups=2)
+
+    def forward(self, x, y):
+        return torch.relu(self.a(x) + x), self.narrow(self.b(y)), self.strided(x)
+
+
+def build_grouped_winograd():
+    torch.manual_seed(0)
+    return _GroupedWinograd().eval(), (torch.randn(1, 112, 16, 16), torch.randn(1, 96, 12, 12))
+
+
 def build_first_layer():
     """The MLP's first layer alone: a model that shares one workload (matmul + bias + ReLU,
     32x256 by 256x512) with ``build``."""

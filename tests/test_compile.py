@@ -1325,6 +1325,41 @@ def test_dilated_3x3_convolutions_run_as_winograd_per_residue_and_stay_exact(mon
     assert products() == []
 
 
+def test_grouped_3x3_convolutions_run_as_winograd_per_group_and_stay_exact(monkeypatch):
+    """A grouped 3x3 stride-1 convolution whose groups have at least GROUP_MIN_CHANNELS (48)
+    channels each is Winograd too (passes/winograd.py, GROUPED; RegNet's groups of 48 to 528,
+    regnet_x_32gf 1.20x): one product per tile position and group, each group's output channels
+    padded to whole vectors in the product and sliced off in its epilogue. Groups of 8 or 32 and
+    a stride-2 convolution stay direct (the grouped kernel); the model matches PyTorch. Off,
+    every grouped convolution stays direct."""
+    from pathlib import Path
+
+    from tvmbench.compile import ir, pipeline
+    from tvmbench.compile.passes import winograd as passes_winograd
+    from tvmbench.compile.tiles import vector_lanes
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_grouped_winograd")
+    imported = import_model(model).mod
+    lanes = vector_lanes(TARGET.tvm(), 32)
+
+    def kernels():
+        legal = pipeline.per_inference(pipeline.legalized(imported, TARGET))
+        calls = [(c.args[0].name_hint, [int(d) for d in c.ty.shape]) for c in ir.calls(legal["main"], "relax.call_tir")]
+        return (sorted((shape, "strided_slice" in name) for name, shape in calls if "winograd_product" in name),
+                sum("conv2d_grouped" in name for name, _ in calls))
+
+    # [positions, tiles, groups, a group's channels]: 4x4 tiles of 16x16 (56 channels computed as
+    # whole vectors, the rest sliced off in the product's epilogue), 2x2 tiles of 12x12
+    assert kernels() == (sorted([([36, 16, 2, 56], 56 % lanes != 0), ([16, 36, 2, 48], 48 % lanes != 0)]), 2)
+    assert passes_winograd.plan([1, 14, 14, 1344], [3, 3, 168, 1344], [1, 14, 14, 1344], [1, 1], [1, 1], 8) == (2, 7, 7)
+    assert passes_winograd.plan([1, 14, 14, 1344], [3, 3, 168, 1344], [1, 14, 14, 1344], [2, 2], [1, 1], 8) is None
+    assert passes_winograd.plan([1, 14, 14, 1024], [3, 3, 32, 1024], [1, 14, 14, 1024], [1, 1], [1, 1], 32) is None
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    monkeypatch.setattr(passes_winograd, "GROUPED", False)
+    assert kernels() == ([], 4)
+
+
 def test_winograd_products_with_rows_before_positions_stay_exact(monkeypatch):
     """``ROWS_BEFORE_BATCH`` (off by default; docs/performance.md): each core takes a range of
     Winograd tiles over every position; the products' parallel loop starts with the tiles, and
