@@ -1274,7 +1274,8 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     with TARGET.tvm():
         product = next(f for gv, f in legal.functions.items() if gv.name_hint.startswith("winograd_product"))
         assert Contraction().schedule(product, TARGET.tvm()) is not None
-    assert passes_winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) is None
+    assert passes_winograd.plan([1, 6, 6, 512], [3, 3, 512, 512], [1, 6, 6, 512], [1, 1], [1, 1], 1) is None
+    assert passes_winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) == (2, 4, 4)
     assert passes_winograd.plan([1, 56, 56, 64], [3, 3, 64, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1) == (4, 14, 14)
     assert passes_winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
     result, _ = tvm_vs_torch(model)

@@ -53,9 +53,12 @@ _TILE = 4
 # product, so with few channels they are not paid back.
 _MIN_CHANNELS = 32
 # Output maps smaller than this (edge) keep the direct kernel: the tiles overhang the map (7x7
-# in 4x4 tiles computes 8x8) and the transformed weights, (m+2)^2 / 9 times the size of the
-# originals, must be streamed from memory for a handful of tiles.
-_MIN_OUTPUT_EDGE = 8
+# in 2x2 tiles computes 8x8) and the transformed weights, (m+2)^2 / 9 times the size of the
+# originals, must be streamed from memory for a handful of tiles. 8 on the first (Intel) host,
+# where the 7x7 maps measured 2.3 % slower; on Zen 5 (same-process A/Bs, session 64) the 7x7
+# maps as Winograd ran resnet18 1.040x (b8 1.095x), resnet34 1.028x (b8 1.088x), the bottleneck
+# ResNets, DenseNet, GoogLeNet and RegNet level (0.995-1.017x).
+_MIN_OUTPUT_EDGE = 7
 _SMALL_MAP_TILE = 2
 _SMALL_MAP_EDGE = 16
 # Dilated convolutions too (DeepLabV3's and FCN's dilated ResNet stages), as one undilated
