@@ -386,16 +386,17 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     from tvmbench.backends.tvm import TVMBackend
     from tvmbench.measure import accuracy
 
-    # 112 px: layer3 runs on 7x7 maps (one-vector tiles, weights packed by 8 channels), the
-    # earlier layers on 28x28 and 14x14 (two-vector tiles, packed by 16), except layer2's 1x1
-    # downsampling convolution on 14x14 (one vector over 7 rows, packed by 8). The stride-1 3x3
-    # convolutions of layers 1 and 2 run as Winograd products over 49 tiles (one vector over 7).
+    # 112 px: layer3 runs on 7x7 maps (its stride-2 convolution in one-vector tiles, weights
+    # packed by 8 channels), the earlier layers on 28x28 and 14x14 (two-vector tiles, packed by
+    # 16), except layer2's 1x1 downsampling convolution on 14x14 (one vector over 7 rows, packed by
+    # 8). The stride-1 3x3 convolutions run as Winograd products: over 49 tiles in layers 1 and 2
+    # (one vector over 7), over layer 3's 16 (2x2 tiles of the 7x7 map: two vectors).
     model = load_model("resnet18", ModelOptions(image_size=112))
     mod = pipeline.legalized(import_model(model).mod, AVX2)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
-    assert (256 // 8, 3, 3, 256, 8) in shapes and (128 // 16, 3, 3, 64, 16) in shapes
+    assert (256 // 8, 3, 3, 128, 8) in shapes and (128 // 16, 3, 3, 64, 16) in shapes
     assert (128 // 8, 1, 1, 64, 8) in shapes
-    assert (36, 64 // 8, 64, 8) in shapes and (16, 128 // 8, 128, 8) in shapes
+    assert (36, 64 // 8, 64, 8) in shapes and (16, 128 // 8, 128, 8) in shapes and (16, 256 // 16, 256, 16) in shapes
     conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
     with AVX2.tvm():
         script = Contraction().schedule(conv, AVX2.tvm()).mod.script()
@@ -1401,13 +1402,16 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers(monkeypatch):
     (eleven vectors, prime: one-vector tiles only) pads to twelve. Where the weights do not fit
     and the tiles run channel-outer, each group's tiles run together (BATCH_FIRST), not every
     group's in turn along each image row, and each tile prefetches its group's next panel. The
-    model matches PyTorch on this machine's target."""
+    model matches PyTorch on this machine's target. (Winograd's grouped rewrite off: it would take
+    the stride-1 ones; the direct kernel serves the strided ones and groups under 48 channels.)"""
     import torch
 
     from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import winograd
     from tvmbench.models.base import LoadedModel
 
     torch.manual_seed(0)
+    monkeypatch.setattr(winograd, "GROUPED", False)
 
     def grouped(cin, channels, groups, stride):
         return [torch.nn.Conv2d(cin, channels, 1), torch.nn.ReLU(),
@@ -1446,17 +1450,20 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers(monkeypatch):
     _assert_matches_torch(model, module, x)
 
 
-def test_a_group_of_three_whole_vectors_is_packed_whole_and_tiled_three_vectors_wide():
+def test_a_group_of_three_whole_vectors_is_packed_whole_and_tiled_three_vectors_wide(monkeypatch):
     """RegNet's groups of 48 channels on Skylake's 16-lane AVX-512 (regnet_x_3_2gf): the weights
     packed in one block per group, not in three blocks of one vector, so the tiles are three
     vectors x 7 rows instead of one vector x 14 (5-17 % slower alone on Zen 5). The model matches
-    PyTorch on this machine's target."""
+    PyTorch on this machine's target. (Winograd's grouped rewrite off: it takes this stride-1 one;
+    the direct kernel serves regnet_x_3_2gf's strided ones.)"""
     import torch
 
     from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import winograd
     from tvmbench.models.base import LoadedModel
 
     torch.manual_seed(0)
+    monkeypatch.setattr(winograd, "GROUPED", False)
     module = _GroupedBlock.build(96, 2, 1)
     x = np.random.default_rng(0).standard_normal((1, 16, 14, 14), dtype="float32")
     model = LoadedModel(name="small", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())

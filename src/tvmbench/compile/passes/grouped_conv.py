@@ -170,10 +170,6 @@ class _Grouped(PyExprMutator):
         if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or None in (xs, ws, outs)
                 or not 1 < g < xs[3]):
             return call
-        from tvmbench.compile.passes.winograd import plan
-
-        if plan(xs, ws, outs, [int(v) for v in a.strides], [int(v) for v in a.dilation], g):
-            return call  # (left for the Winograd rewrite)
         n, h, wd, c = xs
         kh, kw, ci, o = ws
         co = o // g

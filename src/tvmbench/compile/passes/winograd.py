@@ -42,6 +42,7 @@ import numpy as np
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
 from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
@@ -292,7 +293,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             dtype = out_dtype(call, x)
             tiles = x_shape[0] * th * tw
             if int(a.groups) > 1:
-                return self._grouped(call, found, dtype)
+                return _grouped(self.builder_.emit, self.call_te, call, found, dtype, lanes, half)
             # The register tile's output-channel block, or half of it when the channels are not
             # a multiple of it (48 channels: one vector per tile instead of two).
             full = weight_block(target, tiles, True)
@@ -310,36 +311,35 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)
 
-        def _grouped(self, call: Any, found: tuple[int, int, int], dtype: str) -> Any:
-            """A grouped convolution: its weights ``[3, 3, Ci, G * Co]`` as ``[3, 3, Ci, G, Co]``,
-            each group's output channels padded to whole vectors as the direct grouped kernel
-            pads them (``grouped_conv.padded_group``), the product over (position, group) pairs,
-            and the padding sliced off after it, in its epilogue."""
-            from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
-
-            m, th, tw = found
-            a, (x, w) = call.attrs, call.args
-            x_shape, w_shape = static_shape(x.ty), static_shape(w.ty)
-            groups, ci = int(a.groups), w_shape[2]
-            co = w_shape[3] // groups
-            wide = padded_group(co, lanes, half)
-            block = pack_block(wide, lanes, half) or wide
-            _, _, g = transform_matrices(m)
-            emit = self.builder_.emit
-            w5 = emit(relax.op.reshape(w, [3, 3, ci, groups, co]))
-            if wide != co:
-                w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
-            u = emit(self.call_te(_grouped_weight_transform, w5, relax.const(g.astype(str(w.ty.dtype))), block,
-                                  primfunc_name_hint="winograd_weight"))
-            v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw),
-                                  primfunc_name_hint=WINOGRAD_INPUT))
-            positions, tiles = (m + 2) ** 2, x_shape[0] * th * tw
-            v = emit(relax.op.reshape(v, [positions, tiles, groups, ci]))
-            prod = emit(self.call_te(_grouped_product, v, u, dtype, primfunc_name_hint="winograd_product"))
-            if wide != co:
-                prod = emit(relax.op.strided_slice(prod, axes=[3], begin=[0], end=[co]))
-            prod = emit(relax.op.reshape(prod, [positions, tiles, groups * co]))
-            return self.call_te(_output_transform, prod, m, tuple(static_shape(call.ty)), (th, tw),
-                                primfunc_name_hint=WINOGRAD_OUTPUT)
-
     return builder_pass(Rewrite, "WinogradConv3x3")
+
+
+def _grouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dtype: str, lanes: int,
+             half: bool) -> Any:
+    """A grouped convolution's Winograd kernels: its weights ``[3, 3, Ci, G * Co]`` as ``[3, 3,
+    Ci, G, Co]``, each group's output channels padded to whole vectors as the direct grouped
+    kernel pads them (``grouped_conv.padded_group``), the product over (position, group) pairs,
+    and the padding sliced off after it, in its epilogue."""
+    from tvm import relax
+
+    m, th, tw = found
+    a, (x, w) = call.attrs, call.args
+    x_shape, w_shape = static_shape(x.ty), static_shape(w.ty)
+    groups, ci = int(a.groups), w_shape[2]
+    co = w_shape[3] // groups
+    wide = padded_group(co, lanes, half)
+    block = pack_block(wide, lanes, half) or wide
+    _, _, g = transform_matrices(m)
+    w5 = emit(relax.op.reshape(w, [3, 3, ci, groups, co]))
+    if wide != co:
+        w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
+    u = emit(call_te(_grouped_weight_transform, w5, relax.const(g.astype(str(w.ty.dtype))), block,
+                     primfunc_name_hint="winograd_weight"))
+    v = emit(call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), primfunc_name_hint=WINOGRAD_INPUT))
+    positions, tiles = (m + 2) ** 2, x_shape[0] * th * tw
+    v = emit(relax.op.reshape(v, [positions, tiles, groups, ci]))
+    prod = emit(call_te(_grouped_product, v, u, dtype, primfunc_name_hint="winograd_product"))
+    if wide != co:
+        prod = emit(relax.op.strided_slice(prod, axes=[3], begin=[0], end=[co]))
+    prod = emit(relax.op.reshape(prod, [positions, tiles, groups * co]))
+    return call_te(_output_transform, prod, m, tuple(static_shape(call.ty)), (th, tw), primfunc_name_hint=WINOGRAD_OUTPUT)
