@@ -377,6 +377,29 @@ def build_patch_attention():
     return _PatchAttention().eval(), (torch.randn(1, 3, 16, 16),)
 
 
+class _PackedProjections(torch.nn.Module):
+    """Both ways transformers cut one packed q/k/v projection into three: torchvision's ViT block
+    (``nn.MultiheadAttention`` at batch 1: rearranged, then ``proj[0]``, ``proj[1]``, ``proj[2]``)
+    and GPT-2's ``c_attn(x).split(width, dim=2)``."""
+
+    def __init__(self):
+        super().__init__()
+        from torchvision.models.vision_transformer import EncoderBlock
+
+        self.block = EncoderBlock(2, 32, 64, 0.0, 0.0)
+        self.qkv = torch.nn.Linear(32, 96)
+
+    def forward(self, x):
+        q, k, v = self.qkv(self.block(x)).split(32, dim=2)
+        heads = [t.view(1, -1, 2, 16).transpose(1, 2) for t in (q, k, v)]
+        return torch.nn.functional.scaled_dot_product_attention(*heads)
+
+
+def build_packed_projections():
+    torch.manual_seed(0)
+    return _PackedProjections().eval(), (torch.randn(1, 9, 32),)
+
+
 class _NegativeIndices(torch.nn.Module):
     """Indices counted from the end: a last step, a fancy index, torch.take, and one computed."""
 

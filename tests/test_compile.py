@@ -76,6 +76,34 @@ def test_multihead_attention_modules_compile_despite_their_negative_squeeze():
     assert result["passed"], result
 
 
+def test_packed_projections_are_cut_by_the_heads_kernels_not_copied_apart(monkeypatch):
+    """torchvision's ViT took q, k and v out of its rearranged projection with three gathers
+    (opaque to FuseOps) after a kernel that rearranged all of it, and GPT-2 split its projection
+    in a kernel of its own: SlicesThroughLayout makes them slices that each heads kernel reads
+    straight from the projection, and a transpose of the batch axis of 1 is a reshape."""
+    import importlib
+    from pathlib import Path
+
+    from tvmbench.compile import ir, pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_packed_projections")
+
+    def kernels():
+        legal = pipeline.legalized(import_model(model).mod, TARGET)
+        return [c.args[0].name_hint for c in ir.calls(legal["main"], "relax.call_tir")]
+
+    ours = kernels()
+    assert not [n for n in ours if "take" in n or "split" in n or n.startswith("fused_transpose")], ours
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.slices"), "ENABLED", False)
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.arithmetic"), "UNIT_TRANSPOSES", 0)
+    before = kernels()
+    assert sum("take" in n for n in before) == 3 and sum("split" in n for n in before) == 1, before
+    assert len(ours) <= len(before) - 5, (ours, before)
+    monkeypatch.undo()
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_negative_indices_count_from_the_end_as_in_pytorch():
     """TVM 0.27 imports ``x[:, -1]``, ``x[..., [-1, 0]]`` and ``torch.take`` with the indices as
     written, and ``take`` read index -1 before the axis (the stock build returned 1e27s); a last

@@ -9,7 +9,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
    scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
    splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC, PadWindowChannels, PackWeights
-   (conv/dense weights packed per output-channel tile); last LiftTransformParams, which moves
+   (conv/dense weights packed per output-channel tile); SlicesThroughLayout; last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
 2. legalize and fuse: (on CPU, FastMath: TVM's FastMathTransform, softmax by reciprocal), LegalizeOps, AnnotateTIROpPattern,
@@ -42,7 +42,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "91"
+PIPELINE_VERSION = "92"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its output's reshape to NHWC, in a
@@ -85,6 +85,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
         result += [relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
                    relax.transform.CanonicalizeBindings()]
+    # (after KeepChannelsLast, which moves a CNN's channel splits to NHWC whole)
+    result.append(passes.slices_through_layout())
     # Weight-only computations (layout transforms, transposes, batch-norm scale/shift) move to
     # main_transform_params, which the backend runs once at load time instead of on every call.
     result.append(relax.transform.LiftTransformParams())

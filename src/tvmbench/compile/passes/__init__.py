@@ -29,6 +29,7 @@ from tvmbench.compile.passes.pad_attention import pad_attention
 from tvmbench.compile.passes.pad_softmax import pad_softmax_rows
 from tvmbench.compile.passes.pad_window_channels import pad_window_channels
 from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
+from tvmbench.compile.passes.slices import slices_through_layout
 from tvmbench.compile.passes.sub_pixel import sub_pixel_conv_transpose
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
@@ -36,5 +37,5 @@ __all__ = ["bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layo
            "elementwise_before_reshape", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
            "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
-           "pad_attention", "pad_softmax_rows", "pad_window_channels", "sub_pixel_conv_transpose", "unbroadcast_matmul",
+           "pad_attention", "pad_softmax_rows", "pad_window_channels", "slices_through_layout", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]
