@@ -6,6 +6,7 @@ STAMP := $(VENV)/.installed
 export TVMBENCH_CACHE ?= $(CURDIR)/.cache
 
 .PHONY: bench test lint setup cross clean browser
+CROSS_PACKAGES := g++-aarch64-linux-gnu qemu-user debootstrap
 
 setup: $(STAMP)
 
@@ -30,14 +31,16 @@ browser:
 		--no-install-recommends chromium) >/dev/null 2>&1 || echo "Chromium could not be installed: the report's \
 		browser test will be skipped"
 
-# The aarch64 cross compiler for `--target "llvm -mtriple=aarch64-linux-gnu"` exports (Debian/Ubuntu),
-# from the system's packages like Chromium: `make test` installs it so the aarch64 export tests run
-# instead of skipping; without it those tests are skipped and say why.
+# The aarch64 cross compiler for `--target "llvm -mtriple=aarch64-linux-gnu"` exports, and qemu-user
+# and debootstrap for the emulated device that runs them (Debian/Ubuntu), from the system's packages
+# like Chromium: `make test` installs them so the aarch64 tests run instead of skipping; without
+# them those tests are skipped and say why.
 cross:
-	@command -v aarch64-linux-gnu-g++ >/dev/null || (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
-		--no-install-recommends g++-aarch64-linux-gnu || (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
-		apt-get install -y -qq --no-install-recommends g++-aarch64-linux-gnu)) >/dev/null 2>&1 || echo "The aarch64 \
-		cross compiler could not be installed: the aarch64 export tests will be skipped"
+	@(command -v aarch64-linux-gnu-g++ && command -v qemu-aarch64 && test -x /usr/sbin/debootstrap) >/dev/null \
+		|| (DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(CROSS_PACKAGES) \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+		$(CROSS_PACKAGES))) >/dev/null 2>&1 || echo "The aarch64 cross compiler or emulator could not be \
+		installed: the aarch64 export and emulation tests will be skipped"
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks

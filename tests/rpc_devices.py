@@ -16,9 +16,9 @@ def free_port() -> int:
 
 
 @contextlib.contextmanager
-def loopback_devices(key: str = "loop", servers: int = 1) -> Iterator[int]:
-    """Yields the tracker's port once ``servers`` device servers are registered under ``key``;
-    stops them all afterwards."""
+def loopback_devices(key: str = "loop", servers: int = 1, emulated: bool = False) -> Iterator[int]:
+    """Yields the tracker's port once ``servers`` device servers are registered under ``key``
+    (``emulated``: aarch64 devices under qemu, ``tvmbench rpc emulate``); stops them all afterwards."""
     from tvm import rpc
 
     port = free_port()
@@ -32,9 +32,12 @@ def loopback_devices(key: str = "loop", servers: int = 1) -> Iterator[int]:
                 break
             except Exception:
                 time.sleep(0.5)
+        if emulated:  # (the first start makes the emulated device's Python: a minute more)
+            deadline = time.monotonic() + 600
         for _ in range(servers):
             procs.append(subprocess.Popen(
-                [sys.executable, "-m", "tvmbench.cli", "rpc", "server", "--tracker", f"127.0.0.1:{port}",
+                [sys.executable, "-m", "tvmbench.cli", "rpc", "emulate" if emulated else "server",
+                 "--tracker", f"127.0.0.1:{port}",
                  "--key", key, "--host", "127.0.0.1", "--port", str(free_port())], start_new_session=True))
         while time.monotonic() < deadline:
             if servers == 0:

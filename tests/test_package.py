@@ -2,6 +2,7 @@
 torch, with the user's inputs, and refuses in one line what it must not load."""
 
 import json
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +15,7 @@ from tvmbench.cli import main
 from .rpc_devices import loopback_devices
 
 CNN = str(Path(__file__).with_name("mlp_model.py")) + ":build_classifier"
+ATTENTION = str(Path(__file__).with_name("mlp_model.py")) + ":build_packed_projections"
 
 
 @pytest.fixture(scope="module")
@@ -103,3 +105,25 @@ def test_the_package_runs_on_a_device_server_over_rpc(package):
     assert code == 0, stderr
     tvm = json.loads(stdout)["tvm_relax"]
     assert tvm["status"] == "ok" and tvm["info"]["remote"]["key"] == "pkg" and tvm["accuracy"]["passed"]
+
+
+@pytest.mark.skipif(None in (shutil.which("aarch64-linux-gnu-g++"), shutil.which("qemu-aarch64"),
+                             shutil.which("debootstrap") or shutil.which("/usr/sbin/debootstrap")),
+                    reason="needs the aarch64 cross compiler, qemu-user and debootstrap (apt-get install "
+                           "g++-aarch64-linux-gnu qemu-user debootstrap, or `make cross`)")
+def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(tmp_path):
+    """The aarch64 code of tvmbench's rules executed, not only compiled: a convolutional network
+    at NEON's 4 lanes (Cortex-A72) and a ViT block with GPT-2's split (attention, layer norm,
+    GELU, the joined slices) with SVE (Neoverse V1), on a qemu device behind the tracker."""
+    packages = {"cnn": (CNN, "llvm -mcpu=cortex-a72"), "vit": (ATTENTION, "llvm -mcpu=neoverse-v1")}
+    for name, (model, target) in packages.items():
+        assert main(["export", "--model", model, "--target", target, "--output-dir", str(tmp_path / name)]) == 0
+    with loopback_devices("emu", servers=1, emulated=True) as port:
+        for name in packages:
+            code, stdout, stderr = run_package(tmp_path / name, "--rpc", f"127.0.0.1:{port}", "--rpc-key", "emu")
+            assert code == 0, stderr
+            doc = json.loads(stdout)
+            tvm = doc["tvm_relax"]
+            assert tvm["accuracy"]["passed"], (name, tvm["accuracy"])
+            assert tvm["info"]["remote"]["emulated"].startswith("qemu-aarch64")
+            assert any("under emulation" in w for w in doc["warnings"]), doc["warnings"]

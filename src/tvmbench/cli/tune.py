@@ -307,12 +307,15 @@ def add_rpc_parser(sub: Any) -> None:
                          help="address to listen on (default: this machine only; another address exposes it)")
     tracker.add_argument("--port", type=port, default=9190)
     server = rpc_sub.add_parser("server", help="serve this device to a tracker under a key")
-    server.add_argument("--tracker", required=True, metavar="HOST:PORT")
-    server.add_argument("--key", required=True)
-    server.add_argument("--host", default="127.0.0.1",
-                        help="address to listen on (default: this machine only; another address lets anyone "
-                             "who reaches the port run code here)")
-    server.add_argument("--port", type=port, default=9090)
+    emulate = rpc_sub.add_parser("emulate", help="serve an emulated aarch64 device (qemu) to a tracker: runs "
+                                                 "aarch64 builds to check their outputs; its times are not a device's")
+    for p in (server, emulate):
+        p.add_argument("--tracker", required=True, metavar="HOST:PORT")
+        p.add_argument("--key", required=True)
+        p.add_argument("--host", default="127.0.0.1",
+                       help="address to listen on (default: this machine only; another address lets anyone "
+                            "who reaches the port run code here)")
+        p.add_argument("--port", type=port, default=9090)
     rpc.set_defaults(handler=cmd_rpc)
 
 
@@ -330,7 +333,14 @@ def cmd_rpc(args: argparse.Namespace) -> int:
         reach_tracker(*parse_tracker(args.tracker))
         cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
                str(args.port + 100), "--tracker", args.tracker, "--key", args.key]
-    proc = subprocess.Popen([sys.executable, "-m", *cmd], start_new_session=True)
+    cmd = [sys.executable, "-m", *cmd]
+    if args.rpc_command == "emulate":
+        from tvmbench import emulator
+
+        say = make_console(stderr=True).print
+        cmd = emulator.server_command(args.tracker, args.key, args.host, args.port, say=say)
+        say(f"an emulated aarch64 device under '{args.key}': outputs as on a board, times an emulator's")
+    proc = subprocess.Popen(cmd, start_new_session=True)
     try:
         return proc.wait()
     except KeyboardInterrupt:  # the way to stop a server in the foreground: not a failure
@@ -354,7 +364,7 @@ def exposure_warning(kind: str, host: str, port: int) -> str | None:
     except ValueError:
         if host == "localhost":
             return None
-    what = ("anyone who reaches it can upload a library and run it on this machine" if kind == "server"
+    what = ("anyone who reaches it can upload a library and run it on this machine" if kind in ("server", "emulate")
             else "anyone who reaches it can register devices and take the devices registered with it")
     return (f"the RPC {kind} listens on {host}:{port} without authentication: {what}. Use it only on a "
             "private network, or keep the default 127.0.0.1 and reach it through an SSH tunnel")

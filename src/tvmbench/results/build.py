@@ -70,6 +70,10 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
         noisy.append(close)
     noisy += [f"{fw}: {w}" for fw, r in results.items() for w in r.info.get("warnings") or []]
     remote = sorted(fw for fw, r in results.items() if r.info.get("remote"))
+    emulated = sorted(fw for fw in remote if results[fw].info["remote"].get("emulated"))
+    if emulated:
+        noisy.append(f"{', '.join(emulated)} ran under emulation ({results[emulated[0]].info['remote']['emulated']}): "
+                     "its outputs are checked as on a device, its times say nothing of a device's speed")
     if remote:
         noisy.append(f"{', '.join(remote)} ran on the remote device (timed with its own clock); the other "
                      "frameworks ran on this machine, so speedups between them compare two machines")
