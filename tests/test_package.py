@@ -112,9 +112,10 @@ def test_the_package_runs_on_a_device_server_over_rpc(package):
                     reason="needs the aarch64 cross compiler, qemu-user and debootstrap (apt-get install "
                            "g++-aarch64-linux-gnu qemu-user debootstrap, or `make cross`)")
 def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(tmp_path):
-    """The aarch64 code of tvmbench's rules executed, not only compiled: a convolutional network
-    at NEON's 4 lanes (Cortex-A72) and a ViT block with GPT-2's split (attention, layer norm,
-    GELU, the joined slices) with SVE (Neoverse V1), on a qemu device behind the tracker."""
+    """The aarch64 code of tvmbench's rules executed, not only compiled (tiles of NEON's 4 lanes):
+    a convolutional network for a Cortex-A72 and a ViT block with GPT-2's split (attention, layer
+    norm, GELU, the joined slices) for a Neoverse V1 (whose features, SVE among them, LLVM may
+    use), on a qemu device behind the tracker."""
     packages = {"cnn": (CNN, "llvm -mcpu=cortex-a72"), "vit": (ATTENTION, "llvm -mcpu=neoverse-v1")}
     for name, (model, target) in packages.items():
         assert main(["export", "--model", model, "--target", target, "--output-dir", str(tmp_path / name)]) == 0
