@@ -85,8 +85,8 @@ def _make(home: Path, root: Path, site: Path, script: Path, qemu: str, deboot: s
     shutil.rmtree(home, ignore_errors=True)
     home.mkdir(parents=True)
     say(f"making the aarch64 device's Python under {home} (once; Debian {SUITE} packages and the TVM wheels)")
-    _run([deboot, "--arch=arm64", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}", SUITE,
-          str(root), MIRROR], "debootstrap")
+    _run([*_as_root(), deboot, "--arch=arm64", "--foreign", "--variant=minbase", f"--include={','.join(PACKAGES)}",
+          SUITE, str(root), MIRROR], "debootstrap")
     for deb in sorted((root / "var" / "cache" / "apt" / "archives").glob("*.deb")):
         _run(["dpkg", "-x", str(deb), str(root)], f"unpacking {deb.name}")
     _run([sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "--only-binary=:all:",
@@ -97,6 +97,17 @@ def _make(home: Path, root: Path, site: Path, script: Path, qemu: str, deboot: s
     script.chmod(0o755)
     write_text_atomic(home / "server.py", _SERVER)
     write_text_atomic(home / "ready", "")  # (last: an interrupted make starts again)
+
+
+def _as_root() -> list[str]:
+    """What debootstrap, which refuses to run as another user, is started under: nothing for root,
+    fakeroot for anyone else (the packages are only downloaded and unpacked, nothing installed)."""
+    if os.geteuid() == 0:
+        return []
+    if shutil.which("fakeroot") is None:
+        raise UserError("making the emulated device's Python needs root or fakeroot (debootstrap refuses other "
+                        "users): sudo apt-get install fakeroot, or run this command once with sudo")
+    return ["fakeroot"]
 
 
 def _tvm_pins() -> list[str]:
