@@ -77,7 +77,8 @@ def test_print_top_lists_the_classes_side_by_side(package):
     ("library", "model.so does not match its digest"),
     ("params", "params.npz does not match its digest"),
     ("tvm_version", "built with TVM 0.26.0"),
-    ("aarch64", "cannot run on this machine"),
+    ("aarch64", "cannot run on this machine; run it on such a device with --rpc HOST:PORT --rpc-key KEY (or, for "
+                "aarch64, on an emulated one: tvmbench rpc emulate)"),
 ])
 def test_a_package_it_must_not_load_is_one_line(package, tmp_path, damage, words):
     import shutil

@@ -93,7 +93,8 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
         raise UserError(
             f"target {target.source!r} builds code for {target.arch}, which cannot run on this machine; "
             "use a CPU target of this machine (--target llvm), run it on such a device through a TVM RPC "
-            "tracker (--rpc HOST:PORT --rpc-key KEY), or build it here without running it with --compile-only"
+            "tracker (--rpc HOST:PORT --rpc-key KEY; for aarch64 an emulated one: tvmbench rpc emulate), or "
+            "build it here without running it with --compile-only"
         )
     say = log or (lambda message: None)
     schedules = schedules or TunedSchedules()

@@ -82,8 +82,9 @@ def verify(folder: Path, spec: dict[str, Any], remote: bool = False) -> None:
             raise UserError(f"package {folder} is for a CUDA GPU and this machine has none; run it on the GPU "
                             "machine or through --rpc HOST:PORT --rpc-key KEY")
     elif not target.runs_here:
+        emulated = " (or, for aarch64, on an emulated one: tvmbench rpc emulate)" if target.arch == "aarch64" else ""
         raise UserError(f"package {folder} was built for {target.arch}, which cannot run on this machine; run it "
-                        "on such a device with --rpc HOST:PORT --rpc-key KEY")
+                        f"on such a device with --rpc HOST:PORT --rpc-key KEY{emulated}")
     elif spec.get("isa_class") and spec["isa_class"] != isa_class(resolve_target("llvm").tvm()):
         raise UserError(f"package {folder} was built for {spec['isa_class']} CPUs and this one is "
                         f"{isa_class(resolve_target('llvm').tvm())}: export it again for this machine")
