@@ -445,7 +445,7 @@ LANES = tiles.vector_lanes(TARGET.tvm(), 32)
 
 @pytest.mark.parametrize("channels, groups, stride, inner", [(128, 32, 1, True), (64, 4, 2, False),
                                                              (5 * LANES, 2, 1, False)])
-def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner):
+def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner, monkeypatch):
     """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
     groups of 16 over a group's channels; 2 groups of two and a half vectors over a group's
     channels padded to three vectors (RegNet's widths), the padding sliced off; the last two with
@@ -456,6 +456,7 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     groups reads its padding inline (SPARSE_WINDOW), and the model matches PyTorch."""
     import torch
 
+    from tvmbench.compile.passes import grouped_conv
     from tvmbench.compile.passes.grouped_conv import groups_inner, padded_group
     from tvmbench.compile.tir import uses
     from tvmbench.models.base import LoadedModel
@@ -471,6 +472,14 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     mod = pipeline.legalized(imported.mod, TARGET)
     grouped = [f for gv, f in mod.functions.items() if "conv2d_grouped" in gv.name_hint]
     assert len(grouped) == 1
+    if inner:  # the 1x1 convolutions around it write and read the [Ci, G] order themselves (their
+        # weights permuted at load time): no transpose of the activations to it or back
+        transposes = [gv.name_hint for gv in pipeline.per_inference(mod).functions if "transpose" in gv.name_hint]
+        monkeypatch.setattr(grouped_conv, "PERMUTE_PRODUCER", 0)
+        before = [gv.name_hint for gv in pipeline.per_inference(pipeline.legalized(imported.mod, TARGET)).functions
+                  if "transpose" in gv.name_hint]
+        monkeypatch.undo()
+        assert len(transposes) == len(before) - 2, (transposes, before)
     if not inner:  # the batch norm's shift and the ReLU in the convolution's kernel, before the
         # output's reshape to NHWC, not in a kernel after it (reshape_last.py; the groups form's
         # transpose takes them either way)
