@@ -159,6 +159,8 @@ def groups_inner(groups: int, out_per_group: int, lanes: int, half_vectors: bool
 
 @mutator
 class _Grouped(PyExprMutator):
+    uses: dict[Any, int] = {}  # (of the function being rewritten, read before it: ``grouped_conv_nhwc``)
+
     def __init__(self, mod: Any, lanes: int, half_vectors: bool) -> None:
         super().__init__(mod)
         self.lanes, self.half = lanes, half_vectors
@@ -208,79 +210,69 @@ class _Grouped(PyExprMutator):
             out5 = emit(relax.op.strided_slice(out5, axes=[4], begin=[0], end=[co]))
         return relax.op.reshape(out5, outs)
 
-
-    uses: dict[Any, int] = {}
-
-    def _channels_permuted(self, x: Any, g: int, ci: int) -> Any | None:
-        """``x`` computed with its channels in ``[Ci, G]`` order, where it is an ungrouped NHWC
-        convolution followed by per-channel elementwise ops (its bias, a ReLU), each read only
-        here: the convolution's output channels and the ops' per-channel operands permuted,
-        weight-only work done at load time. None where ``x`` is anything else."""
-        chain, value = [], x
+    def _chain(self, value: Any, channels: int) -> tuple[list[Any], Any] | None:
+        """The per-channel elementwise ops (a bias, a ReLU) that made ``value``, last first, each
+        read only once, and the binding they start from; None where any is read elsewhere."""
+        chain = []
         while isinstance(value, relax.Var) and self.uses.get(value) == 1:
             bound = self.lookup_binding(value)
-            name = op_name(bound)
-            if name == "relax.nn.conv2d" and _ungrouped_nhwc(bound):
-                return self._rebuild(bound, chain, g, ci)
-            if name not in PER_CHANNEL or not all(_per_channel(a, g * ci) for a in bound.args[1:]):
-                return None
+            if op_name(bound) not in PER_CHANNEL or not all(_per_channel(a, channels) for a in bound.args[1:]):
+                return chain, bound
             chain.append(bound)
             value = bound.args[0]
         return None
 
+    def _replay(self, out: Any, chain: list[Any], g: int, c: int) -> Any:
+        """The ops of ``chain`` applied to ``out``, whose channels are in ``[C, G]`` order: their
+        per-channel operands reordered from ``[G, C]`` (weight-only, done at load time)."""
+        for op in reversed(chain):
+            others = [_permute_last(self.builder_.emit, a, g, c) if _varies(a) else a for a in op.args[1:]]
+            out = self.builder_.emit(relax.Call(op.op, [out, *others], op.attrs, op.ty_args))
+        return out
+
+    def _channels_permuted(self, x: Any, g: int, ci: int) -> Any | None:
+        """``x`` computed with its channels in ``[Ci, G]`` order, where an ungrouped NHWC
+        convolution and per-channel ops, each read only here, made it: the convolution's output
+        channels permuted in its weights. None where ``x`` is anything else."""
+        found = self._chain(x, g * ci)
+        if found is None or op_name(found[1]) != "relax.nn.conv2d" or not _ungrouped_nhwc(found[1]):
+            return None
+        chain, conv = found
+        w = _permute_last(self.builder_.emit, conv.args[1], g, ci)
+        return self._replay(self.builder_.emit(relax.Call(conv.op, [conv.args[0], w], conv.attrs, conv.ty_args)),
+                            chain, g, ci)
+
     def _reads_permuted(self, conv: Any) -> Any:
         """``conv`` (ungrouped) reading the ``[Co, G]``-ordered output of a groups-form grouped
-        convolution directly, where only per-channel elementwise ops (its bias, a ReLU) lie
-        between, each read only here: those ops' operands and this convolution's input-channel
-        weights permuted instead of the output transposed back to ``[G, Co]``."""
-        chain, value = [], conv.args[0]
-        while isinstance(value, relax.Var) and self.uses.get(value) == 1:
-            bound = self.lookup_binding(value)
-            name = op_name(bound)
-            if name == "relax.reshape":
-                found = self._groups_output(bound)
-                if found is None:
-                    return conv
-                out5, g, co = found
-                emit = self.builder_.emit
-                out = emit(relax.op.reshape(out5, static_shape(bound.ty)))
-                for op in reversed(chain):
-                    others = [_permute_last(emit, a, g, co) if _varies(a) else a for a in op.args[1:]]
-                    out = emit(relax.Call(op.op, [out, *others], op.attrs, op.ty_args))
-                kh, kw, c, o = static_shape(conv.args[1].ty)
-                w = emit(relax.op.reshape(conv.args[1], [kh, kw, g, co, o]))
-                w = emit(relax.op.reshape(relax.op.permute_dims(w, [0, 1, 3, 2, 4]), [kh, kw, c, o]))
-                return relax.Call(conv.op, [out, w], conv.attrs, conv.ty_args)
-            if name not in PER_CHANNEL or not all(_per_channel(a, static_shape(conv.args[0].ty)[-1])
-                                                  for a in bound.args[1:]):
-                return conv
-            chain.append(bound)
-            value = bound.args[0]
-        return conv
+        convolution, where only per-channel ops, each read only here, lie between: those ops'
+        operands and this convolution's input-channel weights permuted instead of the output
+        transposed back to ``[G, Co]``."""
+        emit = self.builder_.emit
+        found = self._chain(conv.args[0], static_shape(conv.args[0].ty)[-1])
+        grouped = self._groups_output(found[1]) if found is not None else None
+        if grouped is None:
+            return conv
+        out5, g, co = grouped
+        out = self._replay(emit(relax.op.reshape(out5, static_shape(found[1].ty))), found[0], g, co)
+        kh, kw, c, o = static_shape(conv.args[1].ty)
+        w = emit(relax.op.reshape(conv.args[1], [kh, kw, g, co, o]))
+        w = emit(relax.op.reshape(relax.op.permute_dims(w, [0, 1, 3, 2, 4]), [kh, kw, c, o]))
+        return relax.Call(conv.op, [out, w], conv.attrs, conv.ty_args)
 
     def _groups_output(self, reshape: Any) -> tuple[Any, int, int] | None:
         """(the ``[N, H, W, Co, G]`` output, G, Co) where ``reshape`` merges a groups-form grouped
         convolution's output transposed back to ``[G, Co]``, that transpose read only here."""
-        moved = reshape.args[0]
-        bound = self.lookup_binding(moved) if isinstance(moved, relax.Var) else None
-        if op_name(bound) != "relax.permute_dims" or self.uses.get(moved, 1) != 1 \
-                or [int(v) for v in bound.attrs.axes] != [0, 1, 2, 4, 3]:
+        if op_name(reshape) != "relax.reshape" or not isinstance(reshape.args[0], relax.Var):
             return None
-        out5 = bound.args[0]
+        moved = self.lookup_binding(reshape.args[0])
+        if op_name(moved) != "relax.permute_dims" or [int(v) for v in moved.attrs.axes] != [0, 1, 2, 4, 3]:
+            return None  # (the transpose is this pass's own, made for this reshape alone)
+        out5 = moved.args[0]
         made = self.lookup_binding(out5) if isinstance(out5, relax.Var) else None
-        if not isinstance(made, relax.Call) or "conv2d_grouped" not in str(made.args[0]):
+        if not isinstance(made, relax.Call) or not getattr(made.args[0], "name_hint", "").startswith("conv2d_grouped"):
             return None
         _, _, _, co, g = static_shape(out5.ty)
         return out5, g, co
-
-    def _rebuild(self, conv: Any, chain: list[Any], g: int, ci: int) -> Any:
-        emit = self.builder_.emit
-        out = emit(relax.Call(conv.op, [conv.args[0], _permute_last(emit, conv.args[1], g, ci)], conv.attrs,
-                              conv.ty_args))
-        for op in reversed(chain):
-            others = [_permute_last(emit, a, g, ci) if _varies(a) else a for a in op.args[1:]]
-            out = emit(relax.Call(op.op, [out, *others], op.attrs, op.ty_args))
-        return out
 
 
 # 0 (for A/Bs): the groups form transposes its input to [Ci, G] in a kernel of its own.
