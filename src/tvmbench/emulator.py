@@ -4,8 +4,9 @@
 runs aarch64 code under qemu's user-mode emulation (``qemu-aarch64``), so ``run --package`` or
 ``run --target aarch64 --rpc ...`` can run the aarch64 build and check its outputs against the
 reference as on a real board. The device's Python is Debian's aarch64 build (bookworm's 3.11,
-unpacked by ``debootstrap --foreign`` into the cache folder, no chroot and no root), with the
-aarch64 wheels of the TVM runtime this machine uses (``pip install --platform``). Emulated code
+unpacked by ``debootstrap --foreign`` into the cache folder: no chroot, and fakeroot for a user
+other than root), with the aarch64 wheels of the TVM runtime this machine uses (``pip install
+--platform``). Emulated code
 runs 100-400x slower than on a board, and not in proportion: the server registers
 ``tvmbench.emulated`` and results say the times are an emulator's, not a device's speed.
 

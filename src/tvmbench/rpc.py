@@ -57,14 +57,24 @@ def connect(address: str, key: str, timeout_s: float = 60.0) -> Any:
         raise UserError(f"no device under '{key}' at {address} became free ({e}); is every one busy?") from None
 
 
+def emulator_of(session: Any) -> str | None:
+    """The emulator a device server runs under (``tvmbench rpc emulate`` registers
+    ``tvmbench.emulated``), else None."""
+    try:
+        return str(session.get_function("tvmbench.emulated")())
+    except Exception:  # a board's server has no such function
+        return None
+
+
 def refuse_emulated(address: str, key: str) -> None:
     """Fail in one line when the device under ``key`` is an emulated one (``tvmbench rpc emulate``):
     its times are an emulator's, and schedules tuned on them would be chosen for qemu. A device
     that cannot be reached now is left for the tuner to wait for."""
     try:
-        session = connect(address, key, timeout_s=10)
-        emulated = session.get_function("tvmbench.emulated")()
-    except Exception:  # a board (no such function), or busy: nothing to refuse
+        emulated = emulator_of(connect(address, key, timeout_s=10))
+    except UserError:  # busy: nothing to check now
+        return
+    if emulated is None:
         return
     raise UserError(f"the device under '{key}' at {address} is emulated ({emulated}): its times are an "
                     "emulator's, so tuning on it would choose schedules for qemu; tune on a board, or run "

@@ -114,7 +114,9 @@ class TVMBackend(Backend):
             self.info.update({"device": f"{self.dev} on the device registered as '{rpc_options['key']}' at "
                                         f"{rpc_options['tracker']}",
                               "remote": dict(rpc_options), "clock": "device (VM time_evaluator over RPC)"})
-            emulated = self._emulated()
+            from tvmbench.rpc import emulator_of
+
+            emulated = emulator_of(self._remote)
             if emulated:
                 self.info["remote"]["emulated"] = emulated
                 self.info["clock"] = f"an emulator's ({emulated}): not the speed of a device"
@@ -211,13 +213,6 @@ class TVMBackend(Backend):
             self._fn = lambda: self.vm.invoke_stateful("main")
         self._out: Any = None
         self.phases_s["bind_s"] = time.perf_counter() - t0
-
-    def _emulated(self) -> str | None:
-        """The emulator a remote device server runs under (``tvmbench rpc emulate``), else None."""
-        try:
-            return str(self._remote.get_function("tvmbench.emulated")())
-        except Exception:  # a real device's server has no such function
-            return None
 
     def _threads(self) -> int | None:
         import tvm
