@@ -446,7 +446,8 @@ LANES = tiles.vector_lanes(TARGET.tvm(), 32)
 @pytest.mark.parametrize("channels, groups, stride, inner", [(128, 32, 1, True), (64, 4, 2, False),
                                                              (5 * LANES, 2, 1, False)])
 def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner, monkeypatch):
-    """32 groups of 4 channels vectorise over the groups (inputs transposed to [Ci, G] order); 4
+    """32 groups of 4 channels vectorise over the groups (inputs in [Ci, G] order, which the 1x1
+    convolution before them writes itself); 4
     groups of 16 over a group's channels; 2 groups of two and a half vectors over a group's
     channels padded to three vectors (RegNet's widths), the padding sliced off; the last two with
     their weights packed per group, the batch norm's shift and the ReLU fused into the kernel

@@ -108,8 +108,18 @@ def test_the_package_runs_on_a_device_server_over_rpc(package):
     assert tvm["status"] == "ok" and tvm["info"]["remote"]["key"] == "pkg" and tvm["accuracy"]["passed"]
 
 
-@pytest.mark.skipif(None in (shutil.which("aarch64-linux-gnu-g++"), shutil.which("qemu-aarch64"),
-                             shutil.which("debootstrap") or shutil.which("/usr/sbin/debootstrap")),
+def _emulator_missing() -> bool:
+    from tvmbench import emulator
+    from tvmbench.errors import UserError
+
+    try:
+        emulator.tools()
+    except UserError:
+        return True
+    return shutil.which("aarch64-linux-gnu-g++") is None
+
+
+@pytest.mark.skipif(_emulator_missing(),
                     reason="needs the aarch64 cross compiler, qemu-user and debootstrap (apt-get install "
                            "g++-aarch64-linux-gnu qemu-user debootstrap, or `make cross`)")
 def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(tmp_path):
