@@ -57,11 +57,8 @@ class TVMOptions(BackendOptions):
     def validate(self) -> None:
         from tvmbench.errors import UserError
 
-        if self.precision == "bf16":
-            raise UserError("--precision bf16: TVM 0.27's mixed-precision pass (ToMixedPrecision) only produces "
-                            "fp16; use --precision fp16 or amp")
-        if self.precision not in ("fp32", "fp16", "amp"):
-            raise UserError(f"unknown --precision '{self.precision}'; use one of fp32, fp16, amp")
+        if self.precision not in ("fp32", "fp16", "amp", "bf16"):
+            raise UserError(f"unknown --precision '{self.precision}'; use one of fp32, fp16, amp, bf16")
 
 
 class TVMBackend(Backend):
@@ -132,7 +129,7 @@ class TVMBackend(Backend):
         if precision != "fp32":
             from tvmbench.compile.precision import apply_precision
 
-            imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision))
+            imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision, target))
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
         self.log(f"imported into Relax through {imported.frontend} ("

@@ -88,7 +88,7 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
     imported = import_model(model, recurrent.registers(target) if precision == "fp32" else None)
-    mod = apply_precision(imported.mod, precision)
+    mod = apply_precision(imported.mod, precision, target)
     schedules = schedules or TunedSchedules()
     database = schedules.union()
     built = pipeline.build(mod, target, database, cuda_graph=cuda_graph)

@@ -122,6 +122,20 @@ def weight_params(func: Any) -> set[Any]:
     return set(func.params[n_inputs:]) if n_inputs is not None else set()
 
 
+def from_weights(mutator_: Any, expr: Any, weights: set[Any],
+                 through: tuple[str, ...] = ("relax.permute_dims", "relax.astype")) -> bool:
+    """Whether ``expr`` is a weight parameter, or a transpose or cast of one (what the importers,
+    and Bf16Dense, give dense layers), by the bindings ``mutator_`` has seen."""
+    from tvm import relax
+
+    while isinstance(expr, relax.Var) and expr not in weights:
+        bound = mutator_.lookup_binding(expr)
+        if op_name(bound) not in through:
+            return False
+        expr = bound.args[0]
+    return isinstance(expr, relax.Var) and expr in weights
+
+
 def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
     """A module pass that runs a PyExprMutator over every Relax function of the module. With
     ``prune``, the bindings a rewritten function no longer uses are removed (so that later passes,

@@ -218,12 +218,14 @@ def backend_config(cfg: RunConfig, **options: Any) -> BackendConfig:
 
 
 def tolerance_of(cfg: RunConfig, framework: str) -> accuracy.Tolerance:
-    """The tolerance ``framework``'s outputs are checked at: fp16's for a framework that honours
-    a reduced ``--precision``, else fp32's (with the run's overrides)."""
+    """The tolerance ``framework``'s outputs are checked at: bf16's or fp16's for a framework that
+    honours a reduced ``--precision``, else fp32's (with the run's overrides)."""
     from tvmbench.backends import load_class
 
-    reduced = cfg.backend_options.get("precision", "fp32") != "fp32" and load_class(framework).reduced_precision
-    return accuracy.tolerance_for("float16" if reduced else "float32", cfg.tolerance)
+    precision = cfg.backend_options.get("precision", "fp32")
+    reduced = precision != "fp32" and load_class(framework).reduced_precision
+    return accuracy.tolerance_for(("bfloat16" if precision == "bf16" else "float16") if reduced else "float32",
+                                  cfg.tolerance)
 
 
 def float64_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_outputs: list[Any] | None,

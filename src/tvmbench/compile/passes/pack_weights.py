@@ -21,7 +21,16 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import TECache, builder_pass, numel, op_name, out_dtype, static_shape, weight_params
+from tvmbench.compile.ir import (
+    TECache,
+    builder_pass,
+    from_weights,
+    numel,
+    op_name,
+    out_dtype,
+    static_shape,
+    weight_params,
+)
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
@@ -99,19 +108,24 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
 
 
 def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
-    """``x @ w`` over a packed ``[N/block, K, block]`` weight (TE). ``rows``: compute this many
-    rows (more than x has), reading x's last row for the extra ones; the caller slices them off."""
-    nb, k, pb = (int(v) for v in wp.shape)
-    r = te.reduce_axis((0, k), "rk")
+    """``x @ w`` over a packed ``[N/block, K, block]`` weight, or a bf16 one packed in pairs of
+    reduction steps, ``[N/block, K/2, block, 2]`` (``compile/bf16.py``) (TE). ``rows``: compute
+    this many rows (more than x has), reading x's last row for the extra ones; the caller slices
+    them off."""
+    pairs = len(wp.shape) == 4
+    nb, k, pb = (int(v) for v in wp.shape[:3])
+    r = te.reduce_axis((0, 2 * k if pairs else k), "rk")
     m = int(x.shape[-2]) if len(x.shape) >= 2 else None
 
     def row(i: Any) -> Any:
         return te.min(i, m - 1) if rows else i
 
+    def weight(n: Any) -> Any:
+        return wp[n // pb, r // 2, n % pb, r % 2] if pairs else wp[n // pb, r, n % pb]
+
     return te.compute(
         (*x.shape[:-2], rows or x.shape[-2], nb * pb) if len(x.shape) >= 2 else (nb * pb,),
-        lambda *i: te.sum(x[(*i[:-2], row(i[-2]), r)].astype(out_dtype)
-                          * wp[i[-1] // pb, r, i[-1] % pb].astype(out_dtype), axis=r),
+        lambda *i: te.sum(x[(*i[:-2], row(i[-2]), r)].astype(out_dtype) * weight(i[-1]).astype(out_dtype), axis=r),
         name="matmul_packed")
 
 
@@ -123,15 +137,6 @@ class _Pack(PyExprMutator):
         self.block, self.conv_block, self.half_vectors = block, conv_block, half_vectors
         self.weights: set[Any] = set()
         self.call_te = TECache(self.builder_)
-
-    def from_weights(self, expr: Any) -> bool:
-        """A weight parameter, or a transpose of one (what the importers give dense layers)."""
-        while isinstance(expr, relax.Var) and expr not in self.weights:
-            bound = self.lookup_binding(expr)
-            if op_name(bound) != "relax.permute_dims":
-                return False
-            expr = bound.args[0]
-        return isinstance(expr, relax.Var) and expr in self.weights
 
     def visit_call_(self, call: Any) -> Any:
         call = super().visit_call_(call)
@@ -213,20 +218,22 @@ class _Pack(PyExprMutator):
         block = self.block
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
-                or shape[1] < 2 * block or not self.from_weights(w)):
+                or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
             return call
         # A classifier's 1000 outputs are not a multiple of the tile: a narrower block (the
         # rule then uses narrower vectors) still turns its weight rows into one stream.
         n = shape[1]
-        pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0), None)
+        pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
+        smallest = 16 if pairs else 4
+        pb = next((b for b in (block, block // 2, block // 4) if b >= smallest and n % b == 0), None)
         # No block divides n (GPT-2's 50257-word LM head, a third of its FLOPs): the weight is
         # padded with zero columns to whole blocks at load time, the kernel computes the padded
         # width with full vectors, and the padding is sliced off its output. Unpadded, the
         # tail left the whole loop unvectorised: a scalar matmul.
         padded = pb is None
         pb = block if padded else pb
-        packed = self.builder_.emit(relax.op.layout_transform(
-            w, lambda k, n: (n // pb, k, n % pb), pad_value=0.0 if padded else None))
+        layout = (lambda k, n: (n // pb, k // 2, n % pb, k % 2)) if pairs else (lambda k, n: (n // pb, k, n % pb))
+        packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         # Rows with no divisor from 4 to 8 (ViT's 197 tokens) would leave a predicated last row
         # tile, and the predicate sits in every tile's inner loop (30 % slower at 197 rows
         # than at 200): whole tiles are computed, the extra rows re-reading the last row

@@ -19,8 +19,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import tvm
 
-from tvmbench.compile import tiles
+from tvmbench.compile import bf16, tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.passes.prefetch import mark as mark_prefetch
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
@@ -247,6 +248,8 @@ class Match:
     n_axis: int  # the output's innermost axis: the vector axis
     m_axis: int | None  # the register tile's row axis
     packs: list[int]  # block sizes of packed operands (``w[n // P, ..., n % P]``)
+    pairs: bool = False  # bf16 weights packed in pairs of reduction steps: one vdpbf16ps per vector and pair
+    dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
 
     def window(self) -> int:
         return int(np.prod([e for e, k in zip(self.extents, self.kinds, strict=True) if k == "R"]))
@@ -280,6 +283,10 @@ class Contraction(Rule):
         sliced = _slice_form(found, epilogue, tile.width)
         tile_loop, reduce_loops = tile_loops(found, tile, sliced)
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
+        if found.pairs:
+            bf16.register()
+            found.sch.tensorize(found.dot_loop, bf16.DOT_16x2)
+            found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
         return found.sch
 
 
@@ -308,8 +315,12 @@ def match(func: Any, target: Any) -> Match | None:
     packs = _contiguous_packs(block, block.iter_vars[n_axis].var)
     if packs is None:
         return None
+    pairs = any(_pair_step(r) is not None for r in block.reads)
+    if pairs and (kinds.count("R") != 1 or extents[kinds.index("R")] % 2 or out.dtype != "float32"
+                  or not bf16.has_bf16_dot(target)):
+        return None
     return Match(sch, infos, main, block, out, vector_lanes(target, dtype_bits(out.dtype)), kinds, extents,
-                 n_axis, _row_axis(block, kinds, extents, n_axis), packs)
+                 n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs)
 
 
 def _spatial_axis(block: Any, kinds: str, dim: int) -> int | None:
@@ -349,7 +360,7 @@ def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:
     within each tile when the tile divides P; the Ps are returned."""
     packs = []
     for read in block.reads:
-        region = read.region
+        region = read.region[:-1] if _pair_step(read) is not None else read.region
         for d, r in enumerate(region):
             last = d == len(region) - 1
             c = coefficient(r.min, n_var)
@@ -361,6 +372,15 @@ def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:
             elif (not last and c != 0) or (last and c not in (0, 1)):
                 return None
     return packs
+
+
+def _pair_step(read: Any) -> Any:
+    """The reduction variable of a bf16 weight packed in pairs of its steps (``w[..., k % 2]``,
+    passes/pack_weights.py under ``--precision bf16``), else None."""
+    last = read.region[-1].min if read.source.dtype == "bfloat16" and len(read.region) >= 3 else None
+    if isinstance(last, tvm.tirx.FloorMod) and as_int(last.b) == 2 and isinstance(last.a, tvm.tirx.Var):
+        return last.a
+    return None
 
 
 def padding(extents: list[int], n_axis: int, lanes: int) -> list[int] | None:
@@ -461,6 +481,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     rows stacked on a short row axis (``_stack``)."""
     extents, m_axis = found.extents, found.m_axis
     width = vector_width(extents[found.n_axis], found.lanes)
+    if found.pairs and width != bf16.LANES:
+        return None
     n_vectors_total = extents[found.n_axis] // width
     most_rows = tiles.max_rows(target, None if m_axis is None else extents[m_axis])
     rows_wanted = 1 if m_axis is None else min(most_rows, extents[m_axis])
@@ -671,7 +693,12 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
               if k == "S" and i not in (found.n_axis, m_axis)]
     batch_loops, outer_spatial, channel_outer = _tile_order(found, tile, n_outer, m_outer, others)
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
-    sch.reorder(*batch_loops, *outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane)
+    pair = []
+    if found.pairs:  # (the pair of reduction steps inside the lanes: one vdpbf16ps, compile/bf16.py)
+        reduce_loops[-1], step = sch.split(reduce_loops[-1], factors=[None, 2])
+        pair = [step]
+        found.dot_loop = n_lane
+    sch.reorder(*batch_loops, *outer_spatial, *reduce_loops, *inner, n_vec_i, n_lane, *pair)
     prefetch = None
     if channel_outer:
         row_tiles = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[1:]]))
@@ -695,7 +722,7 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
         reduce_loops = reduce_loops[:-1] + steps
         if prefetch is not None:
             mark_prefetch(sch, steps[0], *prefetch)
-    if tile.width > 1:
+    if tile.width > 1 and not found.pairs:
         sch.vectorize(n_lane)
     return tile_loop, reduce_loops
 
