@@ -461,10 +461,11 @@ def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, unt
             pretuned: bool = True, vs_untuned: bool = False, runs: int = 20, threads: int | None = None,
             batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
             hf_config: dict[str, Any] | None = None, input_shapes: dict[str, Sequence[int]] | None = None,
-            seed: int = 0, layout: str = "auto", timeout: float = 3600.0,
+            seed: int = 0, layout: str = "auto", timeout: float = 3600.0, precision: str = "fp32",
             on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
     """Per-kernel times of TVM inside the model (``ModelProfile`` by variant: "tvm", and
-    "tvm_untuned" with ``vs_untuned`` or ``untuned``), each in a worker process."""
+    "tvm_untuned" with ``vs_untuned`` or ``untuned``), each in a worker process; ``precision``
+    as ``run``'s."""
     from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import ProfileJob, profile_job
     from tvmbench.tuning.database import TuningDatabase, database_sources
@@ -482,7 +483,8 @@ def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, unt
     profiles = {}
     for variant in variants:
         job = ProfileJob(model=model, options=options, variant=variant, runs=runs,
-                         backend=BackendConfig(target=resolved, threads=threads, databases=tuple(sources)),
+                         backend=BackendConfig(target=resolved, threads=threads, databases=tuple(sources),
+                                               options={"precision": precision}),
                          measure_peak=variant == variants[0])
         profiles[variant] = _in_worker(profile_job, job, threads, timeout, f"profiling {model} ({variant})",
                                        lambda msg, v=variant: on_event and on_event(v, msg))

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tvmbench.cli.args import add_database_args, add_model_args, model_kwargs, positive_float, positive_int
+from tvmbench.cli.args import (
+    PRECISIONS,
+    add_database_args,
+    add_model_args,
+    model_kwargs,
+    positive_float,
+    positive_int,
+)
 from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
@@ -16,6 +23,8 @@ def add_profile_parser(sub: Any) -> None:
     prof.add_argument("--db", default=None, help="MetaSchedule database to apply (as `run --db`)")
     prof.add_argument("--vs-untuned", action="store_true",
                       help="profile again without any database and show each kernel's gain from tuning")
+    prof.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                      help="as `run --precision` (bf16: dense layers and convolutions on AVX-512 BF16)")
     prof.add_argument("--runs", type=positive_int, default=20, help="instrumented runs (median per kernel)")
     prof.add_argument("--top", type=positive_int, default=25, help="kernels shown (all are in --output)")
     prof.add_argument("--output", "-o", default=None, help="write the profile JSON here")
@@ -35,7 +44,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     with console.status(f"profiling {args.model}") as status:
         profiles = api.profile(args.model, args.target, db=args.db, untuned=args.untuned,
                                pretuned=not args.no_pretuned, vs_untuned=args.vs_untuned, runs=args.runs,
-                               threads=args.threads, layout=args.layout, timeout=args.timeout,
+                               threads=args.threads, layout=args.layout, timeout=args.timeout, precision=args.precision,
                                on_event=lambda variant, msg: status.update(f"{variant}: {msg}"),
                                **model_kwargs(args))
     main = next(iter(profiles.values()))

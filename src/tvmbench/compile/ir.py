@@ -136,6 +136,34 @@ def from_weights(mutator_: Any, expr: Any, weights: set[Any],
     return isinstance(expr, relax.Var) and expr in weights
 
 
+def weight_only(expr: Any, lookup: Any, weights: set[Any]) -> bool:
+    """Whether ``expr`` is computed from ``weights`` and constants only (``lookup(var)``: the value
+    bound to a variable, None for a parameter). A walk, not a recursion: an activation (a
+    squeeze-excite scale) leads back through the whole network to its input."""
+    import tvm
+    from tvm import relax
+
+    stack, seen = [expr], set()
+    while stack:
+        e = stack.pop()
+        if isinstance(e, tvm.ir.expr.Constant | relax.ShapeExpr) or e in weights:
+            continue
+        if isinstance(e, relax.Var):
+            bound = lookup(e)
+            if bound is None:
+                return False
+            if e not in seen:
+                seen.add(e)
+                stack.append(bound)
+        elif isinstance(e, relax.Call):
+            stack.extend(e.args)
+        elif isinstance(e, relax.Tuple):
+            stack.extend(e.fields)
+        else:
+            return False
+    return True
+
+
 def function_pass(mutator_class: Any, name: str, prune: bool = False) -> Any:
     """A module pass that runs a PyExprMutator over every Relax function of the module. With
     ``prune``, the bindings a rewritten function no longer uses are removed (so that later passes,

@@ -8,7 +8,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
 1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
    scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
    PadAttention, PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
-   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC, PadWindowChannels, PackWeights
+   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC, PadWindowChannels, Bf16Dense (``--precision bf16``), PackWeights
    (conv/dense weights packed per output-channel tile); SlicesThroughLayout; last LiftTransformParams, which moves
    weight-only work (layout transforms, packing, transposes, batch-norm folding) into
    ``main_transform_params``, run once at load;
@@ -79,6 +79,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
+                   passes.bf16_dense(),  # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
                                        half_vectors_full_rate(target.tvm())),
                    relax.transform.CanonicalizeBindings()]

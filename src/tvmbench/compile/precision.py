@@ -21,10 +21,10 @@ def apply_precision(mod: Any, precision: str, target: Any = None) -> Any:
     if precision not in PRECISIONS:
         raise UserError(f"unknown --precision '{precision}'; use one of {', '.join(PRECISIONS)}")
     if precision == "bf16":
-        from tvmbench.compile import bf16, passes
+        from tvmbench.compile import bf16
+        from tvmbench.compile.passes.bf16_dense import mark
 
         bf16.check_target(target.tvm() if hasattr(target, "tvm") else target)
-        # (UnbroadcastMatmul first: a dense layer over a broadcast weight is one to it)
-        return passes.bf16_dense()(passes.unbroadcast_matmul()(mod))
+        return mark(mod)  # (the pipeline's Bf16Dense pass then acts)
     out_dtype = "float16" if precision == "fp16" else "float32"
     return relax.transform.ToMixedPrecision(out_dtype=out_dtype)(mod)

@@ -19,7 +19,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import bindings, numel, op_name, out_dtype, use_counts, weight_params
+from tvmbench.compile.ir import bindings, numel, op_name, out_dtype, use_counts, weight_only, weight_params
 
 _AFFINE_OPS = {"relax.subtract", "relax.multiply", "relax.add"}
 
@@ -63,29 +63,7 @@ class _Fold(PyExprMutator):
     def per_channel(self, expr: Any, channels: int | None) -> bool:
         shape = numel(expr.ty) is not None and [int(v) for v in expr.ty.shape]
         return bool(shape) and channels is not None and shape[-1] in (1, channels) \
-            and all(d == 1 for d in shape[:-1]) and self.weight_only(expr)
-
-    def weight_only(self, expr: Any) -> bool:
-        """Computed from weights and constants only. A walk, not a recursion: an activation
-        (a squeeze-excite scale) leads back through the whole network to its input."""
-        stack, seen = [expr], set()
-        while stack:
-            e = stack.pop()
-            if isinstance(e, tvm.ir.expr.Constant | relax.ShapeExpr) or e in self.weights:
-                continue
-            if isinstance(e, relax.Var):
-                if e not in self.bound:
-                    return False
-                if e not in seen:
-                    seen.add(e)
-                    stack.append(self.bound[e])
-            elif isinstance(e, relax.Call):
-                stack.extend(e.args)
-            elif isinstance(e, relax.Tuple):
-                stack.extend(e.fields)
-            else:
-                return False
-        return True
+            and all(d == 1 for d in shape[:-1]) and weight_only(expr, self.bound.get, self.weights)
 
     def visit_var_binding_(self, binding: Any) -> None:
         chain = self.chains.get(binding.var)

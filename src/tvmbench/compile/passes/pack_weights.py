@@ -35,7 +35,8 @@ from tvmbench.compile.ir import (
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
                 nchw: bool = False, window: list[int] | None = None) -> Any:
-    """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight (TE); with
+    """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight, or a bf16 one
+    packed in pairs of input channels, ``[O/block, KH, KW, I/2, block, 2]`` (TE); with
     ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC.
     ``window`` (unpadded only): ``[top, left, height, width]``, the region of ``x`` convolved (a
     slice the convolution reads in place, see ``_Pack.slice_source``)."""
@@ -43,7 +44,9 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     top_row, left_col = 0, 0
     if window is not None:
         top_row, left_col, h, w = window
-    ob, kh, kw, ci, pb = (int(v) for v in wp.shape)
+    pairs = len(wp.shape) == 6
+    ob, kh, kw, ci, pb = (int(v) for v in wp.shape[:5])
+    ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
     if any(pad):
         before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
@@ -57,10 +60,12 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         zz = z * strides[1] + rw * dilation[1] + left_col
         return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
 
+    def weight(o: Any) -> Any:
+        return wp[o // pb, rh, rw, rc // 2, o % pb, rc % 2] if pairs else wp[o // pb, rh, rw, rc, o % pb]
+
     return te.compute(
         (x.shape[0], oh, ow, ob * pb),
-        lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * wp[o // pb, rh, rw, rc, o % pb].astype(out_dtype),
-                                  axis=[rh, rw, rc]),
+        lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype), axis=[rh, rw, rc]),
         name="conv2d_nhwc_packed")
 
 
@@ -171,9 +176,13 @@ class _Pack(PyExprMutator):
         # zero channels pad the weights to whole blocks at load time and are sliced off the output.
         channels = shape[3]
         cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
+        pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
+        if pairs and cblock % 16:
+            cblock = self.block
         padded = channels % cblock != 0
-        packed = self.builder_.emit(relax.op.layout_transform(
-            w, lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock), pad_value=0.0 if padded else None))
+        layout = ((lambda kh, kw, i, o: (o // cblock, kh, kw, i // 2, o % cblock, i % 2)) if pairs
+                  else (lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
+        packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
                            [int(v) for v in a.padding], [int(v) for v in a.dilation],
                            out_dtype(call, x), source is not None, window, primfunc_name_hint="conv2d_nhwc_packed")

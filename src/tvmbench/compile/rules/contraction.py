@@ -315,10 +315,13 @@ def match(func: Any, target: Any) -> Match | None:
     packs = _contiguous_packs(block, block.iter_vars[n_axis].var)
     if packs is None:
         return None
-    pairs = any(_pair_step(r) is not None for r in block.reads)
-    if pairs and (kinds.count("R") != 1 or extents[kinds.index("R")] % 2 or out.dtype != "float32"
-                  or not bf16.has_bf16_dot(target)):
-        return None
+    steps = [v for v in (_pair_step(r) for r in block.reads) if v is not None]
+    pairs = bool(steps)
+    if pairs:  # (the pairs must be of the innermost reduction's steps: its loop is split in two)
+        last = max(i for i, k in enumerate(kinds) if k == "R")
+        if (not all(v.same_as(block.iter_vars[last].var) for v in steps) or extents[last] % 2
+                or out.dtype != "float32" or not bf16.has_bf16_dot(target)):
+            return None
     return Match(sch, infos, main, block, out, vector_lanes(target, dtype_bits(out.dtype)), kinds, extents,
                  n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs)
 
@@ -435,7 +438,8 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
         sparse = found.window() <= SPARSE_WINDOW and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
         sparse = sparse or (OUTER_PADDING_INLINE and _pads_outside_tile(found, info))
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
-        if is_copy(sch.get(info.block_rv)) or ((short or sparse) and not einsum_padded):
+        # (bf16 pairs: the dot product reads its operand buffer itself, no padding condition)
+        if is_copy(sch.get(info.block_rv)) or ((short or sparse) and not einsum_padded and not found.pairs):
             try:
                 sch.compute_inline(info.block_rv)
                 continue
