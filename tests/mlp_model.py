@@ -696,3 +696,29 @@ class _MaskedAttention(torch.nn.Module):
 def build_masked_attention():
     torch.manual_seed(0)
     return _MaskedAttention().eval(), (torch.randn(1, 2, 15, 16),)
+
+
+class _Bf16Net(torch.nn.Module):
+    """What ``--precision bf16`` changes and what it leaves: a stem over 3 channels (odd: stays
+    fp32), a strided 3x3 over a padded input and a 1x1, both with batch norms folded into their
+    weights (bf16), a depthwise 3x3 (fp32), then dense layers over the pixels as tokens, 64 -> 96
+    (bf16) and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
+
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
+            torch.nn.Conv2d(32, 64, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
+            torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 1))
+        self.fc1, self.fc2 = torch.nn.Linear(64, 96), torch.nn.Linear(96, 40)
+
+    def forward(self, x):
+        tokens = self.features(x).flatten(2).transpose(1, 2)  # [N, 64 pixels, 64 channels]
+        return self.fc2(torch.nn.functional.gelu(self.fc1(tokens)))
+
+
+def build_bf16():
+    torch.manual_seed(0)
+    net = _Bf16Net()
+    _random_statistics(net.features)
+    return net.eval(), (torch.randn(1, 3, 32, 32),)

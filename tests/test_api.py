@@ -51,8 +51,8 @@ def test_every_call_in_the_readme_binds_to_the_api():
 def test_user_mistakes_raise_one_line_errors_before_any_work():
     with pytest.raises(UserError, match="unknown model"):
         tvmbench.run("resnet-18-typo", target_spec="llvm")
-    with pytest.raises(UserError, match="bf16"):
-        tvmbench.run(MLP, target_spec="llvm", precision="bf16")
+    with pytest.raises(UserError, match="AVX-512 BF16"):
+        tvmbench.run(MLP, target_spec={"kind": "llvm", "mcpu": "skylake-avx512"}, precision="bf16")
     with pytest.raises(UserError, match="openvino-hint"):
         tvmbench.run(MLP, frameworks="tvm,openvino", target_spec="llvm", openvino_hint="fastest")
     for bad, message in ((dict(batch_size=0), "batch_size="), (dict(runs=2.5), "runs="), (dict(warmup=-1), "warmup="),

@@ -81,10 +81,11 @@ def test_mixed_precision_runs_on_cpu_and_is_checked_at_fp16_tolerance(tmp_path):
     assert acc["tolerance"]["min_cosine"] == pytest.approx(0.995)
 
 
-def test_bf16_is_a_clear_usage_error(capsys):
-    assert main(["export", "--model", MLP, "--target", "llvm", "--precision", "bf16", "--output-dir", "/tmp/x"]) == 2
+def test_bf16_for_a_cpu_without_avx512_bf16_is_a_clear_usage_error(capsys, tmp_path):
+    assert main(["export", "--model", MLP, "--target", "llvm -mcpu=skylake-avx512", "--precision", "bf16",
+                 "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and "bf16" in err[0] and "fp16" in err[0]
+    assert len(err) == 1 and "AVX-512 BF16" in err[0] and "skylake-avx512" in err[0], err
 
 
 @pytest.mark.skipif(shutil.which("aarch64-linux-gnu-g++") is None,

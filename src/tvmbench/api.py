@@ -123,6 +123,10 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
 
     for name in frameworks:  # a bad option is a usage error now, not a failure in a worker later
         load_class(name).check_options(backend_options)
+    if precision == "bf16" and "tvm" in frameworks and not remote:
+        from tvmbench.compile.bf16 import check_target
+
+        check_target(resolved.tvm())
     timer = TimerConfig(min_time_s=min_time, max_time_s=max(max_time, min_time), max_warmup_s=10.0,
                         fixed_warmup_runs=warmup, fixed_runs=runs)
     return RunConfig(model=model, target=resolved, frameworks=tuple(frameworks), options=options,

@@ -79,7 +79,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
-                   passes.bf16_dense(),  # (--precision bf16 only: compile/bf16.py)
+                   passes.bf16_dense(2 * weight_block(target)),  # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
                                        half_vectors_full_rate(target.tvm())),
                    relax.transform.CanonicalizeBindings()]

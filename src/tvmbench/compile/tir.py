@@ -142,6 +142,14 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     return [e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1], shape
 
 
+def reads_bf16(func: Any) -> bool:
+    """Whether a function's blocks read bf16 buffers (``--precision bf16``'s dense layers and
+    convolutions)."""
+    sch = s_tir.Schedule(func)
+    return any(r.source.dtype == "bfloat16" for rv in sch.get_child_blocks(sch.get_sblock("root"))
+               for r in sch.get(rv).reads)
+
+
 def fusion_role(func: Any) -> str | None:
     """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"window"`` for a
     per-channel window reduction (depthwise convolution, pooling: two reduction axes of at most
@@ -154,7 +162,8 @@ def fusion_role(func: Any) -> str | None:
         return None
     reduce, shape = found
     if len(reduce) == 1:
-        return "dot"
+        # (not a bf16 one, --precision bf16: ExpandWindow and WindowProject compute in fp32)
+        return None if reads_bf16(func) else "dot"
     if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4 and shape[3] % 4 == 0:
         return "window"  # (channels in whole vectors of 4 lanes or more: ExpandWindow's tiles)
     return None

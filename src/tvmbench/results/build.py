@@ -69,6 +69,14 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
     if close:
         noisy.append(close)
     noisy += [f"{fw}: {w}" for fw, r in results.items() for w in r.info.get("warnings") or []]
+    precision = cfg.backend_options.get("precision", "fp32")
+    if precision != "fp32":
+        from tvmbench.backends import load_class
+
+        full = sorted(fw for fw in results if not load_class(fw).reduced_precision)
+        if full:
+            noisy.append(f"{', '.join(full)} ran in fp32 (no --precision {precision} there): against the "
+                         f"{precision} frameworks, their times are not like for like")
     remote = sorted(fw for fw, r in results.items() if r.info.get("remote"))
     emulated = sorted(fw for fw in remote if results[fw].info["remote"].get("emulated"))
     if emulated:

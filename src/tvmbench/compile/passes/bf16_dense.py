@@ -12,8 +12,8 @@ the input's is an elementwise step FuseOps joins to its producer where it can (a
 writes its output in bf16 beside the fp32 one the residual reads). One ``astype`` serves every
 dense layer reading the same input (a layer's query, key and value projections). Everything else
 (attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
-A layer whose reduction (its input channels) is odd, or narrower than two vectors of outputs,
-stays fp32: the packed pairs need an even depth and whole vectors.
+A layer whose reduction (its input channels) is odd, or with fewer outputs than PackWeights
+packs (``min_outputs``), stays fp32: the packed pairs need an even depth and whole vectors.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import builder_pass, from_weights, op_name, static_shape, weight_only, weight_params
 
-MIN_OUTPUTS = 32  # two vectors of 16 lanes
 ATTR = "tvmbench_precision"
 
 
@@ -40,8 +39,9 @@ def marked(mod: Any) -> bool:
 
 @mutator
 class _Bf16Dense(PyExprMutator):
-    def __init__(self, mod: Any) -> None:
+    def __init__(self, mod: Any, min_outputs: int) -> None:
         super().__init__(mod)
+        self.min_outputs = min_outputs
         self.weights: set[Any] = set()
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
 
@@ -67,7 +67,7 @@ class _Bf16Dense(PyExprMutator):
                     or len(shape) != 4):
                 return call
             depth, outputs = shape[2], shape[3]
-        if depth % 2 or outputs < MIN_OUTPUTS:
+        if depth % 2 or outputs < self.min_outputs:
             return call
         if x not in self.rounded:
             self.rounded[x] = self.builder_.emit(relax.op.astype(x, "bfloat16"))
@@ -79,14 +79,15 @@ class _Bf16Dense(PyExprMutator):
                                   "float32")
 
 
-def bf16_dense() -> Any:
-    """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged."""
+def bf16_dense(min_outputs: int) -> Any:
+    """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
+    ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks)."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded = weight_params(func), {}
 
-    rewrite = builder_pass(_Bf16Dense, "Bf16Dense", before=set_weights)
+    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs), "Bf16Dense", before=set_weights)
 
     @tvm.ir.transform.module_pass(opt_level=0, name="Bf16DenseIfMarked")
     def pass_(mod: Any, ctx: Any) -> Any:
