@@ -9,6 +9,7 @@ import time
 from typing import Any
 
 from tvmbench.cli.args import (
+    PRECISIONS,
     add_database_args,
     add_framework_args,
     add_history_args,
@@ -44,6 +45,8 @@ def add_compare_parser(sub: Any) -> None:
     compare.add_argument("--image-size", type=positive_int, default=None)
     compare.add_argument("--target", default=None, help="as for run (default: the config's, else auto)")
     compare.add_argument("--threads", type=positive_int, default=None)
+    compare.add_argument("--precision", default=None, choices=PRECISIONS,
+                         help="as for run: TVM, OpenVINO and TensorRT in it, the others fp32 (default fp32)")
     compare.add_argument("--seed", type=int, default=0)
     add_timer_args(compare)
     compare.add_argument("--rounds", type=positive_int, default=None,
