@@ -225,15 +225,21 @@ def _grouped_product(v: Any, u: Any, out_dtype: str) -> Any:
 
 
 def _batch_product(v: Any, u: Any, out_dtype: str) -> Any:
-    """``M[pos, t, o] = sum_c V[pos, t, c] U[pos, o // block, c, o % block]``."""
+    """``M[pos, t, o] = sum_c V[pos, t, c] U[pos, o // block, c, o % block]``; with bf16 ``U``
+    packed in pairs of channels, ``[pos, O/block, C/2, block, 2]`` (``--precision bf16``), the
+    pair read the dot product's way (``compile/bf16.py``)."""
     from tvm import te
 
-    _, nb, channels, block = (int(d) for d in u.shape)
-    rc = te.reduce_axis((0, channels), "rc")
+    pairs = len(u.shape) == 5
+    _, nb, channels, block = (int(d) for d in u.shape[:4])
+    rc = te.reduce_axis((0, 2 * channels if pairs else channels), "rc")
+
+    def weight(pos: Any, o: Any) -> Any:
+        return u[pos, o // block, rc // 2, o % block, rc % 2] if pairs else u[pos, o // block, rc, o % block]
+
     return te.compute(
         (v.shape[0], v.shape[1], nb * block),
-        lambda pos, t, o: te.sum(v[pos, t, rc].astype(out_dtype) * u[pos, o // block, rc, o % block].astype(out_dtype),
-                                 axis=rc),
+        lambda pos, t, o: te.sum(v[pos, t, rc].astype(out_dtype) * weight(pos, o).astype(out_dtype), axis=rc),
         name="winograd_product")
 
 
@@ -260,12 +266,19 @@ def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: 
     return m, dh * -(-sh // m), dw * -(-sw // m)
 
 
+# Under --precision bf16, the products of the (non-grouped) Winograd convolutions over bf16 pairs:
+# the input and the weights transformed in fp32, then rounded (0: the products stay fp32).
+BF16_PRODUCT = 1
+
+
 def winograd_conv3x3(target: ResolvedTarget) -> Any:
     """The Relax pass: NHWC/HWIO 3x3 stride-1 convolutions that ``plan`` accepts become the three
     Winograd kernels, with the weight transform left for LiftTransformParams."""
     import tvm
     from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
+
+    from tvmbench.compile.passes.bf16_dense import marked
 
     lanes, half = vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm())
 
@@ -274,6 +287,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
         def __init__(self, mod: Any) -> None:
             super().__init__(mod)
             self.call_te = TECache(self.builder_)
+            self.bf16 = marked(mod)  # (--precision bf16: the product over bf16 pairs, BF16_PRODUCT)
 
         def visit_call_(self, call: Any) -> Any:
             call = super().visit_call_(call)
@@ -307,6 +321,11 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             dilation = (int(a.dilation[0]), int(a.dilation[1]))
             v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), dilation,
                                   primfunc_name_hint=WINOGRAD_INPUT))
+            if self.bf16 and BF16_PRODUCT and w_shape[2] % 2 == 0 and block % 16 == 0 and dtype == "float32":
+                # (transformed in fp32, rounded after: the transforms' sums keep their precision)
+                v = emit(relax.op.astype(v, "bfloat16"))
+                u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
+                                                   lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
             prod = emit(self.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)
