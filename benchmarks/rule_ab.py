@@ -3,13 +3,15 @@
     .venv/bin/python benchmarks/rule_ab.py mobilenet_v2 rules.contraction.SHORT_REDUCTION 0 --runs 200
     .venv/bin/python benchmarks/rule_ab.py resnet18 tiles.MAX_ACCUMULATORS_16_REGS 16 \
         --target '{"kind": "llvm", "mcpu": "haswell", "num-cores": 2}'
+    .venv/bin/python benchmarks/rule_ab.py bert-base-uncased precision bf16 --block 2 --runs 60
 
 Builds the model twice in one process, once with the constant ``tvmbench.compile.<module>.<NAME>``
 (e.g. ``tiles.MAX_ROWS``, ``rules.contraction.UNROLL_REDUCTION``, ``passes.winograd._TILE``) set to the
 given value (A; ``--also module.NAME=VALUE`` sets more constants for A, for changes that go
 together) and once with its current value (B), then alternates single inferences of A and B
 (or blocks of ``--block`` consecutive ones, the warm steady state of a benchmark loop) and prints
-both medians and B's speedup. Strict alternation starts each inference with the other build's data
+both medians and B's speedup. The name ``precision`` A/Bs TVM's ``--precision`` instead: A built
+at fp32, B at the value given (``bf16``), so B's speedup is the precision's. Strict alternation starts each inference with the other build's data
 in the caches, which exaggerates changes that save memory traffic: use blocks for those. On this shared 2-vCPU VM separate processes drift by up to
 40 % against each other, so comparing two `tvmbench profile` runs cannot resolve a 2-5 % change;
 alternating inside one process can. ``--probe`` also splits the result by the host's state
@@ -85,6 +87,8 @@ def main() -> None:
     target = resolve_target(args.target)
     model = load_model(args.model, ModelOptions(batch_size=args.batch_size, image_size=args.image_size,
                                                     seq_length=args.seq_length))
+    if args.name == "precision":
+        return precision_ab(args, target, model)
     module_name, _, constant = args.name.rpartition(".")
     if not module_name:
         parser.error(f"{args.name}: expected module.NAME, e.g. tiles.MAX_ROWS")
@@ -120,6 +124,27 @@ def main() -> None:
     setattr(rules, constant, current)
     for mod, const, _, now in others:
         setattr(mod, const, now)
+    also = "".join(f", {item}" for item in args.also)
+    alternate(builds, args, f"A ({args.name}={args.value}{also})", f"B ({args.name}={current})")
+
+
+def precision_ab(args: argparse.Namespace, target: object, model: object) -> None:
+    """A: TVM at fp32, B: at ``--precision args.value``, both from this run's code."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+
+    builds = {}
+    order = (("A", "fp32"), ("B", args.value))
+    for label, precision in order if args.build_order == "ab" else order[::-1]:
+        backend = TVMBackend(BackendConfig(target=target, threads=args.threads, databases=(), use_cache=False,
+                                           options={"precision": precision}))
+        backend.prepare(model)
+        builds[label] = backend
+    alternate(builds, args, "A (fp32)", f"B (--precision {args.value})")
+
+
+def alternate(builds: dict, args: argparse.Namespace, a_name: str, b_name: str) -> None:
+    """Warm both builds, then run them alternately (``--block``) and print the medians."""
     for backend in builds.values():
         for _ in range(10):
             backend.run()
@@ -142,8 +167,7 @@ def main() -> None:
                 if j >= warm:
                     times[label].append(time.perf_counter() - t0)
     a, b = (statistics.median(times[k]) * 1e3 for k in ("A", "B"))
-    also = "".join(f", {item}" for item in args.also)
-    print(f"{args.model}: A ({args.name}={args.value}{also}) {a:.3f} ms, B ({args.name}={current}) {b:.3f} ms, "
+    print(f"{args.model}: {a_name} {a:.3f} ms, {b_name} {b:.3f} ms, "
           f"B speedup {a / b:.3f} (medians of {len(times['A'])} runs, alternating "
           f"{'single runs' if args.block == 1 else f'blocks of {args.block}'}, built {args.build_order})")
     if turns:
