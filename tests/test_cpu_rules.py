@@ -1515,11 +1515,17 @@ BF16_NET = f"{Path(__file__).parent}/mlp_model.py:build_bf16"
 HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 
-def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the_rest_stays_fp32():
-    """--precision bf16 (compile/bf16.py): the convolutions over an even number of input channels
-    and the dense layers read bf16 pairs and call the vdpbf16ps wrapper once per 16 lanes x 2
-    steps; the stem (3 channels), the depthwise convolution and the dense layer over fewer outputs
-    than PackWeights packs (40) stay fp32. Built for a Zen 4 target, so it holds on any host."""
+@pytest.mark.parametrize("name, dotted_kinds", [
+    (BF16_NET, ["conv2d", "conv2d", "matmul"]),
+    # (Winograd: the 18x18 and 9x9 maps' products; direct: the 64-channel stride-2 and 5x5 ones)
+    ("build_winograd", ["conv2d", "conv2d", "winograd", "winograd", "winograd"]),
+])
+def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the_rest_stays_fp32(name, dotted_kinds):
+    """--precision bf16 (compile/bf16.py): the convolutions over an even number of input channels,
+    the dense layers and the Winograd products read bf16 pairs and call the vdpbf16ps wrapper once
+    per 16 lanes x 2 steps; the stem (3 channels), the depthwise convolution, the layers with
+    fewer outputs than PackWeights packs (40, 48) stay fp32, and no kernel reads bf16 without the
+    dot product. Built for a Zen 4 target, so it holds on any host."""
     import tvm
 
     from tvmbench.compile.bf16 import LLVM_FUNCTION
@@ -1527,39 +1533,44 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
     from tvmbench.compile.tir import reads_bf16
 
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
-    mod = apply_precision(import_model(load_model(BF16_NET)).mod, "bf16", target)
+    path = name if ":" in name else f"{Path(__file__).parent}/mlp_model.py:{name}"
+    mod = apply_precision(import_model(load_model(path)).mod, "bf16", target)
     legal = pipeline.per_inference(pipeline.legalized(mod, target))
     kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     dotted = []
-    for name, func in kernels.items():
+    for kernel, func in kernels.items():
         rule, sch = pipeline.default_schedule(func, target)
         if sch is not None and LLVM_FUNCTION in sch.mod.script():
-            dotted.append(name)
-    assert sorted(n.split("_")[1] for n in dotted) == ["conv2d", "conv2d", "matmul"], dotted
+            dotted.append(kernel)
+    kinds = sorted(next(k for k in ("conv2d", "matmul", "winograd") if k in n) for n in dotted)
+    assert kinds == dotted_kinds, dotted
     slow = [n for n, f in kernels.items() if reads_bf16(f) and n not in dotted]
     assert not slow, slow  # (no bf16 product left to a path without the dot product)
 
 
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
-def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32():
+@pytest.mark.parametrize("name", [BF16_NET, f"{Path(__file__).parent}/mlp_model.py:build_winograd"])
+def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32(name):
     import torch
 
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.tvm import TVMBackend
     from tvmbench.measure import accuracy
 
-    model = load_model(BF16_NET)
+    model = load_model(name)
     with torch.no_grad():
-        ref = model.module(torch.from_numpy(model.inputs[next(iter(model.inputs))])).numpy()
+        ref = model.module(*[torch.from_numpy(v) for v in model.inputs.values()])
+    ref = [r.numpy() for r in (ref if isinstance(ref, tuple) else (ref,))]
     outs = {}
     for precision in ("bf16", "fp32"):
         backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": precision}))
         backend.prepare(model)
         backend.run()
-        outs[precision] = backend.outputs()[0]
-    check = accuracy.compare([outs["bf16"]], [ref], accuracy.tolerance_for("bfloat16"))
+        outs[precision] = backend.outputs()
+    check = accuracy.compare(outs["bf16"], ref, accuracy.tolerance_for("bfloat16"))
     assert check["passed"], check
-    assert np.abs(outs["bf16"] - ref).max() > 20 * np.abs(outs["fp32"] - ref).max()  # (bf16 rounding happened)
+    errors = {p: max(np.abs(o - r).max() for o, r in zip(outs[p], ref, strict=True)) for p in outs}
+    assert errors["bf16"] > 20 * errors["fp32"], errors  # (bf16 rounding happened)
 
 
 def test_bf16_on_a_cpu_without_avx512_bf16_is_one_line():

@@ -94,6 +94,14 @@ def check_rpc(rpc: str | None, rpc_key: str | None) -> dict[str, str] | None:
     return {"tracker": rpc, "key": rpc_key}
 
 
+def check_precision(precision: str, resolved: ResolvedTarget) -> None:
+    """A precision TVM cannot build for the target is a one-line usage error before any work."""
+    if precision == "bf16":
+        from tvmbench.compile.bf16 import check_target
+
+        check_target(resolved.tvm())
+
+
 def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, frameworks: Sequence[str], *,
                threads: int | None = None, runs: int | None = None, warmup: int | None = None,
                min_time: float = 3.0, max_time: float = 60.0, rounds: int = 1, lockstep: bool | None = None,
@@ -123,10 +131,8 @@ def run_config(model: str, options: ModelOptions, resolved: ResolvedTarget, fram
 
     for name in frameworks:  # a bad option is a usage error now, not a failure in a worker later
         load_class(name).check_options(backend_options)
-    if precision == "bf16" and "tvm" in frameworks and not remote:
-        from tvmbench.compile.bf16 import check_target
-
-        check_target(resolved.tvm())
+    if "tvm" in frameworks and not remote:
+        check_precision(precision, resolved)
     timer = TimerConfig(min_time_s=min_time, max_time_s=max(max_time, min_time), max_warmup_s=10.0,
                         fixed_warmup_runs=warmup, fixed_runs=runs)
     return RunConfig(model=model, target=resolved, frameworks=tuple(frameworks), options=options,
@@ -477,6 +483,7 @@ def profile(model: str, target_spec: Any = "auto", *, db: str | None = None, unt
     options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
     resolved = target(target_spec, layout)
     require_device(resolved)
+    check_precision(precision, resolved)
     if untuned and (db or vs_untuned):
         raise UserError("--untuned applies no tuning database; it cannot be combined with --db or --vs-untuned")
     if db:
@@ -658,13 +665,13 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
             runs: int = 20, db: str | None = None, untuned: bool = False, pretuned: bool = True,
             batch_size: int = 1, seq_length: int | None = None, image_size: int | None = None,
             hf_config: dict[str, Any] | None = None, seed: int = 0, timeout: float = 3600.0, lockstep: bool = True,
-            on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
+            precision: str = "fp32", on_event: Callable[[str, str], None] | None = None) -> dict[str, Any]:
     """Where TVM wins and loses against ``vs`` (onnxruntime, openvino, pytorch, torch_compile), by operator
     kind: each framework's own per-operator profile next to TVM's kernels inside the model, with
     each one's end-to-end median and the part its profile does not explain
     (``profiling/explain.py``). Both frameworks' workers run at once and measure in alternating
-    turns (``lockstep``; off: one after the other). Returns the document ``tvmbench explain
-    --json`` writes."""
+    turns (``lockstep``; off: one after the other). ``precision`` as ``run``'s (bf16: TVM and
+    OpenVINO in bf16). Returns the document ``tvmbench explain --json`` writes."""
     from tvmbench.backends import BackendConfig, backend_class
     from tvmbench.profiling.explain import PEERS, ExplainJob, compare, explain_job, match_layers
     from tvmbench.tuning.database import database_sources
@@ -674,12 +681,14 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     options = model_options(model, batch_size, seq_length, image_size, hf_config, None, seed)
     resolved = target(target_spec)
     require_device(resolved)
+    check_precision(precision, resolved)
     backend_class(vs, resolved)  # a missing or unavailable peer is a one-line error before any work
     threads = threads or physical_cores()
     sources = tuple(database_sources(resolved, db, not untuned, pretuned and not untuned))
     frameworks = ("tvm", vs)
     jobs = [ExplainJob(model=model, options=options, framework=fw, runs=runs,
-                       backend=BackendConfig(target=resolved, threads=threads, databases=sources)) for fw in frameworks]
+                       backend=BackendConfig(target=resolved, threads=threads, databases=sources,
+                                             options={"precision": precision})) for fw in frameworks]
     what = [f"profiling {model} with {fw}" for fw in frameworks]
     progress = [lambda msg, fw=fw: on_event and on_event(fw, msg) for fw in frameworks]
     if lockstep:
@@ -689,5 +698,5 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
         values = [_in_worker(explain_job, j, threads, timeout, w, p) for j, w, p in zip(jobs, what, progress, strict=True)]
     breakdowns = dict(zip(frameworks, values, strict=True))
     return {"model": model, "vs": vs, "threads": threads, "target": resolved.config, "runs": runs,
-            "lockstep": lockstep, "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
+            "lockstep": lockstep, "precision": precision, "frameworks": {fw: b.to_json() for fw, b in breakdowns.items()},
             "kinds": compare(breakdowns["tvm"], breakdowns[vs]), **match_layers(breakdowns["tvm"], breakdowns[vs])}

@@ -5,7 +5,14 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from tvmbench.cli.args import add_database_args, add_model_args, model_kwargs, positive_float, positive_int
+from tvmbench.cli.args import (
+    PRECISIONS,
+    add_database_args,
+    add_model_args,
+    model_kwargs,
+    positive_float,
+    positive_int,
+)
 from tvmbench.cli.common import EXIT_OK, check_output, make_console, write_json
 
 
@@ -16,6 +23,8 @@ def add_explain_parser(sub: Any) -> None:
     explain.add_argument("--vs", default="onnxruntime", choices=["onnxruntime", "openvino", "pytorch", "torch_compile"])
     explain.add_argument("--db", default=None, help="MetaSchedule database to apply to TVM (as `run --db`)")
     add_database_args(explain)
+    explain.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                         help="as for run (bf16: TVM and OpenVINO in bf16 on AVX-512 BF16 CPUs)")
     explain.add_argument("--runs", type=positive_int, default=20, help="profiled runs per framework")
     explain.add_argument("--top", type=positive_int, default=8, help="operators listed per framework")
     explain.add_argument("--json", default=None, metavar="FILE", help="write the document here")
@@ -36,7 +45,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     with console.status(f"explaining {args.model}") as status:
         doc = api.explain(args.model, args.vs, args.target, threads=args.threads, runs=args.runs, db=args.db,
                           untuned=args.untuned, pretuned=not args.no_pretuned, timeout=args.timeout,
-                          lockstep=args.lockstep, on_event=lambda fw, msg: status.update(f"{fw}: {msg}"), **kwargs)
+                          lockstep=args.lockstep, precision=args.precision,
+                          on_event=lambda fw, msg: status.update(f"{fw}: {msg}"), **kwargs)
     print_explain(doc, make_console(), args.top)
     if args.json:
         console.print(f"written to {write_json(args.json, doc)}")
