@@ -35,6 +35,8 @@ def test_a_well_set_up_run_has_no_findings():
     (clean(target={"kind": "cuda", "arch": "sm_70"}, gpu=A100, precision="fp16"), ("cuda-arch", "error"),
      "--target cuda"),
     (clean(target=CUDA_80, gpu=A100, precision="fp32"), ("precision", "warn"), "--precision fp16"),
+    (clean(bf16_dot=True), ("precision", "info"), "--precision bf16"),
+    (clean(precision="bf16"), ("precision", "error"), "--precision fp32"),
     (clean(databases=[]), ("tuning-db", "info"), "tvmbench tune"),
     (clean(target=CUDA_80, gpu=A100, precision="fp16", databases=[]), ("tuning-db", "warn"), "tvmbench tune"),
     (clean(databases=[{"source": "--db", "path": "/x", "records": 5, "applied_records": 0,
@@ -59,6 +61,7 @@ def test_each_check_fires_on_its_problem_with_a_fix(facts, expected, fix):
 
 def test_matching_settings_do_not_fire():
     assert checks(clean(target=CUDA_80, gpu=A100, precision="fp16", warmup_runs=25)) == set()
+    assert checks(clean(bf16_dot=True, precision="bf16")) == set()
     assert checks(clean(env={"OMP_NUM_THREADS": "2", "TVM_NUM_THREADS": "2"}, warmup_runs=10)) == set()
     # fp32 on a GPU without tensor cores is not a mistake
     assert checks(clean(target={"kind": "cuda", "arch": "sm_61"}, precision="fp32",

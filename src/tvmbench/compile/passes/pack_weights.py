@@ -34,12 +34,14 @@ from tvmbench.compile.ir import (
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
-                nchw: bool = False, window: list[int] | None = None) -> Any:
+                nchw: bool = False, window: list[int] | None = None, columns: int | None = None) -> Any:
     """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight, or a bf16 one
     packed in pairs of input channels, ``[O/block, KH, KW, I/2, block, 2]`` (TE); with
     ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC.
     ``window`` (unpadded only): ``[top, left, height, width]``, the region of ``x`` convolved (a
-    slice the convolution reads in place, see ``_Pack.slice_source``)."""
+    slice the convolution reads in place, see ``_Pack.slice_source``). ``columns``: compute this
+    many output columns (more than there are), the extra ones re-reading the last (the caller
+    slices them off)."""
     h, w = (int(v) for v in (x.shape[2:4] if nchw else x.shape[1:3]))
     top_row, left_col = 0, 0
     if window is not None:
@@ -56,6 +58,7 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
 
     def pixel(n: Any, y: Any, z: Any) -> Any:
+        z = te.min(z, ow - 1) if columns else z
         yy = y * strides[0] + rh * dilation[0] + top_row
         zz = z * strides[1] + rw * dilation[1] + left_col
         return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
@@ -64,7 +67,7 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         return wp[o // pb, rh, rw, rc // 2, o % pb, rc % 2] if pairs else wp[o // pb, rh, rw, rc, o % pb]
 
     return te.compute(
-        (x.shape[0], oh, ow, ob * pb),
+        (x.shape[0], oh, columns or ow, ob * pb),
         lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype), axis=[rh, rw, rc]),
         name="conv2d_nhwc_packed")
 
@@ -110,6 +113,12 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
     if half_vectors and three % 2 == 0 and channels % (three // 2) == 0:
         return three // 2
     return cblock
+
+
+def whole_tiles(rows: int) -> int | None:
+    """The rows to compute so that register tiles of 8 rows cover them whole, where no tile from
+    4 to 8 rows divides ``rows`` (else None: a tile divides them)."""
+    return -(-rows // 8) * 8 if rows > 8 and max(d for d in range(1, 9) if rows % d == 0) < 4 else None
 
 
 def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
@@ -183,9 +192,16 @@ class _Pack(PyExprMutator):
         layout = ((lambda kh, kw, i, o: (o // cblock, kh, kw, i // 2, o % cblock, i % 2)) if pairs
                   else (lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
+        # (bf16 pairs: the dot product cannot run under a predicated last row tile, so whole
+        # tiles over extra columns, sliced off)
+        width = static_shape(call.ty)[2]
+        columns = whole_tiles(width) if pairs else None
         out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
                            [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                           out_dtype(call, x), source is not None, window, primfunc_name_hint="conv2d_nhwc_packed")
+                           out_dtype(call, x), source is not None, window, columns,
+                           primfunc_name_hint="conv2d_nhwc_packed")
+        if columns:
+            out = relax.op.strided_slice(self.builder_.emit(out), axes=[2], begin=[0], end=[width])
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
@@ -248,7 +264,7 @@ class _Pack(PyExprMutator):
         # than at 200): whole tiles are computed, the extra rows re-reading the last row
         # (no bounds check, no copy), and sliced off.
         m = int(x.ty.shape[-2])
-        rows = -(-m // 8) * 8 if m > 8 and max(d for d in range(1, 9) if m % d == 0) < 4 else None
+        rows = whole_tiles(m)
         out = self.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
                            primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)

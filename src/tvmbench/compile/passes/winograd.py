@@ -43,6 +43,7 @@ from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
 from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
+from tvmbench.compile.passes.pack_weights import whole_tiles
 from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
@@ -224,10 +225,12 @@ def _grouped_product(v: Any, u: Any, out_dtype: str) -> Any:
         name="winograd_product")
 
 
-def _batch_product(v: Any, u: Any, out_dtype: str) -> Any:
+def _batch_product(v: Any, u: Any, out_dtype: str, rows: int | None = None) -> Any:
     """``M[pos, t, o] = sum_c V[pos, t, c] U[pos, o // block, c, o % block]``; with bf16 ``U``
     packed in pairs of channels, ``[pos, O/block, C/2, block, 2]`` (``--precision bf16``), the
-    pair read the dot product's way (``compile/bf16.py``)."""
+    pair read the dot product's way (``compile/bf16.py``). ``rows``: compute this many tiles (more
+    than there are), the extra ones re-reading the last: whole register tiles, which the dot
+    product needs (the output transform reads only the real ones)."""
     from tvm import te
 
     pairs = len(u.shape) == 5
@@ -237,9 +240,11 @@ def _batch_product(v: Any, u: Any, out_dtype: str) -> Any:
     def weight(pos: Any, o: Any) -> Any:
         return u[pos, o // block, rc // 2, o % block, rc % 2] if pairs else u[pos, o // block, rc, o % block]
 
+    tiles = int(v.shape[1])
     return te.compute(
-        (v.shape[0], v.shape[1], nb * block),
-        lambda pos, t, o: te.sum(v[pos, t, rc].astype(out_dtype) * weight(pos, o).astype(out_dtype), axis=rc),
+        (v.shape[0], rows or tiles, nb * block),
+        lambda pos, t, o: te.sum(v[pos, te.min(t, tiles - 1) if rows else t, rc].astype(out_dtype)
+                                 * weight(pos, o).astype(out_dtype), axis=rc),
         name="winograd_product")
 
 
@@ -321,12 +326,14 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             dilation = (int(a.dilation[0]), int(a.dilation[1]))
             v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), dilation,
                                   primfunc_name_hint=WINOGRAD_INPUT))
+            rows = None
             if self.bf16 and BF16_PRODUCT and w_shape[2] % 2 == 0 and block % 16 == 0 and dtype == "float32":
                 # (transformed in fp32, rounded after: the transforms' sums keep their precision)
                 v = emit(relax.op.astype(v, "bfloat16"))
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-            prod = emit(self.call_te(_batch_product, v, u, dtype, primfunc_name_hint="winograd_product"))
+                rows = whole_tiles(tiles)
+            prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint="winograd_product"))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)
 

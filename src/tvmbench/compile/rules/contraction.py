@@ -249,6 +249,7 @@ class Match:
     m_axis: int | None  # the register tile's row axis
     packs: list[int]  # block sizes of packed operands (``w[n // P, ..., n % P]``)
     pairs: bool = False  # bf16 weights packed in pairs of reduction steps: one vdpbf16ps per vector and pair
+    block_rows: bool = True  # rows in blocks where the input outgrows L2 (``_block_rows``)
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
 
     def window(self) -> int:
@@ -266,10 +267,11 @@ class Tile:
 class Contraction(Rule):
     """Register-tiled reductions (matmul/conv/pool)."""
 
-    def schedule(self, func: Any, target: Any) -> Any:
+    def schedule(self, func: Any, target: Any, block_rows: bool = True) -> Any:
         found = match(func, target)
         if found is None:
             return None
+        found.block_rows = block_rows
         found, einsum_padded = pad_vector_axis(found, func, target)
         if found is None:
             return None
@@ -285,7 +287,15 @@ class Contraction(Rule):
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
         if found.pairs:
             bf16.register()
-            found.sch.tensorize(found.dot_loop, bf16.DOT_16x2)
+            try:  # (under whole row tiles, passes/pack_weights.whole_tiles: no predicate in the dot product)
+                found.sch.tensorize(found.dot_loop, bf16.DOT_16x2)
+            except (RuntimeError, tvm.error.InternalError):
+                if not block_rows:
+                    raise
+                # Row blocks over an odd number of row tiles fuse the tile loops into bindings
+                # the dot product's block cannot be cut out of (inception_v3's 17x17 maps): again
+                # without them.
+                return self.schedule(func, target, block_rows=False)
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
         return found.sch
 
@@ -707,7 +717,8 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
     if channel_outer:
         row_tiles = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in outer_spatial[1:]]))
         batches = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in batch_loops]))
-        outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack, batches)
+        if found.block_rows:
+            outer_spatial = _block_rows(found, outer_spatial, tile.rows * tile.stack, batches)
         depth = len(reduce_loops)
         outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops, batches)
         if len(reduce_loops) == depth:  # (in reduction blocks the sums wait in memory, and a call in
