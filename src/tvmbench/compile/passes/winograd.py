@@ -332,7 +332,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 v = emit(relax.op.astype(v, "bfloat16"))
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-                rows = whole_tiles(tiles)
+                rows = whole_tiles(tiles, fitted=True)
             prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint="winograd_product"))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)
