@@ -71,6 +71,7 @@ def main() -> None:
                         help="then time each kernel inside the model (the VM's instrumented runs, the two "
                              "builds alternating) and print the N whose times differ most: which kernels a "
                              "change moves in the model, where kernels_alone.py times them alone")
+    parser.add_argument("--precision", default="fp32", help="both builds at this --precision (e.g. bf16)")
     parser.add_argument("--target", default="llvm",
                         help='as for tvmbench run, e.g. \'{"kind": "llvm", "mcpu": "haswell"}\' for AVX2 code')
     args = parser.parse_args()
@@ -118,7 +119,8 @@ def main() -> None:
         folder = root / f"{args.name}-{value}"
         shutil.rmtree(folder, ignore_errors=True)
         os.environ["TVMBENCH_CACHE"] = str(folder)
-        backend = TVMBackend(BackendConfig(target=target, threads=args.threads, databases=()))
+        backend = TVMBackend(BackendConfig(target=target, threads=args.threads, databases=(),
+                                           options={"precision": args.precision}))
         backend.prepare(model)
         builds[label] = backend
     setattr(rules, constant, current)

@@ -274,6 +274,8 @@ def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: 
 # Under --precision bf16, the products of the (non-grouped) Winograd convolutions over bf16 pairs:
 # the input and the weights transformed in fp32, then rounded (0: the products stay fp32).
 BF16_PRODUCT = 1
+# Under --precision bf16, Winograd takes the 3x3 convolutions at all (0: they stay direct, bf16).
+BF16_WINOGRAD = 1
 
 
 def winograd_conv3x3(target: ResolvedTarget) -> Any:
@@ -302,7 +304,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             x, w = call.args
             x_shape, w_shape, out_shape = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC"
-                    or None in (x_shape, w_shape, out_shape)):
+                    or None in (x_shape, w_shape, out_shape) or (self.bf16 and not BF16_WINOGRAD)):
                 return call
             found = plan(x_shape, w_shape, out_shape, [int(v) for v in a.strides],
                          [int(v) for v in a.dilation], int(a.groups))
