@@ -84,6 +84,11 @@ def test_the_schedule_ceiling_puts_every_kernel_at_the_peak_and_leaves_the_vm_al
     assert abs(p.ceiling().saved_ms - (0.75 + 0.2)) < 1e-9  # conv's floor: 50 MFLOP at 200 GFLOP/s
     no_peak = ModelProfile(**{**p.__dict__, "peak_gflops": None})
     assert no_peak.ceiling() is None and no_peak.to_json()["ceiling"] is None
+    # a bf16 dot-product kernel's peak is twice the FMA's (compile/bf16.py): at 200 GFLOP/s it
+    # sits at the FMA peak, and its floor is its FLOPs at twice that
+    ks[2].peak_rate = 2.0
+    assert abs(p.floor_ms(ks[2]) - 20.0 * 1e6 / (200e9) * 1e3) < 1e-9
+    assert abs(p.floor_ms(ks[0]) - 0.5) < 1e-9  # (the fp32 conv's roof back at the measured peak)
 
 
 def test_timing_kernels_leaves_the_build_uninstrumented():

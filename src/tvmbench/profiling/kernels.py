@@ -42,6 +42,7 @@ class KernelProfile:
     schedule: str | None = None  # "tuning record" or "default" (tvmbench's rules); None for VM builtins
     workload: str | None = None  # structural hash of the tuning record's workload, when one applies
     percent_of_bound: float | None = None  # of the cache-aware roofline's least time (``measure.peak``)
+    peak_rate: float = 1.0  # its arithmetic's peak against the FMA peak: 2 for bf16 dot products
 
 
 @dataclass
@@ -71,7 +72,7 @@ class ModelProfile:
         work, which no schedule changes, or without a measured peak."""
         if k.kind == "vm" or not self.peak_gflops:
             return None
-        peak = max([self.peak_gflops, *(x.gflops for x in self.kernels if x.gflops)])
+        peak = max([self.peak_gflops, *(x.gflops / x.peak_rate for x in self.kernels if x.gflops)]) * k.peak_rate
         return (k.mflop or 0.0) * 1e6 / (peak * 1e9) * 1e3
 
     def ceiling(self) -> Ceiling | None:
@@ -138,6 +139,7 @@ class KernelFacts(NamedTuple):
     flops: float | None  # per call; None where TVM's count cannot be divided by (Winograd transforms)
     workload: str | None  # the tuning record's workload hash; None without one
     bytes: int | None = None  # compulsory bytes per call (``collect.features``)
+    rate: float = 1.0  # the peak of its arithmetic against the FMA's: 2 for bf16 dot products (compile/bf16.py)
 
 
 def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, KernelFacts]:
@@ -148,10 +150,12 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, Kern
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     from tvmbench.compile import pipeline
+    from tvmbench.compile.bf16 import has_bf16_dot
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
-    from tvmbench.compile.tir import kernel_flops
+    from tvmbench.compile.tir import kernel_flops, reads_bf16
     from tvmbench.profiling.collect import compulsory_bytes
 
+    dots = target.kind == "llvm" and has_bf16_dot(target.tvm())
     facts = {}
     for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
@@ -165,7 +169,7 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, Kern
         normalized = _normalize_mod(func)
         tuned = any(db.has_workload(normalized) for db in databases)
         facts[gv.name_hint] = KernelFacts(flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None,
-                                          compulsory_bytes(func))
+                                          compulsory_bytes(func), 2.0 if dots and reads_bf16(func) else 1.0)
     return facts
 
 
@@ -265,17 +269,17 @@ def kernel_profiles(per_run: list[dict[str, float]], calls: dict[str, int], fact
     kernels = []
     for name in calls:
         ms = statistics.median(r.get(name, 0.0) for r in per_run) * 1e3
-        per_call, workload, nbytes = facts.get(name, KernelFacts(None, None))
+        per_call, workload, nbytes, rate = facts.get(name, KernelFacts(None, None))
         flops = per_call * calls[name] if per_call is not None else None
         gflops = flops / (ms * 1e6) if flops and ms > 0 else None
         bound_ms = None
         if peak is not None and bandwidth is not None and name in facts and (per_call or nbytes):
-            bound_ms = calls[name] * 1e3 * max((per_call or 0.0) / (peak.gflops * 1e9),
+            bound_ms = calls[name] * 1e3 * max((per_call or 0.0) / (rate * peak.gflops * 1e9),
                                                (nbytes or 0) / (bandwidth.gbs_for(nbytes or 0) * 1e9))
         kernels.append(KernelProfile(
             name=name, kind=kernel_kind(name) if name in facts else "vm", calls=calls[name], ms=ms, share=0.0,
             mflop=flops / 1e6 if flops is not None else None, gflops=gflops,
-            percent_of_peak=percent_of_peak(gflops, peak),
+            percent_of_peak=percent_of_peak(gflops and gflops / rate, peak), peak_rate=rate,
             schedule=None if name not in facts else "tuning record" if workload else "default", workload=workload,
             percent_of_bound=100 * bound_ms / ms if bound_ms and ms > 0 else None))
     total = sum(k.ms for k in kernels)
