@@ -276,6 +276,13 @@ def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: 
 BF16_PRODUCT = 1
 # Under --precision bf16, Winograd takes the 3x3 convolutions at all (0: they stay direct, bf16).
 BF16_WINOGRAD = 1
+# ... and only those whose output map's edge is at least this; smaller maps stay direct, bf16: on a
+# 7x7 map (F(2,3)) the transformed weights are 16/9 of the direct ones and the product's few rows
+# reuse them little. Same-process A/Bs against 0 (`rule_ab.py M passes.winograd.BF16_MIN_EDGE 0
+# --precision bf16 --block 4`, session 66; > 1: 14 faster): resnet34 1.06x / 1.13x (both build
+# orders), resnet50 1.015x / 1.02x, resnet18 1.07x, densenet121 and googlenet level; 28 (14x14
+# maps direct too) against 14: resnet34 0.87x in both orders, resnet50 level.
+BF16_MIN_EDGE = 14
 
 
 def winograd_conv3x3(target: ResolvedTarget) -> Any:
@@ -304,7 +311,8 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             x, w = call.args
             x_shape, w_shape, out_shape = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC"
-                    or None in (x_shape, w_shape, out_shape) or (self.bf16 and not BF16_WINOGRAD)):
+                    or None in (x_shape, w_shape, out_shape)
+                    or (self.bf16 and (not BF16_WINOGRAD or min(out_shape[1:3]) < BF16_MIN_EDGE))):
                 return call
             found = plan(x_shape, w_shape, out_shape, [int(v) for v in a.strides],
                          [int(v) for v in a.dilation], int(a.groups))
