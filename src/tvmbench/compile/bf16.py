@@ -53,6 +53,15 @@ def has_bf16_dot(target: Any) -> bool:
     return target.kind.name == "llvm" and bool(codegen.target_has_features(FEATURE, target))
 
 
+def peak_rate(func: Any, target: Any) -> float:
+    """A kernel's arithmetic peak against the FMA peak: 2 for one whose products read bf16 pairs
+    on a target with the dot product (twice the multiply-adds per instruction), else 1. For
+    profiles and rooflines: a bf16 kernel's % of peak is against its own."""
+    from tvmbench.compile.tir import reads_bf16
+
+    return 2.0 if target.kind == "llvm" and has_bf16_dot(target.tvm()) and reads_bf16(func) else 1.0
+
+
 def check_target(target: Any) -> None:
     """One line when ``--precision bf16`` is asked of a target that cannot run it."""
     if not has_bf16_dot(target):

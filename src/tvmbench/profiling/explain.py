@@ -121,6 +121,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer) -> Bre
     import tvm
 
     from tvmbench.compile import pipeline
+    from tvmbench.compile.bf16 import peak_rate
     from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
     from tvmbench.profiling.collect import features
     from tvmbench.profiling.kernels import interleaved_runs
@@ -144,8 +145,9 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer) -> Bre
     peak, bandwidth = pacer.profiled(lambda: (measure_compute_peak(job.backend.threads),
                                               measure_bandwidth(job.backend.threads)))
     bound: dict[str, float] = {}
-    for name, f in feats.items():
-        least_s = max((f["flops"] or 0.0) / (peak.gflops * 1e9), f["bytes"] / (bandwidth.gbs_for(f["bytes"]) * 1e9))
+    for name, f in feats.items():  # (a bf16 dot-product kernel's roof: twice the FMA's, compile/bf16.py)
+        roof = peak_rate(funcs[name], job.backend.target) * peak.gflops
+        least_s = max((f["flops"] or 0.0) / (roof * 1e9), f["bytes"] / (bandwidth.gbs_for(f["bytes"]) * 1e9))
         bound[kinds[name]] = bound.get(kinds[name], 0.0) + least_s * calls[name] * 1e3
     return Breakdown(job.framework, end_to_end_ms, ops, per_call, bound,
                      {"peak_gflops": peak.gflops, "bandwidth_gbs": bandwidth.gbs,
