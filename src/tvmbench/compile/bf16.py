@@ -1,4 +1,4 @@
-"""bf16 dense layers on CPUs with AVX-512 BF16 (``--precision bf16``).
+"""bf16 dense layers and convolutions on CPUs with AVX-512 BF16 (``--precision bf16``).
 
 ``vdpbf16ps`` multiplies 16 pairs of bf16 values by 16 pairs and adds each pair's two products to
 one fp32 lane: 32 multiply-adds per instruction, twice an fp32 FMA's 16, at the same rate (two per
@@ -9,16 +9,19 @@ ceiling of the fp32 one.
 
 Three pieces make TVM emit it:
 
-- :func:`bf16_dense` (a Relax pass, before the pipeline): a dense layer (``matmul`` by a weight
-  parameter, or a transpose of one) reads its input and weights as bf16 (``astype``), its output
-  stays fp32. PackWeights then packs the bf16 weights as ``[N/block, K/2, block, 2]``: the pair
-  of reduction steps each lane multiplies is adjacent, 32 values per 16 lanes in one load.
+- ``passes/bf16_dense.py`` (a Relax pass in stage 1, before PackWeights): a dense layer or a
+  convolution reads its input and weights as bf16 (``astype``), its output stays fp32 (and
+  ``passes/winograd.py`` rounds a Winograd product's operands). PackWeights then packs the bf16
+  weights as ``[N/block, K/2, block, 2]``: the pair of reduction steps each lane multiplies is
+  adjacent, 32 values per 16 lanes in one load.
 - the tensor intrinsic :data:`DOT_16x2` (registered by :func:`register`): the 16 lanes x 2 steps of
   the contraction rule's innermost loops become one ``vdpbf16ps``.
 - TVM lowers bf16 arithmetic to fp32 (``BF16ComputeLegalize``) and its LLVM code generator has no
   bf16 vector type, so the intrinsic calls a small LLVM IR function (:data:`LLVM_IR`, linked into
-  the kernel through ``pragma_import_llvm``, inlined by LLVM) that reads the pair and the 32
-  weights through pointers and calls ``llvm.x86.avx512bf16.dpbf16ps.512`` itself.
+  the kernel through ``pragma_import_llvm``, inlined by LLVM) that takes the broadcast pair and
+  the 32 weights as integer vectors, loaded in TIR (so LLVM keeps TVM's aliasing facts and the
+  accumulators in registers; passed as pointers, it stored them after every step), and calls
+  ``llvm.x86.avx512bf16.dpbf16ps.512`` itself.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ in fp32 (``--precision bf16``, on CPUs with AVX-512 BF16; ``compile/bf16.py`` sa
 
 It acts on a module :func:`mark` marked (``apply_precision``), in stage 1 just before
 PackWeights: after batch norms are folded into the convolutions' fp32 weights and after
-WinogradConv3x3 took the 3x3 convolutions it computes faster (4x fewer multiplications in fp32
-against 2x the rate in bf16), which stay fp32. A ``matmul`` by a weight parameter (or a transpose
+WinogradConv3x3 took the 3x3 convolutions it computes faster (their products round their
+operands themselves: ``winograd.BF16_PRODUCT``). A ``matmul`` by a weight parameter (or a transpose
 of one: what the importers give a dense layer) becomes ``matmul(astype(x, bf16), astype(w,
 bf16), out_dtype=float32)``, an NHWC convolution over HWIO weights (not grouped) likewise. The weight's
 ``astype`` depends on weights only, so LiftTransformParams rounds the weights once at load time;
