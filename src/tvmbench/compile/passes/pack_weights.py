@@ -256,8 +256,8 @@ class _Pack(PyExprMutator):
         # rule then uses narrower vectors) still turns its weight rows into one stream.
         n = shape[1]
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
-        smallest = 16 if pairs else 4
-        pb = next((b for b in (block, block // 2, block // 4) if b >= smallest and n % b == 0), None)
+        pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0 and (not pairs or b % 16 == 0)),
+                  None)
         # No block divides n (GPT-2's 50257-word LM head, a third of its FLOPs): the weight is
         # padded with zero columns to whole blocks at load time, the kernel computes the padded
         # width with full vectors, and the padding is sliced off its output. Unpadded, the
