@@ -103,14 +103,14 @@ def test_a_package_it_must_not_load_is_one_line(package, tmp_path, damage, words
 def test_a_bf16_package_on_a_cpu_without_avx512_bf16_is_refused_in_one_line(package, monkeypatch):
     """Its kernels would stop on an illegal instruction (``vdpbf16ps``): ``verify`` refuses it
     first. The CPU's feature is the one thing mocked (this host may or may not have it)."""
-    from tvmbench.compile import bf16
+    from tvmbench import targets
     from tvmbench.errors import UserError
     from tvmbench.models import package as pkg
 
     spec = {**json.loads((package / "package.json").read_text()), "precision": "bf16"}
-    monkeypatch.setattr(bf16, "has_bf16_dot", lambda target: True)
+    monkeypatch.setattr(targets, "has_bf16_dot", lambda target: True)
     pkg.verify(package, spec)
-    monkeypatch.setattr(bf16, "has_bf16_dot", lambda target: False)
+    monkeypatch.setattr(targets, "has_bf16_dot", lambda target: False)
     with pytest.raises(UserError, match="--precision bf16 and this CPU has no AVX-512 BF16"):
         pkg.verify(package, spec)
 

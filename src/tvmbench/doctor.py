@@ -196,7 +196,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
         target = resolve_target(target_spec)
         f.target = target.config
         if target.kind == "llvm":
-            from tvmbench.compile.bf16 import has_bf16_dot
+            from tvmbench.targets import has_bf16_dot
 
             f.bf16_dot = has_bf16_dot(target.tvm())
     except UserError as e:

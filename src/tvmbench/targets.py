@@ -192,6 +192,12 @@ def has_feature(target: Any, feature: str) -> bool:
         return False
 
 
+def has_bf16_dot(target: Any) -> bool:
+    """Whether a ``tvm.target.Target`` is a CPU with AVX-512 BF16's dot product (``vdpbf16ps``:
+    Zen 4 and 5, Cooper Lake, Sapphire Rapids and later), which ``--precision bf16`` needs."""
+    return target.kind.name == "llvm" and has_feature(target, "avx512bf16")
+
+
 # The ISA levels a CPU schedule depends on, widest first: vector width and register count decide
 # the register tiles (compile/tiles.py), so schedules transfer within a level and not across.
 _ISA_LEVELS = {"x86_64": ("avx512f", "avx2", "avx", "sse2"), "aarch64": ("sve", "neon")}

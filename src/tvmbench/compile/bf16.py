@@ -29,9 +29,9 @@ from __future__ import annotations
 from typing import Any
 
 from tvmbench.errors import UserError
+from tvmbench.targets import has_bf16_dot
 
 DOT_16x2 = "tvmbench_dot_16x2_bf16f32"
-FEATURE = "avx512bf16"
 LLVM_FUNCTION = "tvmbench_dpbf16ps"
 # linkonce_odr: every kernel that uses it links a copy, and the copies merge.
 LLVM_IR = f"""
@@ -46,14 +46,6 @@ declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloa
 LANES = 16
 
 _registered = False
-
-
-def has_bf16_dot(target: Any) -> bool:
-    """Whether a TVM target is a CPU with AVX-512 BF16 (Zen 4 and 5, Cooper Lake, Sapphire Rapids
-    and later)."""
-    from tvm.target import codegen
-
-    return target.kind.name == "llvm" and bool(codegen.target_has_features(FEATURE, target))
 
 
 def peak_rate(func: Any, target: Any) -> float:

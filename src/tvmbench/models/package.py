@@ -89,9 +89,9 @@ def verify(folder: Path, spec: dict[str, Any], remote: bool = False) -> None:
         raise UserError(f"package {folder} was built for {spec['isa_class']} CPUs and this one is "
                         f"{isa_class(resolve_target('llvm').tvm())}: export it again for this machine")
     elif spec.get("precision") == "bf16":
-        from tvmbench.compile.bf16 import has_bf16_dot
+        from tvmbench import targets
 
-        if not has_bf16_dot(resolve_target("llvm").tvm()):  # (its kernels would stop on an illegal instruction)
+        if not targets.has_bf16_dot(resolve_target("llvm").tvm()):  # (its kernels would stop on an illegal instruction)
             raise UserError(f"package {folder} was built with --precision bf16 and this CPU has no AVX-512 BF16: "
                             "export it again at --precision fp32")
 

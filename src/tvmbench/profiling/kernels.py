@@ -150,12 +150,11 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, Kern
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     from tvmbench.compile import pipeline
-    from tvmbench.compile.bf16 import has_bf16_dot
+    from tvmbench.compile.bf16 import peak_rate
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
-    from tvmbench.compile.tir import kernel_flops, reads_bf16
+    from tvmbench.compile.tir import kernel_flops
     from tvmbench.profiling.collect import compulsory_bytes
 
-    dots = target.kind == "llvm" and has_bf16_dot(target.tvm())
     facts = {}
     for gv, func in pipeline.per_inference(pipeline.legalized(mod, target)).functions.items():
         if not isinstance(func, tvm.tirx.PrimFunc):
@@ -169,7 +168,7 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, Kern
         normalized = _normalize_mod(func)
         tuned = any(db.has_workload(normalized) for db in databases)
         facts[gv.name_hint] = KernelFacts(flops, str(tvm_ffi.structural_hash(normalized)) if tuned else None,
-                                          compulsory_bytes(func), 2.0 if dots and reads_bf16(func) else 1.0)
+                                          compulsory_bytes(func), peak_rate(func, target))
     return facts
 
 
