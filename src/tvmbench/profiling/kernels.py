@@ -349,7 +349,7 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
     for b in [*builds, untuned]:
         b.close()
     rows = [{**_paired_row(kernel, workload, times[i][kernel], times[-1][kernel]), "candidate": i}
-            for i, kernels in enumerate(facts) for kernel, (_, workload, _) in kernels.items()
+            for i, kernels in enumerate(facts) for kernel, workload in ((k, f.workload) for k, f in kernels.items())
             if workload and kernel in times[i] and kernel in times[-1]]
     return PairedGains(rows, _untuned_profile(job, untuned_runs, calls, facts[0]))
 
