@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 import tvmbench
+from tvmbench import api
 from tvmbench.errors import UserError
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +54,8 @@ def test_user_mistakes_raise_one_line_errors_before_any_work():
         tvmbench.run("resnet-18-typo", target_spec="llvm")
     with pytest.raises(UserError, match="AVX-512 BF16"):
         tvmbench.run(MLP, target_spec={"kind": "llvm", "mcpu": "skylake-avx512"}, precision="bf16")
+    with pytest.raises(UserError, match="onnxruntime runs fp32 only"):
+        api.explain(MLP, vs="onnxruntime", target_spec="llvm", precision="bf16")
     with pytest.raises(UserError, match="openvino-hint"):
         tvmbench.run(MLP, frameworks="tvm,openvino", target_spec="llvm", openvino_hint="fastest")
     for bad, message in ((dict(batch_size=0), "batch_size="), (dict(runs=2.5), "runs="), (dict(warmup=-1), "warmup="),

@@ -679,6 +679,11 @@ def explain(model: str, vs: str = "onnxruntime", target_spec: Any = "auto", *, t
     if vs not in PEERS:
         raise UserError(f"explain --vs takes one of {', '.join(PEERS)}, got '{vs}'")
     options = model_options(model, batch_size, seq_length, image_size, hf_config, None, seed)
+    from tvmbench.backends import load_class
+
+    if precision != "fp32" and not load_class(vs).reduced_precision:  # (a layer-by-layer comparison across precisions)
+        raise UserError(f"explain --precision {precision} compares like with like: {vs} runs fp32 only; "
+                        "use --vs openvino, or drop --precision")
     resolved = target(target_spec)
     require_device(resolved)
     check_precision(precision, resolved)
