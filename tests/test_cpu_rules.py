@@ -1530,6 +1530,7 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
     import tvm
 
     from tvmbench.compile.bf16 import LLVM_FUNCTION
+    from tvmbench.compile.names import WINOGRAD_INPUT
     from tvmbench.compile.precision import apply_precision
     from tvmbench.compile.tir import reads_bf16
 
@@ -1538,11 +1539,16 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
     mod = apply_precision(import_model(load_model(path)).mod, "bf16", target)
     legal = pipeline.per_inference(pipeline.legalized(mod, target))
     kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-    dotted = []
+    dotted, transforms = [], []
     for kernel, func in kernels.items():
         rule, sch = pipeline.default_schedule(func, target)
         if sch is not None and LLVM_FUNCTION in sch.mod.script():
             dotted.append(kernel)
+        if sch is not None and WINOGRAD_INPUT in sch.mod.script():
+            # (the input transform writes the product's bf16 operand itself: as a loop of its own
+            # the cast split the work unlike the transform, rules.winograd.INLINE_CAST)
+            transforms.append(str(sch.get(sch.get_sblock(WINOGRAD_INPUT)).writes[0].source.dtype))
+    assert transforms == (["bfloat16"] * 2 if name == "build_winograd" else []), transforms
     kinds = sorted(next(k for k in ("conv2d", "matmul", "winograd") if k in n) for n in dotted)
     assert kinds == dotted_kinds, dotted
     slow = [n for n, f in kernels.items() if reads_bf16(f) and n not in dotted]

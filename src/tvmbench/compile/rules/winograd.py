@@ -36,14 +36,36 @@ class Winograd(Rule):
         return None
 
 
+# The cast to bf16 after an input transform (``--precision bf16``: the product reads bf16 pairs)
+# is inlined into the transform, which then writes bf16 itself (0: the cast is its own parallel
+# loop). As its own loop the cast ran over positions x tiles while the transform ran over tiles,
+# so each core read half the fp32 tiles the other had just written, and the transform, next
+# inference, wrote lines the other core had read: resnet34 bf16 on the Zen 4 VM took 1.7x as
+# long when its two vCPUs sat on two core complexes (the far state, ``measure/probe.py``),
+# these kernels 4-7x (session 67, docs/performance.md).
+INLINE_CAST = 1
+
+
+def _inline_casts(sch: Any, infos: list[Any]) -> list[Any]:
+    """``infos`` without the blocks that could be inlined into their producer (a cast of the
+    transform's output, element for element); the others are left to be scheduled."""
+    left = []
+    for info in infos:
+        try:
+            sch.reverse_compute_inline(info.block_rv)
+        except Exception:  # (not an element-for-element consumer of one producer: scheduled alone)
+            left.append(info)
+    return left
+
+
 def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
     """Tiles in parallel; per tile, vectors of channels with the tile positions unrolled inside.
     The other blocks (the input's padding) are scheduled as elementwise loops."""
     transform = infos[index].block_rv
     lanes = vector_lanes(target, dtype_bits(sch.get(transform).writes[0].source.dtype))
-    for i, info in enumerate(infos):
-        if i != index:
-            schedule_injective_block(sch, info.block_rv, lanes)
+    after = _inline_casts(sch, infos[index + 1:]) if INLINE_CAST else infos[index + 1:]
+    for info in infos[:index] + after:
+        schedule_injective_block(sch, info.block_rv, lanes)
     pos, tiles, channels = sch.get_loops(transform)
     width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
     c_outer, c_lane = sch.split(channels, factors=[None, width])
