@@ -1,6 +1,6 @@
 """Which of a TVM build's kernels pay for the host's far state? (issues 21 and 22)
 
-    .venv/bin/python benchmarks/state_kernels.py resnet18 [--minutes 5] [--threads 2] [--top 25]
+    .venv/bin/python benchmarks/state_kernels.py resnet18 [--minutes 5] [--threads 2] [--top 25] [--precision bf16]
 
 On the 2-vCPU EPYC VM of the development notes the cores' hand-over jumps between a near and a far
 state (``measure/probe.py``), and TVM's resnet18 takes 1.38x as long in the far one where ONNX
@@ -33,6 +33,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--seq-length", type=int, default=None)
     parser.add_argument("--top", type=int, default=25)
+    parser.add_argument("--precision", default="fp32", help="TVM's --precision (bf16: on CPUs with AVX-512 BF16)")
     args = parser.parse_args()
     os.environ["TVM_NUM_THREADS"] = str(args.threads)
 
@@ -43,7 +44,8 @@ def main() -> None:
     from tvmbench.targets import resolve_target
 
     model = load_model(args.model, ModelOptions(seq_length=args.seq_length))
-    backend = TVMBackend(BackendConfig(target=resolve_target("llvm"), threads=args.threads, databases=()))
+    backend = TVMBackend(BackendConfig(target=resolve_target("llvm"), threads=args.threads, databases=(),
+                                           options={"precision": args.precision}))
     backend.prepare(model)
     probe = HostProbe()
     for _ in range(10):
