@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from tvm import s_tir
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
 from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT
@@ -53,7 +54,7 @@ def _inline_casts(sch: Any, infos: list[Any]) -> list[Any]:
     for info in infos:
         try:
             sch.reverse_compute_inline(info.block_rv)
-        except Exception:  # (not an element-for-element consumer of one producer: scheduled alone)
+        except s_tir.schedule.ScheduleError:  # (not an element-for-element consumer: scheduled alone)
             left.append(info)
     return left
 
