@@ -1580,6 +1580,27 @@ def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32
     assert errors["bf16"] > 20 * errors["fp32"], errors  # (bf16 rounding happened)
 
 
+@pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot be made here")
+def test_a_bf16_kernel_left_without_the_dot_product_is_named_in_a_compile_warning(monkeypatch):
+    """A kernel that reads bf16 but misses the dot product runs correct and many times slower:
+    the build says which (with the Contraction rule declining, DLight takes the bf16 net's dense
+    layers and convolutions), in the compile warnings and again from the cache; none without."""
+    import dataclasses
+
+    from tvmbench.compile import compile_model
+    from tvmbench.compile.precision import apply_precision
+
+    model = load_model(BF16_NET)
+    imported = import_model(model)
+    imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, "bf16", TARGET))
+    monkeypatch.setattr(contraction, "choose_tile", lambda found, target: None)
+    (warning,) = compile_model(imported, TARGET, use_cache=False).warnings
+    assert "without the bf16 dot product" in warning and "conv2d" in warning, warning
+    assert compile_model(imported, TARGET).warnings == [warning]  # (from the cache: its meta.json)
+    monkeypatch.undo()
+    assert compile_model(imported, TARGET, use_cache=False).warnings == []  # (and the cache holds this one)
+
+
 def test_bf16_on_a_cpu_without_avx512_bf16_is_one_line():
     from tvmbench.compile.precision import apply_precision
     from tvmbench.errors import UserError

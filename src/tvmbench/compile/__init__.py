@@ -88,6 +88,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
 
     from tvmbench.compile import pipeline
     from tvmbench.compile.artifact import export_library
+    from tvmbench.compile.passes.bf16_dense import marked
 
     if not target.runs_here and not remote:
         raise UserError(
@@ -110,7 +111,9 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
     hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
     if hit:
         try:
-            db_info = json.loads((folder / "meta.json").read_text()).get("database", db_info)
+            meta = json.loads((folder / "meta.json").read_text())
+            db_info = meta.get("database", db_info)
+            warnings += [str(w) for w in meta.get("warnings") or []]  # (the build's own, below)
         except (ValueError, OSError, AttributeError) as e:  # truncated, not UTF-8, not an object
             hit = False
             warnings.append(f"the cached build {folder} was damaged ({type(e).__name__}); compiled again")
@@ -126,15 +129,33 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
         db_info.update({"tasks": total, "tasks_with_records": together})
 
+    built_warnings: list[str] = []  # kept in meta.json, said again on a cache hit
+    bf16_kernels: list[str] = []
+
+    def on_legalized(mod: Any) -> None:
+        if marked(imported.mod):
+            bf16_kernels.extend(pipeline.bf16_kernels(mod))
+        count_tuned(mod)
+
+    def check_bf16(scheduled: Any) -> None:
+        slow = pipeline.without_dot(bf16_kernels, scheduled)
+        if slow:
+            built_warnings.append(
+                f"{len(slow)} kernel(s) read bf16 without the bf16 dot product and run many times slower than "
+                f"they should ({', '.join(slow[:3])}{', ...' if len(slow) > 3 else ''}): please report the model; "
+                "--precision fp32 avoids it")
+
     if not hit:
         t0 = time.perf_counter()
-        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=count_tuned, on_stage=say)
+        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=on_legalized, on_stage=say,
+                               on_scheduled=check_bf16)
+        warnings += built_warnings
         with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
             export_library(built, tmp, target)
         compile_s = time.perf_counter() - t0  # LLVM writes most of the machine code on export
         write_text_atomic(folder / "meta.json", json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
-             "database": db_info}, indent=2, default=str))
+             "database": db_info, "warnings": built_warnings}, indent=2, default=str))
         say(f"compiled in {compile_s:.1f} s into {lib_path}")
     else:
         say(f"compiled library taken from the cache: {lib_path}")

@@ -150,6 +150,21 @@ def reads_bf16(func: Any) -> bool:
                for r in sch.get(rv).reads)
 
 
+COMM_REDUCE = 2  # (IterVar.CommReduce: a reduction axis)
+
+
+def reduces_bf16(func: Any) -> bool:
+    """Whether a reduction block of the function reads bf16 buffers: a bf16 dense layer's or
+    convolution's product (not a copy of bf16 values)."""
+    sch = s_tir.Schedule(func)
+    for rv in sch.get_child_blocks(sch.get_sblock("root")):
+        block = sch.get(rv)
+        if any(int(v.iter_type) == COMM_REDUCE for v in block.iter_vars) \
+                and any(r.source.dtype == "bfloat16" for r in block.reads):
+            return True
+    return False
+
+
 def fusion_role(func: Any) -> str | None:
     """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"window"`` for a
     per-channel window reduction (depthwise convolution, pooling: two reduction axes of at most
