@@ -77,6 +77,37 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
+class _Bf16Check:
+    """``pipeline.build``'s hooks for a ``--precision bf16`` build: which kernels' products read
+    bf16 (asked before scheduling), then which of them the schedule left without the dot product
+    (``bf16.without_dot``), as a warning kept in the cached build's meta.json."""
+
+    def __init__(self, mod: Any, then: Callable[[Any], None]) -> None:
+        from tvmbench.compile.passes.bf16_dense import marked
+
+        self.bf16, self.then = marked(mod), then  # (then: the legalized module's other hook)
+        self.kernels: list[str] = []
+        self.warnings: list[str] = []
+
+    def legalized(self, mod: Any) -> None:
+        from tvmbench.compile import pipeline
+        from tvmbench.compile.bf16 import bf16_kernels
+
+        if self.bf16:
+            self.kernels = bf16_kernels(pipeline.per_inference(mod))
+        self.then(mod)
+
+    def scheduled(self, mod: Any) -> None:
+        from tvmbench.compile.bf16 import without_dot
+
+        slow = without_dot(self.kernels, mod)
+        if slow:
+            self.warnings.append(
+                f"{len(slow)} kernel(s) read bf16 without the bf16 dot product and run many times slower than "
+                f"they should ({', '.join(slow[:3])}{', ...' if len(slow) > 3 else ''}): please report the model; "
+                "--precision fp32 avoids it")
+
+
 def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: TunedSchedules | None = None,
                   cuda_graph: bool = False, use_cache: bool = True, remote: bool = False,
                   log: Callable[[str], None] | None = None) -> CompiledModel:
@@ -88,7 +119,6 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
 
     from tvmbench.compile import pipeline
     from tvmbench.compile.artifact import export_library
-    from tvmbench.compile.passes.bf16_dense import marked
 
     if not target.runs_here and not remote:
         raise UserError(
@@ -129,33 +159,18 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
         db_info.update({"tasks": total, "tasks_with_records": together})
 
-    built_warnings: list[str] = []  # kept in meta.json, said again on a cache hit
-    bf16_kernels: list[str] = []
-
-    def on_legalized(mod: Any) -> None:
-        if marked(imported.mod):
-            bf16_kernels.extend(pipeline.bf16_kernels(mod))
-        count_tuned(mod)
-
-    def check_bf16(scheduled: Any) -> None:
-        slow = pipeline.without_dot(bf16_kernels, scheduled)
-        if slow:
-            built_warnings.append(
-                f"{len(slow)} kernel(s) read bf16 without the bf16 dot product and run many times slower than "
-                f"they should ({', '.join(slow[:3])}{', ...' if len(slow) > 3 else ''}): please report the model; "
-                "--precision fp32 avoids it")
-
+    check = _Bf16Check(imported.mod, count_tuned)
     if not hit:
         t0 = time.perf_counter()
-        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=on_legalized, on_stage=say,
-                               on_scheduled=check_bf16)
-        warnings += built_warnings
+        built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=check.legalized,
+                               on_stage=say, on_scheduled=check.scheduled)
+        warnings += check.warnings
         with replacing(lib_path, suffix=".so") as tmp:  # a crash never leaves a half-written library
             export_library(built, tmp, target)
         compile_s = time.perf_counter() - t0  # LLVM writes most of the machine code on export
         write_text_atomic(folder / "meta.json", json.dumps(
             {"target": target.config, "tvm": tvm.__version__, "pipeline": names, "compile_s": compile_s,
-             "database": db_info, "warnings": built_warnings}, indent=2, default=str))
+             "database": db_info, "warnings": check.warnings}, indent=2, default=str))
         say(f"compiled in {compile_s:.1f} s into {lib_path}")
     else:
         say(f"compiled library taken from the cache: {lib_path}")

@@ -100,3 +100,25 @@ def register() -> None:
 
     TensorIntrin.register(DOT_16x2, desc, impl, override=True)
     _registered = True
+
+
+def bf16_kernels(legal: Any) -> list[str]:
+    """The kernels whose products read bf16 operands (``--precision bf16``'s dense layers and
+    convolutions; not a copy or transpose of bf16 values). ``legal``: the legalized module
+    without the weights' packing at load (``pipeline.per_inference``), asked before stage 3,
+    whose scheduling rewrites its functions in place."""
+    import tvm
+
+    from tvmbench.compile.tir import reduces_bf16
+
+    return [gv.name_hint for gv, f in legal.functions.items()
+            if isinstance(f, tvm.tirx.PrimFunc) and reduces_bf16(f)]
+
+
+def without_dot(kernels: list[str], scheduled: Any) -> list[str]:
+    """Those of ``kernels`` (``bf16_kernels``) that do not call the bf16 dot product once
+    ``scheduled`` (``compile/bf16.py``): TVM lowers their bf16 arithmetic to fp32 one element at
+    a time, so they run correct but many times slower (alexnet's and inception_v3's
+    convolutions, 30-90x, before session 66 gave them whole row tiles)."""
+    funcs = {gv.name_hint: f for gv, f in scheduled.functions.items()}
+    return sorted(n for n in kernels if n in funcs and LLVM_FUNCTION not in funcs[n].script())

@@ -222,28 +222,6 @@ def optimize(mod: Any, target: ResolvedTarget, database: Any | None = None,
     return mod
 
 
-def bf16_kernels(legal: Any) -> list[str]:
-    """The kernels run per inference whose products read bf16 operands (``--precision bf16``'s
-    dense layers and convolutions; not a copy or transpose of bf16 values, nor the weights'
-    packing at load). Asked of the legalized module before stage 3, whose scheduling rewrites its
-    functions in place."""
-    from tvmbench.compile.tir import reduces_bf16
-
-    return [gv.name_hint for gv, f in per_inference(legal).functions.items()
-            if isinstance(f, tvm.tirx.PrimFunc) and reduces_bf16(f)]
-
-
-def without_dot(kernels: list[str], scheduled: Any) -> list[str]:
-    """Those of ``kernels`` (``bf16_kernels``) that do not call the bf16 dot product once
-    ``scheduled`` (``compile/bf16.py``): TVM lowers their bf16 arithmetic to fp32 one element at
-    a time, so they run correct but many times slower (alexnet's and inception_v3's
-    convolutions, 30-90x, before session 66 gave them whole row tiles)."""
-    from tvmbench.compile.bf16 import LLVM_FUNCTION
-
-    funcs = {gv.name_hint: f for gv, f in scheduled.functions.items()}
-    return sorted(n for n in kernels if n in funcs and LLVM_FUNCTION not in funcs[n].script())
-
-
 def build(mod: Any, target: ResolvedTarget, database: Any | None = None, cuda_graph: bool = False,
           on_legalized: Any | None = None, on_stage: Any | None = None, on_scheduled: Any | None = None) -> Built:
     """Optimise and compile to a Relax VM executable (kernels of a native CPU build compiled on
