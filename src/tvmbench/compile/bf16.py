@@ -109,10 +109,10 @@ def bf16_kernels(legal: Any) -> list[str]:
     whose scheduling rewrites its functions in place."""
     import tvm
 
-    from tvmbench.compile.tir import reduces_bf16
+    from tvmbench.compile.tir import reads_bf16
 
     return [gv.name_hint for gv, f in legal.functions.items()
-            if isinstance(f, tvm.tirx.PrimFunc) and reduces_bf16(f)]
+            if isinstance(f, tvm.tirx.PrimFunc) and reads_bf16(f, reductions=True)]
 
 
 def without_dot(kernels: list[str], scheduled: Any) -> list[str]:

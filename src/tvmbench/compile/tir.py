@@ -142,27 +142,17 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     return [e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1], shape
 
 
-def reads_bf16(func: Any) -> bool:
-    """Whether a function's blocks read bf16 buffers (``--precision bf16``'s dense layers and
-    convolutions)."""
-    sch = s_tir.Schedule(func)
-    return any(r.source.dtype == "bfloat16" for rv in sch.get_child_blocks(sch.get_sblock("root"))
-               for r in sch.get(rv).reads)
-
-
 COMM_REDUCE = 2  # (IterVar.CommReduce: a reduction axis)
 
 
-def reduces_bf16(func: Any) -> bool:
-    """Whether a reduction block of the function reads bf16 buffers: a bf16 dense layer's or
-    convolution's product (not a copy of bf16 values)."""
+def reads_bf16(func: Any, reductions: bool = False) -> bool:
+    """Whether a function's blocks read bf16 buffers (``--precision bf16``'s dense layers and
+    convolutions); ``reductions``: only its reduction blocks (a product over bf16 operands, not a
+    copy of bf16 values)."""
     sch = s_tir.Schedule(func)
-    for rv in sch.get_child_blocks(sch.get_sblock("root")):
-        block = sch.get(rv)
-        if any(int(v.iter_type) == COMM_REDUCE for v in block.iter_vars) \
-                and any(r.source.dtype == "bfloat16" for r in block.reads):
-            return True
-    return False
+    blocks = [sch.get(rv) for rv in sch.get_child_blocks(sch.get_sblock("root"))]
+    return any(r.source.dtype == "bfloat16" for block in blocks for r in block.reads
+               if not reductions or any(int(v.iter_type) == COMM_REDUCE for v in block.iter_vars))
 
 
 def fusion_role(func: Any) -> str | None:
