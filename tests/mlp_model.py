@@ -701,15 +701,18 @@ def build_masked_attention():
 class _Bf16Net(torch.nn.Module):
     """What ``--precision bf16`` changes and what it leaves: a stem over 3 channels (odd: stays
     fp32), a strided 3x3 and a 1x1 onto 13x13 maps (no register tile divides 13: whole tiles over
-    14 columns), with batch norms folded into their weights (bf16), a depthwise 3x3 (fp32), then dense layers over the pixels as tokens, 64 -> 96
-    (bf16) and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
+    14 columns), with batch norms folded into their weights (bf16), a depthwise 3x3 (fp32), two 1x1s
+    (the first's SiLU epilogue casts to bf16 for the second: its fast exp's ``Let`` once failed to
+    vectorise, ``passes/bf16_casts.py``), then dense layers over the pixels as tokens, 64 -> 96 (bf16) and
+    96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
 
     def __init__(self):
         super().__init__()
         self.features = torch.nn.Sequential(
             torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
             torch.nn.Conv2d(32, 64, 3, stride=2, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
-            torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 1))
+            torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 1),
+            torch.nn.SiLU(), torch.nn.Conv2d(64, 64, 1))
         self.fc1, self.fc2 = torch.nn.Linear(64, 96), torch.nn.Linear(96, 40)
 
     def forward(self, x):

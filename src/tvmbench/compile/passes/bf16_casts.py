@@ -1,0 +1,48 @@
+"""BindCastOperands: a cast to bf16 whose operand holds a ``Let`` casts a variable bound to it.
+
+TVM's ``BF16ComputeLegalize`` lowers ``Cast("bfloat16", x)`` to integer arithmetic on ``x``'s
+bits (round to nearest even) that names ``x`` more than once, copying the expression; a ``Let``
+inside it (the fast ``exp`` of a sigmoid or SiLU, ``passes/fast_math.py``) is then bound twice,
+and once the loop is vectorised TVM's vectoriser fails ("Let cannot bind the same var to two
+different values"). EfficientNet's SiLU epilogues, which cast to bf16 for the next convolution
+under ``--precision bf16``, did not compile. Bound to a variable by a statement first, only the
+variable is copied. Runs before TVM's lowering (``codegen._pipeline``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm_ffi
+from tvm import tirx
+
+from tvmbench.compile.ir import kernel_pass
+
+
+def _has_let(expr: Any) -> bool:
+    found = []
+    tvm_ffi.structural_walk(expr, (tirx.Let, lambda node: found.append(node)))
+    return bool(found)
+
+
+def bind_cast_operands(func: Any) -> Any:
+    """``func`` with each store of a bf16 cast of an expression holding a ``Let`` made ``v = x;
+    store(cast(v))`` (a statement: a ``Let`` expression of bf16 type would be copied whole); the
+    function itself when there is none."""
+    changed = []
+
+    def on_store(node: Any) -> Any:
+        value = node.value
+        if (not isinstance(value, tirx.Cast) or not str(value.ty).startswith("bfloat16")
+                or not _has_let(value.value)):
+            return node
+        changed.append(node)
+        var = tirx.Var("cast_operand", value.value.ty)
+        store = tirx.BufferStore(node.buffer, tirx.Cast(str(value.ty), var), node.indices)
+        return tirx.SeqStmt([tirx.LetStmt(var, value.value), store])
+
+    body = tvm_ffi.structural_map(func.body, (tirx.BufferStore, on_store))
+    return func.with_body(body) if changed else func
+
+
+bind_cast_operands_pass = kernel_pass(bind_cast_operands, "BindCastOperands")
