@@ -1516,7 +1516,7 @@ HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cp
 
 
 @pytest.mark.parametrize("name, dotted_kinds", [
-    (BF16_NET, ["conv2d", "conv2d", "matmul"]),
+    (BF16_NET, ["conv2d", "conv2d", "conv2d", "matmul"]),
     # (Winograd: the 18x18 maps' products; direct: the 9x9 one (under winograd.BF16_MIN_EDGE),
     # the two stride-2 ones (9x9 outputs in whole tiles over 10 columns) and the 5x5 one)
     ("build_winograd", ["conv2d", "conv2d", "conv2d", "conv2d", "winograd", "winograd"]),
