@@ -1555,6 +1555,35 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
     assert not slow, slow  # (no bf16 product left to a path without the dot product)
 
 
+@pytest.mark.parametrize("keep", [1, 0])
+def test_a_bf16_build_leaves_an_expansion_joined_into_its_window_in_fp32(monkeypatch, keep):
+    """An inverted-residual block's 1x1 expansion (16 -> 96 channels at 60x60, 1.4 MB: over a
+    1 MB L2) stays fp32 under --precision bf16 and is joined into its depthwise convolution as in
+    fp32 (``bf16_dense.KEEP_JOINED_EXPANSIONS``); rounded to bf16 it ran alone and wrote its output
+    to memory."""
+    import importlib
+
+    import tvm
+
+    from tvmbench.compile.passes import fuse_expansion
+    from tvmbench.compile.precision import apply_precision
+    from tvmbench.compile.tir import reads_bf16
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    monkeypatch.setattr(fuse_expansion, "PROJECTIONS", False)
+    monkeypatch.setattr(bf16_dense, "KEEP_JOINED_EXPANSIONS", keep)
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    assert target.l2_bytes == 1 << 20
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_expand_stride1")
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    joined = [n for n in kernels if n.count("conv2d") == 2]
+    assert bool(joined) == bool(keep), list(kernels)
+    assert not any(reads_bf16(kernels[n]) for n in joined)
+    # (the projection's 24 outputs are fewer than PackWeights packs: fp32 either way)
+    assert sum(reads_bf16(f) for n, f in kernels.items() if "conv2d" in n) == (0 if keep else 1), list(kernels)
+
+
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
 @pytest.mark.parametrize("name", [BF16_NET, f"{Path(__file__).parent}/mlp_model.py:build_winograd"])
 def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32(name):

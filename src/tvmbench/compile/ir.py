@@ -107,6 +107,18 @@ def use_counts(func: Any) -> dict[Any, int]:
     return uses
 
 
+def users_of(bound: dict[Any, Any]) -> dict[Any, list[Any]]:
+    """For each variable of ``bound`` (variable -> the value bound to it), the variables whose
+    values are calls that take it as an argument, each once."""
+    from tvm import relax
+
+    users: dict[Any, list[Any]] = {}
+    for var, value in bound.items():
+        for arg in {a for a in getattr(value, "args", []) if isinstance(a, relax.Var)}:
+            users.setdefault(arg, []).append(var)
+    return users
+
+
 def calls(func: Any, name: str) -> list[Any]:
     """The calls of operator ``name`` in a Relax function."""
     from tvm import relax

@@ -13,7 +13,9 @@ writes its output in bf16 beside the fp32 one the residual reads). One ``astype`
 dense layer reading the same input (a layer's query, key and value projections). Everything else
 (attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
 A layer whose reduction (its input channels) is odd, or with fewer outputs than PackWeights
-packs (``min_outputs``), stays fp32: the packed pairs need an even depth and whole vectors.
+packs (``min_outputs``), stays fp32: the packed pairs need an even depth and whole vectors. So
+does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
+convolution (``_joined_expansions``).
 """
 
 from __future__ import annotations
@@ -23,11 +25,30 @@ from typing import Any
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import builder_pass, from_weights, op_name, static_shape, weight_only, weight_params
+from tvmbench.compile.ir import (
+    bindings,
+    builder_pass,
+    from_weights,
+    numel,
+    op_name,
+    static_shape,
+    use_counts,
+    users_of,
+    weight_only,
+    weight_params,
+)
 
 ATTR = "tvmbench_precision"
 # An input is cast before the reshapes leading to it (``round_input``; 0: after them).
 CAST_BEFORE_RESHAPES = 1
+# A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
+# (``_joined_expansions``).
+KEEP_JOINED_EXPANSIONS = 1
+# The steps between such an expansion and its window: cheap ones. The joined kernel recomputes the
+# expansion's halo rows, and an exponential's recompute (EfficientNet's SiLU) cost more than the
+# bf16 expansion saved (torchvision's efficientnet_b0 0.98x, both build orders).
+_CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
+          "relax.nn.relu", "relax.nn.leakyrelu"}
 
 
 def mark(mod: Any) -> Any:
@@ -45,9 +66,12 @@ class _Bf16Dense(PyExprMutator):
         super().__init__(mod)
         self.min_outputs = min_outputs
         self.weights: set[Any] = set()
+        self.fp32: set[Any] = set()  # calls left in fp32 (``_joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
 
     def visit_call_(self, call: Any) -> Any:
+        if call in self.fp32:
+            return super().visit_call_(call)
         call = super().visit_call_(call)
         name = op_name(call)
         if name not in ("relax.matmul", "relax.nn.conv2d") or len(call.args) != 2:
@@ -103,13 +127,53 @@ class _Bf16Dense(PyExprMutator):
         return out
 
 
-def bf16_dense(min_outputs: int) -> Any:
+def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
+    """The 1x1 convolutions of ``func`` whose output (over ``min_bytes``) flows, through cheap
+    elementwise steps (``_CHEAP``) used once each, only into a depthwise convolution: the expansions of
+    inverted-residual blocks that FuseExpansionIntoWindow joins into their window in fp32
+    (``passes/fuse_expansion.py``), so the expanded tensor never leaves the cores' caches.
+
+    In bf16 such an expansion ran alone (ExpandWindow computes in fp32 and does not take a bf16
+    one) and wrote its fp32 output to memory: mobilenet_v2's first (16 -> 96 channels at 112x112,
+    a reduction of 16) at 22 % of its bound, 0.45 ms, where the fp32 build's joined kernel did
+    expansion and window together in the same time. Left in fp32 they join again: same-process
+    A/Bs on Zen 4 (``rule_ab.py M passes.bf16_dense.KEEP_JOINED_EXPANSIONS 0 --precision bf16
+    --probe``, session 68): mobilenet_v2 1.085x / 1.101x (built ab / ba; 1.14x / 1.21x in the host's
+    far state), at batch 8 1.067x; torchvision's mobilenet_v3_large 1.059x; mnasnet1_0 1.008x, at
+    batch 8 1.019x."""
+    uses = use_counts(func)
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    users = users_of(bound)
+    found = set()
+    for var, value in bound.items():
+        shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
+        size = numel(var.ty)
+        if (shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1 or size is None
+                or size * 4 <= min_bytes):
+            continue
+        cur = var
+        while uses.get(cur) == 1 and len(users.get(cur, [])) == 1:
+            nxt = users[cur][0]
+            name = op_name(bound[nxt])
+            if name == "relax.nn.conv2d":
+                if bound[nxt].args[0].same_as(cur) and int(bound[nxt].attrs.groups) == shape[3] > 1:
+                    found.add(value)
+                break
+            if name not in _CHEAP:
+                break
+            cur = nxt
+    return found
+
+
+def bf16_dense(min_outputs: int, min_bytes: int) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
-    ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks)."""
+    ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
+    ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32)."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded = weight_params(func), {}
+        mutator_.fp32 = _joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
 
     rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs), "Bf16Dense", before=set_weights)
 

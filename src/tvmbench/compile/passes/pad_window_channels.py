@@ -38,7 +38,7 @@ import tvm
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import bindings, op_name, static_shape, use_counts
+from tvmbench.compile.ir import bindings, op_name, static_shape, use_counts, users_of
 
 # The most channels added, as a fraction of the channels (72 -> 80: 0.11; 40 -> 48: 0.2).
 MAX_PAD = 0.25
@@ -89,10 +89,7 @@ class _Pad(PyExprMutator):
         """Find the blocks of ``func``."""
         uses = use_counts(func)
         bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
-        users: dict[Any, list[Any]] = {}
-        for var, value in bound.items():
-            for arg in {a for a in getattr(value, "args", []) if isinstance(a, relax.Var)}:
-                users.setdefault(arg, []).append(var)
+        users = users_of(bound)
         for var, value in bound.items():
             conv = _conv(value)
             if conv is None or conv.attrs.groups != 1:
