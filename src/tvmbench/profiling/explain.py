@@ -93,14 +93,17 @@ def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
 
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.framework, job.model, job.options, job.backend, say)
+    # (TVM's kernels read before the turns begin: seconds of legalizing, which the other
+    # framework's first turns once ran beside, its end-to-end time a third too slow)
+    kernels = _kernels(backend, job) if job.framework in ("tvm", "tvm_untuned") else None
     pacer = Pacer(job.turns, rewarm=backend.run)
     try:
         if job.turns is not None:
             say("waiting for the other framework (lockstep)")
         pacer.arrive()
-        if job.framework in ("tvm", "tvm_untuned"):
+        if kernels is not None:
             say("end-to-end and per-kernel runs, alternating")
-            result = _tvm_breakdown(backend, job, say, pacer)
+            result = _tvm_breakdown(backend, job, say, pacer, kernels)
         else:
             say("end-to-end runs")
             plain = plain_runs(backend, job.warmup, job.runs, pacer)
@@ -113,25 +116,33 @@ def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
     return result
 
 
-def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer) -> Breakdown:
+def _kernels(backend: Any, job: ExplainJob) -> dict[str, tuple[Any, dict[str, Any]]]:
+    """Each kernel of the TVM build by name: its PrimFunc and its features (``collect.features``)."""
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.profiling.collect import features
+
+    legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
+    return {gv.name_hint: (f, features(gv.name_hint, f)) for gv, f in legal.functions.items()
+            if isinstance(f, tvm.tirx.PrimFunc)}
+
+
+def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer,
+                   kernels: dict[str, tuple[Any, dict[str, Any]]]) -> Breakdown:
     """TVM's kernels inside the model, each with its kind, per kernel and per call in order, and
     each kind's roofline bound; VM builtins (allocation, shape functions) are the rest, reported
     as unexplained. The plain and the instrumented runs alternate (``interleaved_runs``), so the
     unexplained rest is not a change of the host's speed between the two."""
-    import tvm
-
-    from tvmbench.compile import pipeline
     from tvmbench.compile.bf16 import peak_rate
     from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
-    from tvmbench.profiling.collect import features
     from tvmbench.profiling.kernels import interleaved_runs
 
-    legal = pipeline.per_inference(pipeline.legalized(backend.relax_module(), job.backend.target))
-    funcs = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     sequence: list[list[tuple[str, float]]] = []
     plain, per_run, calls = interleaved_runs(backend, job.warmup, job.runs, sequence, paced=pacer)
     end_to_end_ms = statistics.median(plain) * 1e3
-    feats = {name: features(name, funcs[name]) for name in calls if name in funcs}
+    funcs = {name: kernels[name][0] for name in calls if name in kernels}
+    feats = {name: kernels[name][1] for name in funcs}
     kinds = {name: tvm_kind(f["kind"]) for name, f in feats.items()}
     ops = [OpTime(name, feats[name]["kind"], kinds[name], statistics.median(r.get(name, 0.0) for r in per_run) * 1e3)
            for name in feats]
