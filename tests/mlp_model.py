@@ -703,8 +703,9 @@ class _Bf16Net(torch.nn.Module):
     fp32), a strided 3x3 and a 1x1 onto 13x13 maps (no register tile divides 13: whole tiles over
     14 columns), with batch norms folded into their weights (bf16), a depthwise 3x3 (fp32), two 1x1s
     (the first's SiLU epilogue casts to bf16 for the second: its fast exp's ``Let`` once failed to
-    vectorise, ``passes/bf16_casts.py``), then dense layers over the pixels as tokens, 64 -> 96 (bf16) and
-    96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
+    vectorise, ``passes/bf16_casts.py``; the second's 32 outputs, two vectors: bf16,
+    ``bf16_dense.MIN_CONV_VECTORS``), then dense layers over the pixels as tokens, 32 -> 96 (bf16)
+    and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
 
     def __init__(self):
         super().__init__()
@@ -712,11 +713,11 @@ class _Bf16Net(torch.nn.Module):
             torch.nn.Conv2d(3, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32), torch.nn.ReLU(),
             torch.nn.Conv2d(32, 64, 3, stride=2, bias=False), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
             torch.nn.Conv2d(64, 64, 3, padding=1, groups=64), torch.nn.ReLU(), torch.nn.Conv2d(64, 64, 1),
-            torch.nn.SiLU(), torch.nn.Conv2d(64, 64, 1))
-        self.fc1, self.fc2 = torch.nn.Linear(64, 96), torch.nn.Linear(96, 40)
+            torch.nn.SiLU(), torch.nn.Conv2d(64, 32, 1))
+        self.fc1, self.fc2 = torch.nn.Linear(32, 96), torch.nn.Linear(96, 40)
 
     def forward(self, x):
-        tokens = self.features(x).flatten(2).transpose(1, 2)  # [N, 64 pixels, 64 channels]
+        tokens = self.features(x).flatten(2).transpose(1, 2)  # [N, 64 pixels, 32 channels]
         return self.fc2(torch.nn.functional.gelu(self.fc1(tokens)))
 
 

@@ -1518,14 +1518,15 @@ HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cp
 @pytest.mark.parametrize("name, dotted_kinds", [
     (BF16_NET, ["conv2d", "conv2d", "conv2d", "matmul"]),
     # (Winograd: the 18x18 maps' products; direct: the 9x9 one (under winograd.BF16_MIN_EDGE),
-    # the two stride-2 ones (9x9 outputs in whole tiles over 10 columns) and the 5x5 one)
-    ("build_winograd", ["conv2d", "conv2d", "conv2d", "conv2d", "winograd", "winograd"]),
+    # the two stride-2 ones (9x9 outputs in whole tiles over 10 columns), the 5x5 one and the one
+    # over 16 channels to 32, two vectors: bf16_dense.MIN_CONV_VECTORS)
+    ("build_winograd", ["conv2d"] * 5 + ["winograd", "winograd"]),
 ])
 def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the_rest_stays_fp32(name, dotted_kinds):
     """--precision bf16 (compile/bf16.py): the convolutions over an even number of input channels,
     the dense layers and the Winograd products read bf16 pairs and call the vdpbf16ps wrapper once
-    per 16 lanes x 2 steps; the stem (3 channels), the depthwise convolution, the layers with
-    fewer outputs than PackWeights packs (40, 48) stay fp32, and no kernel reads bf16 without the
+    per 16 lanes x 2 steps; the stem (3 channels), the depthwise convolution and the dense layer
+    with fewer outputs than PackWeights packs (40) stay fp32, and no kernel reads bf16 without the
     dot product. Built for a Zen 4 target, so it holds on any host."""
     import tvm
 

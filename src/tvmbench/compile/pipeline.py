@@ -42,7 +42,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "96"
+PIPELINE_VERSION = "97"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its output's reshape to NHWC, in a
@@ -79,7 +79,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
-                   passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes)),  # (--precision bf16 only: compile/bf16.py)
+                   passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
+                                     vector_lanes(target.tvm(), 32)),  # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
                                        half_vectors_full_rate(target.tvm())),
                    relax.transform.CanonicalizeBindings()]

@@ -12,8 +12,9 @@ the input's is an elementwise step FuseOps joins to its producer where it can (a
 writes its output in bf16 beside the fp32 one the residual reads). One ``astype`` serves every
 dense layer reading the same input (a layer's query, key and value projections). Everything else
 (attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
-A layer whose reduction (its input channels) is odd, or with fewer outputs than PackWeights
-packs (``min_outputs``), stays fp32: the packed pairs need an even depth and whole vectors. So
+A layer whose reduction (its input channels) is odd, a dense layer with fewer outputs than
+PackWeights packs (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS``
+vectors of them stay fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
 convolution (``_joined_expansions``).
 """
@@ -41,6 +42,15 @@ from tvmbench.compile.ir import (
 ATTR = "tvmbench_precision"
 # An input is cast before the reshapes leading to it (``round_input``; 0: after them).
 CAST_BEFORE_RESHAPES = 1
+# A convolution over this many vectors of outputs or more reads bf16 (PackWeights packs it in whole
+# blocks: its dot product needs the pairs); 0: as many as a dense layer (``min_outputs``, four
+# vectors on AVX-512). Same-process A/Bs of 0 against 2 (Zen 4, `rule_ab.py M
+# passes.bf16_dense.MIN_CONV_VECTORS 0 --precision bf16`, session 68; both build orders where two):
+# squeezenet1_1 1.024x / 1.025x (its squeezes to 32 and 48 channels), mobilenet_v2 1.028x /
+# 1.034x, densenet121 1.028x (its 3x3s to 32 channels), googlenet 1.009x, inception_v3 1.008x,
+# torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector (16 outputs) against two: mobilenet_v2 0.990x (ba; far
+# state 0.942x ab), efficientnet_b0 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
+MIN_CONV_VECTORS = 2
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
 # (``_joined_expansions``).
 KEEP_JOINED_EXPANSIONS = 1
@@ -62,9 +72,9 @@ def marked(mod: Any) -> bool:
 
 @mutator
 class _Bf16Dense(PyExprMutator):
-    def __init__(self, mod: Any, min_outputs: int) -> None:
+    def __init__(self, mod: Any, min_outputs: int, lanes: int) -> None:
         super().__init__(mod)
-        self.min_outputs = min_outputs
+        self.min_outputs, self.lanes = min_outputs, lanes
         self.weights: set[Any] = set()
         self.fp32: set[Any] = set()  # calls left in fp32 (``_joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
@@ -93,7 +103,8 @@ class _Bf16Dense(PyExprMutator):
                     or len(shape) != 4):
                 return call
             depth, outputs = shape[2], shape[3]
-        if depth % 2 or outputs < self.min_outputs:
+        fewest = MIN_CONV_VECTORS * self.lanes if MIN_CONV_VECTORS and name == "relax.nn.conv2d" else self.min_outputs
+        if depth % 2 or outputs < fewest:
             return call
         xb = self.round_input(x)
         wb = self.builder_.emit(relax.op.astype(w, "bfloat16"))
@@ -165,17 +176,18 @@ def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
     return found
 
 
-def bf16_dense(min_outputs: int, min_bytes: int) -> Any:
+def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
-    ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32)."""
+    ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32);
+    ``lanes``: fp32 lanes of the target's vectors."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded = weight_params(func), {}
         mutator_.fp32 = _joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
 
-    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs), "Bf16Dense", before=set_weights)
+    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes), "Bf16Dense", before=set_weights)
 
     @tvm.ir.transform.module_pass(opt_level=0, name="Bf16DenseIfMarked")
     def pass_(mod: Any, ctx: Any) -> Any:
