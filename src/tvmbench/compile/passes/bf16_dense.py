@@ -48,8 +48,9 @@ CAST_BEFORE_RESHAPES = 1
 # passes.bf16_dense.MIN_CONV_VECTORS 0 --precision bf16`, session 68; both build orders where two):
 # squeezenet1_1 1.024x / 1.025x (its squeezes to 32 and 48 channels), mobilenet_v2 1.028x /
 # 1.034x, densenet121 1.028x (its 3x3s to 32 channels), googlenet 1.009x, inception_v3 1.008x,
-# torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector (16 outputs) against two: mobilenet_v2 0.990x (ba; far
-# state 0.942x ab), efficientnet_b0 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
+# torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector
+# (16 outputs) against two: mobilenet_v2 0.990x (ba; far state 0.942x ab), efficientnet_b0
+# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
 MIN_CONV_VECTORS = 2
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
 # (``_joined_expansions``).
@@ -140,8 +141,8 @@ class _Bf16Dense(PyExprMutator):
 
 def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
     """The 1x1 convolutions of ``func`` whose output (over ``min_bytes``) flows, through cheap
-    elementwise steps (``_CHEAP``) used once each, only into a depthwise convolution: the expansions of
-    inverted-residual blocks that FuseExpansionIntoWindow joins into their window in fp32
+    elementwise steps (``_CHEAP``) used once each, only into a depthwise convolution: the
+    expansions of inverted-residual blocks that FuseExpansionIntoWindow joins into their window in fp32
     (``passes/fuse_expansion.py``), so the expanded tensor never leaves the cores' caches.
 
     In bf16 such an expansion ran alone (ExpandWindow computes in fp32 and does not take a bf16
