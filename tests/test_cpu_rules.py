@@ -1585,6 +1585,29 @@ def test_a_bf16_build_leaves_an_expansion_joined_into_its_window_in_fp32(monkeyp
     assert sum(reads_bf16(f) for n, f in kernels.items() if "conv2d" in n) == (0 if keep else 1), list(kernels)
 
 
+def test_the_bf16_check_reads_kernels_without_a_root_block():
+    """RoBERTa's position ids come from a cumsum that TVM legalizes into one opaque block with no
+    root (TOPI's generic scan, as printed from the failing build): the bf16 check
+    (``bf16.bf16_kernels``) failed on it, and the whole bf16 build with it."""
+    import tvm
+    from tvm.script import tirx as T
+
+    from tvmbench.compile.bf16 import bf16_kernels
+    from tvmbench.compile.tir import reads_bf16
+
+    @T.prim_func(s_tir=True)
+    def cumsum(lv1: T.Buffer((1, 128), "int32"), out: T.Buffer((1, 128), "int32")):
+        with T.sblock("cumsum_generic"):
+            T.reads()
+            T.writes()
+            out[0, 0] = lv1[0, 0]
+            for i in range(127):
+                out[0, i + 1] = out[0, i] + lv1[0, i + 1]
+
+    assert not reads_bf16(cumsum) and not reads_bf16(cumsum, reductions=True)
+    assert bf16_kernels(tvm.IRModule({"cumsum": cumsum})) == []
+
+
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
 @pytest.mark.parametrize("name", [BF16_NET, f"{Path(__file__).parent}/mlp_model.py:build_winograd"])
 def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32(name):

@@ -149,8 +149,8 @@ def reads_bf16(func: Any, reductions: bool = False) -> bool:
     """Whether a function's blocks read bf16 buffers (``--precision bf16``'s dense layers and
     convolutions); ``reductions``: only its reduction blocks (a product over bf16 operands, not a
     copy of bf16 values)."""
-    sch = s_tir.Schedule(func)
-    blocks = [sch.get(rv) for rv in sch.get_child_blocks(sch.get_sblock("root"))]
+    blocks: list[Any] = []  # (every block: a hand-written kernel, RoBERTa's cumsum, has no root block)
+    tvm_ffi.structural_walk(func.body, (s_tir.SBlock, blocks.append))
     return any(r.source.dtype == "bfloat16" for block in blocks for r in block.reads
                if not reductions or any(int(v.iter_type) == COMM_REDUCE for v in block.iter_vars))
 
