@@ -287,7 +287,8 @@ def test_explain_against_onnxruntime_accounts_for_each_frameworks_time(tmp_path,
 def test_explains_tvm_worker_reads_its_kernels_before_the_turns_begin(monkeypatch):
     """In lockstep the TVM worker legalizes the build to read its kernels (seconds of CPU work
     for a CNN) before it arrives at the turns, not while the other framework's worker measures
-    its first turns beside it (OpenVINO's end to end read a third too slow); every call after
+    its first turns beside it (OpenVINO's end to end read up to a third over its operators' sum);
+    every call after
     arriving is made in TVM's own turns."""
     from tvmbench.backends import BackendConfig
     from tvmbench.compile import pipeline

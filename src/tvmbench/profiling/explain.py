@@ -94,7 +94,7 @@ def explain_job(job: ExplainJob, progress: Any = None) -> Breakdown:
     say = progress or (lambda msg: None)
     backend = prepared_backend(job.framework, job.model, job.options, job.backend, say)
     # (TVM's kernels read before the turns begin: seconds of legalizing, which the other
-    # framework's first turns once ran beside, its end-to-end time a third too slow)
+    # framework's first turns, its plain runs, once shared the cores with)
     kernels = _kernels(backend, job) if job.framework in ("tvm", "tvm_untuned") else None
     pacer = Pacer(job.turns, rewarm=backend.run)
     try:
