@@ -288,8 +288,7 @@ def test_explains_tvm_worker_reads_its_kernels_before_the_turns_begin(monkeypatc
     """In lockstep the TVM worker legalizes the build to read its kernels (seconds of CPU work
     for a CNN) before it arrives at the turns, not while the other framework's worker measures
     its first turns beside it (OpenVINO's end to end read up to a third over its operators' sum);
-    every call after
-    arriving is made in TVM's own turns."""
+    every call after arriving is made in TVM's own turns."""
     from tvmbench.backends import BackendConfig
     from tvmbench.compile import pipeline
     from tvmbench.models import ModelOptions
