@@ -142,6 +142,13 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     return [e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1], shape
 
 
+def has_let(node: Any) -> bool:
+    """Whether a TIR statement or expression holds a ``Let`` expression (the fast ``exp``'s)."""
+    found: list[Any] = []
+    tvm_ffi.structural_walk(node, [(tvm.tirx.Let, found.append)])
+    return bool(found)
+
+
 COMM_REDUCE = 2  # (IterVar.CommReduce: a reduction axis)
 
 

@@ -209,22 +209,19 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any]
     exponential: softmax, SiLU, joined attentions), for which its task scheduler's FLOP estimate
     has no rule ("Do not have a default for prim.Let": ``tvmbench tune`` failed on every
     transformer)."""
-    import tvm
-    import tvm_ffi
     from tvm.s_tir import meta_schedule as ms
 
-    def has_let(task: Any) -> bool:
-        found: list[Any] = []
-        for func in task.dispatched[0].functions.values():
-            tvm_ffi.structural_walk(func.body, [(tvm.tirx.Let, found.append)])
-        return bool(found)
+    from tvmbench.compile.tir import has_let
+
+    def has_lets(task: Any) -> bool:
+        return any(has_let(func.body) for func in task.dispatched[0].functions.values())
 
     imported = import_model(model, recurrent.registers(target))
     mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
     # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
-    lets = [has_let(t) for t in tasks]
+    lets = [has_lets(t) for t in tasks]
     return [t for t, let in zip(tasks, lets, strict=True) if not let], [t.task_name for t, let in zip(tasks, lets, strict=True) if let]
 
 

@@ -17,12 +17,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tvmbench.compile.ir import kernel_pass
-
-
-def _has_let(expr: Any) -> bool:
-    found = []
-    tvm_ffi.structural_walk(expr, (tirx.Let, lambda node: found.append(node)))
-    return bool(found)
+from tvmbench.compile.tir import has_let
 
 
 def bind_cast_operands(func: Any) -> Any:
@@ -34,7 +29,7 @@ def bind_cast_operands(func: Any) -> Any:
     def on_store(node: Any) -> Any:
         value = node.value
         if (not isinstance(value, tirx.Cast) or not str(value.ty).startswith("bfloat16")
-                or not _has_let(value.value)):
+                or not has_let(value.value)):
             return node
         changed.append(node)
         var = tirx.Var("cast_operand", value.value.ty)
