@@ -32,6 +32,7 @@ def main() -> None:
     parser.add_argument("options", help="ModelOptions as JSON, e.g. '{\"batch_size\": 8}'")
     parser.add_argument("match", help="substring of the kernel names to time")
     parser.add_argument("variants", nargs="+", help="knob overrides as JSON, one per variant")
+    parser.add_argument("--precision", default="fp32", help="TVM's --precision (bf16: on CPUs with AVX-512 BF16)")
     args = parser.parse_args()
     try:
         options, variants = json.loads(args.options), [json.loads(v) for v in args.variants]
@@ -51,7 +52,10 @@ def main() -> None:
 
     target = resolve_target("llvm")
     model = load_model(args.model, ModelOptions(**options))
-    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+    from tvmbench.compile.precision import apply_precision
+
+    mod = apply_precision(import_model(model).mod, args.precision, target)
+    legal = pipeline.per_inference(pipeline.legalized(mod, target))
     kernels = [(gv.name_hint, f) for gv, f in legal.functions.items()
                if isinstance(f, tvm.tirx.PrimFunc) and args.match in gv.name_hint]
     rng = np.random.default_rng(0)
@@ -69,15 +73,17 @@ def main() -> None:
 
 
 def _time_kernel(name: str, func, builds: list, rng) -> None:
+    import ml_dtypes
     import tvm
 
     dev = tvm.cpu()
     shapes = [([int(d) for d in p.ty.shape], str(p.ty.dtype)) for p in func.params]
-    sets = [[tvm.runtime.tensor(rng.standard_normal(s).astype(d), dev) for s, d in shapes] for _ in range(COPIES)]
+    sets = [[tvm.runtime.tensor(rng.standard_normal(s).astype(ml_dtypes.bfloat16 if d == "bfloat16" else d), dev)
+             for s, d in shapes] for _ in range(COPIES)]
     outputs, times = [], [[] for _ in builds]
     for _, fn in builds:
         fn(*sets[0])
-        outputs.append(sets[0][-1].numpy().copy())
+        outputs.append(sets[0][-1].numpy().astype("float32"))
     for rnd in range(ROUNDS):
         order = range(len(builds)) if rnd % 2 == 0 else reversed(range(len(builds)))
         for i in order:

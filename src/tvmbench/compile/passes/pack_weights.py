@@ -92,6 +92,12 @@ THREE_VECTOR_BLOCKS = True
 # 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
 # mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
+# A dense layer padded to whole blocks (``pack_matmul``) takes blocks of twice the width: the
+# contraction rule's widest tile, four vectors, spans two blocks, and over an odd count (GPT-2's
+# LM head, 1571 blocks of 32) it took two vectors. Same-process A/Bs against 0 (Zen 4, session 69,
+# `rule_ab.py gpt2 passes.pack_weights.EVEN_PADDED_BLOCKS 0`): bf16 1.043x (its head 1.1-1.2x
+# alone), fp32 0.990x (1.016x / 1.005x in the two host states).
+EVEN_PADDED_BLOCKS = 1
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -263,7 +269,7 @@ class _Pack(PyExprMutator):
         # width with full vectors, and the padding is sliced off its output. Unpadded, the
         # tail left the whole loop unvectorised: a scalar matmul.
         padded = pb is None
-        pb = block if padded else pb
+        pb = (2 * block if EVEN_PADDED_BLOCKS else block) if padded else pb
         layout = (lambda k, n: (n // pb, k // 2, n % pb, k % 2)) if pairs else (lambda k, n: (n // pb, k, n % pb))
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         # Rows with no divisor from 4 to 8 (ViT's 197 tokens) would leave a predicated last row
