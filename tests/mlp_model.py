@@ -721,6 +721,27 @@ class _Bf16Net(torch.nn.Module):
         return self.fc2(torch.nn.functional.gelu(self.fc1(tokens)))
 
 
+class _Bf16Residual(torch.nn.Module):
+    """Two residual blocks in bf16: each block's input (48x48x128, 1.2 MB in fp32: over a 1 MB
+    L2) feeds a bf16 1x1 convolution and the block's residual add (``bf16_dense._residual_casts``:
+    stored once, in bf16)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(8, 128, 3, padding=1)
+        self.convs = torch.nn.ModuleList(torch.nn.Conv2d(128, 128, 1) for _ in range(3))
+
+    def forward(self, x):
+        x = torch.relu(self.stem(x))
+        x = torch.relu(x + self.convs[1](torch.relu(self.convs[0](x))))
+        return x + self.convs[2](x)
+
+
+def build_bf16_residual():
+    torch.manual_seed(0)
+    return _Bf16Residual().eval(), (torch.randn(1, 8, 48, 48),)
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

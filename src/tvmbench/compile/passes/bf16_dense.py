@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
@@ -58,6 +59,13 @@ KEEP_JOINED_EXPANSIONS = 1
 # The steps between such an expansion and its window: cheap ones. The joined kernel recomputes the
 # expansion's halo rows, and an exponential's recompute (EfficientNet's SiLU) cost more than the
 # bf16 expansion saved (torchvision's efficientnet_b0 0.98x, both build orders).
+# A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
+# once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
+# its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
+# 69, `rule_ab.py M passes.bf16_dense.BF16_RESIDUALS 0 --precision bf16 --probe`, at any size):
+# resnet50 1.043x (ab), 1.038x / 1.061x in the two host states (ba), resnet101 1.016x, resnet18
+# 0.986x (its 7x7 maps only); 2 against 1: resnet50 1.008x, resnet101 0.998x.
+BF16_RESIDUALS = 1
 _CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
           "relax.nn.relu", "relax.nn.leakyrelu"}
 
@@ -177,6 +185,49 @@ def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
     return found
 
 
+def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:
+    """A ResNet block's output feeds the next block's first convolution, which reads it as bf16
+    (``round_input``), and the next block's residual ``add``, which read the fp32 one: its
+    producer wrote both, or the fp32 one for the cast to read again. In bf16 the 1x1 convolutions
+    that end resnet50's first stages ran at half OpenVINO's time, their 3.2 MB fp32 outputs and
+    residuals going to memory. For each such NHWC feature map (a 4-d fp32 value over ``min_bytes``
+    whose users are its bf16 cast and ``add`` s after it), the cast's variable: the adds then read
+    the bf16 one, widened (``_Bf16Residuals``), and the producer writes bf16 alone."""
+    order = {b.var: i for i, b in enumerate(bindings(func)) if isinstance(b, relax.VarBinding)}
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    users, uses = users_of(bound), use_counts(func)
+    found = {}
+    for var, value in bound.items():
+        if op_name(value) != "relax.astype" or str(value.attrs.dtype) != "bfloat16":
+            continue
+        x = value.args[0]
+        shape = static_shape(x.ty) if x in bound else None
+        if (shape is None or len(shape) != 4 or str(x.ty.dtype) != "float32"
+                or (BF16_RESIDUALS == 1 and 4 * int(np.prod(shape)) <= min_bytes)):
+            continue
+        others = [u for u in users.get(x, []) if u is not var]
+        if (others and uses.get(x) == len(others) + 1
+                and all(op_name(bound[u]) == "relax.add" and order[u] > order[var] for u in others)):
+            found[x] = var
+    return found
+
+
+@mutator
+class _Bf16Residuals(PyExprMutator):
+    """The residual ``add`` s of ``_residual_casts`` read their operand's bf16 copy, widened."""
+
+    def __init__(self, mod: Any) -> None:
+        super().__init__(mod)
+        self.casts: dict[Any, Any] = {}
+
+    def visit_call_(self, call: Any) -> Any:
+        if op_name(call) != "relax.add" or not any(a in self.casts for a in call.args):
+            return super().visit_call_(call)
+        args = [self.builder_.emit(relax.op.astype(self.visit_expr(self.casts[a]), "float32")) if a in self.casts
+                else self.visit_expr(a) for a in call.args]
+        return relax.op.add(*args)
+
+
 def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
@@ -188,10 +239,14 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
         mutator_.weights, mutator_.rounded = weight_params(func), {}
         mutator_.fp32 = _joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
 
+    def set_casts(mutator_: Any, func: Any) -> None:
+        mutator_.casts = _residual_casts(func, min_bytes) if BF16_RESIDUALS else {}
+
     rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes), "Bf16Dense", before=set_weights)
+    residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
 
     @tvm.ir.transform.module_pass(opt_level=0, name="Bf16DenseIfMarked")
     def pass_(mod: Any, ctx: Any) -> Any:
-        return rewrite(mod) if marked(mod) else mod
+        return residuals(rewrite(mod)) if marked(mod) else mod
 
     return pass_
