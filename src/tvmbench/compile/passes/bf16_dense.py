@@ -16,7 +16,8 @@ A layer whose reduction (its input channels) is odd, a dense layer with fewer ou
 PackWeights packs (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS``
 vectors of them stay fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
-convolution (``_joined_expansions``).
+convolution (``_joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
+residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
 """
 
 from __future__ import annotations
