@@ -317,7 +317,7 @@ def test_an_lm_head_padded_to_whole_blocks_takes_the_widest_tile():
     """GPT-2's LM head has 50257 outputs, a multiple of no block, so its weight is padded with
     zero columns. Padded to blocks of one tile's half (1571 of 32 on AVX-512: odd), the widest
     tile, which spans two such blocks, did not divide it and the head ran in half-width tiles
-    (10-20 % slower alone in bf16); padded to blocks of the widest tile it takes that."""
+    (about 10 % slower alone in bf16); padded to blocks of the widest tile it takes that."""
     import tvm
 
     from tvmbench.compile.knobs import knob_set

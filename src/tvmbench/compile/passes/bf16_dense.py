@@ -60,6 +60,8 @@ KEEP_JOINED_EXPANSIONS = 1
 # The steps between such an expansion and its window: cheap ones. The joined kernel recomputes the
 # expansion's halo rows, and an exponential's recompute (EfficientNet's SiLU) cost more than the
 # bf16 expansion saved (torchvision's efficientnet_b0 0.98x, both build orders).
+_CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
+          "relax.nn.relu", "relax.nn.leakyrelu"}
 # A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
 # once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
 # its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
@@ -67,8 +69,6 @@ KEEP_JOINED_EXPANSIONS = 1
 # resnet50 1.043x (ab), 1.038x / 1.061x in the two host states (ba), resnet101 1.016x, resnet18
 # 0.986x (its 7x7 maps only); 2 against 1: resnet50 1.008x, resnet101 0.998x.
 BF16_RESIDUALS = 1
-_CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
-          "relax.nn.relu", "relax.nn.leakyrelu"}
 
 
 def mark(mod: Any) -> Any:
@@ -190,7 +190,7 @@ def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:
     """A ResNet block's output feeds the next block's first convolution, which reads it as bf16
     (``round_input``), and the next block's residual ``add``, which read the fp32 one: its
     producer wrote both, or the fp32 one for the cast to read again. In bf16 the 1x1 convolutions
-    that end resnet50's first stages ran at half OpenVINO's time, their 3.2 MB fp32 outputs and
+    that end resnet50's first stages took twice OpenVINO's time, their 3.2 MB fp32 outputs and
     residuals going to memory. For each such NHWC feature map (a 4-d fp32 value over ``min_bytes``
     whose users are its bf16 cast and ``add`` s after it), the cast's variable: the adds then read
     the bf16 one, widened (``_Bf16Residuals``), and the producer writes bf16 alone."""
