@@ -742,6 +742,24 @@ def build_bf16_residual():
     return _Bf16Residual().eval(), (torch.randn(1, 8, 48, 48),)
 
 
+class _Bf16FewChannelWinograd(torch.nn.Module):
+    """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
+    map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map
+    (within L2) take Winograd."""
+
+    def __init__(self):
+        super().__init__()
+        self.few, self.more, self.small = (torch.nn.Conv2d(c, c, 3, padding=1) for c in (32, 48, 32))
+
+    def forward(self, x, y, z):
+        return self.few(x), self.more(y), self.small(z)
+
+
+def build_bf16_few_channel_winograd():
+    torch.manual_seed(0)
+    return _Bf16FewChannelWinograd().eval(), tuple(torch.randn(1, c, e, e) for c, e in ((32, 96), (48, 96), (32, 24)))
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

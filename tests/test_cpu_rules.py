@@ -1628,6 +1628,26 @@ def test_a_bf16_residual_stream_is_stored_once_in_bf16(monkeypatch, residuals):
     assert ("cast" in " ".join(fp32_readers)) is not bool(residuals), fp32_readers
 
 
+@pytest.mark.parametrize("least", [48, 0])
+def test_a_bf16_3x3_over_few_channels_on_a_map_over_l2_stays_direct(monkeypatch, least):
+    """Under --precision bf16 a 3x3 convolution over fewer than BF16_MIN_CHANNELS input channels
+    whose input map is over L2 stays direct (inception_v3's 32 -> 32 at 147x147): its Winograd
+    product is short and the fp32 transforms' traffic is the larger part. More channels on the
+    same map, or the same channels on a map within L2, still take Winograd."""
+    import importlib
+
+    from tvmbench.compile.precision import apply_precision
+
+    winograd = importlib.import_module("tvmbench.compile.passes.winograd")
+    monkeypatch.setattr(winograd, "BF16_MIN_CHANNELS", least)
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    assert target.l2_bytes == 1 << 20  # (Zen 4's, named: the 96x96x32 map's 1.2 MB is over it)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_few_channel_winograd")
+    legal = pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target)
+    products = [gv.name_hint for gv in legal.get_global_vars() if gv.name_hint.startswith("winograd_product")]
+    assert len(products) == (2 if least else 3), products
+
+
 def test_the_bf16_check_reads_kernels_without_a_root_block():
     """RoBERTa's position ids come from a cumsum that TVM legalizes into one opaque block with no
     root (TOPI's generic scan, as printed from the failing build): the bf16 check

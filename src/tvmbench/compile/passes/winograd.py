@@ -283,6 +283,22 @@ BF16_WINOGRAD = 1
 # orders), resnet50 1.015x / 1.02x, resnet18 1.07x, densenet121 and googlenet level; 28 (14x14
 # maps direct too) against 14: resnet34 0.87x in both orders, resnet50 level.
 BF16_MIN_EDGE = 14
+# ... and, where the input map's fp32 bytes are over L2, only those over at least this many input
+# channels (per group); fewer stay direct, bf16. In bf16 the product runs up to twice fp32's rate
+# and the transforms (fp32) do not; summing few channels, the product is short and the
+# transforms' traffic, which goes past L2 on such a map, is the larger part (inception_v3's
+# Conv2d_2a_3x3, 32 -> 32 at 147x147: a Winograd product of 2.2 ms and transforms of 1.2 against
+# OpenVINO's direct 1.1 ms). On maps within L2 the transforms stay cheap: squeezenet1_1's 32 ->
+# 128 at 27x27 direct lost 0.97-0.99x, googlenet's level. Measured in docs/performance.md
+# (session 70).
+BF16_MIN_CHANNELS = 48
+
+
+def _direct_in_bf16(x_shape: list[int], w_shape: list[int], out_shape: list[int], l2_bytes: int) -> bool:
+    """Whether a 3x3 convolution stays direct under --precision bf16 (BF16_WINOGRAD,
+    BF16_MIN_EDGE, BF16_MIN_CHANNELS)."""
+    return (not BF16_WINOGRAD or min(out_shape[1:3]) < BF16_MIN_EDGE
+            or (w_shape[2] < BF16_MIN_CHANNELS and 4 * int(np.prod(x_shape)) > l2_bytes))
 
 
 def winograd_conv3x3(target: ResolvedTarget) -> Any:
@@ -312,7 +328,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             x_shape, w_shape, out_shape = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
             if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC"
                     or None in (x_shape, w_shape, out_shape)
-                    or (self.bf16 and (not BF16_WINOGRAD or min(out_shape[1:3]) < BF16_MIN_EDGE))):
+                    or (self.bf16 and _direct_in_bf16(x_shape, w_shape, out_shape, target.l2_bytes))):
                 return call
             found = plan(x_shape, w_shape, out_shape, [int(v) for v in a.strides],
                          [int(v) for v in a.dilation], int(a.groups))
