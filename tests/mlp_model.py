@@ -698,6 +698,25 @@ def build_masked_attention():
     return _MaskedAttention().eval(), (torch.randn(1, 2, 15, 16),)
 
 
+class _BiasFreeResiduals(torch.nn.Module):
+    """Dense layers without a bias over a residual stream of tokens (T5's): each one's packed
+    matmul is reshaped back to the tokens and the residual add reshapes it again (the two cancel:
+    ``pipeline.REDUNDANT_RESHAPES``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(64, 64, bias=False), torch.nn.Linear(64, 64, bias=False)
+
+    def forward(self, x):
+        x = x + self.a(x)
+        return x + self.b(torch.relu(x))
+
+
+def build_bias_free_residuals():
+    torch.manual_seed(0)
+    return _BiasFreeResiduals().eval(), (torch.randn(1, 16, 64),)
+
+
 class _Bf16Net(torch.nn.Module):
     """What ``--precision bf16`` changes and what it leaves: a stem over 3 channels (odd: stays
     fp32), a strided 3x3 and a 1x1 onto 13x13 maps (no register tile divides 13: whole tiles over

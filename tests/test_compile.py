@@ -219,6 +219,28 @@ def test_gpt2s_layers_share_one_mask_and_one_kernel_of_key_limits():
     assert len(attention) == 2 and attention[0][2] == attention[1][2] and len(limits) == 1, main
 
 
+@pytest.mark.parametrize("remove", [1, 0])
+def test_a_residual_add_after_a_bias_free_dense_layer_joins_the_layer(monkeypatch, remove):
+    """T5's dense layers have no bias: PackWeights' matmul was reshaped back to the tokens and the
+    residual add reshaped it again, the two reshapes kept the add out of the matmul's epilogue,
+    and it ran as a kernel of its own (60 in t5-base, 2.5 ms). TVM's RemoveRedundantReshape
+    (pipeline.REDUNDANT_RESHAPES) drops the pair: each add joins its matmul."""
+    import dataclasses
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    monkeypatch.setattr(pipeline, "REDUNDANT_RESHAPES", remove)
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_bias_free_residuals")
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    kernels = [gv.name_hint for gv in legal.get_global_vars() if gv.name_hint != "main"]
+    alone = [k for k in kernels if "add" in k and "matmul" not in k]
+    assert (alone == []) is bool(remove), kernels
+    if remove:
+        result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
+        assert result["passed"], result
+
+
 def test_a_constant_mask_gives_its_key_limits_when_compiling():
     """ViT's padded keys are hidden by a constant row (PadAttention): KeyLimits computes their
     limits when compiling, not with a kernel per layer at run time (12 calls, 0.2 ms, in ViT-B)."""

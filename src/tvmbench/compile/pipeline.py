@@ -5,20 +5,19 @@ pipeline does not decompose batch-norm for inference. We use one pipeline shape 
 stages, so that the functions the tuner extracts are exactly the functions this pipeline compiles
 (tuning records match by structural hash):
 
-1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to
-   scale/shift), BoundedTake, ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic,
-   PadAttention, PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
-   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC, PadWindowChannels, Bf16Dense (``--precision bf16``), PackWeights
-   (conv/dense weights packed per output-channel tile); SlicesThroughLayout; last LiftTransformParams, which moves
-   weight-only work (layout transforms, packing, transposes, batch-norm folding) into
-   ``main_transform_params``, run once at load;
+1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to scale/shift), BoundedTake,
+   ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic, PadAttention,
+   PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
+   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC,
+   PadWindowChannels, Bf16Dense (``--precision bf16``), PackWeights (conv/dense weights packed per output-channel tile),
+   RemoveRedundantReshape; SlicesThroughLayout; last LiftTransformParams, which moves weight-only work (layout transforms,
+   packing, transposes, batch-norm folding) into ``main_transform_params``, run once at load;
 2. legalize and fuse: (on CPU, FastMath: TVM's FastMathTransform, softmax by reciprocal), LegalizeOps, AnnotateTIROpPattern,
-   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR, (on CPU, EliminateCommonSubexpr, KeyLimits),
-   FlatTransformParams;
-3. schedules: a MetaSchedule database where given, then default rules for what it did not cover
-   (tvmbench's CPU rules in ``rules/``, then DLight's; functions already scheduled are skipped);
-   then LazySelect, so no ``Select`` loads memory its condition excludes (a tuned schedule's
-   kernel read megabytes past its input without it);
+   FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR, (on CPU, EliminateCommonSubexpr,
+   KeyLimits), FlatTransformParams, RewriteDataflowReshape;
+3. schedules: a MetaSchedule database where given, then default rules for what it did not cover (tvmbench's CPU rules
+   in ``rules/``, then DLight's; functions already scheduled are skipped); then LazySelect, so no ``Select`` loads
+   memory its condition excludes (a tuned schedule's kernel read megabytes past its input without it);
 4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
 
 tvmbench's passes live in ``passes/`` (one module each), its rules in ``rules/``.
@@ -42,14 +41,15 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "99"
+PIPELINE_VERSION = "100"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
-# 0: a grouped convolution's shift and activation stay after its output's reshape to NHWC, in a
-# kernel of their own (``passes/reshape_last.py``).
+# 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
 ELEMENTWISE_BEFORE_RESHAPE = 1
 # 0: inverted residuals keep expanded channels that are not whole vectors (``passes/pad_window_channels.py``).
 PAD_WINDOW_CHANNELS = 1
+# 0: a reshape of a reshape stays two (TVM's RemoveRedundantReshape; docs/performance.md, session 70).
+REDUNDANT_RESHAPES = 1
 
 
 def _backend(target: ResolvedTarget) -> Any:
@@ -83,6 +83,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                                      vector_lanes(target.tvm(), 32)),  # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
                                        half_vectors_full_rate(target.tvm())),
+                   *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)
         result += [relax.transform.ConvertLayout(target.layouts), passes.keep_channels_last(),
@@ -117,9 +118,8 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         *([relax.transform.EliminateCommonSubexpr()] if cpu and DEDUPLICATE_CALLS else []),
         *([passes.key_limits(), passes.pack_keys(lanes)] if cpu else []),
         passes.flat_transform_params(),  # after FastMath (TVM's FastMathTransform failed on calls of Relax functions)
-        # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in
-        # its VM lowering, after scheduling, where it no longer recognises a scheduled reshape:
-        # bert-base at batch 8 ran 72 reshape copies per inference (10.6 ms of 618).
+        # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in its VM lowering,
+        # after scheduling, where it no longer recognises a scheduled reshape (bert-base b8: 72 copies, 10.6 ms of 618).
         relax.transform.RewriteDataflowReshape(),
     ]
 
