@@ -249,6 +249,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     judged against an earlier pipeline's default schedules (``stale_verdicts``), or with
     ``force_check``. Returns the TuneReport and the database path."""
     from tvmbench.measure.isolation import run_isolated
+    from tvmbench.rpc import refuse_emulated
     from tvmbench.tuning.database import IN_MODEL, TuningDatabase, default_database_dir, forget_stale_defaults
     from tvmbench.tuning.tuner import TuneJob, run_tune_job
 
@@ -259,7 +260,8 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     cfg = TuneConfig(**config)
     if cfg.cost_model == "xgb" and importlib.util.find_spec("xgboost") is None:
         raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
-    check_rpc(cfg.rpc_tracker, cfg.rpc_key)
+    if check_rpc(cfg.rpc_tracker, cfg.rpc_key):
+        refuse_emulated(cfg.rpc_tracker, cfg.rpc_key)  # (before the worker loads the model)
     database = TuningDatabase.open(db or default_database_dir(resolved), resolved, create=True)
     job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg,
                   verbose=verbose)

@@ -6,7 +6,9 @@ runs aarch64 code under qemu's user-mode emulation (``qemu-aarch64``), so ``run 
 reference as on a real board. The device's Python is Debian's aarch64 build (bookworm's 3.11,
 unpacked by ``debootstrap --foreign`` into the cache folder: no chroot, and fakeroot for a user
 other than root), with the aarch64 wheels of the TVM runtime this machine uses (``pip install
---platform``). Emulated code
+--platform``). The device loads TVM's runtime library only (``TVM_USE_RUNTIME_LIB``) and has no
+``ml_dtypes``: under qemu, loading the compiler and ml_dtypes' type tables took 11 of the 16 s
+each device process spent importing TVM. Emulated code
 runs 100-400x slower than on a board, and not in proportion: the server registers
 ``tvmbench.emulated`` and results say the times are an emulator's, not a device's speed.
 
@@ -31,7 +33,10 @@ from tvmbench.paths import cache_dir
 SUITE, MIRROR = "bookworm", "http://deb.debian.org/debian"  # Debian 12: Python 3.11, as the wheels
 PYTHON = "3.11"
 PACKAGES = ("python3-minimal", "libpython3.11-stdlib")
-WHEELS = ("numpy", "cloudpickle", "psutil")  # what TVM's RPC server imports besides TVM itself
+# What TVM's RPC server imports besides TVM itself (installed without their dependencies: TVM's
+# ml_dtypes is for host-side dtypes, optional, and slow to import under emulation).
+WHEELS = ("numpy", "cloudpickle", "psutil", "typing_extensions")
+VERSION = "2"  # of the device made: a folder made by an older tvmbench is made again
 _SERVER = '''"""tvmbench's emulated device server (written by tvmbench.emulator)."""
 import argparse
 import tvm
@@ -77,7 +82,8 @@ def device_python(say: Callable[[str], None] = print) -> Path:
     home = cache_dir("emulator") / "aarch64"
     root, site, script = home / "root", home / "site", home / "root" / "usr" / "bin" / "python-emu"
     with filelock.FileLock(str(home.parent / "aarch64.lock")):  # (another process may be making it)
-        if not (home / "ready").exists():
+        ready = home / "ready"
+        if not ready.exists() or ready.read_text() != VERSION:
             _make(home, root, site, script, qemu, deboot, say)
     return script
 
@@ -90,14 +96,14 @@ def _make(home: Path, root: Path, site: Path, script: Path, qemu: str, deboot: s
           SUITE, str(root), MIRROR], "debootstrap")
     for deb in sorted((root / "var" / "cache" / "apt" / "archives").glob("*.deb")):
         _run(["dpkg", "-x", str(deb), str(root)], f"unpacking {deb.name}")
-    _run([sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "--only-binary=:all:",
+    _run([sys.executable, "-m", "pip", "install", "-q", "--target", str(site), "--only-binary=:all:", "--no-deps",
           "--platform", "manylinux_2_28_aarch64", "--platform", "manylinux2014_aarch64", "--python-version",
           PYTHON, "--implementation", "cp", *_tvm_pins(), *WHEELS], "pip install (aarch64 wheels)")
-    script.write_text(f'#!/bin/sh\nexport PYTHONPATH="{site}"\n'
+    script.write_text(f'#!/bin/sh\nexport PYTHONPATH="{site}" TVM_USE_RUNTIME_LIB=1\n'
                       f'exec "{qemu}" -L "{root}" -0 "{script}" "{root}/usr/bin/python{PYTHON}" "$@"\n')
     script.chmod(0o755)
     write_text_atomic(home / "server.py", _SERVER)
-    write_text_atomic(home / "ready", "")  # (last: an interrupted make starts again)
+    write_text_atomic(home / "ready", VERSION)  # (last: an interrupted make starts again)
 
 
 def _as_root() -> list[str]:

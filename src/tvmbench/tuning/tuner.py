@@ -21,7 +21,7 @@ from typing import Any
 from tvmbench.compile import import_model, pipeline, recurrent
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
-from tvmbench.rpc import check_tracker, parse_tracker, refuse_emulated
+from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
 from tvmbench.tuning.config import COST_MODELS, MS_STRATEGIES, SCHEDULERS, STRATEGIES, TuneConfig
 from tvmbench.tuning.database import TuningDatabase
@@ -276,7 +276,6 @@ def make_runner(cfg: TuneConfig) -> Any:
         raise UserError("--rpc needs --rpc-key, the key the devices registered with")
     host, port = parse_tracker(cfg.rpc_tracker)
     check_tracker(host, port, cfg.rpc_key)
-    refuse_emulated(cfg.rpc_tracker, cfg.rpc_key)
     rpc = ms.runner.RPCConfig(tracker_host=host, tracker_port=port, tracker_key=cfg.rpc_key, session_priority=1,
                               session_timeout_sec=int(cfg.runner_timeout_s))
     return ms.runner.RPCRunner(rpc_config=rpc, evaluator_config=evaluator, max_workers=cfg.rpc_workers)
