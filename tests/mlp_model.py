@@ -779,6 +779,13 @@ def build_bf16_few_channel_winograd():
     return _Bf16FewChannelWinograd().eval(), tuple(torch.randn(1, c, e, e) for c, e in ((32, 96), (48, 96), (32, 24)))
 
 
+def build_bf16_short_rows():
+    """A 3x3 convolution from 16 to 64 channels on a 55x55 map (squeezenet1_1's fire modules):
+    direct in bf16, its register tile's rows are 5, what divides 55 (``contraction.SPAN_PAIRS``)."""
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(16, 64, 3, padding=1).eval(), (torch.randn(1, 16, 55, 55),)
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

@@ -1648,6 +1648,24 @@ def test_a_bf16_3x3_over_few_channels_on_a_map_over_l2_stays_direct(monkeypatch,
     assert len(products) == (2 if least else 3), products
 
 
+@pytest.mark.parametrize("span", [1, 0])
+def test_a_bf16_tile_over_few_rows_is_four_vectors_wide(monkeypatch, span):
+    """A bf16 convolution's register tile over a 55-column map has 5 rows; with two vectors its 10
+    accumulators left vdpbf16ps waiting (squeezenet1_1's fire modules, 1.26x faster alone at four
+    vectors): it spans two packed weight blocks, four vectors (``contraction.SPAN_PAIRS``)."""
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.precision import apply_precision
+
+    monkeypatch.setattr(contraction, "SPAN_PAIRS", span)
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_short_rows")
+    legal = pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target)
+    (conv,) = [f for gv, f in legal.functions.items() if "conv2d_nhwc_packed" in gv.name_hint]
+    with target.tvm(), knob_set() as knobs:
+        assert Contraction().schedule(conv, target.tvm()) is not None
+    assert (knobs.values()["vectors"], knobs.values()["rows"]) == ((4, 5) if span else (2, 5)), knobs.values()
+
+
 def test_the_bf16_check_reads_kernels_without_a_root_block():
     """RoBERTa's position ids come from a cumsum that TVM legalizes into one opaque block with no
     root (TOPI's generic scan, as printed from the failing build): the bf16 check

@@ -193,6 +193,10 @@ SPAN_PACKS = True
 # 160 px 1.037x / 1.027x, bert-base b1 1.040x / 1.021x; level at 224 px (resnet50 1.005x,
 # mobilenet_v2 0.996x, googlenet 1.000x, vgg16 1.001x / 0.985x) and at batch 8.
 SPAN_ALL = True
+# ... and so may a tile of bf16 pairs over any weights (``--precision bf16``): a tile of two
+# vectors over the few rows a map's width allows (5 of 55) holds 10 accumulators, too few for
+# vdpbf16ps's latency; four vectors hold 20.
+SPAN_PAIRS = 1
 # A depthwise convolution whose window is unrolled holds the window's weights in registers across
 # its tile (one vector per tap and tile vector): 3x3 over two vectors is 18 registers, which
 # leaves room for 6 rows of accumulators of the 32, not 8 (``_window_registers``). Alone (Zen 4,
@@ -504,7 +508,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     reserved = _window_registers(found, budget)
     if reserved:
         budget = DEPTHWISE_REGISTERS - 2  # (the input is read by the FMAs themselves; 2 spare)
-    span = rows_wanted == 1 or _wide_tile(found)
+    span = rows_wanted == 1 or _wide_tile(found) or bool(SPAN_PAIRS and found.pairs)
     # (three vectors where the weights are packed in blocks of three, pack_weights.odd_vector_block,
     # or the vector axis is three vectors: a grouped convolution's group of three, grouped_conv.py)
     three = 3 * width in found.packs or (THREE_VECTOR_AXIS and n_vectors_total == 3)
