@@ -718,13 +718,14 @@ def build_bias_free_residuals():
 
 
 class _Bf16Net(torch.nn.Module):
-    """What ``--precision bf16`` changes and what it leaves: a stem over 3 channels (odd: stays
-    fp32), a strided 3x3 and a 1x1 onto 13x13 maps (no register tile divides 13: whole tiles over
-    14 columns), with batch norms folded into their weights (bf16), a depthwise 3x3 (fp32), two 1x1s
-    (the first's SiLU epilogue casts to bf16 for the second: its fast exp's ``Let`` once failed to
-    vectorise, ``passes/bf16_casts.py``; the second's 32 outputs, two vectors: bf16,
-    ``bf16_dense.MIN_CONV_VECTORS``), then dense layers over the pixels as tokens, 32 -> 96 (bf16)
-    and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
+    """What ``--precision bf16`` changes and what it leaves: a stem over 3 channels to 32 (fp32:
+    too few outputs for ``bf16_dense.BF16_STEMS``; with 2, bf16 in pairs of window columns, its
+    3-wide window padded to 4), a strided 3x3 and a 1x1 onto 13x13 maps (no register tile
+    divides 13: whole tiles over 14 columns), with batch norms folded into their weights (bf16),
+    a depthwise 3x3 (fp32), two 1x1s (the first's SiLU epilogue casts to bf16 for the second: its
+    fast exp's ``Let`` once failed to vectorise, ``passes/bf16_casts.py``; the second's 32
+    outputs, two vectors: bf16, ``bf16_dense.MIN_CONV_VECTORS``), then dense layers over the
+    pixels as tokens, 32 -> 96 (bf16) and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
 
     def __init__(self):
         super().__init__()
@@ -743,11 +744,12 @@ class _Bf16Net(torch.nn.Module):
 class _Bf16Residual(torch.nn.Module):
     """Two residual blocks in bf16: each block's input (48x48x128, 1.2 MB in fp32: over a 1 MB
     L2) feeds a bf16 1x1 convolution and the block's residual add (``bf16_dense._residual_casts``:
-    stored once, in bf16)."""
+    stored once, in bf16). The stem reads the 3-channel image in bf16 pairs of window columns
+    (``bf16_dense.BF16_STEMS``)."""
 
     def __init__(self):
         super().__init__()
-        self.stem = torch.nn.Conv2d(8, 128, 3, padding=1)
+        self.stem = torch.nn.Conv2d(3, 128, 3, padding=1)
         self.convs = torch.nn.ModuleList(torch.nn.Conv2d(128, 128, 1) for _ in range(3))
 
     def forward(self, x):
@@ -758,7 +760,7 @@ class _Bf16Residual(torch.nn.Module):
 
 def build_bf16_residual():
     torch.manual_seed(0)
-    return _Bf16Residual().eval(), (torch.randn(1, 8, 48, 48),)
+    return _Bf16Residual().eval(), (torch.randn(1, 3, 48, 48),)
 
 
 class _Bf16FewChannelWinograd(torch.nn.Module):

@@ -1533,20 +1533,28 @@ BF16_NET = f"{Path(__file__).parent}/mlp_model.py:build_bf16"
 HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 
-@pytest.mark.parametrize("name, dotted_kinds", [
-    (BF16_NET, ["conv2d", "conv2d", "conv2d", "matmul"]),
+@pytest.mark.parametrize("name, stems, dotted_kinds", [
+    (BF16_NET, 2, ["conv2d", "conv2d", "conv2d", "conv2d", "matmul"]),
+    (BF16_NET, 4, ["conv2d", "conv2d", "conv2d", "matmul"]),
     # (Winograd: the 18x18 maps' products; direct: the 9x9 one (under winograd.BF16_MIN_EDGE),
     # the two stride-2 ones (9x9 outputs in whole tiles over 10 columns), the 5x5 one and the one
     # over 16 channels to 32, two vectors: bf16_dense.MIN_CONV_VECTORS)
-    ("build_winograd", ["conv2d"] * 5 + ["winograd", "winograd"]),
+    ("build_winograd", 4, ["conv2d"] * 5 + ["winograd", "winograd"]),
 ])
-def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the_rest_stays_fp32(name, dotted_kinds):
+def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the_rest_stays_fp32(
+        monkeypatch, name, stems, dotted_kinds):
     """--precision bf16 (compile/bf16.py): the convolutions over an even number of input channels,
     the dense layers and the Winograd products read bf16 pairs and call the vdpbf16ps wrapper once
-    per 16 lanes x 2 steps; the stem (3 channels), the depthwise convolution and the dense layer
-    with fewer outputs than PackWeights packs (40) stay fp32, and no kernel reads bf16 without the
-    dot product. Built for a Zen 4 target, so it holds on any host."""
+    per 16 lanes x 2 steps, and so does the stem (3 channels: pairs of window columns) where it
+    has ``bf16_dense.BF16_STEMS`` vectors of outputs (its 32 outputs: with 2, not 4); the
+    depthwise convolution and the dense layer with fewer outputs than PackWeights packs (40) stay
+    fp32, and no kernel reads bf16 without the dot product. Built for a Zen 4 target, so it holds
+    on any host."""
+    import importlib
+
     import tvm
+
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.bf16_dense"), "BF16_STEMS", stems)
 
     from tvmbench.compile.bf16 import LLVM_FUNCTION
     from tvmbench.compile.names import WINOGRAD_INPUT

@@ -12,9 +12,10 @@ the input's is an elementwise step FuseOps joins to its producer where it can (a
 writes its output in bf16 beside the fp32 one the residual reads). One ``astype`` serves every
 dense layer reading the same input (a layer's query, key and value projections). Everything else
 (attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
-A layer whose reduction (its input channels) is odd, a dense layer with fewer outputs than
-PackWeights packs (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS``
-vectors of them stay fp32: the packed pairs need an even depth and whole vectors. So
+A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
+instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
+(``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them stay
+fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
 convolution (``_joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
@@ -40,6 +41,7 @@ from tvmbench.compile.ir import (
     weight_only,
     weight_params,
 )
+from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 
 ATTR = "tvmbench_precision"
 # An input is cast before the reshapes leading to it (``round_input``; 0: after them).
@@ -69,6 +71,12 @@ _CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "rel
 # resnet50 1.043x (ab), 1.038x / 1.061x in the two host states (ba), resnet101 1.016x, resnet18
 # 0.986x (its 7x7 maps only); 2 against 1: resnet50 1.008x, resnet101 0.998x.
 BF16_RESIDUALS = 1
+# A network's stem (a convolution over the few channels of an NCHW image, PackWeights'
+# ``NCHW_STEM_CHANNELS``) with at least this many vectors of outputs reads bf16 too, in pairs of
+# neighbouring window columns (its 3 channels give no pairs of channels; an odd window is padded
+# with a zero column): four vectors, the tile that pays for the padding (contraction.SPAN_PAIRS).
+# 0: stems stay fp32.
+BF16_STEMS = 4
 
 
 def mark(mod: Any) -> Any:
@@ -114,7 +122,9 @@ class _Bf16Dense(PyExprMutator):
                 return call
             depth, outputs = shape[2], shape[3]
         fewest = MIN_CONV_VECTORS * self.lanes if MIN_CONV_VECTORS and name == "relax.nn.conv2d" else self.min_outputs
-        if depth % 2 or outputs < fewest:
+        stem = (BF16_STEMS and name == "relax.nn.conv2d" and depth <= NCHW_STEM_CHANNELS
+                and outputs >= BF16_STEMS * self.lanes and nchw_image(x, self.lookup_binding) is not None)
+        if (depth % 2 and not stem) or outputs < fewest:
             return call
         xb = self.round_input(x)
         wb = self.builder_.emit(relax.op.astype(w, "bfloat16"))

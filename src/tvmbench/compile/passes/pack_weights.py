@@ -37,7 +37,9 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
                 nchw: bool = False, window: list[int] | None = None, columns: int | None = None) -> Any:
     """The NHWC convolution over a packed ``[O/block, KH, KW, I, block]`` weight, or a bf16 one
     packed in pairs of input channels, ``[O/block, KH, KW, I/2, block, 2]`` (TE); with
-    ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC.
+    ``nchw``, the input is read in NCHW (a stem's, see ``NCHW_STEM_CHANNELS``), the output NHWC,
+    and a bf16 weight is packed in pairs of neighbouring window columns, ``[O/block, I, KH, KW/2,
+    block, 2]`` (``column_pairs``), the fp32 input rounded to bf16 as it is padded.
     ``window`` (unpadded only): ``[top, left, height, width]``, the region of ``x`` convolved (a
     slice the convolution reads in place, see ``_Pack.slice_source``). ``columns``: compute this
     many output columns (more than there are), the extra ones re-reading the last (the caller
@@ -47,12 +49,17 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     if window is not None:
         top_row, left_col, h, w = window
     pairs = len(wp.shape) == 6
-    ob, kh, kw, ci, pb = (int(v) for v in wp.shape[:5])
-    ci = 2 * ci if pairs else ci
+    columns_paired = pairs and nchw
+    if columns_paired:
+        ob, ci, kh, kw, pb = (int(v) for v in wp.shape[:5])
+        kw *= 2
+    else:
+        ob, kh, kw, ci, pb = (int(v) for v in wp.shape[:5])
+        ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
-    if any(pad):
+    if any(pad) or (nchw and str(x.dtype) != str(wp.dtype)):
         before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
-        x = topi.nn.pad(x, before, after, name="pad")
+        x = topi.nn.pad(x, before, after, name="pad") if x.dtype == wp.dtype else _rounded_pad(x, before, after, wp.dtype)
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
@@ -64,12 +71,28 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
 
     def weight(o: Any) -> Any:
+        if columns_paired:
+            return wp[o // pb, rc, rh, rw // 2, o % pb, rw % 2]
         return wp[o // pb, rh, rw, rc // 2, o % pb, rc % 2] if pairs else wp[o // pb, rh, rw, rc, o % pb]
 
     return te.compute(
         (x.shape[0], oh, columns or ow, ob * pb),
-        lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype), axis=[rh, rw, rc]),
+        lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype),
+                                  axis=[rc, rh, rw] if columns_paired else [rh, rw, rc]),
         name="conv2d_nhwc_packed")
+
+
+def _rounded_pad(x: Any, before: list[int], after: list[int], dtype: str) -> Any:
+    """``x`` zero-padded and cast to ``dtype`` in one pass (a bf16 stem's fp32 image)."""
+    import tvm
+
+    def value(*i: Any) -> Any:
+        inside = [tvm.tirx.all(i[d] >= before[d], i[d] < before[d] + x.shape[d])
+                  for d in range(len(before)) if before[d] or after[d]]
+        v = x[tuple(i[d] - before[d] for d in range(len(before)))].astype(dtype)
+        return tvm.tirx.if_then_else(tvm.tirx.all(*inside), v, tvm.tirx.const(0, dtype)) if inside else v
+
+    return te.compute([x.shape[d] + before[d] + after[d] for d in range(len(before))], value, name="pad")
 
 
 # A convolution over at most this many input channels whose input is a transpose from NCHW (the
@@ -184,7 +207,7 @@ class _Pack(PyExprMutator):
         if (a.data_layout != "NHWC" or a.kernel_layout != "HWIO" or a.out_layout != "NHWC" or a.groups != 1
                 or shape is None or numel(x.ty) is None):
             return call
-        source = self.nchw_source(x) if shape[2] <= NCHW_STEM_CHANNELS else None
+        source = nchw_image(x, self.lookup_binding) if shape[2] <= NCHW_STEM_CHANNELS else None
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
         elif shape[3] < 2 * cblock and not self.narrow(shape[3], cblock) and str(w.ty.dtype) != "bfloat16":
@@ -201,16 +224,23 @@ class _Pack(PyExprMutator):
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
         if pairs and cblock % 16:
             cblock = self.block
-        padded = channels % cblock != 0
-        layout = ((lambda kh, kw, i, o: (o // cblock, kh, kw, i // 2, o % cblock, i % 2)) if pairs
+        # (a bf16 stem: pairs of window columns, an odd window padded with a zero column on the
+        # right that reads one more column of padding)
+        column_pairs = pairs and source is not None
+        layout = ((lambda kh, kw, i, o: (o // cblock, i, kh, kw // 2, o % cblock, kw % 2)) if column_pairs
+                  else (lambda kh, kw, i, o: (o // cblock, kh, kw, i // 2, o % cblock, i % 2)) if pairs
                   else (lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
+        odd_window = column_pairs and shape[1] % 2 == 1
+        padding = [int(v) for v in a.padding]
+        padding[3] += int(a.dilation[1]) if odd_window else 0
+        padded = channels % cblock != 0 or odd_window
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         # (bf16 pairs: the dot product cannot run under a predicated last row tile, so whole
         # tiles over extra columns, sliced off)
         width = static_shape(call.ty)[2]
         columns = whole_tiles(width, fitted=True) if pairs else None
         out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
-                           [int(v) for v in a.padding], [int(v) for v in a.dilation],
+                           padding, [int(v) for v in a.dilation],
                            out_dtype(call, x), source is not None, window, columns,
                            primfunc_name_hint="conv2d_nhwc_packed")
         if columns:
@@ -243,13 +273,6 @@ class _Pack(PyExprMutator):
             return None
         start = dict(zip(axes, begin, strict=True))
         return source, [start.get(1, 0), start.get(2, 0), sliced[1], sliced[2]]
-
-    def nchw_source(self, x: Any) -> Any | None:
-        """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), else None."""
-        bound = self.lookup_binding(x) if isinstance(x, relax.Var) else None
-        if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != [0, 2, 3, 1]:
-            return None
-        return bound.args[0]
 
     def pack_matmul(self, call: Any) -> Any:
         x, w = call.args
@@ -286,6 +309,17 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
         return out
+
+
+def nchw_image(x: Any, lookup: Callable[[Any], Any]) -> Any | None:
+    """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), or a bf16 rounding of
+    one (Bf16Dense's of a stem's input), else None; ``lookup``: a mutator's ``lookup_binding``."""
+    bound = lookup(x) if isinstance(x, relax.Var) else None
+    if op_name(bound) == "relax.astype" and str(bound.attrs.dtype) == "bfloat16" and isinstance(bound.args[0], relax.Var):
+        bound = lookup(bound.args[0])
+    if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != [0, 2, 3, 1]:
+        return None
+    return bound.args[0]
 
 
 def _ints(expr: Any) -> list[int] | None:
