@@ -49,8 +49,8 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     if window is not None:
         top_row, left_col, h, w = window
     pairs = len(wp.shape) == 6
-    columns_paired = pairs and nchw
-    if columns_paired:
+    column_pairs = pairs and nchw
+    if column_pairs:
         ob, ci, kh, kw, pb = (int(v) for v in wp.shape[:5])
         kw *= 2
     else:
@@ -59,7 +59,7 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     top, left, bottom, right = pad
     if any(pad) or (nchw and str(x.dtype) != str(wp.dtype)):
         before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
-        x = topi.nn.pad(x, before, after, name="pad") if x.dtype == wp.dtype else _rounded_pad(x, before, after, wp.dtype)
+        x = topi.nn.pad(x, before, after, name="pad") if str(x.dtype) == str(wp.dtype) else _rounded_pad(x, before, after, wp.dtype)
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
@@ -71,14 +71,14 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         return x[n, rc, yy, zz] if nchw else x[n, yy, zz, rc]
 
     def weight(o: Any) -> Any:
-        if columns_paired:
+        if column_pairs:
             return wp[o // pb, rc, rh, rw // 2, o % pb, rw % 2]
         return wp[o // pb, rh, rw, rc // 2, o % pb, rc % 2] if pairs else wp[o // pb, rh, rw, rc, o % pb]
 
     return te.compute(
         (x.shape[0], oh, columns or ow, ob * pb),
         lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype),
-                                  axis=[rc, rh, rw] if columns_paired else [rh, rw, rc]),
+                                  axis=[rc, rh, rw] if column_pairs else [rh, rw, rc]),
         name="conv2d_nhwc_packed")
 
 
