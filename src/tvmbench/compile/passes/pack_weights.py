@@ -59,7 +59,8 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
     top, left, bottom, right = pad
     if any(pad) or (nchw and str(x.dtype) != str(wp.dtype)):
         before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
-        x = topi.nn.pad(x, before, after, name="pad") if str(x.dtype) == str(wp.dtype) else _rounded_pad(x, before, after, wp.dtype)
+        same = str(x.dtype) == str(wp.dtype)
+        x = topi.nn.pad(x, before, after, name="pad") if same else _rounded_pad(x, before, after, wp.dtype)
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
@@ -315,7 +316,8 @@ def nchw_image(x: Any, lookup: Callable[[Any], Any]) -> Any | None:
     """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), or a bf16 rounding of
     one (Bf16Dense's of a stem's input), else None; ``lookup``: a mutator's ``lookup_binding``."""
     bound = lookup(x) if isinstance(x, relax.Var) else None
-    if op_name(bound) == "relax.astype" and str(bound.attrs.dtype) == "bfloat16" and isinstance(bound.args[0], relax.Var):
+    rounded = op_name(bound) == "relax.astype" and str(bound.attrs.dtype) == "bfloat16"
+    if rounded and isinstance(bound.args[0], relax.Var):
         bound = lookup(bound.args[0])
     if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != [0, 2, 3, 1]:
         return None
