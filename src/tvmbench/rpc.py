@@ -19,17 +19,40 @@ def parse_tracker(address: str) -> tuple[str, int]:
     return host, int(port)
 
 
+# TVM's tracker protocol (``tvm/rpc/base.py``): a magic number each way, then length-prefixed JSON.
+TRACKER_MAGIC, SUMMARY, SUCCESS = 0x2F271, 6, 0
+
+
 def reach_tracker(host: str, port: int) -> dict[str, Any]:
     """The tracker's summary, or one line saying it cannot be reached (TVM's own server would
-    retry a wrong address for ever, silently)."""
+    retry a wrong address for ever, silently). Asked over a plain socket in the tracker's own
+    protocol, without importing TVM: ``tvmbench rpc server`` checks its tracker before starting
+    TVM's server, which imports TVM itself (seconds each, with torch that TVM imports)."""
+    import json
     import socket
+    import struct
 
-    from tvm import rpc
+    def receive(sock: socket.socket, n: int) -> bytes:
+        data = b""
+        while len(data) < n:
+            chunk = sock.recv(n - len(data))
+            if not chunk:
+                raise OSError("connection reset")
+            data += chunk
+        return data
 
     try:
-        socket.create_connection((host, port), timeout=5).close()  # TVM's connect retries for 30 s
-        return rpc.connect_tracker(host, port).summary()
-    except Exception as e:
+        with socket.create_connection((host, port), timeout=5) as sock:
+            sock.sendall(struct.pack("<i", TRACKER_MAGIC))
+            if struct.unpack("<i", receive(sock, 4))[0] != TRACKER_MAGIC:
+                raise OSError("not a TVM RPC tracker")
+            request = json.dumps([SUMMARY]).encode()
+            sock.sendall(struct.pack("<i", len(request)) + request)
+            code, summary = json.loads(receive(sock, struct.unpack("<i", receive(sock, 4))[0]))
+            if code != SUCCESS:
+                raise OSError(f"the tracker answered {code}")
+            return summary
+    except (OSError, ValueError) as e:
         raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
                         "'tvmbench rpc tracker'") from None
 
