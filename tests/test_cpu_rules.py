@@ -1554,12 +1554,12 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
 
     import tvm
 
-    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.bf16_dense"), "BF16_STEMS", stems)
-
     from tvmbench.compile.bf16 import LLVM_FUNCTION
     from tvmbench.compile.names import WINOGRAD_INPUT
     from tvmbench.compile.precision import apply_precision
     from tvmbench.compile.tir import reads_bf16
+
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.bf16_dense"), "BF16_STEMS", stems)
 
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
     path = name if ":" in name else f"{Path(__file__).parent}/mlp_model.py:{name}"
