@@ -788,6 +788,22 @@ def build_bf16_short_rows():
     return torch.nn.Conv2d(16, 64, 3, padding=1).eval(), (torch.randn(1, 16, 55, 55),)
 
 
+def build_bf16_patch_stems():
+    """Two stems over a 3-channel image to 64 channels: a 7x7 window with stride 2 (a CNN's) and
+    an 8x8 patch embedding with stride 8 (a ViT's; ``bf16_dense.BF16_STEM_WINDOW``)."""
+    torch.manual_seed(0)
+
+    class _Stems(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.cnn, self.patches = torch.nn.Conv2d(3, 64, 7, 2, 3), torch.nn.Conv2d(3, 64, 8, 8)
+
+        def forward(self, x, y):
+            return self.cnn(x), self.patches(y)
+
+    return _Stems().eval(), (torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32))
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

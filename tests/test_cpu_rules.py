@@ -1674,6 +1674,21 @@ def test_a_bf16_tile_over_few_rows_is_four_vectors_wide(monkeypatch, span):
     assert (knobs.values()["vectors"], knobs.values()["rows"]) == ((4, 5) if span else (2, 5)), knobs.values()
 
 
+def test_a_bf16_stem_pairs_window_columns_but_a_patch_embedding_stays_fp32():
+    """Stems over an NCHW image with 64 outputs read bf16 in pairs of window columns
+    (``bf16_dense.BF16_STEMS``), a 7x7 one, but not an 8x8 patch embedding (over
+    ``BF16_STEM_WINDOW``: a ViT's ran 0.585x in bf16 pairs)."""
+    from tvmbench.compile.precision import apply_precision
+    from tvmbench.compile.tir import reads_bf16
+
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_patch_stems")
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    convs = [f for gv, f in legal.functions.items() if "conv2d" in gv.name_hint]
+    windows = sorted((int(f.params[1].ty.shape[2]), reads_bf16(f, reductions=True)) for f in convs)
+    assert windows == [(7, True), (8, False)], windows
+
+
 def test_the_bf16_check_reads_kernels_without_a_root_block():
     """RoBERTa's position ids come from a cumsum that TVM legalizes into one opaque block with no
     root (TOPI's generic scan, as printed from the failing build): the bf16 check
