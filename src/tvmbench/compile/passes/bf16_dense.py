@@ -79,7 +79,8 @@ BF16_RESIDUALS = 1
 BF16_STEMS = 4
 # ... and a window of at most this many rows and columns (the CNN stems measured, 3x3 and 7x7): a
 # ViT's 16x16 patch embedding in column pairs made google/vit-base-patch16-224 0.585x (same-process
-# A/B, session 71), not yet understood.
+# A/B, session 71): its kernel's schedule failed after the contraction rule tiled it, and DLight's
+# Reduction rule took it without the dot product.
 BF16_STEM_WINDOW = 7
 
 
