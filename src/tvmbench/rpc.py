@@ -52,7 +52,7 @@ def reach_tracker(host: str, port: int) -> dict[str, Any]:
             if code != SUCCESS:
                 raise OSError(f"the tracker answered {code}")
             return summary
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, TypeError, struct.error) as e:  # (not a tracker's answer: one line too)
         raise UserError(f"cannot reach the TVM RPC tracker at {host}:{port} ({e}); start one with "
                         "'tvmbench rpc tracker'") from None
 
