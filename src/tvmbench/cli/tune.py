@@ -324,23 +324,26 @@ def cmd_rpc(args: argparse.Namespace) -> int:
     exposed = exposure_warning(args.rpc_command, args.host, args.port)
     if exposed:
         make_console(stderr=True).print(f"[yellow]warning:[/yellow] {exposed}")
-    if args.rpc_command == "tracker":
-        cmd = ["tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
-               "--port-end", str(args.port + 10)]
+    from tvmbench import tvm_exec
+
+    env = None
+    if args.rpc_command == "tracker":  # (a tracker runs nothing: TVM's runtime library is enough)
+        cmd = tvm_exec.command("tvm.exec.rpc_tracker", "--host", args.host, "--port", str(args.port),
+                               "--port-end", str(args.port + 10))
+        env = {**os.environ, "TVM_USE_RUNTIME_LIB": "1"}
     else:
         from tvmbench.rpc import parse_tracker, reach_tracker
 
         reach_tracker(*parse_tracker(args.tracker))
-        cmd = ["tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
-               str(args.port + 100), "--tracker", args.tracker, "--key", args.key]
-    cmd = [sys.executable, "-m", *cmd]
+        cmd = tvm_exec.command("tvm.exec.rpc_server", "--host", args.host, "--port", str(args.port), "--port-end",
+                               str(args.port + 100), "--tracker", args.tracker, "--key", args.key)
     if args.rpc_command == "emulate":
         from tvmbench import emulator
 
         say = make_console(stderr=True).print
         cmd = emulator.server_command(args.tracker, args.key, args.host, args.port, say=say)
         say(f"an emulated aarch64 device under '{args.key}': outputs as on a board, times an emulator's")
-    proc = subprocess.Popen(cmd, start_new_session=True)
+    proc = subprocess.Popen(cmd, start_new_session=True, env=env)
     try:
         return proc.wait()
     except KeyboardInterrupt:  # the way to stop a server in the foreground: not a failure

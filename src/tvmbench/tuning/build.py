@@ -64,6 +64,8 @@ def local_builder(**kwargs: Any) -> Any:
     keeps its pool, replaces each worker after ``WORKER_USES`` builds, and skips the check (a
     missing function fails each candidate with its error). A build that times out or crashes
     takes its worker with it; the pool starts another."""
+    from tvmbench.tvm_exec import light_workers
+
     light_workers()
     return _quick_builder_class()(**kwargs)
 
@@ -104,25 +106,3 @@ def _build_in_pool(builder: Any, build_inputs: list[Any]) -> list[Any]:
         else:
             results.append(BuilderResult(None, f"LocalBuilder: An exception occurred\n{done.value}"))
     return results
-
-
-@functools.cache
-def light_workers() -> None:
-    """Make TVM's process pools in this process start ``tuning/popen_worker.py``, TVM's worker
-    without torch (2 s to start instead of 6.8 s on a Zen 3 host; the runner's workers and the
-    builder's, each replaced after ``WORKER_USES`` builds). Only the worker command changes: the pool module's ``subprocess`` is replaced
-    by a view of it whose ``Popen`` rewrites that one command."""
-    import subprocess
-    import types
-
-    from tvm.support import popen_pool
-
-    def popen(cmd: list[str], *args: Any, **kwargs: Any) -> Any:
-        if list(cmd[1:3]) == ["-m", "tvm.exec.popen_worker"]:
-            cmd = [cmd[0], "-m", "tvmbench.tuning.popen_worker", *cmd[3:]]
-        return subprocess.Popen(cmd, *args, **kwargs)
-
-    view = types.ModuleType("subprocess")
-    view.__dict__.update(vars(subprocess))
-    view.Popen = popen  # type: ignore[attr-defined]
-    popen_pool.subprocess = view  # type: ignore[attr-defined]

@@ -28,7 +28,8 @@ class CandidateTimer:
                  builder: Any = None) -> None:
         from tvm.s_tir import meta_schedule as ms
 
-        from tvmbench.tuning.build import fast_build, light_workers, local_builder
+        from tvmbench.tuning.build import fast_build, local_builder
+        from tvmbench.tvm_exec import light_workers
 
         light_workers()
         self.target = target

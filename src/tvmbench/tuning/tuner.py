@@ -263,7 +263,7 @@ def make_runner(cfg: TuneConfig) -> Any:
     """Measure locally, or on the devices registered with an RPC tracker under ``rpc_key``."""
     from tvm.s_tir import meta_schedule as ms
 
-    from tvmbench.tuning.build import light_workers
+    from tvmbench.tvm_exec import light_workers
 
     light_workers()
 
