@@ -19,7 +19,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "tvmbench"
 LAYERS = [
     ("core", ["tvmbench.version", "tvmbench.errors", "tvmbench.paths", "tvmbench.files", "tvmbench.streams", "tvmbench.plots",
               "tvmbench.sqlfile",
-              "tvmbench.rpc", "tvmbench.emulator", "tvmbench.targets"]),
+              "tvmbench.rpc", "tvmbench.emulator", "tvmbench.targets", "tvmbench.tvm_exec"]),
     ("models", ["tvmbench.models"]),
     ("compile", ["tvmbench.compile"]),
     ("tune", ["tvmbench.tuning"]),

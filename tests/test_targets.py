@@ -81,6 +81,29 @@ def test_plain_llvm_gets_the_host_cpu_name():
     assert t.config["mcpu"] == codegen.llvm_get_system_cpu()
 
 
+def test_what_tvm_answers_is_kept_per_version_and_a_damaged_file_is_asked_again(tmp_path, monkeypatch):
+    """Resolving a target asks TVM (kind options, the host CPU, whether TVM accepts the dict): kept
+    in the cache folder so a run's main process never imports TVM (and torch) to ask again."""
+    import json
+
+    import tvmbench.targets as targets
+    from tvmbench.version import tvm_version
+
+    monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path))
+    first = resolve_target("llvm", gpu_query=no_gpu)
+    facts = tmp_path / "tvm-facts" / f"{tvm_version()}.json"
+    kept = json.loads(facts.read_text())
+    assert any(k.startswith("llvm-system-cpu@") for k in kept) and "kind-options/llvm" in kept
+    asked = []
+    monkeypatch.setattr(targets, "_codegen", lambda: asked.append(1))  # (TVM asked: fails loudly)
+    assert resolve_target("llvm", gpu_query=no_gpu).config == first.config and not asked
+    facts.write_text('{"kind-options/llvm": {"kind": "str"')  # cut off mid-write by hand
+    monkeypatch.undo()
+    monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path))
+    assert resolve_target("llvm", gpu_query=no_gpu).config == first.config
+    assert json.loads(facts.read_text()).keys() == kept.keys()
+
+
 def test_json_dict_is_kept():
     t = resolve_target('{"kind": "llvm", "mcpu": "znver3", "num-cores": 2}', gpu_query=no_gpu)
     assert t.config == {"kind": "llvm", "mcpu": "znver3", "num-cores": 2}

@@ -68,9 +68,13 @@ def query_gpu() -> GpuInfo | None:
 
 def host_cpu() -> str:
     """The LLVM name of this machine's CPU (e.g. ``znver4``), as ``-mcpu=native`` would pick."""
+    return _tvm_fact("llvm-system-cpu", lambda: str(_codegen().llvm_get_system_cpu()), this_machine=True)
+
+
+def _codegen() -> Any:
     from tvm.target import codegen
 
-    return str(codegen.llvm_get_system_cpu())
+    return codegen
 
 
 # The L2 size assumed when the code is not for this machine (a cross or named target): one core's
@@ -224,10 +228,51 @@ def _same_arch(a: str, b: str) -> bool:
     return _ARCH_ALIASES.get(a, a) == _ARCH_ALIASES.get(b, b)
 
 
-def _kind_options(kind: str) -> dict[str, str]:
-    import tvm
+def _tvm_fact(key: str, ask: Callable[[], Any], this_machine: bool = False) -> Any:
+    """What TVM answers for ``key`` (``ask()``), kept in the cache folder per TVM version (and per
+    machine where the answer is this machine's): asking TVM means importing it, and TVM imports
+    torch, 4-8 s of the start of every ``tvmbench run`` on these hosts, in a process that measures
+    nothing. A lost race or a damaged file only means asking again."""
+    import hashlib
 
-    return {str(k): str(v) for k, v in tvm.target._ffi_api.ListTargetKindOptionsFromName(kind).items()}
+    from tvmbench.files import write_json_atomic
+    from tvmbench.paths import cache_dir
+    from tvmbench.version import tvm_version
+
+    if this_machine:
+        key += "@" + hashlib.sha256(repr((platform.node(), platform.machine(), _cpuinfo())).encode()).hexdigest()[:16]
+    path = cache_dir("tvm-facts") / f"{tvm_version()}.json"
+    try:
+        facts = json.loads(path.read_text())
+    except (OSError, ValueError):
+        facts = {}
+    if not isinstance(facts, dict):
+        facts = {}
+    if key not in facts:
+        facts[key] = ask()
+        write_json_atomic(path, facts)
+    return facts[key]
+
+
+def _cpuinfo() -> str:
+    """The first processor's model name and flags (what LLVM reads to name the host CPU)."""
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return platform.processor()
+    return "\n".join(line for line in text.split("\n\n")[0].splitlines()
+                     if line.startswith(("model name", "flags", "Features", "CPU part", "cpu family", "model\t")))
+
+
+def _kind_options(kind: str) -> dict[str, str]:
+    """The options TVM's target ``kind`` takes (name -> type)."""
+
+    def ask() -> dict[str, str]:
+        import tvm
+
+        return {str(k): str(v) for k, v in tvm.target._ffi_api.ListTargetKindOptionsFromName(kind).items()}
+
+    return _tvm_fact(f"kind-options/{kind}", ask)
 
 
 def _convert_value(key: str, value: str | None, type_name: str) -> Any:
@@ -305,10 +350,10 @@ def _fill_cpu(config: dict[str, Any], notes: list[str]) -> None:
     if native and "num-cores" not in config:
         config["num-cores"] = physical_cores()
     if "mcpu" in config:
-        from tvm.target import codegen
-
-        triple = str(config.get("mtriple") or codegen.llvm_get_system_triple())
-        if not codegen.llvm_is_valid_cpu(str(config["mcpu"]), triple):
+        triple = str(config.get("mtriple") or _tvm_fact("llvm-system-triple", lambda: str(
+            _codegen().llvm_get_system_triple()), this_machine=True))
+        mcpu = str(config["mcpu"])
+        if not _tvm_fact(f"llvm-valid-cpu/{triple}/{mcpu}", lambda: bool(_codegen().llvm_is_valid_cpu(mcpu, triple))):
             raise UserError(
                 f"LLVM does not know the CPU '{config['mcpu']}' for {triple}; use an LLVM CPU name such as "
                 f"{host_cpu()} (this machine), skylake-avx512, znver3, neoverse-v1"
@@ -381,10 +426,15 @@ def resolve_target(spec: str | dict[str, Any] | None = "auto", gpu_query: Callab
         _fill_cuda(config, notes, get_gpu(), source)
         config.setdefault("host", {"kind": "llvm", "mcpu": host_cpu(), "num-cores": physical_cores()})
     resolved = ResolvedTarget(config=config, source=source, notes=tuple(notes))
-    try:
-        resolved.tvm()
-    except Exception as e:  # TVM's own validation (bad value types, unknown CPU, ...)
-        raise UserError(f"TVM rejects target {source!r}: {str(e).strip().splitlines()[-1]}") from None
+
+    def accepted() -> bool:
+        try:
+            resolved.tvm()
+        except Exception as e:  # TVM's own validation (bad value types, unknown CPU, ...)
+            raise UserError(f"TVM rejects target {source!r}: {str(e).strip().splitlines()[-1]}") from None
+        return True
+
+    _tvm_fact("accepts/" + json.dumps(config, sort_keys=True), accepted)  # (a rejection is not kept)
     return resolved
 
 

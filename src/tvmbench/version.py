@@ -22,6 +22,17 @@ def package_versions() -> dict[str, str | None]:
     return versions
 
 
+def tvm_version() -> str:
+    """TVM's version (``tvm.__version__``) without importing TVM, which imports torch (seconds): the
+    installed distribution's, else (TVM built from source) TVM's own."""
+    try:
+        return importlib.metadata.version("apache-tvm")
+    except importlib.metadata.PackageNotFoundError:
+        import tvm
+
+        return str(tvm.__version__)
+
+
 def git_commit() -> str | None:
     """The tvmbench checkout's commit, when it runs from one."""
     src = Path(__file__).resolve().parent

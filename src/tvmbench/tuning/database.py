@@ -29,13 +29,16 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import check_writable_dir, replacing, write_text_atomic
 from tvmbench.paths import cache_dir
 from tvmbench.targets import ResolvedTarget
+from tvmbench.version import tvm_version
+
+if TYPE_CHECKING:  # (importing ``tvmbench.compile`` imports TVM, and TVM torch: not for a run's database list)
+    from tvmbench.compile.schedules import TunedSchedules
 
 WORKLOADS = "database_workload.json"
 RECORDS = "database_tuning_record.json"
@@ -45,10 +48,8 @@ LOCK = ".tvmbench.lock"
 
 def target_slug(target: ResolvedTarget) -> str:
     """A folder name that says what the target is and differs for any difference in it."""
-    import tvm
-
     readable = target.config.get("mcpu") or target.config.get("arch") or target.kind
-    digest = hashlib.sha256(json.dumps([target.config, _tvm_minor(tvm.__version__)], sort_keys=True,
+    digest = hashlib.sha256(json.dumps([target.config, _tvm_minor(tvm_version())], sort_keys=True,
                                        default=str).encode()).hexdigest()[:10]
     return f"{target.kind}-{readable}-{digest}"
 
@@ -84,6 +85,8 @@ def load_databases(sources: list[tuple[str, str]] | tuple[tuple[str, str], ...],
     """The MetaSchedule databases of ``sources`` (kind, directory) to apply for ``target``, each
     reduced to its records for this target and TVM version (see ``view_for``), with the digest
     for the compile cache key and one info dict per source: what was applied or why not."""
+    from tvmbench.compile.schedules import TunedSchedules
+
     databases, digests, infos = [], [], []
     for kind, path in sources:
         db = TuningDatabase.open(path)
@@ -130,7 +133,6 @@ class TuningDatabase:
     def open(cls, path: str | Path, target: ResolvedTarget | None = None, create: bool = False) -> TuningDatabase:
         """Open a database directory for reading (nothing is rewritten: see :meth:`writing`);
         ``create`` makes a new one for ``target``. A damaged metadata file is a one-line error."""
-        import tvm
 
         p = Path(path).expanduser()
         if not (p / WORKLOADS).is_file():
@@ -142,7 +144,7 @@ class TuningDatabase:
             (p / RECORDS).touch()
         db = cls(p)
         if not db.meta() and target is not None:
-            db.write_meta({"target": target.config, "tvm_version": tvm.__version__, "runs": []})
+            db.write_meta({"target": target.config, "tvm_version": tvm_version(), "runs": []})
         return db
 
     def meta(self) -> dict[str, Any]:
@@ -315,15 +317,14 @@ class TuningDatabase:
         record for this exact target. A shipped database cannot be tuned for every CPU model and
         core count, and the schedules depend on the vector ISA, not on the CPU's name; a user's
         own database keeps exact matching, since it was made for the machine it runs on."""
-        import tvm
 
         from tvmbench.targets import isa_class
 
         meta = self.meta()
         made_with = meta.get("tvm_version")
         info: dict[str, Any] = {"path": str(self.path), "tvm_version": made_with, "records": self.count_records()}
-        if made_with and _tvm_minor(made_with) != _tvm_minor(tvm.__version__):
-            info["skipped"] = f"made with TVM {made_with}, this is {tvm.__version__}: not applied"
+        if made_with and _tvm_minor(made_with) != _tvm_minor(tvm_version()):
+            info["skipped"] = f"made with TVM {made_with}, this is {tvm_version()}: not applied"
             return None, info
         if by_isa_class and (meta.get("pretuned") or {}).get("pipeline") != pipeline_version():
             # A shipped database's records were kept because they beat the default schedules of
