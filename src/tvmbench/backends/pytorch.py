@@ -78,7 +78,8 @@ class PyTorchBackend(Backend):
         self._sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         self._no_grad = torch.inference_mode
         self._out: Any = None
-        self.info = {"device": str(self.device), "version": torch.__version__, "mode": "eager",
+        # (the version as a plain str: a TorchVersion makes whoever unpickles it import torch)
+        self.info = {"device": str(self.device), "version": str(torch.__version__), "mode": "eager",
                      "threads": torch.get_num_threads(), **({"dtype": "float64"} if self.options.float64 else {})}
 
     def run(self) -> None:
