@@ -251,7 +251,6 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     from tvmbench.measure.isolation import run_isolated
     from tvmbench.rpc import refuse_emulated
     from tvmbench.tuning.database import IN_MODEL, TuningDatabase, default_database_dir, forget_stale_defaults
-    from tvmbench.tuning.tuner import TuneJob, run_tune_job
 
     options = model_options(model, batch_size, seq_length, image_size, hf_config, input_shapes, seed)
     resolved = target(target_spec, layout)
@@ -262,6 +261,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     if check_rpc(cfg.rpc_tracker, cfg.rpc_key):
         refuse_emulated(cfg.rpc_tracker, cfg.rpc_key)  # (before the worker loads the model)
+    from tvmbench.tuning.tuner import TuneJob, run_tune_job  # (imports TVM, and torch: after the checks)
     database = TuningDatabase.open(db or default_database_dir(resolved), resolved, create=True)
     job = TuneJob(model=model, options=options, target=resolved, db_path=str(database.path), config=cfg,
                   verbose=verbose)
