@@ -102,6 +102,8 @@ def test_what_tvm_answers_is_kept_per_version_and_a_damaged_file_is_asked_again(
     monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path))
     assert resolve_target("llvm", gpu_query=no_gpu).config == first.config
     assert json.loads(facts.read_text()).keys() == kept.keys()
+    monkeypatch.setenv("TVMBENCH_CACHE", str(facts / "cache"))  # a cache folder that cannot be made: TVM asked
+    assert resolve_target("llvm", gpu_query=no_gpu).config == first.config
 
 
 def test_json_dict_is_kept():

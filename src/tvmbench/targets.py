@@ -236,7 +236,8 @@ def _tvm_fact(key: str, ask: Callable[[], Any], this_machine: bool = False) -> A
     """What TVM answers for ``key`` (``ask()``), kept in the cache folder per TVM version (and per
     machine where the answer is this machine's): asking TVM means importing it, and TVM imports
     torch, 4-8 s of the start of every ``tvmbench run`` on these hosts, in a process that measures
-    nothing. A lost race or a damaged file only means asking again."""
+    nothing. A lost race, a damaged file or a cache folder that cannot be written only means
+    asking again."""
     import hashlib
 
     from tvmbench.files import write_json_atomic
@@ -245,16 +246,23 @@ def _tvm_fact(key: str, ask: Callable[[], Any], this_machine: bool = False) -> A
 
     if this_machine:
         key += "@" + hashlib.sha256(repr((platform.node(), platform.machine(), _cpuinfo())).encode()).hexdigest()[:16]
-    path = cache_dir("tvm-facts") / f"{tvm_version()}.json"
     try:
-        facts = json.loads(path.read_text())
+        path: Path | None = cache_dir("tvm-facts") / f"{tvm_version()}.json"
+    except OSError:
+        path = None  # (a cache folder that cannot be made)
+    try:
+        facts = json.loads(path.read_text()) if path is not None else {}
     except (OSError, ValueError):
         facts = {}
     if not isinstance(facts, dict):
         facts = {}
     if key not in facts:
         facts[key] = ask()
-        write_json_atomic(path, facts)
+        try:
+            if path is not None:
+                write_json_atomic(path, facts)
+        except OSError:
+            pass  # (asked again next time)
     return facts[key]
 
 
