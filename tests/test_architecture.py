@@ -152,7 +152,7 @@ def test_the_cli_and_the_api_import_neither_torch_nor_tvm(code):
 
         api.target("auto")  # (the facts the subprocess reads: kept in the cache folder on the first ask)
         backend = PyTorchBackend(BackendConfig(target=api.target("llvm"), threads=1))
-        backend.prepare(load_model("tests/mlp_model.py:build", ModelOptions()))
+        backend.prepare(load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build", ModelOptions()))
         code = MAIN_PROCESS.replace("PICKLED", repr(pickle.dumps(backend.info))).replace("\n", "; ").strip("; ")
     out = subprocess.run([sys.executable, "-c", f"{code}; import sys; print(sorted(m for m in sys.modules "
                           "if m.split('.')[0] in ('torch', 'tvm', 'transformers', 'onnx')))"],
