@@ -77,10 +77,12 @@ BF16_RESIDUALS = 1
 # with a zero column): four vectors, the tile that pays for the padding (contraction.SPAN_PAIRS).
 # 0: stems stay fp32.
 BF16_STEMS = 4
-# ... and a window of at most this many rows and columns (the CNN stems measured, 3x3 and 7x7): a
-# ViT's 16x16 patch embedding in column pairs made google/vit-base-patch16-224 0.585x (same-process
-# A/B, session 71): its kernel's schedule failed after the contraction rule tiled it, and DLight's
-# Reduction rule took it without the dot product.
+# ... and a window of at most this many rows and columns (the CNN stems measured, 3x3, 4x4 and
+# 7x7): a ViT's 16x16 patch embedding in column pairs made google/vit-base-patch16-224 0.585x
+# (same-process A/B, session 71): with no padding to cast its image, the cast was inlined and the
+# dot product's tensorize failed (DLight's Reduction rule took it, without the dot product). With
+# the cast a stage of its own (``rules.contraction.BF16_CAST_STAGE``, session 72) 16 is level with
+# 7 (0.998x): the patch embedding is too small a part of a ViT to gain.
 BF16_STEM_WINDOW = 7
 
 

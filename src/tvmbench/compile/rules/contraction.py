@@ -197,6 +197,11 @@ SPAN_ALL = True
 # vectors over the few rows a map's width allows (5 of 55) holds 10 accumulators, too few for
 # vdpbf16ps's latency; four vectors hold 20.
 SPAN_PAIRS = 1
+# A cast producing a bf16 pair operand stays a stage of its own (``inline_producers``): inlined,
+# the dot product's tensorize failed on the fp32 buffer it then read, and the kernel fell to
+# DLight's Reduction rule without it (the image of a stem with no padding to cast it: ConvNeXt's
+# 4x4 and a ViT's 16x16 patch embeddings). 0: inlined, for A/Bs.
+BF16_CAST_STAGE = 1
 # A depthwise convolution whose window is unrolled holds the window's weights in registers across
 # its tile (one vector per tap and tile vector): 3x3 over two vectors is 18 registers, which
 # leaves room for 6 rows of accumulators of the 32, not 8 (``_window_registers``). Alone (Zen 4,
@@ -452,8 +457,12 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
         sparse = found.window() <= SPARSE_WINDOW and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
         sparse = sparse or (OUTER_PADDING_INLINE and _pads_outside_tile(found, info))
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
-        # (bf16 pairs: the dot product reads its operand buffer itself, no padding condition)
-        if is_copy(sch.get(info.block_rv)) or ((short or sparse) and not einsum_padded and not found.pairs):
+        # (bf16 pairs: the dot product reads its operand buffer itself, no padding condition, and
+        # in bf16: a cast stays a stage of its own, the image of a stem that no padding casts)
+        block = sch.get(info.block_rv)
+        cast = BF16_CAST_STAGE and any(r.source.dtype != produced.dtype for r in block.reads)
+        if (is_copy(block) and not (found.pairs and cast)) or (
+                (short or sparse) and not einsum_padded and not found.pairs):
             try:
                 sch.compute_inline(info.block_rv)
                 continue
