@@ -1420,6 +1420,74 @@ def _panels_prefetched(func, weights, tiles):
     return _per_tile(prefetch.prefetch_next_panel(func), panels)
 
 
+def test_winograd_products_give_each_core_the_tiles_its_transforms_touch():
+    """A Winograd product whose tiles' data outweighs its weights splits its tiles into
+    ``ROW_CHUNKS`` contiguous ranges outside the tile positions (``_row_chunks``), so the parallel
+    loop's static halves give each core, for every position, the tiles its input transform wrote
+    and its output transform reads: a 32 -> 96 product (spatial-outer) and a 96 -> 96 one
+    (channel-outer, 1.3 MB of weights, still prefetching its position's next panel) over a 56x56
+    map's 196 tiles. Over an 18x18 map's 25 tiles (a partial register tile) the positions stay
+    outermost. The model matches PyTorch on this machine's target."""
+    import torch
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.passes import prefetch
+    from tvmbench.models.base import LoadedModel
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(32, 96, 3, padding=1), torch.nn.Conv2d(96, 96, 3, padding=1)
+            self.c = torch.nn.Conv2d(32, 32, 3, padding=1)
+
+        def forward(self, x, y):
+            return self.b(torch.relu(self.a(x))), self.c(y)
+
+    torch.manual_seed(0)
+    module = Net().eval()
+    rng = np.random.default_rng(0)
+    x, y = (rng.standard_normal((1, 32, e, e), dtype="float32") for e in (56, 18))
+    model = LoadedModel(name="winograd-chunks", family="cnn", inputs={"x": x, "y": y}, module=module,
+                        options=ModelOptions())
+    target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    mod = pipeline.legalized(import_model(model).mod, target)
+    seen = {}
+    for gv, func in mod.functions.items():
+        if not gv.name_hint.startswith("winograd_product"):
+            continue
+        weights = [int(d) for d in func.params[1].ty.shape]  # [positions, Co/B, Ci, B]
+        tiles_, positions = int(func.params[0].ty.shape[1]), weights[0]
+        with target.tvm(), knob_set() as knobs:
+            sch = Contraction().schedule(func, target.tvm())
+        values = knobs.values()
+        # (per iteration of the parallel loop: the position and the first tile of its register tile)
+        runs = _per_tile(sch.mod["main"], lambda realize, _: list(realize.iter_values[:2]))
+        half = len(runs) // 2
+        chunks = seen[(weights[2], weights[1] * weights[3], tiles_)] = values.get("row_chunks", 0)
+        if chunks:
+            for share, first in ((runs[:half], 0), (runs[half:], tiles_ // 2)):
+                assert {p for p, _ in share} == set(range(positions))
+                assert min(t for _, t in share) == first and max(t for _, t in share) < first + tiles_ // 2, share
+        else:
+            assert runs[half - 1][0] < positions // 2 <= runs[half][0], runs
+        if not values["spatial_outer"]:
+            assert values["prefetch"] == 1
+            panels = _per_tile(prefetch.prefetch_next_panel(sch.mod["main"]), lambda _, loads: [
+                next(ix for n, ix in loads if len(ix) == 4)[0], next(ix for n, ix in loads if n.endswith("_flat"))[0]])
+            per_position = int(np.prod(weights[1:]))
+            assert all(read * per_position <= ahead < (read + 1) * per_position for read, ahead in panels), panels[:4]
+    assert seen == {(32, 96, 196): 2, (96, 96, 196): 2, (32, 32, 25): 0}, seen
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x), torch.from_numpy(y))
+    for got, want in zip(backend.outputs(), expected, strict=True):
+        np.testing.assert_allclose(got, want.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_wide_groups_take_register_tiles_that_fill_the_registers(monkeypatch):
     """On AVX-512 (Skylake's 16 lanes), RegNet's group widths: a group of one vector (16 channels)
     over 28-pixel rows takes a tile of 14 rows, not 7 (7 accumulators hid too little of the FMA

@@ -7,5 +7,7 @@ FLAT_TRANSFORM = "transform_params_flat"
 # the Winograd rule (rules/winograd.py) schedules.
 WINOGRAD_INPUT = "winograd_input"
 WINOGRAD_OUTPUT = "winograd_output"
+# ... and of the products between them, which the Contraction rule schedules.
+WINOGRAD_PRODUCT = "winograd_product"
 # ... and the output transform's annotation with a dilated convolution's dilation (rows, columns).
 WINOGRAD_DILATION = "tvmbench.winograd_dilation"

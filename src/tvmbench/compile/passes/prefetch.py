@@ -47,14 +47,15 @@ _L2 = 2  # llvm.prefetch locality 2: prefetcht1 on x86, into L2 (the panel is la
 
 
 def mark(sch: Any, loop: Any, weights: Any, inner: int, blocks: int, row_tiles: int, tiles: int,
-         batch: int = 0) -> None:
+         batch: int = 0, repeats: int = 1) -> None:
     """Mark ``loop`` (the outer loop of a tile's innermost reduction) for the pass: the packed
     ``weights`` buffer (``[batches, tiles * blocks, ...]`` in order: ``blocks`` consecutive
     blocks are one channel tile's panel), the channel tile ``(i // inner) % tiles`` of the
     enclosing parallel loop's iteration ``i``, ``row_tiles`` row tiles reading each panel, and
     where the contraction is batched (a grouped convolution's weights ``[G, Co/B, ...]``) the
-    batch ``i // batch`` (0: none)."""
-    sch.annotate(loop, KEY, f"{weights.name},{inner},{blocks},{row_tiles},{tiles},{batch}")
+    batch ``i // batch`` (0: none), modulo the batches where the parallel loop runs over them
+    ``repeats`` times (a Winograd product's row chunks outside its positions)."""
+    sch.annotate(loop, KEY, f"{weights.name},{inner},{blocks},{row_tiles},{tiles},{batch},{repeats}")
 
 
 def _contains(loop: Any, var: Any) -> bool:
@@ -77,7 +78,7 @@ def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int]] |
     parallel = [f for f in parallel if _contains(f, marked[0].loop_var)]
     if len(parallel) != 1:
         return None
-    name, inner, blocks, row_tiles, tiles, batch = str(marked[0].annotations[KEY]).split(",")
+    name, inner, blocks, row_tiles, tiles, batch, repeats = str(marked[0].annotations[KEY]).split(",")
     found: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tvm.ir.expr.TensorLoad, lambda load: found.append(load.source)
                                          if getattr(load.source, "name", None) == name else None)])
@@ -87,7 +88,7 @@ def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int]] |
     path = [f for f in loops if f is not parallel[0] and _contains(parallel[0], f.loop_var)
             and _contains(f, marked[0].loop_var)]
     path.sort(key=lambda f: -sum(1 for g in path if _contains(f, g.loop_var)))  # outermost first
-    return parallel[0], [*path, marked[0]], found[0], (int(inner), int(blocks), int(tiles), int(batch))
+    return parallel[0], [*path, marked[0]], found[0], (int(inner), int(blocks), int(tiles), int(batch), int(repeats))
 
 
 def prefetch_next_panel(func: Any) -> Any:
@@ -96,9 +97,9 @@ def prefetch_next_panel(func: Any) -> Any:
     marks = _marks(func)
     if marks is None:
         return func
-    parallel, path, weights, (inner, blocks, tiles, batch) = marks
+    parallel, path, weights, (inner, blocks, tiles, batch, repeats) = marks
     shape = [int(d) for d in weights.shape]
-    batches = int(parallel.extent) // batch if batch else 1
+    batches = int(parallel.extent) // batch // repeats if batch else 1
     if int(np.prod(shape)) % (batches * tiles * blocks):
         return func
     panel = int(np.prod(shape)) // (batches * tiles)  # elements of one channel tile's panel
@@ -108,7 +109,7 @@ def prefetch_next_panel(func: Any) -> Any:
     for loop in path:
         progress, total = progress * loop.extent + (loop.loop_var - loop.min), total * int(loop.extent)
     following = tirx.min(tirx.floormod(tirx.floordiv(tile, inner), tiles) + 1, tiles - 1)
-    first = (tirx.floordiv(tile, batch) * tiles + following if batch else following) * panel
+    first = (tirx.floormod(tirx.floordiv(tile, batch), batches) * tiles + following if batch else following) * panel
     at = tirx.floordiv(progress * panel, total)
     flat = tirx.decl_buffer([int(np.prod(shape))], weights.dtype, f"{weights.name}_flat", data=weights.data)
     prefetches = []

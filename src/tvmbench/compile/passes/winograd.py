@@ -41,7 +41,7 @@ import numpy as np
 
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
-from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PRODUCT
 from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
 from tvmbench.compile.passes.pack_weights import whole_tiles
 from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
@@ -222,7 +222,7 @@ def _grouped_product(v: Any, u: Any, out_dtype: str) -> Any:
         (v.shape[0], v.shape[1], groups, nb * block),
         lambda pos, t, grp, o: te.sum(v[pos, t, grp, rc].astype(out_dtype)
                                       * u[pos, grp, o // block, rc, o % block].astype(out_dtype), axis=rc),
-        name="winograd_product")
+        name=WINOGRAD_PRODUCT)
 
 
 def _batch_product(v: Any, u: Any, out_dtype: str, rows: int | None = None) -> Any:
@@ -245,7 +245,7 @@ def _batch_product(v: Any, u: Any, out_dtype: str, rows: int | None = None) -> A
         (v.shape[0], rows or tiles, nb * block),
         lambda pos, t, o: te.sum(v[pos, te.min(t, tiles - 1) if rows else t, rc].astype(out_dtype)
                                  * weight(pos, o).astype(out_dtype), axis=rc),
-        name="winograd_product")
+        name=WINOGRAD_PRODUCT)
 
 
 def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: list[int],
@@ -359,7 +359,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
                 rows = whole_tiles(tiles, fitted=True)
-            prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint="winograd_product"))
+            prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint=WINOGRAD_PRODUCT))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)
 
@@ -390,7 +390,7 @@ def _grouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dt
     v = emit(call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), primfunc_name_hint=WINOGRAD_INPUT))
     positions, tiles = (m + 2) ** 2, x_shape[0] * th * tw
     v = emit(relax.op.reshape(v, [positions, tiles, groups, ci]))
-    prod = emit(call_te(_grouped_product, v, u, dtype, primfunc_name_hint="winograd_product"))
+    prod = emit(call_te(_grouped_product, v, u, dtype, primfunc_name_hint=WINOGRAD_PRODUCT))
     if wide != co:
         prod = emit(relax.op.strided_slice(prod, axes=[3], begin=[0], end=[co]))
     prod = emit(relax.op.reshape(prod, [positions, tiles, groups * co]))

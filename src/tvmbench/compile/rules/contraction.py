@@ -23,6 +23,7 @@ import tvm
 
 from tvmbench.compile import bf16, tiles
 from tvmbench.compile.knobs import knob
+from tvmbench.compile.names import WINOGRAD_PRODUCT
 from tvmbench.compile.passes.prefetch import mark as mark_prefetch
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
 from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
@@ -227,8 +228,20 @@ HELD_WINDOW_MIN_ROWS = 4
 # resnet18 1.035-1.061x in the far state but resnet18 at batch 8 0.956x in the near one; 2 gave
 # resnet18 1.080x far and 1.010-1.013x near, densenet121 1.015x, googlenet 1.018x, but vgg16 0.945x,
 # inception_v3 0.984x and resnet18 at batch 8 0.956x, where the weights are large against the rows.
-# Off until a rule tells those apart.
+# Off: ROW_CHUNKS tells those apart.
 ROWS_BEFORE_BATCH = 0
+# ... and a batched product whose rows' data (the input and output, which the transforms on
+# either side split by tiles) outweighs its weights by ROW_CHUNK_BYTES_PER_WEIGHT_BYTE splits its
+# row tiles into ROW_CHUNKS contiguous ranges outside the batch (``_row_chunks``): the parallel
+# loop's static halves then give each core the tiles its input transform wrote and its output
+# transform reads, and inside a range each position's weights serve all its rows (what
+# ROWS_BEFORE_BATCH lost at batch 8). Each core then reads every position's weights. Same-process
+# A/Bs (session 73, Zen 4 VM, by the host-state probe): in the far state resnet18 1.048-1.061x
+# (bf16 1.047-1.067x), resnet34 1.039-1.046x (bf16 1.080x), resnet50 bf16 1.014x, inception_v3
+# 1.013x, vgg16 1.008x, googlenet 0.988x; in the near state (one L3) resnet18 0.993-1.004x (bf16
+# 0.970-1.009x), resnet34 0.990x, densenet121 level. 0 turns it off.
+ROW_CHUNKS = 2
+ROW_CHUNK_BYTES_PER_WEIGHT_BYTE = 1.0
 # In channel-outer order (weights over SPATIAL_OUTER_WEIGHT_BYTES), the axes of independent
 # contractions (``_batch_axes``: a grouped convolution's group, the Winograd product's position)
 # go outside the channel tiles, so a group's tiles run together and its weight panel serves them
@@ -719,6 +732,11 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
     others = [(i, h_outer if i == stacked else loops[i]) for i, k in enumerate(kinds)
               if k == "S" and i not in (found.n_axis, m_axis)]
     batch_loops, outer_spatial, channel_outer = _tile_order(found, tile, n_outer, m_outer, others)
+    chunks = _row_chunks(found, tile, m_outer)
+    if chunks:
+        chunk, m_rest = sch.split(m_outer, factors=[chunks, None])
+        outer_spatial = [m_rest if loop.same_as(m_outer) else loop for loop in outer_spatial]
+        batch_loops = [chunk] + batch_loops
     reduce_loops = [loops[i] for i, k in enumerate(kinds) if k == "R"]
     pair = []
     if found.pairs:  # (the pair of reduction steps inside the lanes: one vdpbf16ps, compile/bf16.py)
@@ -736,7 +754,7 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
         outer_spatial, reduce_loops = _block_reduction(found, tile, outer_spatial, n_outer, reduce_loops, batches)
         if len(reduce_loops) == depth:  # (in reduction blocks the sums wait in memory, and a call in
             # the loop would keep LLVM from holding them in registers: ViT's 3072 -> 768 1.36x slower)
-            prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles, bool(batch_loops))
+            prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles, bool(batch_loops), chunks or 1)
     tile_loop = sch.fuse(*batch_loops, *outer_spatial)
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
@@ -782,15 +800,35 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
     return batch_loops, outer_spatial, channel_outer
 
 
+def _row_chunks(found: Match, tile: Tile, m_outer: Any | None) -> int:
+    """ROW_CHUNKS where a Winograd product (one batch axis: the tile positions; not a grouped
+    convolution's, whose groups are a second) moves more row-side bytes (input and output) than
+    weight bytes (ROW_CHUNK_BYTES_PER_WEIGHT_BYTE) and its rows divide into whole register tiles
+    and those into the chunks; else 0 (knob ``row_chunks``). Over a partial last register tile
+    the chunks' predicate stayed inside the tile: inception_v3's 32 -> 32 product over 1369
+    Winograd tiles (7-row register tiles) ran 1.45x as long alone, on one thread."""
+    if not ROW_CHUNKS or m_outer is None or found.block.name_hint != WINOGRAD_PRODUCT \
+            or len(_batch_axes(found)) != 1:
+        return 0
+    row_tiles = as_int(found.sch.get(m_outer).extent) or 0
+    if row_tiles < 2 * ROW_CHUNKS or row_tiles % ROW_CHUNKS or row_tiles * tile.rows != found.extents[found.m_axis]:
+        return 0
+    out_bytes = int(np.prod([as_int(d) or 0 for d in found.out.shape])) * dtype_bits(found.out.dtype) // 8
+    rows_bytes = _operand_bytes(found, rows_dependent=True) + out_bytes
+    chunked = rows_bytes >= ROW_CHUNK_BYTES_PER_WEIGHT_BYTE * _operand_bytes(found, rows_dependent=False)
+    return knob("row_chunks", ROW_CHUNKS if chunked else 0, (0, ROW_CHUNKS))
+
+
 def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer: Any, row_tiles: int,
-                    batched: bool) -> tuple[Any, int, int, int, int, int] | None:
-    """(weights, inner, packed blocks per tile, row tiles, channel tiles, batch) for ``passes/prefetch.mark``
+                    batched: bool, repeats: int = 1) -> tuple[Any, int, int, int, int, int, int] | None:
+    """(weights, inner, packed blocks per tile, row tiles, channel tiles, batch, repeats) for ``passes/prefetch.mark``
     where a channel-outer tile reads one packed weight panel per channel tile
     (PREFETCH_NEXT_PANEL; knob ``prefetch``): one operand independent of the rows, packed with
     whole blocks per tile, indexed by no other loop but the batch loops outside (``batched``:
     a grouped convolution's weights, ``[G, Co/B, ...]``). ``outer_spatial``: the loops fused into
     the parallel loop after the batch loops, after any row or reduction blocks; ``inner``: their
-    iterations per channel tile; ``batch``: their iterations per batch (0: none)."""
+    iterations per channel tile; ``batch``: their iterations per batch (0: none); ``repeats``: the
+    row chunks outside the batch loops (``_row_chunks``)."""
     sch = found.sch
     weights = [r.source for r in _operand_reads(found, rows_dependent=False)]
     if len(weights) != 1 or len(weights[0].shape) < 3 \
@@ -803,7 +841,7 @@ def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer:
     extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
     at = next(i for i, loop in enumerate(outer_spatial) if loop.same_as(n_outer))
     batch = int(np.prod(extents)) if batched else 0
-    return weights[0], int(np.prod(extents[at + 1:])), columns // lanes, row_tiles, extents[at], batch
+    return weights[0], int(np.prod(extents[at + 1:])), columns // lanes, row_tiles, extents[at], batch, repeats
 
 
 def _block_rows(found: Match, outer_spatial: list[Any], rows: int, batches: int = 1) -> list[Any]:
