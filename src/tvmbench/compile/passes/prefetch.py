@@ -64,7 +64,7 @@ def _contains(loop: Any, var: Any) -> bool:
     return found is not None
 
 
-def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int]] | None:
+def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int, int]] | None:
     """(parallel loop, the loops from it to the marked loop, weights buffer, (inner, blocks,
     tiles, batch)) of a marked kernel; None when it has no mark the pass can serve."""
     loops: list[Any] = []
