@@ -66,7 +66,7 @@ def _contains(loop: Any, var: Any) -> bool:
 
 def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int, int]] | None:
     """(parallel loop, the loops from it to the marked loop, weights buffer, (inner, blocks,
-    tiles, batch)) of a marked kernel; None when it has no mark the pass can serve."""
+    tiles, batch, repeats)) of a marked kernel; None when it has no mark the pass can serve."""
     loops: list[Any] = []
     tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
     marked = [f for f in loops if KEY in f.annotations]
