@@ -1840,3 +1840,56 @@ def test_bf16_on_a_cpu_without_avx512_bf16_is_one_line():
     target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512"}, gpu_query=lambda: None)
     with pytest.raises(UserError, match="AVX-512 BF16.*skylake-avx512"):
         apply_precision(import_model(load_model(BF16_NET)).mod, "bf16", target)
+
+
+def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(monkeypatch):
+    """A kernel holding one Winograd convolution's output transform, its epilogue (bias, residual
+    add, ReLU) and the next convolution's input transform computes the output by tiles, its
+    positions unrolled and the epilogue inlined (``winograd.JOINED_TILES``): three parallel loops
+    (output tiles, the next input's padding, input tiles), the first over the 5 x 5 tiles of a
+    19 x 19 map (a partial last tile), not one elementwise loop per block over its 361 pixels.
+    The model matches PyTorch on this machine's target."""
+    import torch
+    import tvm_ffi
+    from tvm import tirx
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+    from tvmbench.compile.rules import Winograd, winograd
+    from tvmbench.models.base import LoadedModel
+
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.Conv2d(32, 32, 3, padding=1)
+
+        def forward(self, x):
+            return self.b(torch.relu(self.a(x) + x))
+
+    torch.manual_seed(0)
+    module = Net().eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 19, 19), dtype="float32")
+    model = LoadedModel(name="winograd-joined", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    mod = pipeline.legalized(import_model(model).mod, TARGET)
+    (func,) = [f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc)
+               and {WINOGRAD_INPUT, WINOGRAD_OUTPUT} <= set(re.findall(r'T\.sblock\("(\w+)"\)', f.script()))]
+
+    def parallel_extents(joined):
+        monkeypatch.setattr(winograd, "JOINED_TILES", joined)
+        with TARGET.tvm():
+            sch = Winograd().schedule(func, TARGET.tvm())
+        loops = []
+        tvm_ffi.structural_walk(sch.mod["main"].body, [(tirx.For, loops.append)])
+        return [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL]
+
+    assert sorted(parallel_extents(1)) == [25, 25, 22 * 22], parallel_extents(1)
+    assert 19 * 19 in parallel_extents(0)
+    monkeypatch.setattr(winograd, "JOINED_TILES", 1)
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2))
+    backend.prepare(model)
+    backend.run()
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(backend.outputs()[0], expected, rtol=1e-4, atol=1e-4)
+

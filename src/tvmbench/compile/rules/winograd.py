@@ -31,6 +31,11 @@ class Winograd(Rule):
             return None
         sch, infos = found
         names = [sch.get(b.block_rv).name_hint for b in infos]
+        if JOINED_TILES and WINOGRAD_INPUT in names and WINOGRAD_OUTPUT in names:
+            joined = output_then_input(sch.copy(), infos, names.index(WINOGRAD_OUTPUT), names.index(WINOGRAD_INPUT),
+                                       target)
+            if joined is not None:
+                return joined
         for name, transform in ((WINOGRAD_INPUT, input_transform), (WINOGRAD_OUTPUT, output_transform)):
             if name in names:
                 return transform(sch, infos, names.index(name), target)
@@ -75,6 +80,26 @@ def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
     sch.unroll(pos)
     sch.vectorize(c_lane)
     return sch
+
+
+# A kernel holding one convolution's output transform and the next one's input transform (FuseOps
+# joins them through the epilogue: bias, ReLU, a residual add) computes the first by output tiles
+# too, its positions unrolled and the epilogue inlined, then pads and transforms (0: the output
+# transform and each epilogue block were elementwise loops of their own, each pixel choosing its
+# coefficients at run time, the map written and read once per block).
+JOINED_TILES = 1
+
+
+def output_then_input(sch: Any, infos: list[Any], out: int, into: int, target: Any) -> Any:
+    """An output transform and its epilogue (``infos[out:]`` up to the first block over another
+    shape: the next input's padding) as ``output_transform`` schedules them, the rest as
+    ``input_transform``; None when the output part does not take that schedule."""
+    shape = buffer_shape(sch.get(infos[out].block_rv).writes[0].source)
+    pad = next((i for i in range(out + 1, into) if buffer_shape(sch.get(infos[i].block_rv).writes[0].source) != shape),
+               into)
+    if out != 0 or output_transform(sch, infos[:pad], out, target) is None:
+        return None
+    return input_transform(sch, infos[pad:], into - pad, target)
 
 
 def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
