@@ -1893,3 +1893,56 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
         expected = module(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(backend.outputs()[0], expected, rtol=1e-4, atol=1e-4)
 
+
+def test_input_transforms_prefetch_the_next_tiles_lines_for_writing():
+    """``passes/prefetch_writes.py``: in a Winograd input transform (a 32-channel 19 x 19 map: 25
+    tiles, 36 positions, two 16-lane vectors of channels), each iteration of the channel-vector
+    loop asks for ownership (``llvm.prefetch`` with rw = 1) of the line every position will write
+    for the next tile (the last tile its own), one prefetch per position; with ``DISTANCE`` 0,
+    none."""
+    import torch
+    import tvm
+    import tvm_ffi
+    from tvm import tirx
+
+    from tvmbench.compile.names import WINOGRAD_INPUT
+    from tvmbench.compile.passes import prefetch_writes
+    from tvmbench.compile.rules import Winograd
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+    module = torch.nn.Conv2d(32, 32, 3, padding=1).eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 19, 19), dtype="float32")
+    model = LoadedModel(name="winograd-writes", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    mod = pipeline.legalized(import_model(model).mod, target)
+    (func,) = [f for f in mod.functions.values() if isinstance(f, tirx.PrimFunc)
+               and f'T.sblock("{WINOGRAD_INPUT}")' in f.script()]
+    with target.tvm():
+        scheduled = Winograd().schedule(func, target.tvm()).mod["main"]
+
+    def prefetches(distance):
+        old, prefetch_writes.DISTANCE = prefetch_writes.DISTANCE, distance
+        try:
+            out = prefetch_writes.prefetch_writes(scheduled)
+        finally:
+            prefetch_writes.DISTANCE = old
+        loops, calls = [], []
+        # (llvm.prefetch's arguments: the intrinsic's id, the address, rw, locality, cache type)
+        tvm_ffi.structural_walk(out.body, [(tirx.For, loops.append), (tvm.ir.expr.Call, lambda c: calls.append(c)
+                                           if len(c.args) == 5 and "_flat" in str(c.args[1]) else None)])
+        return loops, calls
+
+    assert prefetches(0)[1] == []
+    loops, calls = prefetches(1)
+    assert len(calls) == 36 and all(int(c.args[2]) == 1 for c in calls)
+    (tiles,) = [f for f in loops if f.kind == tirx.ForKind.PARALLEL and int(f.extent) == 25]
+    used = []
+    tvm_ffi.structural_walk(calls[0].args[1], [(tirx.Var, used.append)])
+    (vectors,) = [f for f in loops if any(f.loop_var.same_as(v) for v in used) and not f.same_as(tiles)]
+    analyzer = tvm.sym.Analyzer()
+    for t, c, ahead in ((3, 1, 4), (24, 0, 24)):
+        at = {tiles.loop_var: tirx.IntImm("int64", t), vectors.loop_var: tirx.IntImm("int64", c)}
+        lines = [int(analyzer.simplify(tvm_ffi.structural_map(call.args[1].args[0].indices[0], (
+            tirx.Var, lambda v, at=at: at.get(v, v))))) for call in calls]
+        assert lines == [p * 25 * 32 + ahead * 32 + c * 16 for p in range(36)], (t, c, lines[:3])
