@@ -26,6 +26,7 @@ import os
 import shutil
 import statistics
 import time
+from typing import Any
 
 
 def _number(text: str) -> int | float | tuple[int | float, ...]:
@@ -170,7 +171,8 @@ def alternate(builds: dict, args: argparse.Namespace, a_name: str, b_name: str) 
                     times[label].append(time.perf_counter() - t0)
     a, b = (statistics.median(times[k]) * 1e3 for k in ("A", "B"))
     print(f"{args.model}: {a_name} {a:.3f} ms, {b_name} {b:.3f} ms, "
-          f"B speedup {a / b:.3f} (medians of {len(times['A'])} runs, alternating "
+          f"B speedup {a / b:.3f}{_interval(times, args.block, range(len(times['A']) // args.block))} "
+          f"(medians of {len(times['A'])} runs, alternating "
           f"{'single runs' if args.block == 1 else f'blocks of {args.block}'}, built {args.build_order})")
     if turns:
         by_state(turns, times, args.block)
@@ -210,7 +212,22 @@ def by_state(turns: list[float], times: dict[str, list[float]], block: int) -> N
         mine = {label: [t for i in pairs for t in times[label][i * block:(i + 1) * block]] for label in times}
         a, b = (statistics.median(mine[x]) * 1e3 for x in ("A", "B"))
         print(f"  host state {level:.2f} us per fork-join ({len(pairs)} pairs of blocks): A {a:.3f} ms, "
-              f"B {b:.3f} ms, B speedup {a / b:.3f}")
+              f"B {b:.3f} ms, B speedup {a / b:.3f}{_interval(times, block, pairs)}")
+
+
+def _interval(times: dict[str, list[float]], block: int, pairs: Any) -> str:
+    """`` [lo-hi]``: the 95 % interval of B's speedup over the given pairs of blocks, the pairs
+    as the units (``stats.paired_ratio_ci`` over the blocks' medians). Without it a short run's
+    split by host state read as a result: an A/A of two identical resnet18 builds (150 runs in
+    blocks of 5) read 0.959x over its 19 near-state pairs and 1.025x over its 11 far-state ones
+    (docs/performance.md, session 74)."""
+    from tvmbench.measure.stats import paired_ratio_ci
+
+    medians = {label: [statistics.median(times[label][i * block:(i + 1) * block]) for i in pairs] for label in times}
+    if len(medians["A"]) < 2:
+        return ""
+    _, lo, hi = paired_ratio_ci(medians["A"], medians["B"])
+    return f" [95 % CI {lo:.3f}-{hi:.3f}]"
 
 
 if __name__ == "__main__":
