@@ -74,12 +74,11 @@ def _pipeline() -> tuple[Any, Any, Any]:
     from tvmbench.compile.passes.bf16_casts import bind_cast_operands_pass
     from tvmbench.compile.passes.key_limits import bound_key_loops_pass, truncate_key_loops_pass
     from tvmbench.compile.passes.prefetch import prefetch_pass
-    from tvmbench.compile.passes.prefetch_writes import prefetch_writes_pass
     from tvmbench.compile.passes.stack_buffers import stack_buffers_pass
 
     lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     first = [opaque_and_simplified()] if SIMPLIFY_OPAQUE_BLOCKS else []
-    return tvm.transform.Sequential([prefetch_pass, prefetch_writes_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
+    return tvm.transform.Sequential([prefetch_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
                                      bound_key_loops_pass,
                                      stack_buffers_pass]), host, device
 

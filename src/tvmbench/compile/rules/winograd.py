@@ -17,7 +17,6 @@ from tvm import s_tir
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
 from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT
-from tvmbench.compile.passes import prefetch_writes
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits
@@ -77,7 +76,6 @@ def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
     width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
     c_outer, c_lane = sch.split(channels, factors=[None, width])
     sch.reorder(tiles, c_outer, pos, c_lane)
-    prefetch_writes.mark(sch, c_outer, tiles, sch.get(transform).writes[0].source)
     sch.parallel(tiles)
     sch.unroll(pos)
     sch.vectorize(c_lane)
