@@ -26,7 +26,7 @@ import os
 import shutil
 import statistics
 import time
-from typing import Any
+from collections.abc import Sequence
 
 
 def _number(text: str) -> int | float | tuple[int | float, ...]:
@@ -215,7 +215,7 @@ def by_state(turns: list[float], times: dict[str, list[float]], block: int) -> N
               f"B {b:.3f} ms, B speedup {a / b:.3f}{_interval(times, block, pairs)}")
 
 
-def _interval(times: dict[str, list[float]], block: int, pairs: Any) -> str:
+def _interval(times: dict[str, list[float]], block: int, pairs: Sequence[int]) -> str:
     """`` [lo-hi]``: the 95 % interval of B's speedup over the given pairs of blocks, the pairs
     as the units (``stats.paired_ratio_ci`` over the blocks' medians). Without it a short run's
     split by host state read as a result: an A/A of two identical resnet18 builds (150 runs in
