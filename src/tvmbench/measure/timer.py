@@ -108,101 +108,138 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     ``turns`` the calls run only during this framework's turns (lockstep); with ``probe`` its
     turns are timed between blocks."""
     cfg = config or TimerConfig()
-    clock = time.perf_counter
-    calls = 0
-
-    def timed_block(k: int) -> float:
-        nonlocal calls
-        if block_timer is not None:
-            calls += k
-            return block_timer(k)
-        t0 = clock()
-        for _ in range(k):
-            fn()
-        calls += k
-        return (clock() - t0) / k
-
-    # Warm-up, one call at a time (a call's first runs are the ones that differ).
     if on_progress:  # at most 4 messages a second: they cross a pipe from the process being measured
         on_progress = _at_most_every(0.25, on_progress)
-    warmup: list[float] = []
-    if turns is not None:
-        turns.acquire()
-    start = clock()
-    while True:
-        if cfg.fixed_warmup_runs is not None:
-            if len(warmup) >= cfg.fixed_warmup_runs:
-                break
-        elif warmup and (
-            (len(warmup) >= cfg.min_warmup_runs and clock() - start >= cfg.min_warmup_s)
-            or clock() - start >= cfg.max_warmup_s
-            or (len(warmup) >= cfg.slow_warmup_runs  # (the last few only: a fast call warms up 1000s of times)
-                and sorted(warmup[-cfg.slow_warmup_runs:])[cfg.slow_warmup_runs // 2] >= cfg.slow_call_s)
-        ):
-            break
-        warmup.append(timed_block(1))
-        if on_progress:
-            on_progress("warmup", len(warmup))
-
-    if turns is not None:
-        turns.release()
-    # Block size from the steadiest warm-up estimate.
-    recent = sorted(warmup[-5:]) if warmup else []
-    estimate = recent[len(recent) // 2] if recent else 0.0
+    blocks = _Blocks(fn, block_timer)
+    warmup = _warm_up(blocks, cfg, turns, on_progress)
+    estimate = _steady(warmup)
     # With a fixed run count the user asked for that many samples: one call each.
     fast = 0 < estimate < cfg.block_target_s and cfg.fixed_runs is None
     block = math.ceil(cfg.block_target_s / estimate) if fast else 1
-
-    samples: list[float] = []
-    timed_calls = 0
-    start = clock()
-    reason = ""
-    own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
-    probe_turns: list[tuple[int, float, float]] = []
-    probed_at = -math.inf  # ``own`` at the last probe turn
     if 0 < cfg.pause_turn_call_s <= estimate:
         def rewarm() -> None:
             time.sleep(cfg.turn_settle_s)
     else:
         def rewarm() -> None:  # the model's data back in the caches, untimed
-            timed_block(1)
+            blocks.run(1)
     lockstep = TurnClock(turns, rewarm) if turns is not None else None
+    timed = _timed_phase(blocks, block, cfg, lockstep, probe, rewarm, on_progress)
+    if lockstep is not None:
+        lockstep.stop()
+    return Measurement(samples_s=timed.samples, warmup_s=warmup, block_size=block, stop_reason=timed.reason,
+                       total_calls=blocks.calls, timed_calls=timed.calls, timed_wall_s=timed.wall_s,
+                       config=cfg.to_json(), turns=lockstep.spans if lockstep is not None else [],
+                       probe_turns=timed.probe_turns)
+
+
+class _Blocks:
+    """Runs ``k`` back-to-back calls and returns seconds per call (from ``block_timer`` when the
+    device keeps its own clock), counting every call made."""
+
+    def __init__(self, fn: Callable[[], Any], block_timer: Callable[[int], float] | None) -> None:
+        self.fn, self.block_timer, self.calls = fn, block_timer, 0
+
+    def run(self, k: int) -> float:
+        self.calls += k
+        if self.block_timer is not None:
+            return self.block_timer(k)
+        t0 = time.perf_counter()
+        for _ in range(k):
+            self.fn()
+        return (time.perf_counter() - t0) / k
+
+
+def _warm_up(blocks: _Blocks, cfg: TimerConfig, turns: Turns | None,
+             on_progress: Callable[[str, int], None] | None) -> list[float]:
+    """Warm-up, one call at a time (a call's first runs are the ones that differ); in lockstep
+    the whole warm-up is one turn."""
+    warmup: list[float] = []
+    if turns is not None:
+        turns.acquire()
+    start = time.perf_counter()
+    while not _warm(warmup, time.perf_counter() - start, cfg):
+        warmup.append(blocks.run(1))
+        if on_progress:
+            on_progress("warmup", len(warmup))
+    if turns is not None:
+        turns.release()
+    return warmup
+
+
+def _warm(warmup: list[float], elapsed: float, cfg: TimerConfig) -> bool:
+    """Whether the warm-up calls so far are enough (the module docstring's rules)."""
+    if cfg.fixed_warmup_runs is not None:
+        return len(warmup) >= cfg.fixed_warmup_runs
+    if not warmup:  # at least one warm-up call, whatever the times
+        return False
+    slow = cfg.slow_warmup_runs  # (the last few only: a fast call warms up 1000s of times)
+    return ((len(warmup) >= cfg.min_warmup_runs and elapsed >= cfg.min_warmup_s)
+            or elapsed >= cfg.max_warmup_s
+            or (len(warmup) >= slow and sorted(warmup[-slow:])[slow // 2] >= cfg.slow_call_s))
+
+
+def _steady(warmup: list[float]) -> float:
+    """The steadiest warm-up estimate of one call: the median of the last five."""
+    recent = sorted(warmup[-5:])
+    return recent[len(recent) // 2] if recent else 0.0
+
+
+@dataclass
+class _Timed:
+    samples: list[float] = field(default_factory=list)
+    calls: int = 0
+    reason: str = ""
+    wall_s: float = 0.0
+    probe_turns: list[tuple[int, float, float]] = field(default_factory=list)
+
+
+def _timed_phase(blocks: _Blocks, block: int, cfg: TimerConfig, lockstep: TurnClock | None,
+                 probe: HostProbe | None, rewarm: Callable[[], None],
+                 on_progress: Callable[[str, int], None] | None) -> _Timed:
+    """Blocks of ``block`` calls until the stopping rule holds. In lockstep, or with probe turns,
+    only the model's own timed work counts towards the phase's durations."""
+    clock = time.perf_counter
+    out = _Timed()
+    start = clock()
+    own = 0.0  # seconds spent timing (in lockstep, only inside this framework's turns)
+    probed_at = -math.inf  # ``own`` at the last probe turn
     while True:
-        # (in lockstep, or with probe turns, only the model's own timed work counts)
         elapsed = own if lockstep is not None or probe is not None else clock() - start
-        n = len(samples)
-        if cfg.fixed_runs is not None:
-            if timed_calls >= cfg.fixed_runs:
-                reason = f"fixed count of {cfg.fixed_runs} runs"
-                break
-        elif n >= cfg.min_timed_runs_always:
-            enough = n >= cfg.min_runs and elapsed >= cfg.min_time_s
-            if enough and _ci_rel(samples) <= cfg.target_ci_rel:
-                reason = f"95% CI of the median within +-{cfg.target_ci_rel:.0%}"
-                break
-            if elapsed >= cfg.max_time_s:
-                reason = f"maximum time {cfg.max_time_s:g} s reached" + (
-                    "" if enough else f" before {cfg.min_runs} runs / {cfg.min_time_s:g} s")
-                break
+        out.reason = _stop_reason(out.samples, out.calls, elapsed, cfg)
+        if out.reason:
+            break
         if lockstep is not None:
             lockstep.before_block()
         t0 = clock()
-        samples.append(timed_block(block))
+        out.samples.append(blocks.run(block))
         own += clock() - t0
-        timed_calls += block
-        if probe is not None and probe.due(own - probed_at, samples[-1]):
-            probe_turns.append((len(samples), *probe.reading()))
+        out.calls += block
+        if probe is not None and probe.due(own - probed_at, out.samples[-1]):
+            out.probe_turns.append((len(out.samples), *probe.reading()))
             probed_at = own
             rewarm()
         if lockstep is not None:
             lockstep.after_block()
         if on_progress:
-            on_progress("timed", timed_calls)
-    if lockstep is not None:
-        lockstep.stop()
-    return Measurement(samples_s=samples, warmup_s=warmup, block_size=block, stop_reason=reason,
-                       total_calls=calls, timed_calls=timed_calls, timed_wall_s=clock() - start, config=cfg.to_json(),
-                       turns=lockstep.spans if lockstep is not None else [], probe_turns=probe_turns)
+            on_progress("timed", out.calls)
+    out.wall_s = clock() - start
+    return out
+
+
+def _stop_reason(samples: list[float], calls: int, elapsed: float, cfg: TimerConfig) -> str:
+    """Why the timed phase stops now, or "" to go on."""
+    if cfg.fixed_runs is not None:
+        return f"fixed count of {cfg.fixed_runs} runs" if calls >= cfg.fixed_runs else ""
+    n = len(samples)
+    if n < cfg.min_timed_runs_always:
+        return ""
+    enough = n >= cfg.min_runs and elapsed >= cfg.min_time_s
+    if enough and _ci_rel(samples) <= cfg.target_ci_rel:
+        return f"95% CI of the median within +-{cfg.target_ci_rel:.0%}"
+    if elapsed >= cfg.max_time_s:
+        return f"maximum time {cfg.max_time_s:g} s reached" + (
+            "" if enough else f" before {cfg.min_runs} runs / {cfg.min_time_s:g} s")
+    return ""
 
 
 def _at_most_every(seconds: float, fn: Callable[[str, int], None]) -> Callable[[str, int], None]:
