@@ -252,49 +252,10 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     with _main_script_hidden():
         proc.start()
     send_conn.close()
-    ps = psutil.Process(proc.pid)
-    peak = 0
-    marked: int | None = None
-    peak_gpu: int | None = None
-    outcome: Outcome | None = None
+    watch = _Watch(psutil.Process(proc.pid), gpu_sampler, mark)
     try:
-        while outcome is None:
-            if recv_conn.poll(poll_s):
-                try:
-                    kind, payload = recv_conn.recv()
-                except (EOFError, OSError):
-                    break  # the worker died; its exit code says how
-                if kind != "progress":
-                    outcome = Outcome(ok=kind == "ok", value=payload if kind == "ok" else None,
-                                      error=payload if kind == "error" else {})
-                    break
-                if payload == mark:
-                    marked = 0
-                if on_progress:
-                    on_progress(payload)
-            # the limits are checked on every turn, messages or not (a chatty worker is no exception)
-            rss = _tree_rss(ps)
-            peak = max(peak, rss)
-            if marked is not None:
-                marked = max(marked, rss)
-            if gpu_sampler is not None:
-                used = gpu_sampler.used_by({p.pid for p in _tree(ps)})
-                if used is not None:
-                    peak_gpu = max(peak_gpu or 0, used)
-            elapsed = time.monotonic() - start
-            if peak > memory_limit_bytes:
-                _kill(proc)
-                outcome = Outcome(ok=False, error={
-                    "kind": "oom", "type": "MemoryLimitExceeded",
-                    "message": f"out of memory: the worker went over its limit of {memory_limit_bytes / 2**30:.1f} "
-                               "GiB (raise it with --memory-limit, or use a smaller batch or sequence)"})
-            elif elapsed > timeout_s:
-                _kill(proc)
-                outcome = Outcome(ok=False, error={
-                    "kind": "timeout", "type": "Timeout",
-                    "message": f"timed out after {timeout_s:g} s (raise it with --timeout)"})
-            elif not proc.is_alive() and not recv_conn.poll(0):
-                break
+        outcome = _supervise(proc, recv_conn, watch, start, timeout_s=timeout_s,
+                             memory_limit_bytes=memory_limit_bytes, on_progress=on_progress, poll_s=poll_s)
     except BaseException:
         _kill(proc)  # Ctrl-C: do not leave a worker running
         raise
@@ -302,35 +263,102 @@ def run_isolated(fn: Callable[[Any, Progress], Any], arg: Any, *, timeout_s: flo
     if proc.is_alive():
         _kill(proc)
     if outcome is None:
-        code = proc.exitcode
-        if code == -signal.SIGKILL:  # not ours (we set an outcome when we kill): most likely the OOM killer
-            outcome = Outcome(ok=False, error={
-                "kind": "oom", "type": "MemoryLimitExceeded",
-                "message": f"the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
-                           f"(it had used up to {peak / 2**30:.1f} GiB; use a smaller batch or sequence, or lower "
-                           "--memory-limit so tvmbench stops it first)"})
-        else:
-            how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
-            outcome = Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
-                                               "message": f"the worker process {how} (a crash inside the framework)"})
+        outcome = _died(proc.exitcode, watch.peak)
     if not outcome.ok and limit and outcome.error.get("kind") == "exception" and _refused_allocation(outcome.error):
-        # The kernel refuses one request for more than is left under the limit, whatever the
-        # worker holds: torchvision's vit_b_16 hit TVM's ConvertLayout asking for an impossible
-        # size right after the import, so the message says what was held and names both causes.
-        outcome.error = {**outcome.error, "kind": "oom", "type": "MemoryLimitExceeded",
-                         "message": f"out of memory: an allocation failed at the worker's hard limit of "
-                                    f"{limit / 2**30:.1f} GiB with {peak / 2**30:.1f} GiB resident "
-                                    f"({outcome.error['message']}): this size needs more in one piece (raise "
-                                    "--memory-limit, or use a smaller batch or sequence), or, with little "
-                                    "resident, the framework asked for an impossible size (a bug it has with this "
-                                    "model)"}
+        outcome.error = _refused_at_limit(outcome.error, limit, watch.peak)
     _keep_output(outcome, output)
-    outcome.peak_rss_bytes = max(peak, outcome.peak_rss_bytes)
-    outcome.peak_rss_marked_bytes = marked or None
-    outcome.peak_gpu_bytes = peak_gpu
+    outcome.peak_rss_bytes = max(watch.peak, outcome.peak_rss_bytes)
+    outcome.peak_rss_marked_bytes = watch.marked or None
+    outcome.peak_gpu_bytes = watch.peak_gpu
     outcome.wall_s = time.monotonic() - start
     recv_conn.close()
     return outcome
+
+
+class _Watch:
+    """The peaks of a worker's process tree: resident memory, resident memory from the progress
+    message ``mark`` on, and device memory (with a GPU sampler)."""
+
+    def __init__(self, ps: psutil.Process, gpu_sampler: Any | None, mark: str | None) -> None:
+        self.ps, self.gpu_sampler, self.mark = ps, gpu_sampler, mark
+        self.peak = 0
+        self.marked: int | None = None
+        self.peak_gpu: int | None = None
+
+    def message(self, payload: Any) -> None:
+        if payload == self.mark:
+            self.marked = 0
+
+    def sample(self) -> None:
+        rss = _tree_rss(self.ps)
+        self.peak = max(self.peak, rss)
+        if self.marked is not None:
+            self.marked = max(self.marked, rss)
+        if self.gpu_sampler is not None:
+            used = self.gpu_sampler.used_by({p.pid for p in _tree(self.ps)})
+            if used is not None:
+                self.peak_gpu = max(self.peak_gpu or 0, used)
+
+
+def _supervise(proc: Any, recv_conn: Any, watch: _Watch, start: float, *, timeout_s: float,
+               memory_limit_bytes: int, on_progress: Progress | None, poll_s: float) -> Outcome | None:
+    """Pass the worker's progress on and enforce its limits until it answers (its outcome), is
+    killed over a limit (that outcome), or dies without answering (None: its exit code says how)."""
+    while True:
+        if recv_conn.poll(poll_s):
+            try:
+                kind, payload = recv_conn.recv()
+            except (EOFError, OSError):
+                return None  # the worker died; its exit code says how
+            if kind != "progress":
+                return Outcome(ok=kind == "ok", value=payload if kind == "ok" else None,
+                               error=payload if kind == "error" else {})
+            watch.message(payload)
+            if on_progress:
+                on_progress(payload)
+        # the limits are checked on every turn, messages or not (a chatty worker is no exception)
+        watch.sample()
+        if watch.peak > memory_limit_bytes:
+            _kill(proc)
+            return Outcome(ok=False, error={
+                "kind": "oom", "type": "MemoryLimitExceeded",
+                "message": f"out of memory: the worker went over its limit of {memory_limit_bytes / 2**30:.1f} "
+                           "GiB (raise it with --memory-limit, or use a smaller batch or sequence)"})
+        if time.monotonic() - start > timeout_s:
+            _kill(proc)
+            return Outcome(ok=False, error={
+                "kind": "timeout", "type": "Timeout",
+                "message": f"timed out after {timeout_s:g} s (raise it with --timeout)"})
+        if not proc.is_alive() and not recv_conn.poll(0):
+            return None
+
+
+def _died(code: int | None, peak: int) -> Outcome:
+    """The outcome of a worker that ended without answering, from its exit code."""
+    if code == -signal.SIGKILL:  # not ours (we set an outcome when we kill): most likely the OOM killer
+        return Outcome(ok=False, error={
+            "kind": "oom", "type": "MemoryLimitExceeded",
+            "message": f"the worker was killed by SIGKILL, most likely by the kernel's out-of-memory killer "
+                       f"(it had used up to {peak / 2**30:.1f} GiB; use a smaller batch or sequence, or lower "
+                       "--memory-limit so tvmbench stops it first)"})
+    how = f"crashed with {_signal_name(code)}" if code is not None and code < 0 else f"exited with code {code}"
+    return Outcome(ok=False, error={"kind": "crash", "type": "WorkerCrashed",
+                                    "message": f"the worker process {how} (a crash inside the framework)"})
+
+
+def _refused_at_limit(error: dict[str, Any], limit: int, peak: int) -> dict[str, Any]:
+    """An allocation the kernel refused at the worker's hard limit, as an out-of-memory error.
+
+    The kernel refuses one request for more than is left under the limit, whatever the worker
+    holds: torchvision's vit_b_16 hit TVM's ConvertLayout asking for an impossible size right
+    after the import, so the message says what was held and names both causes."""
+    return {**error, "kind": "oom", "type": "MemoryLimitExceeded",
+            "message": f"out of memory: an allocation failed at the worker's hard limit of "
+                       f"{limit / 2**30:.1f} GiB with {peak / 2**30:.1f} GiB resident "
+                       f"({error['message']}): this size needs more in one piece (raise "
+                       "--memory-limit, or use a smaller batch or sequence), or, with little "
+                       "resident, the framework asked for an impossible size (a bug it has with this "
+                       "model)"}
 
 
 def output_file(what: str) -> Path:
