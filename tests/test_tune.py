@@ -531,6 +531,22 @@ def test_in_model_selection_keeps_only_records_surely_faster_over_the_paired_blo
     assert verdict.gains["split"] == pytest.approx(500 / (120 + 400 / 1.05)) and "split" in verdict.losing
 
 
+def test_the_gradient_scheduler_picks_the_task_falling_fastest_or_weighing_most():
+    """MetaSchedule's gradient rule: after one batch per task, the next goes to the task whose
+    weighted latency is falling fastest (a steep recent fall beats a flat larger latency), ties at
+    random among the tasks alive."""
+    import random
+
+    from tvmbench.tuning.tuner import _steepest
+
+    flat, falling = [50.0] * 5, [200.0, 150.0, 100.0, 60.0, 20.0]
+    assert _steepest([0, 1], {0: flat, 1: falling}, [1.0, 1.0], random.Random(0)) == 1
+    # the same histories, the flat task weighing 20 times more (it runs 20 times in the model)
+    assert _steepest([0, 1], {0: flat, 1: falling}, [20.0, 1.0], random.Random(0)) == 0
+    picks = {_steepest([0, 2], {0: flat, 2: flat}, [1.0, 1.0, 1.0], random.Random(s)) for s in range(20)}
+    assert picks == {0, 2}
+
+
 def test_shipped_database_keeps_only_records_that_beat_the_default_and_applies_automatically(
         tuned, tmp_path, monkeypatch):
     from tvmbench.tuning import database

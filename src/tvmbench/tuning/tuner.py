@@ -56,8 +56,6 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
     from tvm.ir.utils import derived_object
     from tvm.s_tir.meta_schedule.task_scheduler import PyTaskScheduler
 
-    alpha, window = 0.2, 3  # MetaSchedule's defaults
-
     @derived_object
     class BudgetedScheduler(PyTaskScheduler):
         def __init__(self) -> None:
@@ -110,21 +108,27 @@ def make_scheduler(kind: str, budget_s: float | None, seed: int, on_deadline: Ca
                             outer.join_running_task(i)
                     self.rounds = n + 1
                 alive = [i for i in alive if i not in self.exhausted] or alive
-                grads = []
-                for i in alive:
-                    hist = self.history.get(i) or [1e100]
-                    latest = hist[-1]
-                    g1 = (hist[-1 - window] - latest) / window if len(hist) > window else 0.0
-                    grads.append((alpha * g1 + (1 - alpha) * latest / len(hist)) * float(records[i].task_weight))
-                if max(grads) == min(grads):
-                    task_id = self.rng.choice(alive)
-                else:
-                    task_id = alive[grads.index(max(grads))]
+                task_id = _steepest(alive, self.history, [float(r.task_weight) for r in records], self.rng)
             if records[task_id].measure_candidates is not None:
                 outer.join_running_task(task_id)
             return task_id
 
     return BudgetedScheduler()
+
+
+def _steepest(alive: list[int], history: dict[int, list[float]], weights: list[float], rng: Any,
+              alpha: float = 0.2, window: int = 3) -> int:
+    """The task whose weighted best latency is falling fastest or is largest (MetaSchedule's
+    gradient rule and its defaults ``alpha`` and ``window``); a random one when all are equal."""
+    grads = []
+    for i in alive:
+        hist = history.get(i) or [1e100]
+        latest = hist[-1]
+        g1 = (hist[-1 - window] - latest) / window if len(hist) > window else 0.0
+        grads.append((alpha * g1 + (1 - alpha) * latest / len(hist)) * weights[i])
+    if max(grads) == min(grads):
+        return rng.choice(alive)
+    return alive[grads.index(max(grads))]
 
 
 @dataclass
