@@ -18,11 +18,14 @@ minutes apart, not a quarter of an hour: run one after the other, a host that sp
 phases hid part of the injected slowdown (+7.9 % measured for +10 % spun, session 18).
 
 Every run times the host-state probe between its blocks (``measure/probe.py``, ``--probe``),
-and ``tvmbench diff`` compares each round's 5th percentile state with state. The same files are
-also judged three other ways, so the methods are scored on the same runs: the round medians
-within host states (before session 37), the 5th percentiles with the probe left out, and raw
-round medians (before the probe). An "inconclusive" verdict (the two runs timed in no common
-host state) is no false alarm, and no catch either.
+and ``tvmbench diff`` compares each round's 5th percentile state with state; where two runs were
+timed in no common host state, it judges them through the history's other runs of the model
+(``--bridges``: here the other 18 runs of this benchmark, plain and slowed, all in its
+temporary history). The same files are also judged four other ways, so the methods are scored
+on the same runs: without the bridges (before session 75), the round medians within host states
+(before session 37), the 5th percentiles with the probe left out, and raw round medians (before
+the probe). An "inconclusive" verdict (the two runs timed in no common host state, and nothing
+to bridge them) is no false alarm, and no catch either.
 """
 
 from __future__ import annotations
@@ -81,9 +84,9 @@ def _turn_range(path: Path) -> str:
     return "/".join(ranges)
 
 
-def diff(a: Path, b: Path) -> str:
-    out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "diff", str(a), str(b), "--json"],
-                         capture_output=True, text=True)
+def diff(a: Path, b: Path, history: Path) -> str:
+    out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "diff", str(a), str(b), "--json", "--history",
+                          str(history)], capture_output=True, text=True)
     return json.loads(out.stdout)["changes"][0]["verdict"]
 
 
@@ -120,13 +123,15 @@ def main() -> None:
     print("  host states seen (probe turns' microseconds per fork-join / per paired-work call, min-max per run): "
           + ", ".join(_turn_range(f) for f in plain))
     pairs = list(itertools.combinations(plain, 2))
-    verdicts = [diff(a, b) for a, b in pairs]
-    caught = [diff(a, b) for a, b in zip(plain, slowed, strict=True)]
+    verdicts = [diff(a, b, history) for a, b in pairs]
+    caught = [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     print(f"injected: +{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), "
           f"medians {ratio - 1:+.1%}")
-    methods = [("tvmbench diff (rounds' 5th percentiles within host states)", verdicts, caught)]
-    for name, probe, quantile in (("round medians within host states (before session 37)", True, 50),
+    methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
+                verdicts, caught)]
+    for name, probe, quantile in (("the same without bridges (before session 75)", True, None),
+                                  ("round medians within host states (before session 37)", True, 50),
                                   ("rounds' 5th percentiles without the probe", False, None),
                                   ("raw round medians", False, 50)):
         methods.append((name, [verdict_of(a, b, probe, quantile) for a, b in pairs],

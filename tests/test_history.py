@@ -186,6 +186,33 @@ def test_diff_says_inconclusive_when_the_sides_share_no_host_state(tmp_path, cap
     assert "1 inconclusive" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize("factor, expected", [(1.10, "slower"), (1.0, "no change")])
+def test_sides_in_different_host_states_are_judged_through_other_runs_that_saw_both(tmp_path, capsys, factor,
+                                                                                     expected):
+    """A timed only in the near state, B only in the far one: alone they are inconclusive; other
+    runs of the point on this machine that saw both states say what the far state does to the
+    model (30 % here), and through them a 10 % slowdown is flagged and identical code is not.
+    ``tvmbench diff`` takes them from the history, A and B themselves left out."""
+    a = probed_doc(10.0, ["nnnnnnnnnn"] * 4, seed=1)
+    b = probed_doc(10.0 * factor, ["ffffffffff"] * 4, seed=2)
+    others = [probed_doc(10.0, states, seed=10 + i)
+              for i, states in enumerate([["n" * 10, "f" * 10], ["f" * 10, "n" * 10, "n" * 10], ["n" * 10, "f" * 10]])]
+    (change,) = compare_runs([a], [b], bridges=others + [a, b])
+    assert change.verdict == expected and "bridged by 3 other run(s)" in change.basis, change
+    assert change.ratio == pytest.approx(factor, rel=0.03) and change.ci95[1] / change.ci95[0] < 1.08, change
+    assert compare_runs([a], [b], bridges=[probed_doc(10.0, ["n" * 10] * 2, seed=9)])[0].verdict == "inconclusive"
+    path = tmp_path / "history.sqlite"
+    history = History.open(path)
+    for doc in (*others, a, b):
+        history.add("run", doc, environment=doc["environment"])
+    history.close()
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    assert main(["diff", str(tmp_path / "a.json"), "latest", "--history", str(path)]) == (expected == "slower")
+    assert "1 change(s) bridged" in capsys.readouterr().out
+    assert main(["diff", "4", "5", "--history", str(path), "--bridges", "0", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"][0]["verdict"] == "inconclusive"
+
+
 def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ(tmp_path, capsys):
     a, b = run_doc(10.0, seed=1), run_doc(11.5, seed=2)
     b["environment"] = {"cpu_model": "another CPU"}
@@ -200,9 +227,9 @@ def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ
 
 def test_runs_are_kept_in_the_history_and_diffed_by_reference(tmp_path, capsys):
     history = tmp_path / "history.sqlite"
-    for _ in range(2):
+    for i in range(2):
         assert main(["run", "--model", MLP, "--frameworks", "pytorch", "--runs", "20", "--warmup", "2",
-                     "--history", str(history), "-q"]) == 0
+                     "--history", str(history), "-q", "-o", str(tmp_path / f"run{i}.json")]) == 0
     capsys.readouterr()
     assert main(["history", "--history", str(history), "--machine", "all", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
@@ -213,6 +240,9 @@ def test_runs_are_kept_in_the_history_and_diffed_by_reference(tmp_path, capsys):
     code = main(["diff", "latest~1", "latest", "--history", str(history), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert doc["notes"] == [] and len(doc["changes"]) == 1 and code == (1 if doc["regressed"] else 0)
+    # a result file names the same machine as its history entry (what bridging host states needs)
+    main(["diff", "latest~1", str(tmp_path / "run1.json"), "--history", str(history), "--json"])
+    assert json.loads(capsys.readouterr().out)["notes"] == []
     assert main(["run", "--model", MLP, "--frameworks", "pytorch", "--runs", "5", "--no-history",
                  "--history", str(history), "-q"]) == 0
     assert sqlite3.connect(history).execute("SELECT COUNT(*) FROM entries").fetchone()[0] == 2

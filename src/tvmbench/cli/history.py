@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tvmbench.cli.args import positive_int, since
+from tvmbench.cli.args import nonneg_int, positive_int, since
 from tvmbench.cli.common import EXIT_FAILED, EXIT_OK, make_console
 from tvmbench.errors import UserError
 
@@ -36,6 +36,10 @@ def add_history_parsers(sub: Any) -> None:
                            "outside +-this (default 3)")
     diff.add_argument("--json", action="store_true", help="print the comparison as JSON")
     diff.add_argument("--history", default=None, metavar="FILE")
+    diff.add_argument("--bridges", type=nonneg_int, default=20, metavar="N",
+                      help="where the two sides were timed in different host states (the probe of --rounds), "
+                           "judge them through the newest N other runs of the same point on this machine in the "
+                           "history that saw those states (default 20; 0: never, such a pair is inconclusive)")
     diff.set_defaults(handler=cmd_diff)
     report = sub.add_parser("report", help="results as one self-contained HTML page (plots embedded), or Markdown")
     report.add_argument("results", nargs="*", default=["latest"],
@@ -113,7 +117,7 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise UserError(f"--band is a percentage from 0 to 100, got {args.band}")
     a, b = (_side(ref, args.history) for ref in (args.a, args.b))
     notes = comparability(a["environment"], b["environment"], a["machine"], b["machine"])
-    changes = compare_runs(a["runs"], b["runs"], args.band / 100)
+    changes = compare_runs(a["runs"], b["runs"], args.band / 100, _bridges(a, b, args.history, args.bridges))
     if not changes:
         raise UserError(f"{args.a} and {args.b} have no model point and framework in common to compare")
     regressed = [c for c in changes if c.verdict == "slower"]
@@ -123,6 +127,18 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         _print_diff(args, notes, changes, make_console())
     return EXIT_FAILED if regressed else EXIT_OK
+
+
+def _bridges(a: dict[str, Any], b: dict[str, Any], history_path: str | None, limit: int) -> list[dict[str, Any]]:
+    """Other runs of the sides' models on their machine, from the history (none when the sides
+    come from two machines or there is no history)."""
+    from tvmbench.results.history import History, default_history_path, machine_key
+
+    path = Path(history_path) if history_path else default_history_path()
+    if not limit or a["machine"] != b["machine"] or not path.is_file():
+        return []
+    models = sorted({r.get("model") for r in a["runs"] + b["runs"] if isinstance(r, dict) and r.get("model")})
+    return History.open(path, readonly=True).runs_on(machine_key(a["machine"]), models, limit)
 
 
 def _side(ref: str, history_path: str | None) -> dict[str, Any]:
@@ -173,6 +189,12 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
         console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins and paired work, "
                       "microseconds each) told which state the cores were in for each sample, and a host that "
                       "jumped between states is not read as a change of the code", soft_wrap=True)
+    bridged = [c for c in changes if "bridged by" in c.basis]
+    if bridged:
+        console.print(f"{len(bridged)} change(s) bridged: A and B were timed in different host states, so each state's "
+                      "effect on the model was estimated from other runs of the point in the history that saw "
+                      "both (" + "; ".join(f"{c.model} {c.framework}: {c.basis.split('bridged by ')[1].split(' of')[0]}"
+                                           for c in bridged) + ")", soft_wrap=True)
     slower = sum(c.verdict == "slower" for c in changes)
     unknown = sum(c.verdict == "inconclusive" for c in changes)
     console.print((f"{slower} regression(s)" if slower else "no regression")

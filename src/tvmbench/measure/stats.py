@@ -138,6 +138,62 @@ def stratified_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[in
     return math.exp(centre), math.exp(centre - half), math.exp(centre + half), shared
 
 
+def bridged_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[int, Sequence[float]],
+                     bridges: Sequence[dict[int, Sequence[float]]], confidence: float = 0.95
+                     ) -> tuple[float, float, float, int] | None:
+    """(ratio, low, high, bridges used) of baseline / candidate from round levels grouped by
+    stratum (host state) as ``stratified_ratio_ci`` takes them, when the two sides need not share
+    a stratum: other runs of the same point (``bridges``) that saw several strata say how much a
+    stratum moves the level, and the sides are compared through them.
+
+    The model is additive on the logs: a round's log level = its run's own level + its stratum's
+    effect + noise, the same stratum effects for every run (what a host state does to this
+    model's time, whichever build runs) and one spread for all rounds. Least squares over every
+    round of the sides and the bridges; the interval is Student's t with the residual degrees of
+    freedom. None when the sides are not connected (no chain of runs and shared strata from one
+    to the other) or no degree of freedom is left for the spread. ``bridges used``: the bridges
+    in the connected part, those that carry the comparison."""
+    runs = [baseline, candidate, *bridges]
+    keep = _connected(runs, 0)
+    if 1 not in keep:
+        return None
+    strata = sorted({k for i in keep for k, v in runs[i].items() if len(v)})
+    rows, y = [], []
+    for col, i in enumerate(keep):
+        for k, values in runs[i].items():
+            for v in values:
+                row = np.zeros(len(keep) + len(strata) - 1)
+                row[col] = 1.0
+                if strata.index(k):
+                    row[len(keep) + strata.index(k) - 1] = 1.0
+                rows.append(row)
+                y.append(math.log(v))
+    x, yv = np.asarray(rows), np.asarray(y)
+    beta, _, rank, _ = np.linalg.lstsq(x, yv, rcond=None)
+    df = yv.size - rank
+    if df < 1:
+        return None
+    sigma2 = float(((yv - x @ beta) ** 2).sum()) / df
+    contrast = np.zeros(x.shape[1])
+    contrast[0], contrast[1] = 1.0, -1.0  # baseline's run level minus the candidate's
+    centre = float(contrast @ beta)
+    half = _t_quantile(confidence, df) * math.sqrt(max(sigma2, 1e-12) * float(contrast @ np.linalg.pinv(x.T @ x)
+                                                                              @ contrast))
+    return math.exp(centre), math.exp(centre - half), math.exp(centre + half), len(keep) - 2
+
+
+def _connected(runs: Sequence[dict[int, Sequence[float]]], start: int) -> list[int]:
+    """The runs reachable from ``start`` through shared strata (in the order given)."""
+    seen, frontier = {start}, [start]
+    while frontier:
+        strata = {k for k, v in runs[frontier.pop()].items() if len(v)}
+        for j, run in enumerate(runs):
+            if j not in seen and strata & {k for k, v in run.items() if len(v)}:
+                seen.add(j)
+                frontier.append(j)
+    return sorted(seen)
+
+
 def paired_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
                     confidence: float = 0.95) -> tuple[float, float, float]:
     """(ratio, low, high) of baseline / candidate from paired blocks: ``baseline[i]`` and

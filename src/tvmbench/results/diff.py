@@ -62,9 +62,12 @@ def verdict(low: float, high: float, band: float) -> str:
     return "no change"
 
 
-def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float = DEFAULT_BAND) -> list[Change]:
+def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float = DEFAULT_BAND,
+                 bridges: list[dict[str, Any]] | None = None) -> list[Change]:
     """The changes from run documents ``a`` to ``b``, matched by model, batch, sequence and
-    framework (points or frameworks on one side only are left out)."""
+    framework (points or frameworks on one side only are left out). ``bridges``: other run
+    documents of the same machine (the history's), used only where the two sides were timed in
+    no common host state (``_bridged``)."""
     from tvmbench.backends import result_key
 
     index = {_point(r): r for r in a}
@@ -75,18 +78,29 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             continue
         for fw in [f for f in run.get("frameworks", []) if f in old.get("frameworks", [])]:
             ra, rb = old.get(result_key(fw)) or {}, run.get(result_key(fw)) or {}
-            if ra.get("status") == "ok" and rb.get("status") == "ok" and ra.get("median_ms") and rb.get("median_ms"):
-                changes.append(_change(run, fw, ra, rb, band))
+            if _ok(ra) and _ok(rb):
+                others = [r for r in (o.get(result_key(fw)) or {} for o in bridges or []
+                                      if _point(o) == _point(run) and fw in o.get("frameworks", []))
+                          if _ok(r) and r.get("samples_ms") not in (ra.get("samples_ms"), rb.get("samples_ms"))]
+                changes.append(_change(run, fw, ra, rb, band, others))
     return changes
 
 
-def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any], band: float) -> Change:
+def _ok(result: dict[str, Any]) -> bool:
+    return result.get("status") == "ok" and bool(result.get("median_ms"))
+
+
+def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any], band: float,
+            others: list[dict[str, Any]] | None = None) -> Change:
     """One framework's change from result ``ra`` to ``rb``: state with state when both ran the
-    host-state probe, else from the rounds' levels (``round_level``) or the samples' medians."""
+    host-state probe (through ``others`` when they share no state), else from the rounds' levels
+    (``round_level``) or the samples' medians."""
     from tvmbench.measure.stats import rounds_ratio_ci, speedup_ci
 
     ratio, host = rb["median_ms"] / ra["median_ms"], None
     by_state = _by_host_state(ra, rb)
+    if by_state is not None and by_state[3] == NO_SHARED_STATE and others:
+        by_state = _bridged(ra, rb, others) or by_state
     levels_a, levels_b = _round_levels(ra), _round_levels(rb)
     if by_state is not None:
         ratio, low, high, basis, host = by_state
@@ -147,11 +161,7 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     host = HostStates.of([t for r in turns_a + turns_b for t in r])
     ma, mb = _state_levels(ra, turns_a, host), _state_levels(rb, turns_b, host)
     names = [n or "?" for n in host.names]
-
-    def seen(m: dict[int, list[float]]) -> str:
-        return ", ".join(f"{len(m.get(k, []))} in {names[k]}" for k in range(len(names)) if host.names[k])
-
-    host_says = f"A: {seen(ma)}; B: {seen(mb)}" if len(host) > 1 else f"one host state ({names[0]})"
+    host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
     got = stratified_ratio_ci(mb, ma)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
@@ -159,6 +169,34 @@ def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float
     basis = (f"rounds' {ROUND_LEVEL}s within {'each host state' if len(used) > 1 else 'one host state'} "
              f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states, t on the logs)")
     return ratio, low, high, basis, host_says
+
+
+def _seen(levels: dict[int, list[float]], host: HostStates) -> str:
+    """How many rounds a side has in each named host state."""
+    return ", ".join(f"{len(levels.get(k, []))} in {name}" for k, name in enumerate(host.names) if name)
+
+
+def _bridged(ra: dict[str, Any], rb: dict[str, Any], others: list[dict[str, Any]]
+             ) -> tuple[float, float, float, str, str] | None:
+    """(ratio, low, high, basis, host) of B over A when they were timed in different host
+    states, through other runs of the same point on this machine that saw several states
+    (``stats.bridged_ratio_ci``: what each state does to this model's time, from those runs);
+    None when no chain of runs and states joins the two sides."""
+    from tvmbench.measure.probe import HostStates
+    from tvmbench.measure.stats import bridged_ratio_ci
+
+    runs = [(r, t) for r in (ra, rb, *others) if (t := probe_turns_of(r)) is not None]
+    if len(runs) < 3 or runs[0][0] is not ra or runs[1][0] is not rb:
+        return None
+    host = HostStates.of([t for _, turns in runs for r in turns for t in r])
+    levels = [_state_levels(r, turns, host) for r, turns in runs]
+    got = bridged_ratio_ci(levels[1], levels[0], levels[2:])
+    if got is None:
+        return None
+    ratio, low, high, used = got
+    basis = (f"rounds' {ROUND_LEVEL}s in different host states, bridged by {used} other run(s) of this point "
+             "on this machine (each state's effect on the model estimated from them; t on the logs)")
+    return ratio, low, high, basis, f"A: {_seen(levels[0], host)}; B: {_seen(levels[1], host)}"
 
 
 def host_state_split(run: dict[str, Any]) -> StateSplit | None:

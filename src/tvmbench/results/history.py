@@ -158,6 +158,17 @@ class History(SQLiteFile):
         self._add_host_states(points)
         return points
 
+    def runs_on(self, machine: str, models: list[str], limit: int) -> list[dict[str, Any]]:
+        """The run documents of the newest ``limit`` run and comparison entries of machine key
+        ``machine`` that hold one of ``models`` (what ``diff`` bridges host states with)."""
+        if not models or limit <= 0:
+            return []
+        rows = self.db.execute(
+            f"SELECT {_COLUMNS} FROM entries WHERE id IN (SELECT e.id FROM entries e JOIN points p ON p.entry_id = e.id "
+            f"WHERE e.machine_key = ? AND e.kind IN ('run', 'compare') AND p.model IN ({','.join('?' * len(models))}) "
+            "ORDER BY e.id DESC LIMIT ?) ORDER BY id DESC", (machine, *models, limit)).fetchall()
+        return [run for row in rows for run in _entry(row).runs()]
+
     def _add_host_states(self, points: list[dict[str, Any]]) -> None:
         """Each point's host states (``host_states``: the probe's level and the point's share of
         samples in each, or None where the run had no probe), read from its entry's document."""
