@@ -1,6 +1,7 @@
 """Does `tvmbench diff` cry wolf? An A/A test of the history and its verdicts (issue 22).
 
     .venv/bin/python benchmarks/regression_aa.py [--model resnet18] [--builds 10] [--rounds 4] [--min-time S]
+    .venv/bin/python benchmarks/regression_aa.py --rescore /tmp/aa-XXXX   # judge an earlier run's files again
 
 1. The same TVM build of the model (compiled once, from the cache afterwards) is measured
    ``--builds`` times, each a fresh `tvmbench run --rounds N` (N processes per run), into a
@@ -55,12 +56,22 @@ def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], 
     return json.loads(out.read_text())
 
 
-def verdict_of(a: Path, b: Path, probe: bool = True, quantile: float | None = None) -> str:
+def verdict_of(a: Path, b: Path, probe: bool = True, quantile: float | None = None,
+               bridges: list[Path] | None = None) -> str:
     """The verdict on the same two files in this process: with the probe's turns or without them
     (``probe=False``), and with each round's level at another percentile (50: the medians, the
-    method before session 37) instead of ``diff.ROUND_QUANTILE``."""
+    method before session 37) instead of ``diff.ROUND_QUANTILE``; with ``bridges``, through those
+    runs always, also where the sides share a host state (``diff.BRIDGE_ALWAYS``)."""
     from tvmbench.results import diff as diff_module
 
+    if bridges:
+        others = [json.loads(p.read_text()) for p in bridges]
+        diff_module.BRIDGE_ALWAYS = True
+        try:
+            return diff_module.compare_runs([json.loads(a.read_text())], [json.loads(b.read_text())],
+                                            bridges=others)[0].verdict
+        finally:
+            diff_module.BRIDGE_ALWAYS = False
     docs = []
     for path in (a, b):
         doc = json.loads(path.read_text())
@@ -90,6 +101,20 @@ def diff(a: Path, b: Path, history: Path) -> str:
     return json.loads(out.stdout)["changes"][0]["verdict"]
 
 
+def measure(args: argparse.Namespace, history: Path, plain: list[Path], slowed: list[Path]) -> float:
+    """The runs, plain and slowed in turn, into ``history``; the delay injected (s per call)."""
+    base = {**os.environ}
+    delay = 0.0
+    for i in range(args.builds):
+        first = run(args.model, args.rounds, history, plain[i], base, args.min_time)["tvm_relax"]
+        delay = delay or args.slowdown * float(np.percentile(first["samples_ms"], 5)) / 1e3
+        slowed_env = {**base, "PYTHONPATH": os.pathsep.join([str(HERE / "aa_inject"), base.get("PYTHONPATH", "")]),
+                      "TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"}
+        slow = run(args.model, args.rounds, history, slowed[i], slowed_env, args.min_time)["tvm_relax"]
+        print(f"  pair {i}: {first['median_ms']:.3f} ms plain, {slow['median_ms']:.3f} ms slowed", flush=True)
+    return delay
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="resnet18")
@@ -99,25 +124,19 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=None,
                         help="each round's minimum timed seconds (tvmbench run --min-time; default its own, 3 s): "
                              "longer rounds see more of the host's states, so fewer pairs share none")
+    parser.add_argument("--rescore", type=Path, default=None, metavar="DIR",
+                        help="measure nothing: judge again the files and history an earlier run left in DIR")
     args = parser.parse_args()
-    work = Path(tempfile.mkdtemp(prefix="aa-"))
+    work = args.rescore or Path(tempfile.mkdtemp(prefix="aa-"))
     history = work / "history.sqlite"
     started = time.monotonic()
-    base = {**os.environ}
     plain = [work / f"a{i}.json" for i in range(args.builds)]
     slowed = [work / f"b{i}.json" for i in range(args.builds)]
-    medians: list[float] = []
-    slow_medians: list[float] = []
     delay = 0.0
-    for i in range(args.builds):
-        first = run(args.model, args.rounds, history, plain[i], base, args.min_time)["tvm_relax"]
-        medians.append(first["median_ms"])
-        delay = delay or args.slowdown * float(np.percentile(first["samples_ms"], 5)) / 1e3
-        slowed_env = {**base, "PYTHONPATH": os.pathsep.join([str(HERE / "aa_inject"), base.get("PYTHONPATH", "")]),
-                      "TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"}
-        slow_medians.append(run(args.model, args.rounds, history, slowed[i], slowed_env,
-                                args.min_time)["tvm_relax"]["median_ms"])
-        print(f"  pair {i}: {medians[-1]:.3f} ms plain, {slow_medians[-1]:.3f} ms slowed", flush=True)
+    if args.rescore is None:
+        delay = measure(args, history, plain, slowed)
+    medians, slow_medians = ([json.loads(f.read_text())["tvm_relax"]["median_ms"] for f in files]
+                             for files in (plain, slowed))
     print(f"{args.builds} A/A runs of {args.model} (--rounds {args.rounds}): TVM medians "
           f"{min(medians):.3f}-{max(medians):.3f} ms (spread {(max(medians) - min(medians)) / min(medians):.1%})")
     print("  host states seen (probe turns' microseconds per fork-join / per paired-work call, min-max per run): "
@@ -127,7 +146,7 @@ def main() -> None:
     caught = [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     print(f"injected: +{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), "
-          f"medians {ratio - 1:+.1%}")
+          if delay else "injected: ", f"medians {ratio - 1:+.1%}", sep="")
     methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
                 verdicts, caught)]
     for name, probe, quantile in (("the same without bridges (before session 75)", True, None),
@@ -136,6 +155,10 @@ def main() -> None:
                                   ("raw round medians", False, 50)):
         methods.append((name, [verdict_of(a, b, probe, quantile) for a, b in pairs],
                         [verdict_of(a, b, probe, quantile) for a, b in zip(plain, slowed, strict=True)]))
+    every = plain + slowed
+    methods.append(("bridged through the other runs always, also where the sides share a state",
+                    [verdict_of(a, b, bridges=every) for a, b in pairs],
+                    [verdict_of(a, b, bridges=every) for a, b in zip(plain, slowed, strict=True)]))
     for name, aa, injected in methods:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "
