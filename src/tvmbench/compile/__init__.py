@@ -108,6 +108,22 @@ class _Bf16Check:
                 "--precision fp32 avoids it")
 
 
+def _cached_meta(folder: Path, warnings: list[str]) -> dict[str, Any] | None:
+    """The metadata of the cached build in ``folder``, or None when there is none (or it is
+    damaged: said in ``warnings``, and the model is compiled again)."""
+    if not (folder / "model.so").is_file() or not (folder / "meta.json").is_file():
+        return None
+    try:
+        meta = json.loads((folder / "meta.json").read_text())
+        damage = None if isinstance(meta, dict) else "not an object"
+    except (ValueError, OSError) as e:  # truncated, not UTF-8
+        damage = type(e).__name__
+    if damage is not None:
+        warnings.append(f"the cached build {folder} was damaged ({damage}); compiled again")
+        return None
+    return meta
+
+
 def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: TunedSchedules | None = None,
                   cuda_graph: bool = False, use_cache: bool = True, remote: bool = False,
                   log: Callable[[str], None] | None = None) -> CompiledModel:
@@ -138,15 +154,11 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
     compile_s = 0.0
     db_info: dict[str, Any] = {"sources": infos} if infos else {}
     warnings: list[str] = [w for info in infos for w in info.get("warnings") or []]  # e.g. stale verdicts
-    hit = use_cache and lib_path.is_file() and (folder / "meta.json").is_file()
-    if hit:
-        try:
-            meta = json.loads((folder / "meta.json").read_text())
-            db_info = meta.get("database", db_info)
-            warnings += [str(w) for w in meta.get("warnings") or []]  # (the build's own, below)
-        except (ValueError, OSError, AttributeError) as e:  # truncated, not UTF-8, not an object
-            hit = False
-            warnings.append(f"the cached build {folder} was damaged ({type(e).__name__}); compiled again")
+    meta = _cached_meta(folder, warnings) if use_cache else None
+    hit = meta is not None
+    if meta is not None:
+        db_info = meta.get("database", db_info)
+        warnings += [str(w) for w in meta.get("warnings") or []]  # (the build's own, below)
 
     def count_tuned(legal: Any) -> None:
         """Per source and together: how many of the model's kernels have a tuning record."""
