@@ -353,18 +353,7 @@ class TuningDatabase:
         records = [line for i, line in enumerate(records) if i not in losing and i not in passed_over]
         mine = target.tvm()
         my_class = isa_class(mine) if by_isa_class else None
-        parsed: dict[str, Any] = {}
-        exact, same_class = [], []
-        for line in records:
-            theirs = _record_target(json.loads(line)[1][2], parsed)
-            if theirs is None:
-                continue
-            if str(theirs) == str(mine):
-                exact.append(line)
-            elif my_class is not None and isa_class(theirs) == my_class:
-                same_class.append(line)
-        exact_workloads = {json.loads(line)[0] for line in exact}
-        same_class = [line for line in same_class if json.loads(line)[0] not in exact_workloads]
+        exact, same_class = _for_target(records, mine, my_class)
         keep = exact + same_class
         info["applied_records"] = len(keep)
         if by_isa_class:
@@ -382,6 +371,25 @@ class TuningDatabase:
             _write_lines_atomic(view / WORKLOADS, self._lines(WORKLOADS))
             _write_lines_atomic(view / RECORDS, keep)
         return view, info
+
+
+def _for_target(records: list[str], mine: Any, my_class: str | None) -> tuple[list[str], list[str]]:
+    """The record lines made for target ``mine`` exactly, and (with ``my_class``) those made for
+    another target of its ISA class, for workloads with no exact record."""
+    from tvmbench.targets import isa_class
+
+    parsed: dict[str, Any] = {}
+    exact, same_class = [], []
+    for line in records:
+        theirs = _record_target(json.loads(line)[1][2], parsed)
+        if theirs is None:
+            continue
+        if str(theirs) == str(mine):
+            exact.append(line)
+        elif my_class is not None and isa_class(theirs) == my_class:
+            same_class.append(line)
+    exact_workloads = {json.loads(line)[0] for line in exact}
+    return exact, [line for line in same_class if json.loads(line)[0] not in exact_workloads]
 
 
 def _loads(line: str) -> Any:
