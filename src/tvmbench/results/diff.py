@@ -191,7 +191,10 @@ def _bridged(ra: dict[str, Any], rb: dict[str, Any], others: list[dict[str, Any]
     runs = [(r, t) for r in (ra, rb, *others) if (t := probe_turns_of(r)) is not None]
     if len(runs) < 3 or runs[0][0] is not ra or runs[1][0] is not rb:
         return None
-    host = HostStates.of([t for _, turns in runs for r in turns for t in r])
+    # The states are the sides' own (as ``_by_host_state`` found them), the other runs' turns
+    # filed by their bounds: pooled with many runs, turns caught between two states could join
+    # them into one. (Bridging always, the sides may have seen one state: then all turns.)
+    host = HostStates.of([t for _, turns in (runs if BRIDGE_ALWAYS else runs[:2]) for r in turns for t in r])
     levels = [_state_levels(r, turns, host) for r, turns in runs]
     got = bridged_ratio_ci(levels[1], levels[0], levels[2:])
     if got is None:
