@@ -56,22 +56,12 @@ def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], 
     return json.loads(out.read_text())
 
 
-def verdict_of(a: Path, b: Path, probe: bool = True, quantile: float | None = None,
-               bridges: list[Path] | None = None) -> str:
+def verdict_of(a: Path, b: Path, probe: bool = True, quantile: float | None = None) -> str:
     """The verdict on the same two files in this process: with the probe's turns or without them
     (``probe=False``), and with each round's level at another percentile (50: the medians, the
-    method before session 37) instead of ``diff.ROUND_QUANTILE``; with ``bridges``, through those
-    runs always, also where the sides share a host state (``diff.BRIDGE_ALWAYS``)."""
+    method before session 37) instead of ``diff.ROUND_QUANTILE``."""
     from tvmbench.results import diff as diff_module
 
-    if bridges:
-        others = [json.loads(p.read_text()) for p in bridges]
-        diff_module.BRIDGE_ALWAYS = True
-        try:
-            return diff_module.compare_runs([json.loads(a.read_text())], [json.loads(b.read_text())],
-                                            bridges=others)[0].verdict
-        finally:
-            diff_module.BRIDGE_ALWAYS = False
     docs = []
     for path in (a, b):
         doc = json.loads(path.read_text())
@@ -155,10 +145,6 @@ def main() -> None:
                                   ("raw round medians", False, 50)):
         methods.append((name, [verdict_of(a, b, probe, quantile) for a, b in pairs],
                         [verdict_of(a, b, probe, quantile) for a, b in zip(plain, slowed, strict=True)]))
-    every = plain + slowed
-    methods.append(("bridged through the other runs always, also where the sides share a state",
-                    [verdict_of(a, b, bridges=every) for a, b in pairs],
-                    [verdict_of(a, b, bridges=every) for a, b in zip(plain, slowed, strict=True)]))
     for name, aa, injected in methods:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "

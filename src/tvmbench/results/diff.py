@@ -99,7 +99,7 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
 
     ratio, host = rb["median_ms"] / ra["median_ms"], None
     by_state = _by_host_state(ra, rb)
-    if by_state is not None and others and (BRIDGE_ALWAYS or by_state[3] == NO_SHARED_STATE):
+    if by_state is not None and others and by_state[3] == NO_SHARED_STATE:
         by_state = _bridged(ra, rb, others) or by_state
     levels_a, levels_b = _round_levels(ra), _round_levels(rb)
     if by_state is not None:
@@ -145,9 +145,6 @@ def _round_levels(result: dict[str, Any]) -> list[float] | None:
     return None if levels is None else [float(v) for v in levels]
 
 
-# Bridge through other runs even where the sides share a host state (their rounds in the states
-# they do not share then count too); off: ``benchmarks/regression_aa.py`` scores both.
-BRIDGE_ALWAYS = False
 MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's median of the round
 NO_SHARED_STATE = "no host state seen by both sides (or one round per state)"  # the basis of "inconclusive"
 
@@ -193,8 +190,8 @@ def _bridged(ra: dict[str, Any], rb: dict[str, Any], others: list[dict[str, Any]
         return None
     # The states are the sides' own (as ``_by_host_state`` found them), the other runs' turns
     # filed by their bounds: pooled with many runs, turns caught between two states could join
-    # them into one. (Bridging always, the sides may have seen one state: then all turns.)
-    host = HostStates.of([t for _, turns in (runs if BRIDGE_ALWAYS else runs[:2]) for r in turns for t in r])
+    # them into one.
+    host = HostStates.of([t for _, turns in runs[:2] for r in turns for t in r])
     levels = [_state_levels(r, turns, host) for r, turns in runs]
     got = bridged_ratio_ci(levels[1], levels[0], levels[2:])
     if got is None:
