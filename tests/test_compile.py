@@ -557,7 +557,7 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
 
     import tvm
 
-    from tvmbench.compile import pipeline
+    from tvmbench.compile import pipeline, tiles
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.rules import ExpandWindow, expand_window
 
@@ -569,10 +569,15 @@ def test_the_whole_channels_knob_computes_every_channel_of_a_band_in_one_task_an
         sch = ExpandWindow().schedule(joined, TARGET.tvm())
     values = knobs.values()
     assert values["whole_channels"] and values["expansion_vectors"] > 1, values
-    # the expansion's tile holds at most EXPANSION_ACCUMULATORS (short reductions); tuning may go beyond
-    assert values["expansion_vectors"] * values["expansion_rows"] <= expand_window.EXPANSION_ACCUMULATORS, values
+    # the expansion's tile holds at most the target's expansion_accumulators (short reductions);
+    # tuning may go beyond, up to the register budget
+    budget = tiles.accumulator_budget(TARGET.tvm())
+    most = expand_window.expansion_accumulators(budget)
+    assert values["expansion_vectors"] * values["expansion_rows"] <= most, values
     (rows_knob,) = [k for k in knobs.seen if k.name == "expansion_rows"]
-    assert max(rows_knob.choices) * values["expansion_vectors"] > expand_window.EXPANSION_ACCUMULATORS, rows_knob
+    assert max(rows_knob.choices) * values["expansion_vectors"] <= budget, rows_knob
+    if budget == tiles.MAX_ACCUMULATORS:  # (32 registers: room beyond the default's tile)
+        assert max(rows_knob.choices) * values["expansion_vectors"] > most, rows_knob
     script = sch.mod.script()
     assert f"T.parallel(T.int64({32 // values['band_rows']}))" in script  # no channel blocks among the tasks
     assert f"T.unroll(T.int64({values['expansion_vectors']}))" in script
@@ -731,6 +736,14 @@ def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
         vectors, rows = expand_window._expansion_tile(channel_vectors, cols, 8)
         assert channel_vectors % vectors == 0 and cols % rows == 0
         assert vectors * rows <= expand_window.EXPANSION_ACCUMULATORS and vectors * rows >= 10, (vectors, rows)
+    # 16 vector registers (AVX2): a smaller tile, still more than one row and one vector
+    from tvmbench.compile import tiles
+
+    avx2 = expand_window.expansion_accumulators(tiles.MAX_ACCUMULATORS_16_REGS)
+    assert avx2 < expand_window.expansion_accumulators(tiles.MAX_ACCUMULATORS) == expand_window.EXPANSION_ACCUMULATORS
+    for channel_vectors, cols in [(6, 56), (12, 28), (24, 14)]:
+        vectors, rows = expand_window._expansion_tile(channel_vectors, cols, 8, avx2)
+        assert vectors * rows <= avx2 and vectors > 1 and rows > 1, (vectors, rows)
 
 
 def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb, pairs_only):

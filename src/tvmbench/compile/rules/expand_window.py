@@ -54,6 +54,12 @@ MAX_EXPANSION_VECTORS = 6
 # 56x56x48: 3 x 4 1318, 3 x 8 1715); on 7-pixel rows, where 6 vectors left one row, 2 x 7 ran
 # 2x faster (mobilenet_v2's 7x7x960 1237 -> 645 us, mnasnet1_0's 7x7x1152 1870 -> 918).
 EXPANSION_ACCUMULATORS = 14
+# ... and on targets with 16 vector registers (AVX2), this many: 14 accumulators, their weight
+# vectors and the broadcast are more than 16 registers hold. Same-process A/Bs on the Zen 3 VM
+# (`benchmarks/rule_ab.py M rules.expand_window.EXPANSION_ACCUMULATORS 8 --block 5 --runs 300`,
+# session 76): mobilenet_v2 1.057x at batch 1 (6: 1.035x), 1.126x at batch 8; mnasnet1_0 level
+# (0.995x [0.974-1.009]); Droplet had found the joined expansions 1.24-2.05x faster in the model.
+EXPANSION_ACCUMULATORS_16_REGS = 8
 
 
 @dataclass
@@ -231,10 +237,11 @@ def tile_whole_expansion(joined: Joined, task: Any, budget: int, most_rows: int)
     sch, dot, lanes = joined.sch, joined.dot, joined.lanes
     d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
     channels, cols = as_int(sch.get(d_channels).extent) or lanes, as_int(sch.get(d_cols).extent) or 1
-    vectors = knob("expansion_vectors", _expansion_tile(channels // lanes, cols, most_rows)[0],
+    most = expansion_accumulators(budget)
+    vectors = knob("expansion_vectors", _expansion_tile(channels // lanes, cols, most_rows, most)[0],
                    [v for v in range(1, MAX_EXPANSION_VECTORS + 1) if (channels // lanes) % v == 0])
     limit = min(tiles.MAX_ROWS, max(budget // vectors, 1))  # (tuning's range)
-    rows = knob("expansion_rows", _expansion_rows(vectors, cols, most_rows),
+    rows = knob("expansion_rows", _expansion_rows(vectors, cols, most_rows, most),
                 [r for r in range(1, limit + 1) if cols % r == 0])
     d_outer, d_inner = sch.split(d_cols, factors=[None, rows])
     d_block, d_vec, d_lane = sch.split(d_channels, factors=[None, vectors, lanes])
@@ -242,16 +249,23 @@ def tile_whole_expansion(joined: Joined, task: Any, budget: int, most_rows: int)
     register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_block, d_reduce, lanes, None)
 
 
-def _expansion_tile(channel_vectors: int, cols: int, most_rows: int) -> tuple[int, int]:
+def expansion_accumulators(budget: int) -> int:
+    """The whole-channel expansion tile's accumulators at most, for a target whose register
+    tiles may hold ``budget`` (``tiles.accumulator_budget``)."""
+    return EXPANSION_ACCUMULATORS if budget >= tiles.MAX_ACCUMULATORS else EXPANSION_ACCUMULATORS_16_REGS
+
+
+def _expansion_tile(channel_vectors: int, cols: int, most_rows: int,
+                    accumulators: int = EXPANSION_ACCUMULATORS) -> tuple[int, int]:
     """(vectors, rows) of the whole-channel expansion's register tile: vectors dividing the
     channels (at most MAX_EXPANSION_VECTORS), each with ``_expansion_rows``; the most FMAs per load
     (``rows * vectors / (rows + vectors)``), then the most vectors (fewer passes over the input)."""
-    options = [(v, _expansion_rows(v, cols, most_rows))
-               for v in range(1, min(MAX_EXPANSION_VECTORS, EXPANSION_ACCUMULATORS) + 1) if channel_vectors % v == 0]
+    options = [(v, _expansion_rows(v, cols, most_rows, accumulators))
+               for v in range(1, min(MAX_EXPANSION_VECTORS, accumulators) + 1) if channel_vectors % v == 0]
     return max(options, key=lambda t: (t[0] * t[1] / (t[0] + t[1]), t[0]))
 
 
-def _expansion_rows(vectors: int, cols: int, most_rows: int) -> int:
+def _expansion_rows(vectors: int, cols: int, most_rows: int, accumulators: int = EXPANSION_ACCUMULATORS) -> int:
     """The expansion tile's rows over ``vectors``: the largest divisor of the columns within
-    EXPANSION_ACCUMULATORS and ``most_rows``."""
-    return largest_divisor(cols, max(min(most_rows, EXPANSION_ACCUMULATORS // vectors), 1))
+    ``accumulators`` and ``most_rows``."""
+    return largest_divisor(cols, max(min(most_rows, accumulators // vectors), 1))
