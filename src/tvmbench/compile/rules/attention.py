@@ -23,6 +23,7 @@ from typing import Any
 import tvm
 import tvm_ffi
 
+from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.passes.key_limits import KEY_LIMITS, TASK, UNIT
 from tvmbench.compile.rules.base import (
@@ -32,12 +33,17 @@ from tvmbench.compile.rules.base import (
     schedule_injective_block,
     unroll_steps,
 )
-from tvmbench.compile.tiles import vector_lanes
+from tvmbench.compile.tiles import accumulator_budget, vector_lanes
 from tvmbench.compile.tir import as_int, coefficient, is_product_sum, nodes, uses
 
 # Query rows per task (the output tile's rows: rows x 4 vectors of accumulators for a head
 # dimension of 64), the largest of these that divides the query count.
 ROWS = (4, 2, 1)
+# ... those whose score tile (rows x its vectors of keys) fits the target's accumulator budget:
+# on 16 vector registers (AVX2) 4 rows x 4 vectors would be all of them. bert-base on the Zen 3
+# VM, 2 rows instead of 4: 1.024x [1.010-1.043] end to end (`benchmarks/rule_ab.py
+# bert-base-uncased rules.attention.ROWS 2,1 --block 2 --runs 150`, session 76; the joined
+# attention alone 265 -> 162 us). On 32-register targets every choice of ROWS fits.
 # ... and where the keys take score tiles of one vector only (ViT's 197 keys padded to 208: 13
 # vectors), this many: 4 rows x 1 vector is 4 accumulators, fewer than the FMA pipes' latency
 # needs (two pipes x 4 cycles: 8 independent sums), so the scores ran at half the FMA rate.
@@ -83,7 +89,7 @@ class Attention(Rule):
             return None  # (keys in no whole number of vectors: the score tile would need a tail)
         queries, keys = as_int(reductions[-1].dom()[-3]), as_int(reductions[0].dom()[-2])
         choices = [r for r in sorted({*ROWS, ONE_VECTOR_ROWS} - {0}, reverse=True) if queries % r == 0]
-        rows = knob("rows", _task_rows(queries, keys, lanes), choices)
+        rows = knob("rows", _task_rows(queries, keys, lanes, accumulator_budget(target)), choices)
         row_names = [sch.get(r.block_rv).name_hint for r in reductions[1:-1]]
         # (the block producing the probabilities stays: inlined, it would divide per FMA step)
         feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
@@ -105,12 +111,15 @@ class Attention(Rule):
         return sch
 
 
-def _task_rows(queries: int, keys: int, lanes: int) -> int:
-    """Query rows per task: the first of ROWS dividing the queries, or ONE_VECTOR_ROWS where it
-    divides them and the keys allow no score tile wider than one vector."""
+def _task_rows(queries: int, keys: int, lanes: int, budget: int = tiles.MAX_ACCUMULATORS) -> int:
+    """Query rows per task: the first of ROWS dividing the queries whose score tile holds at most
+    ``budget`` accumulators (else the last dividing them), or ONE_VECTOR_ROWS where it divides them
+    and the keys allow no score tile wider than one vector."""
     if ONE_VECTOR_ROWS and queries % ONE_VECTOR_ROWS == 0 and keys % (2 * lanes):
         return ONE_VECTOR_ROWS
-    return [r for r in ROWS if queries % r == 0][0]
+    dividing = [r for r in ROWS if queries % r == 0]
+    vectors = score_tile_keys(keys, lanes) // lanes
+    return next((r for r in dividing if r * vectors <= budget), dividing[-1])
 
 
 def _exists(sch: Any, name: str) -> bool:
