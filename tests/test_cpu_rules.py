@@ -15,7 +15,7 @@ from tvmbench.targets import has_feature, resolve_target
 TARGET = resolve_target("llvm", gpu_query=lambda: None)
 # Tests whose shapes and expected tiles were worked out in 16-lane vectors and 32 registers
 # (AVX-512): on an 8-lane, 16-register CPU (AVX2) the rules rightly decide otherwise (a 47-wide
-# row is no partial vector, 197 keys pad to 200, the register tiles shrink). Those decisions are
+# row is no partial vector, 197 keys pad to a multiple of 8, the register tiles shrink). Those are
 # checked by the AVX2 tests here (``test_avx2_build_tiles_for_16_registers_and_matches_pytorch``).
 sixteen_lanes = pytest.mark.skipif(tiles.vector_lanes(TARGET.tvm(), 32) != 16,
                                    reason="shapes and tiles worked out for 16-lane vectors (AVX-512); this CPU's are "
