@@ -392,10 +392,14 @@ def test_vector_width_and_register_budget_follow_the_isa():
     budget = tiles.MAX_ACCUMULATORS_16_REGS
     assert tiles.register_tile(56, [2, 1], budget) == (2, 4)
     assert tiles.register_tile(7, [2, 1], budget) == (1, 7)
-    # 14 rows: two vectors over a predicated 5 (15 rows computed, not 6's 18) for a window
-    # (3x3), one vector over 7 for a plain dot product over channels (1x1), as measured.
+    # 14 rows: two vectors over a predicated 5 (15 rows computed, not 6's 18) for a window (3x3)
+    # and, measured again in session 76, for a plain dot product over channels (1x1, Winograd
+    # products) too; 32 registers' dot penalty would take one vector over 7.
     assert tiles.register_tile(14, [2, 1], budget) == (2, 5)
+    assert tiles.register_tile(14, [2, 1], budget, tiles.predicated_percent(budget, dot=True)) == (2, 5)
     assert tiles.register_tile(14, [2, 1], budget, tiles.PREDICATED_DOT_TILE_PERCENT) == (1, 7)
+    assert tiles.predicated_percent(tiles.MAX_ACCUMULATORS, dot=True) == tiles.PREDICATED_DOT_TILE_PERCENT
+    assert tiles.predicated_percent(budget, dot=False) is None
     # 32 registers: always two vectors, as many rows as divide (up to 8), whatever the penalty.
     for percent in (None, tiles.PREDICATED_DOT_TILE_PERCENT):
         assert tiles.register_tile(7, [2, 1], tiles.MAX_ACCUMULATORS, percent) == (2, 7)
@@ -415,15 +419,16 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
 
     # 112 px: layer3 runs on 7x7 maps (its stride-2 convolution in one-vector tiles, weights
     # packed by 8 channels), the earlier layers on 28x28 and 14x14 (two-vector tiles, packed by
-    # 16), except layer2's 1x1 downsampling convolution on 14x14 (one vector over 7 rows, packed by
-    # 8). The stride-1 3x3 convolutions run as Winograd products: over 49 tiles in layers 1 and 2
-    # (one vector over 7), over layer 3's 16 (2x2 tiles of the 7x7 map: two vectors).
+    # 16), layer2's 1x1 downsampling convolution on 14x14 too (two vectors over a predicated 5
+    # rows: a dot product's predicated tile on 16 registers, PREDICATED_DOT_TILE_PERCENT_16_REGS).
+    # The stride-1 3x3 convolutions run as Winograd products, all in two-vector tiles: over 49
+    # tiles in layers 1 and 2 (a predicated 5 rows), over layer 3's 16 (2x2 tiles of the 7x7 map).
     model = load_model("resnet18", ModelOptions(image_size=112))
     mod = pipeline.legalized(import_model(model).mod, AVX2)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     assert (256 // 8, 3, 3, 128, 8) in shapes and (128 // 16, 3, 3, 64, 16) in shapes
-    assert (128 // 8, 1, 1, 64, 8) in shapes
-    assert (36, 64 // 8, 64, 8) in shapes and (16, 128 // 8, 128, 8) in shapes and (16, 256 // 16, 256, 16) in shapes
+    assert (128 // 16, 1, 1, 64, 16) in shapes
+    assert (36, 64 // 16, 64, 16) in shapes and (16, 128 // 16, 128, 16) in shapes and (16, 256 // 16, 256, 16) in shapes
     conv = next(f for gv, f in mod.functions.items() if gv.name_hint.startswith("fused_conv2d_nhwc_packed"))
     with AVX2.tvm():
         script = Contraction().schedule(conv, AVX2.tvm()).mod.script()

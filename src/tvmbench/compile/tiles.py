@@ -25,6 +25,12 @@ PREDICATED_TILE_PERCENT = 80
 # convolutions on 14x14 maps ran 1.08x faster end to end as one vector over 7 rows than as two
 # vectors over a predicated 6, while resnet18's 3x3 ones lost 3 % (same-process A/Bs).
 PREDICATED_DOT_TILE_PERCENT = 50
+# ... but on 16 registers, measured again with today's rules (session 76, Zen 3 VM, AVX2), the
+# predicated two-vector tile won: `benchmarks/rule_ab.py M tiles.PREDICATED_DOT_TILE_PERCENT 80`
+# gave resnet50 1.10x [1.05-1.16] and resnet18 1.06x [1.03-1.09] end to end (Winograd products over
+# 49 tiles as 2 vectors x a predicated 5 rows instead of 1 x 7: 1.18-1.25x alone). The 50 stays
+# for 32-register targets, where it was never measured against.
+PREDICATED_DOT_TILE_PERCENT_16_REGS = 80
 MAX_ROWS = 8
 # ... and on AMD Zen 4 (mcpu znver4), 7: there a tile of 8 rows x 2 vectors ran slower than 7 or
 # 4 rows even where 8 divides the map (alone, resnet50's convolutions over 56-pixel rows: 1x1
@@ -195,12 +201,21 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     return best[1], best[2]
 
 
+def predicated_percent(budget: int, dot: bool) -> int | None:
+    """``register_tile``'s ``predicated_percent`` for a contraction: a plain dot product over
+    channels (a 1x1 convolution, a Winograd product) takes PREDICATED_DOT_TILE_PERCENT (its
+    ``_16_REGS`` value where the budget is that of 16 registers), others the general one (None)."""
+    if not dot:
+        return None
+    return PREDICATED_DOT_TILE_PERCENT if budget >= MAX_ACCUMULATORS else PREDICATED_DOT_TILE_PERCENT_16_REGS
+
+
 def packed_tile_vectors(target: Any, rows_extent: int, dot: bool = False) -> int:
     """Vectors of the register tile over a packed weight whose output rows number
     ``rows_extent``: what the weight packing needs to make one tile's panel one contiguous stream
     (a tile reading half of each packed row fetches every cache line twice)."""
-    return register_tile(rows_extent, [2, 1], accumulator_budget(target),
-                         PREDICATED_DOT_TILE_PERCENT if dot else None, most_rows=max_rows(target))[0]
+    budget = accumulator_budget(target)
+    return register_tile(rows_extent, [2, 1], budget, predicated_percent(budget, dot), most_rows=max_rows(target))[0]
 
 
 def weight_block(target: ResolvedTarget, rows: int | None = None, dot: bool = False) -> int:

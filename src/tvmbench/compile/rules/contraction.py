@@ -554,11 +554,11 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
-                                  budget, tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, reserved, most_rows)
+                                  budget, tiles.predicated_percent(budget, dot), reserved, most_rows)
     if reserved and rows < min(HELD_WINDOW_MIN_ROWS, extents[m_axis]):  # (the window's weights loaded per tap)
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
-                                      tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
+                                      tiles.predicated_percent(budget, dot), 0, most_rows)
     if m_axis is not None and not reserved and _multiplies(found):
         vectors, rows = _vectors_for_l2(found, vectors, rows, choices, budget, most_rows, dot)
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
@@ -596,7 +596,7 @@ def _vectors_for_l2(found: Match, vectors: int, rows: int, choices: list[int], b
     if not fit:
         return vectors, rows
     wider = register_tile(found.extents[found.m_axis], fit, budget,
-                          tiles.PREDICATED_DOT_TILE_PERCENT if dot else None, 0, most_rows)
+                          tiles.predicated_percent(budget, dot), 0, most_rows)
     return wider if wider[1] > rows else (vectors, rows)
 
 
