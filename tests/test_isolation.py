@@ -286,6 +286,7 @@ def test_the_oom_killer_takes_the_worker_first_and_a_sigkill_is_reported_as_out_
     assert not out.ok and out.error["kind"] == "oom" and "out-of-memory killer" in out.error["message"]
 
 
+@pytest.mark.serial  # turns and timings: run alone (Makefile)
 def test_rounds_measure_the_frameworks_in_lockstep_turns_that_never_overlap():
     """With --rounds, a round's workers are all alive and take quarter-second turns: no turn of
     one framework overlaps a turn of the other (only one computes at a time), the turns

@@ -7,6 +7,8 @@ import pytest
 from tvmbench.measure import accuracy, stats
 from tvmbench.measure.timer import TimerConfig, measure
 
+pytestmark = pytest.mark.serial  # the timer's and the probe's timings: run alone (Makefile)
+
 
 def test_median_ci_covers_the_true_median_of_a_skewed_distribution():
     rng = np.random.default_rng(1)
