@@ -24,7 +24,7 @@ bench: $(STAMP)
 # The suite in two parts: most files on TEST_WORKERS pytest-xdist workers (a file's tests stay on one
 # worker, so its module fixtures are built once), then the tests marked `serial` alone, because they
 # assert on timings that a second worker's load on the other core would distort (the timer, the host
-# probe, workers' timeouts and lockstep turns). Both parts always run; either failing fails the target.
+# probe, lockstep turns). Both parts always run; either failing fails the target.
 TEST_WORKERS ?= 2
 test: $(STAMP) browser cross
 	@status=0; \
