@@ -1091,6 +1091,28 @@ def test_a_gemv_tile_spans_two_packed_weight_blocks_and_stays_correct():
     np.testing.assert_allclose(out, a @ w, rtol=1e-4, atol=1e-3)
 
 
+def test_a_gemv_over_an_odd_count_of_vectors_takes_its_widest_tile_not_one_vector():
+    """A single-row product over 40 outputs (five 8-lane vectors: no two- or four-vector tile
+    divides them; a classifier's 1000 classes are 125) takes the five-vector tile, five
+    independent accumulators, not one vector (one chain of dependent FMAs) as the first legal
+    count; with SINGLE_ROW_WIDEST off, one vector. Exact either way."""
+    from tvmbench.compile.knobs import knob_set
+
+    func = _matmul_relu(1, 64, 40)
+    width = tiles.vector_width(40, tiles.vector_lanes(TARGET.tvm(), 32))
+    vectors = {}
+    for widest in (True, False):
+        with pytest.MonkeyPatch.context() as mp, knob_set() as seen:
+            mp.setattr(contraction, "SINGLE_ROW_WIDEST", widest)
+            pipeline.default_schedule(func, TARGET)
+        vectors[widest] = seen.values()["vectors"]
+    assert vectors == {True: 40 // width, False: 1}, vectors
+    rng = np.random.default_rng(11)
+    a, b = rng.standard_normal((1, 64), dtype="float32"), rng.standard_normal((64, 40), dtype="float32")
+    out, _ = _run(func, a, b, out_shape=(1, 40))
+    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-4)
+
+
 @pytest.mark.parametrize("size, vectors, rows", [(5, 4, 5), (7, 2, 7)])
 def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(size, vectors, rows):
     """Channel-outer tiles over more than 1 MB of packed weights are four vectors wide (two

@@ -92,6 +92,11 @@ ODD_AXIS_VECTORS = 7
 # regnet_x_400mf's groups of 16 1.036x / 1.030x. Full vectors only: regnet_y_400mf's groups of 8
 # (half vectors) ran their strided convolutions 2.3x slower at 14 rows. 0 turns it off.
 ONE_VECTOR_ROWS = 16
+# A single-row tile (a matrix-vector product: a classifier at batch 1) takes the widest vector
+# count offered, not the first: over an odd count of vectors the first is one (1000 classes are
+# 125 8-lane vectors; the divisors above come after it), a single chain of dependent FMAs. Alone
+# (Zen 3, AVX2, mobilenet_v2's classifier, 1280 -> 1000): 228 us as 1 vector, 184 us as 5.
+SINGLE_ROW_WIDEST = True
 # ... and one vector over that many rows replaces a tile of fewer than FEW_ROWS rows whose weight
 # panel is larger than PANEL_L1_BYTES (``_rows_for_l2``; 0 turns it off).
 FEW_ROWS = 4
@@ -553,6 +558,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         return None
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
+    if m_axis is None and SINGLE_ROW_WIDEST:
+        preferred = [max(preferred)]
     vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
                                   budget, tiles.predicated_percent(budget, dot), reserved, most_rows)
     if reserved and rows < min(HELD_WINDOW_MIN_ROWS, extents[m_axis]):  # (the window's weights loaded per tap)
