@@ -14,22 +14,23 @@ from tvmbench.targets import has_feature, resolve_target
 
 TARGET = resolve_target("llvm", gpu_query=lambda: None)
 # Tests whose shapes and expected tiles were worked out in 16-lane vectors and 32 registers
-# (AVX-512): on an 8-lane, 16-register CPU (AVX2) the rules rightly decide otherwise (a 47-wide
-# row is no partial vector, 197 keys pad to a multiple of 8, the register tiles shrink). Those are
-# checked by the AVX2 tests here (``test_avx2_build_tiles_for_16_registers_and_matches_pytorch``).
-sixteen_lanes = pytest.mark.skipif(tiles.vector_lanes(TARGET.tvm(), 32) != 16,
-                                   reason="shapes and tiles worked out for 16-lane vectors (AVX-512); this CPU's are "
-                                          f"{tiles.vector_lanes(TARGET.tvm(), 32)}-lane")
+# (AVX-512: a 47-wide row as a partial vector, 197 keys padded to 208, four-vector tiles) schedule
+# for WIDE: this CPU where its vectors are 16 lanes, else an AVX-512 CPU (Zen 4), whose code is
+# then built but not run here (WIDE_RUNS): the rules' decisions are checked on every host, the
+# numbers where the code runs. An 8-lane, 16-register CPU (AVX2) rightly decides otherwise; its
+# tiles are checked by ``test_avx2_build_tiles_for_16_registers_and_matches_pytorch``.
+WIDE_RUNS = tiles.vector_lanes(TARGET.tvm(), 32) == 16
+WIDE = TARGET if WIDE_RUNS else resolve_target({"kind": "llvm", "mcpu": "znver4"}, gpu_query=lambda: None)
 _IMPORTED: dict[str, tuple] = {}
 
 
-def _imported_and_legalized(name, options):
+def _imported_and_legalized(name, options, target=TARGET):
     """A zoo model's imported module and its legalized form, built once per module run (importing
     and legalizing mobilenet_v2 takes ~45 s, and two tests read it)."""
-    key = f"{name}|{options!r}"
+    key = f"{name}|{options!r}|{target.tvm()}"
     if key not in _IMPORTED:
         mod = import_model(load_model(name, options)).mod
-        _IMPORTED[key] = (mod, pipeline.legalized(mod, TARGET))
+        _IMPORTED[key] = (mod, pipeline.legalized(mod, target))
     return _IMPORTED[key]
 
 
@@ -39,13 +40,18 @@ def _te_func(build):
     return te.create_prim_func(build(te)).with_attr("global_symbol", "main")
 
 
-def _run(func, *arrays, out_shape):
+def _run(func, *arrays, out_shape, target=TARGET):
+    """(output, scheduled script) of ``func`` scheduled by Contraction for ``target`` and run on
+    ``arrays``; the output is None where ``target``'s code cannot run on this CPU (WIDE on AVX2):
+    it is built, not run."""
     import tvm
 
-    with TARGET.tvm():
-        sch = Contraction().schedule(func, TARGET.tvm())
+    with target.tvm():
+        sch = Contraction().schedule(func, target.tvm())
     assert sch is not None, "the Contraction rule declined"
-    lib = tvm.compile(sch.mod, TARGET.tvm())
+    lib = tvm.compile(sch.mod, target.tvm())
+    if target is not TARGET:  # (WIDE on a CPU without 16-lane vectors)
+        return None, sch.mod.script()
     args = [tvm.runtime.tensor(a) for a in arrays] + [tvm.runtime.tensor(np.zeros(out_shape, "float32"))]
     lib(*args)
     return args[-1].numpy(), sch.mod.script()
@@ -229,7 +235,6 @@ def test_a_transpose_reads_its_input_in_tiles_of_vector_width_rows_and_stays_exa
     assert "transpose_tile" not in seen.values()
 
 
-@sixteen_lanes
 def test_rows_with_a_partial_last_vector_run_as_plain_row_loops_and_stay_exact():
     """A group norm over 799 samples per channel (a speech front end) has rows of 49 vectors and
     7 floats, and its reduction a unit group axis: RowReduction declined, and DLight's rule ran
@@ -251,13 +256,15 @@ def test_rows_with_a_partial_last_vector_run_as_plain_row_loops_and_stay_exact()
     x, g, b = (rng.standard_normal(s, dtype="float32") for s in ((2, 8, 799), (8,), (8,)))
     mean, var = x.mean(-1, keepdims=True), x.var(-1, keepdims=True)
     ref = (x - mean) / np.sqrt(var + 1e-5) * g[:, None] + b[:, None]
-    with TARGET.tvm():
-        sch = RowReduction().schedule(_te_func(group_norm(799)), TARGET.tvm())
-        assert RowReduction().schedule(_te_func(group_norm(47)), TARGET.tvm()) is None
+    with WIDE.tvm():
+        sch = RowReduction().schedule(_te_func(group_norm(799)), WIDE.tvm())
+        assert RowReduction().schedule(_te_func(group_norm(47)), WIDE.tvm()) is None
     assert sch is not None, "the RowReduction rule declined"
     script = sch.mod.script()
     assert "T.parallel" in script and "_rf" not in script
-    lib = tvm.compile(sch.mod, TARGET.tvm())
+    lib = tvm.compile(sch.mod, WIDE.tvm())
+    if not WIDE_RUNS:
+        return
     args = [tvm.runtime.tensor(a) for a in (x, g, b)] + [tvm.runtime.tensor(np.zeros(ref.shape, "float32"))]
     lib(*args)
     np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4)
@@ -321,7 +328,6 @@ def test_every_conv_matmul_and_pool_of_a_model_is_claimed(name, options):
     assert left == []
 
 
-@sixteen_lanes
 def test_an_lm_head_padded_to_whole_blocks_takes_the_widest_tile():
     """GPT-2's LM head has 50257 outputs, a multiple of no block, so its weight is padded with
     zero columns. Padded to blocks of one tile's half (1571 of 32 on AVX-512: odd), the widest
@@ -331,12 +337,12 @@ def test_an_lm_head_padded_to_whole_blocks_takes_the_widest_tile():
 
     from tvmbench.compile.knobs import knob_set
 
-    _, mod = _imported_and_legalized("gpt2", ModelOptions(seq_length=16, config_overrides={"n_layer": 1}))
+    _, mod = _imported_and_legalized("gpt2", ModelOptions(seq_length=16, config_overrides={"n_layer": 1}), WIDE)
     heads = [f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)
              and "matmul_packed" in gv.name_hint and int(f.params[-1].ty.shape[-1]) == 50257]
     assert len(heads) == 1
-    with knob_set() as knobs, TARGET.tvm():
-        assert Contraction().schedule(heads[0], TARGET.tvm()) is not None
+    with knob_set() as knobs, WIDE.tvm():
+        assert Contraction().schedule(heads[0], WIDE.tvm()) is not None
     assert knobs.values()["vectors"] == 4
 
 
@@ -724,8 +730,8 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
             vm["main"](tvm.runtime.tensor(wrong), *params)
 
 
-@pytest.mark.parametrize("keys, padded", [pytest.param(197, 208, marks=sixteen_lanes), (60, 64)])
-def test_a_padding_inside_a_vector_keeps_its_condition_in_that_vector_alone(keys, padded):
+@pytest.mark.parametrize("keys, padded, wide", [(197, 208, True), (60, 64, False)])
+def test_a_padding_inside_a_vector_keeps_its_condition_in_that_vector_alone(keys, padded, wide):
     """ViT's keys transposed for attention and padded from 197 to 208: the condition on the
     vectorised axis made TVM run every vector lane by lane, a branch per lane (47 us alone; 11 us
     with the vector loop split around the one vector that holds the cut). The lowered kernel keeps
@@ -741,15 +747,18 @@ def test_a_padding_inside_a_vector_keeps_its_condition_in_that_vector_alone(keys
     out = te.compute((2, 64, padded), lambda h, d, j: te.if_then_else(
         te.all(j >= 0, j < keys), x[te.min(j, keys - 1), h * 64 + d] * 0.5, 0.0), name="keys")
     func = te.create_prim_func([x, out])
-    _, sch = pipeline.default_schedule(func, TARGET)
+    target = WIDE if wide else TARGET
+    _, sch = pipeline.default_schedule(func, target)
     script = sch.mod["main"].script()
-    lanes = tiles.vector_lanes(TARGET.tvm(), 32)
+    lanes = tiles.vector_lanes(target.tvm(), 32)
     assert len(re.findall(rf"T\.vectorized\((T\.int64\()?{lanes}\)", script)) == 2, script
     assert script.count("_partition") >= 2, script
     mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
     assert codegen.opaque_and_simplified()(mod).script().count("if_then_else") == 1
     with codegen.lowering_context():
-        lib = tvm.tirx.build(mod, target=TARGET.tvm(), pipeline=codegen.PIPELINE)
+        lib = tvm.tirx.build(mod, target=target.tvm(), pipeline=codegen.PIPELINE)
+    if wide and not WIDE_RUNS:
+        return
     data = np.random.default_rng(0).standard_normal((keys, 128)).astype("float32")
     result = tvm.runtime.tensor(np.zeros((2, 64, padded), "float32"))
     lib["main"](tvm.runtime.tensor(data), result)
@@ -858,7 +867,6 @@ def test_a_large_input_under_large_weights_is_tiled_in_row_blocks_and_stays_corr
     np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
 
 
-@sixteen_lanes
 def test_a_long_reduction_under_large_weights_is_swept_in_blocks_and_stays_correct():
     """Channel-outer tiles that sweep more than REDUCTION_BLOCK_INPUT_BYTES of input over a weight
     panel larger than REDUCTION_PANEL_BYTES split the reduction into blocks whose panel fits (the
@@ -871,21 +879,22 @@ def test_a_long_reduction_under_large_weights_is_swept_in_blocks_and_stays_corre
     m, k, n = 512, 1536, 704  # weights 4.3 MB: channel tiles outer; each sweeps 3 MB of input
     func = _matmul_relu(m, k, n)
     with knob_set() as seen:
-        pipeline.default_schedule(func, TARGET)
+        pipeline.default_schedule(func, WIDE)
     values = seen.values()
     assert values["spatial_outer"] is False
     block = values["reduction_block"]
     assert block < k and k % block == 0 and 2 * block >= contraction.REDUCTION_PANEL_BYTES // (
-        values["vectors"] * 4 * tiles.vector_lanes(TARGET.tvm(), 32))
+        values["vectors"] * 4 * tiles.vector_lanes(WIDE.tvm(), 32))
     rng = np.random.default_rng(6)
     a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
-    out, script = _run(func, a, b, out_shape=(m, n))
+    out, script = _run(func, a, b, out_shape=(m, n), target=WIDE)
     assert script.count("T.parallel") == 1
     # the reduction's blocks outside the row tiles, the block's steps inside them
     assert re.search(rf"T.grid\({k // block}, {-(-m // values['rows'])}, ", script), script
-    np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
+    if out is not None:
+        np.testing.assert_allclose(out, np.maximum(a @ b, 0), rtol=1e-4, atol=1e-3)
     with knob_set() as seen:
-        pipeline.default_schedule(_matmul_relu(64, k, n), TARGET)  # 393 KB of input
+        pipeline.default_schedule(_matmul_relu(64, k, n), WIDE)  # 393 KB of input
     assert seen.values()["reduction_block"] == k
 
 
@@ -900,7 +909,6 @@ def _packed_matmul(m, k, n, lanes=32):
     return _te_func(build)
 
 
-@sixteen_lanes
 def test_a_channel_outer_tile_prefetches_the_next_panel_with_its_accumulators_on_the_stack(monkeypatch):
     """Channel-outer tiles over packed weights (1.5 MB here) are marked for passes/prefetch.py, and
     the native lowering puts a prefetch of the next channel tile's panel in the reduction loop; the
@@ -918,15 +926,16 @@ def test_a_channel_outer_tile_prefetches_the_next_panel_with_its_accumulators_on
     a, w = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((n // 32, k, 32), dtype="float32")
 
     def build(overrides):
-        with TARGET.tvm(), knob_set(overrides) as seen:
-            sch = Contraction().schedule(_packed_matmul(m, k, n), TARGET.tvm())
+        with WIDE.tvm(), knob_set(overrides) as seen:
+            sch = Contraction().schedule(_packed_matmul(m, k, n), WIDE.tvm())
         mod = tvm.IRModule({"main": sch.mod["main"]})
         with codegen.lowering_context():
-            lib = tvm.tirx.build(mod, target=TARGET.tvm(), pipeline=codegen.PIPELINE)
-        out = tvm.runtime.tensor(np.zeros((m, n), "float32"))
-        lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(w), out)
-        ref = a @ w.transpose(1, 0, 2).reshape(k, n)
-        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
+            lib = tvm.tirx.build(mod, target=WIDE.tvm(), pipeline=codegen.PIPELINE)
+        if WIDE_RUNS:
+            out = tvm.runtime.tensor(np.zeros((m, n), "float32"))
+            lib["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(w), out)
+            ref = a @ w.transpose(1, 0, 2).reshape(k, n)
+            np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-3)
         return seen.values(), sch.mod.script(), lib.inspect_source("ll")
 
     values, script, ir = build({})
@@ -1024,8 +1033,7 @@ def _conv1x1_nhwc(size, c_in, c_out):
     return _te_func(build)
 
 
-@pytest.mark.parametrize("size, stack", [pytest.param(3, 3, marks=sixteen_lanes), pytest.param(4, 2, marks=sixteen_lanes),
-                                         (5, 1), (8, 1)])
+@pytest.mark.parametrize("size, stack", [(3, 3), (4, 2), (5, 1), (8, 1)])
 def test_a_small_map_stacks_its_rows_into_one_register_tile_and_stays_correct(size, stack):
     """A map row shorter than STACK_ROWS_BELOW that fits the tile whole gets more map rows stacked
     on it (inception_v3's 3x3 maps at 160 px: 3 rows x 3, three times fewer sweeps over the
@@ -1035,18 +1043,18 @@ def test_a_small_map_stacks_its_rows_into_one_register_tile_and_stays_correct(si
 
     func = _conv1x1_nhwc(size, 64, 96)
     with knob_set() as seen:
-        pipeline.default_schedule(func, TARGET)
+        pipeline.default_schedule(func, WIDE)
     values = seen.values()
     assert values.get("row_stack", 1) == stack
     assert values["rows"] * values.get("row_stack", 1) <= contraction.MAX_STACKED_ROWS
     rng = np.random.default_rng(7)
     x = rng.standard_normal((1, size, size, 64), dtype="float32")
     w = rng.standard_normal((1, 1, 64, 96), dtype="float32")
-    out, _ = _run(func, x, w, out_shape=(1, size, size, 96))
-    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
+    out, _ = _run(func, x, w, out_shape=(1, size, size, 96), target=WIDE)
+    if out is not None:
+        np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
 
 
-@sixteen_lanes
 def test_an_odd_count_of_output_vectors_takes_tiles_of_its_divisor_not_single_vectors():
     """40 output channels (five 8-lane vectors, which no two-vector tile divides) over 25-pixel
     rows are tiled five vectors wide (mnasnet's 1x1 convolutions ran one vector over 5 rows: 5
@@ -1054,19 +1062,20 @@ def test_an_odd_count_of_output_vectors_takes_tiles_of_its_divisor_not_single_ve
     from tvmbench.compile.knobs import knob_set
 
     func = _conv1x1_nhwc(25, 72, 40)
-    width = tiles.vector_width(40, tiles.vector_lanes(TARGET.tvm(), 32))
+    width = tiles.vector_width(40, tiles.vector_lanes(WIDE.tvm(), 32))
     vectors = {}
     for odd in (contraction.ODD_AXIS_VECTORS, 0):
         with pytest.MonkeyPatch.context() as mp, knob_set() as seen:
             mp.setattr(contraction, "ODD_AXIS_VECTORS", odd)
-            pipeline.default_schedule(func, TARGET)
+            pipeline.default_schedule(func, WIDE)
         vectors[odd] = seen.values()["vectors"]
     assert vectors == {contraction.ODD_AXIS_VECTORS: 40 // width, 0: 1}, vectors
     rng = np.random.default_rng(5)
     x = rng.standard_normal((1, 25, 25, 72), dtype="float32")
     w = rng.standard_normal((1, 1, 72, 40), dtype="float32")
-    out, _ = _run(func, x, w, out_shape=(1, 25, 25, 40))
-    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
+    out, _ = _run(func, x, w, out_shape=(1, 25, 25, 40), target=WIDE)
+    if out is not None:
+        np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", x, w[0, 0]), rtol=1e-4, atol=1e-4)
 
 
 def test_a_gemv_tile_spans_two_packed_weight_blocks_and_stays_correct():
@@ -1124,23 +1133,22 @@ def test_large_weights_on_a_small_map_take_four_vector_tiles_over_whole_rows(siz
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.passes.pack_weights import packed_conv
 
-    lanes = tiles.vector_lanes(TARGET.tvm(), 32)
-    if tiles.accumulator_budget(TARGET.tvm()) < 4 * 5:
-        pytest.skip("a 16-register target: four-vector tiles of 5 rows do not fit")
+    lanes = tiles.vector_lanes(WIDE.tvm(), 32)  # (32 registers: on 16, four-vector tiles of 5 rows do not fit)
     c_in, c_out, block = 512, 640, 2 * lanes
     x = te.placeholder((1, size, size, c_in), name="x")
     wp = te.placeholder((c_out // block, 1, 1, c_in, block), name="w")
     func = te.create_prim_func([x, wp, packed_conv(x, wp, [1, 1], [0, 0, 0, 0], [1, 1], "float32")])
     func = func.with_attr("global_symbol", "main")
     with knob_set() as seen:
-        pipeline.default_schedule(func, TARGET)
+        pipeline.default_schedule(func, WIDE)
     assert (seen.values()["vectors"], seen.values()["rows"]) == (vectors, rows)
     rng = np.random.default_rng(11)
     a = rng.standard_normal((1, size, size, c_in), dtype="float32")
     w = rng.standard_normal((c_in, c_out), dtype="float32")
     packed = w.reshape(c_in, c_out // block, block).transpose(1, 0, 2)[:, None, None].copy()
-    out, _ = _run(func, a, packed, out_shape=(1, size, size, c_out))
-    np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", a, w), rtol=1e-4, atol=1e-3)
+    out, _ = _run(func, a, packed, out_shape=(1, size, size, c_out), target=WIDE)
+    if out is not None:
+        np.testing.assert_allclose(out, np.einsum("nhwc,co->nhwo", a, w), rtol=1e-4, atol=1e-3)
 
 
 def _packed_conv_knobs(mcpu: str | None, map_hw: tuple[int, int], c_in: int, c_out: int, window: int = 1,
