@@ -450,6 +450,51 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     assert result["passed"], result
 
 
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_a_predicated_tile_on_16_registers_holds_few_enough_accumulators_not_to_spill():
+    """A Winograd product over 37 x 37 tiles (1369 rows: no divisor, so a predicated tile) on
+    AVX2: with PREDICATED_ACCUMULATORS_16_REGS it takes at most that many accumulators, and its
+    reduction loop keeps them in registers (no ymm register stored to the stack); uncapped (12),
+    the 2 x 6 tile spills. Exact either way. Over 17 rows the narrower tile would compute 20 rows
+    against 18: there the 2 x 6 tile stays (PREDICATED_SPARE_ROWS)."""
+    import tvm
+    from tvm import te
+
+    from tvmbench.compile import codegen
+    from tvmbench.compile.knobs import knob_set
+
+    def product(m, k, n):
+        a = te.placeholder((4, m, k), name="A")
+        w = te.placeholder((4, n // 16, k, 16), name="W")
+        r = te.reduce_axis((0, k), name="k")
+        c = te.compute((4, m, n), lambda b, i, j: te.sum(a[b, i, r] * w[b, j // 16, r, j % 16], axis=r),
+                       name="winograd_product")
+        return te.create_prim_func([a, w, c]).with_attr("global_symbol", "main")
+
+    with knob_set() as seen:
+        pipeline.default_schedule(product(17, 256, 64), AVX2)
+    assert (seen.values()["vectors"], seen.values()["rows"]) == (2, 6)
+    m, k, n = 1369, 32, 64
+    func = product(m, k, n)
+    rng = np.random.default_rng(12)
+    x, wt = rng.standard_normal((4, m, k), dtype="float32"), rng.standard_normal((4, n // 16, k, 16), dtype="float32")
+    ref = np.einsum("bik,bjkl->bijl", x, wt).reshape(4, m, n)
+    spills = {}
+    for cap in (tiles.PREDICATED_ACCUMULATORS_16_REGS, 12):
+        with pytest.MonkeyPatch.context() as mp, knob_set() as seen:
+            mp.setattr(tiles, "PREDICATED_ACCUMULATORS_16_REGS", cap)
+            _, sch = pipeline.default_schedule(func, AVX2)
+        values = seen.values()
+        assert values["vectors"] * values["rows"] <= cap and m % values["rows"], values
+        with codegen.lowering_context():
+            lib = tvm.tirx.build(tvm.IRModule({"main": sch.mod["main"]}), target=AVX2.tvm(), pipeline=codegen.PIPELINE)
+        spills[cap] = len(re.findall(r"%ymm\d+, -?\d*\(%rsp\)", lib.inspect_source("asm")))
+        out = tvm.runtime.tensor(np.zeros((4, m, n), "float32"))
+        lib["main"](tvm.runtime.tensor(x), tvm.runtime.tensor(wt), out)
+        np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+    assert spills[tiles.PREDICATED_ACCUMULATORS_16_REGS] == 0 and spills[12] > 0, spills
+
+
 def _assert_matches_torch(model, module, x):
     """The model built for this machine's target gives the torch module's output for ``x``."""
     import torch

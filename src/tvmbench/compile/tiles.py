@@ -46,6 +46,16 @@ ZEN4_MAX_ROWS = 7
 # convolutions 1.50 against 1.05 ms (8 rows against 7), its 1x1 squeeze and expand ones 0.57
 # against 0.48 and 0.26 against 0.24 ms; the stem over 79 pixels 0.97 against 0.90 ms.
 PREDICATED_MAX_ROWS = 7
+# ... and on 16 registers (AVX2) a predicated tile holds at most this many accumulators where
+# that computes at most PREDICATED_SPARE_ROWS more rows than the wider tile. As 2 vectors x 6
+# rows (12) LLVM spilled the accumulators around the conditional rows (26 stores and 18 loads of
+# ymm registers to the stack in the reduction loop) where a whole 2 x 6 tile, or a predicated
+# 2 x 5, spills none: inception_v3's Winograd products over 37 x 37 tiles (1369 rows, no divisor)
+# ran 2 x 5 1.9x faster alone than 2 x 6 (Zen 3: 2529 against 4876 us over 32 channels, 3577
+# against 8145 over 64). Where the narrower tile computes more rows (17: 20 against 18) the wider
+# one won: capping every predicated tile cost inception_v3 (its 17 x 17 maps) 6.5 % end to end.
+PREDICATED_ACCUMULATORS_16_REGS = 10
+PREDICATED_SPARE_ROWS = 0.03
 
 
 # AMD Zen 4 executes a 512-bit FMA as two 256-bit halves, two 256-bit FMAs per cycle: 8-lane
@@ -193,12 +203,25 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         held = reserved_per_vector + (1 if vectors >= WEIGHTS_HELD_FROM else 0)
         limit = min(max((budget - held * vectors) // vectors, 1), most_rows)
         rows, predicated = row_tile(rows_extent, limit, vectors, most_rows)
+        if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > PREDICATED_ACCUMULATORS_16_REGS:
+            rows, predicated = _spilling_less(rows_extent, rows, vectors, most_rows)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         if best is None or score > best[0]:
             best = (score, vectors, rows)
     assert best is not None
     return best[1], best[2]
+
+
+def _spilling_less(rows_extent: int, rows: int, vectors: int, most_rows: int) -> tuple[int, bool]:
+    """(rows, predicated) of a predicated tile on 16 registers within PREDICATED_ACCUMULATORS_16_REGS
+    where that computes at most PREDICATED_SPARE_ROWS more rows than ``rows`` (else ``rows``)."""
+    fewer, predicated = row_tile(rows_extent, max(PREDICATED_ACCUMULATORS_16_REGS // vectors, 1), vectors, most_rows)
+    def computed(r: int) -> int:
+        return -(-rows_extent // r) * r
+    if computed(fewer) <= computed(rows) * (1 + PREDICATED_SPARE_ROWS):
+        return fewer, predicated
+    return rows, True
 
 
 def predicated_percent(budget: int, dot: bool) -> int | None:
