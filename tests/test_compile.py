@@ -728,6 +728,35 @@ def test_an_expansion_its_window_and_the_projection_become_one_kernel_and_stay_e
     assert result["passed"], result
 
 
+def test_a_joined_projection_on_16_registers_fits_them_and_its_bands_fill_the_cores(monkeypatch):
+    """mobilenet_v2's 28x28 block (32 -> 192 -> 32 channels), joined whole on a 512 KB L2. For
+    AVX2 the projection's tile over its 4 vectors of 8 channels was 4 x a predicated 3 rows (12
+    accumulators, 4 weight vectors and the broadcast: 17 of 16 registers; 1.85x slower alone than
+    2 x 4), and its bands of 4 rows made 7 tasks for 2 cores. Now the tile fits the registers
+    without predication, and bands of 7 rows make 4 tasks; on AVX-512 the tile stays 2 x 7."""
+    import dataclasses
+
+    from tvmbench.compile import tir
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import WindowProject
+
+    monkeypatch.setattr(tir, "FUSE_EXPANSION_BYTES", 512 << 10)  # (the L2 of the named CPUs and of this one)
+    for mcpu in ("haswell", "znver4"):
+        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+        model, (joined,), names = _joined_kernel("build_expand_28", target)
+        assert sum("conv2d" in n for n in names) == 1, names
+        with target.tvm(), knob_set({}) as knobs:
+            assert WindowProject().schedule(joined, target.tvm()) is not None, mcpu
+        v = knobs.values()
+        if mcpu == "haswell":
+            assert v["vectors"] * v["rows"] + v["vectors"] + 1 <= 16 and 28 % v["rows"] == 0, v
+            assert v["band_rows"] == 7, v
+        else:
+            assert (v["vectors"], v["rows"]) == (2, 7), v
+    result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
+    assert result["passed"], result
+
+
 def test_mnasnet_blocks_whose_projection_slices_its_padded_channels_join_and_stay_exact(monkeypatch):
     """mnasnet1_0's projections to 40 channels are packed in blocks of 16 and slice 40 of 48 off:
     that slice must not join the joined kernel's write-back (it wrote past the slice: outputs off

@@ -153,9 +153,14 @@ def _whole_band(joined: Joined, target: Any) -> int | None:
     for band in range(WHOLE_MIN_ROWS, height + 1):
         if height % band or band * stride + kernel - stride > WHOLE_HALO * band * stride:
             continue
-        tasks = batch * height // band
-        return band if tasks / (-(-tasks // cores) * cores) >= WHOLE_BALANCE else None
+        return band if balanced(batch * height // band, cores) else None
     return None
+
+
+def balanced(tasks: int, cores: int) -> bool:
+    """Whether ``tasks`` parallel tasks keep ``cores`` busy: tasks / (cores x rounds of tasks) at
+    least WHOLE_BALANCE."""
+    return tasks / (-(-tasks // cores) * cores) >= WHOLE_BALANCE
 
 
 def _window_rows(joined: Joined) -> tuple[int | None, int]:

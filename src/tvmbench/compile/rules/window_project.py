@@ -31,6 +31,20 @@ PREDICATED_ROWS = 1
 # Output rows per task: the window's tile for them is rows x width x channels (10 KB per row of
 # 80 columns x 32 channels).
 BAND_ROWS = 4
+# The projection's register tile as the Contraction rule scores tiles (``_projection_tile``);
+# False: the most vectors that divide the channels, and the rows they leave. Changes only
+# 16-register (AVX2) tiles of the zoo's joins; same-process A/Bs on the Zen 3 VM (session 79,
+# `rule_ab.py M rules.window_project.SCORED_TILE False`): mobilenet_v2 1.050x [1.040-1.074] with
+# BALANCED_BANDS (batch 1), 1.087x [1.075-1.096] at batch 8, mnasnet1_0 1.085x [1.078-1.091] at
+# batch 8 and 320 px (its 20x20x96 joins: 4 x 3 -> 3 x 4).
+SCORED_TILE = True
+# With an expansion joined and no whole-channel band, the band is the fewest rows whose halo is
+# small enough and whose tasks (one per image and band) keep the cores busy
+# (``expand_window.WHOLE_BALANCE``): a 28-row map at batch 1 on 2 cores in bands of 4 is 7 tasks,
+# 4 rounds of which the last runs on one core; in bands of 7, 4 tasks in 2 rounds (mobilenet_v2's
+# join alone on the Zen 3 VM: 175 -> 146 us; the model 1.016x [0.995-1.031], session 79). False:
+# the fewest rows whose halo is small enough.
+BALANCED_BANDS = True
 
 
 @dataclass
@@ -123,12 +137,12 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     height, width, out_vectors = joined.shape[1], joined.shape[2], joined.shape[3] // lanes
     budget = accumulator_budget(target)
     legal_vectors = [v for v in range(1, 5) if out_vectors % v == 0]  # (24 channels: 3 vectors of 8)
-    vectors = knob("vectors", max(legal_vectors), legal_vectors)
+    vectors = knob("vectors", _projection_tile(width, legal_vectors, target)[0], legal_vectors)
     # (as many rows as the Contraction rule's tiles: alone, mnasnet1_0's joined kernel at batch 8
     # and 320 px took 2945 us with its 5 rows of 16 channels, 2983 with 10, 3530 with 16)
-    limit = min(tiles.max_rows(target), max(budget // vectors, 1))
-    rows = knob("rows", _row_tile(width, limit, vectors),
-                [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0 or r == _row_tile(width, limit, vectors)])
+    default_rows = _projection_tile(width, [vectors], target)[1]
+    rows = knob("rows", default_rows,
+                [r for r in range(1, max(budget // vectors, 1) + 1) if width % r == 0 or r == default_rows])
     bands, default = expand_window.band_choices(height, BAND_ROWS)  # (a 7-row map is one band)
     if joined.expansion is not None:
         default = _expansion_band(joined, target, bands) or default
@@ -144,6 +158,22 @@ def tile_projection(joined: _Joined, target: Any) -> Any:
     return task
 
 
+def _projection_tile(width: int, legal_vectors: list[int], target: Any) -> tuple[int, int]:
+    """(vectors, rows) of the projection's register tile: with SCORED_TILE, the Contraction rule's
+    choice among ``legal_vectors`` (``tiles.register_tile``: most FMAs per load, a predicated tile
+    discounted, and on 16 registers capped where it would spill), else the most vectors and the
+    rows they leave. On AVX2 the most vectors took mobilenet_v2's 32-channel projections over
+    28-pixel rows as 4 vectors x a predicated 3 rows (12 accumulators, 4 weight vectors and the
+    broadcast: 17 registers): the joined kernel ran 1.85x slower alone than as 2 x 4 or 4 x 2
+    (Zen 3: 323 against 175 us)."""
+    budget = accumulator_budget(target)
+    if SCORED_TILE:
+        return tiles.register_tile(width, sorted(legal_vectors, reverse=True), budget,
+                                   tiles.predicated_percent(budget, True), most_rows=tiles.max_rows(target))
+    vectors = max(legal_vectors)
+    return vectors, _row_tile(width, min(tiles.max_rows(target), max(budget // vectors, 1)), vectors)
+
+
 def _expanded(joined: _Joined) -> expand_window.Joined:
     """The expansion and the window as ExpandWindow describes a joined pair."""
     return expand_window.Joined(joined.sch, joined.expansion, joined.window, joined.padded, None, joined.shape,
@@ -153,7 +183,8 @@ def _expanded(joined: _Joined) -> expand_window.Joined:
 def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | None:
     """With an expansion joined, a band recomputes it for the window's halo: ExpandWindow's
     whole-channel band (its halo at most WHOLE_HALO of the band's rows, tasks spread evenly), else
-    the fewest rows with that halo, else the whole map. Bands of 2 rows over a 5x5 window computed
+    the fewest rows with that halo whose tasks keep the cores busy (BALANCED_BANDS), else the
+    fewest with that halo, else the whole map. Bands of 2 rows over a 5x5 window computed
     the expansion up to 3 times over (mnasnet1_0's, at batch 8 and 320 px: the model 0.91x)."""
     ew = _expanded(joined)
     band = expand_window._whole_band(ew, target)
@@ -163,7 +194,9 @@ def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | Non
     if kernel is None:
         return None
     fit = [b for b in bands if b * stride + kernel - stride <= expand_window.WHOLE_HALO * b * stride]
-    return fit[0] if fit else (bands[-1] if bands else None)
+    cores = int(target.attrs.get("num-cores") or 1)
+    even = [b for b in fit if BALANCED_BANDS and expand_window.balanced(joined.shape[0] * joined.shape[1] // b, cores)]
+    return (even or fit)[0] if fit else (bands[-1] if bands else None)
 
 
 def tile_window(joined: _Joined, task: Any, target: Any) -> None:
