@@ -1066,6 +1066,47 @@ def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
     _matches_torch_conv(func, x, w, (1, 6, 112, 32), padding=1, groups=32)
 
 
+def test_a_depthwise_tile_on_16_registers_takes_one_vector_over_whole_rows_not_predicated_ones():
+    """A 3x3 depthwise convolution over 14-pixel rows on AVX2: two vectors would take a predicated
+    5 rows (15 computed for 14), one vector takes 7 whole rows; every depthwise FMA reads its own
+    input vector, so the second vector brings no reuse (DEPTHWISE_WHOLE_ROWS_16_REGS). Over 28
+    pixels, where 4 rows are whole, the tile keeps two vectors. The convolution is still computed
+    (AVX2 code: it runs on every x86 host)."""
+    from tvm import topi
+
+    from tvmbench.compile.knobs import knob_set
+
+    def depthwise(width):
+        def build(te):
+            x = te.placeholder((1, 4, width, 64), name="x")
+            wt = te.placeholder((3, 3, 1, 64), name="w")
+            return [x, wt, topi.nn.conv(x, wt, 1, 1, 1, 64, "NHWC", "HWIO", "float32")]
+        return _te_func(build)
+
+    def tile(func):
+        with knob_set() as seen:
+            pipeline.default_schedule(func, AVX2)
+        return seen.values()["vectors"], seen.values()["rows"]
+
+    assert tile(depthwise(14)) == (1, 7)
+    assert tile(depthwise(28)) == (2, 4)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(contraction, "DEPTHWISE_WHOLE_ROWS_16_REGS", False)
+        assert tile(depthwise(14)) == (2, 5)
+    import torch
+    import tvm
+
+    _, sch = pipeline.default_schedule(depthwise(14), AVX2)
+    lib = tvm.compile(sch.mod, AVX2.tvm())
+    rng = np.random.default_rng(9)
+    x, w = rng.standard_normal((1, 4, 14, 64), dtype="float32"), rng.standard_normal((3, 3, 1, 64), dtype="float32")
+    out = tvm.runtime.tensor(np.zeros((1, 4, 14, 64), "float32"))
+    lib(tvm.runtime.tensor(x), tvm.runtime.tensor(w), out)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                     padding=1, groups=64).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
 def _conv1x1_nhwc(size, c_in, c_out):
     def build(te):
         x = te.placeholder((1, size, size, c_in), name="X")

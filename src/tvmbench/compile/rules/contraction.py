@@ -222,6 +222,19 @@ DEPTHWISE_REGISTERS = 32
 # row per tile. Over 13x13 the held window's tile of 5 rows stays (dropping it there doubled that
 # kernel). docs/performance.md, "A 5x5 depthwise window over a 7-pixel row".
 HELD_WINDOW_MIN_ROWS = 4
+# On 16 registers (AVX2) a depthwise tile whose rows would be predicated takes one vector over
+# whole rows where there are whole rows of 4 or more: every FMA of a depthwise reads its own input
+# vector, so a second vector only adds accumulators, and FMAs per load follow the rows alone
+# (rows / (rows + 1)), which the predicate then taxes. Alone on the Zen 3 VM (session 79, 14-pixel
+# rows): mobilenet_v2's 3x3 over 14x14x576 as 1 x 7 instead of 2 x a predicated 5 28.2 -> 24.6 us,
+# x384 20.2 -> 17.5, shufflenet_v2's 3 x 3 over 14x14x120 13.6 -> 12.3 and 13.7 -> 11.1, mnasnet1_0's
+# 3x3 over 14x14x576 51.1 -> 44.6, its 5x5 over 14x14x480 101.9 -> 67.6. (Over 28-pixel rows,
+# where 4 rows are whole, 1 x 7 against 2 x 4 or 3 x 4 ran 0.9-1.0x for 3x3 windows: unchanged.)
+# End to end these kernels are under 1 % of the models, below the A/Bs' resolution (`rule_ab.py M
+# rules.contraction.DEPTHWISE_WHOLE_ROWS_16_REGS False --block 5 --runs 300`): mobilenet_v2 1.009
+# [0.993-1.012], mnasnet1_0 0.986 [0.977-1.010] (1.000 at batch 8), shufflenet_v2_x1_0 1.003.
+# Kept for the kernels; 32-register targets are unchanged.
+DEPTHWISE_WHOLE_ROWS_16_REGS = True
 # A batched contraction whose batch axis indexes the weights (the Winograd product: the tile
 # position) may fuse its row tiles outside the batch, so each core takes a range of rows (Winograd
 # tiles) for every position, the tiles its input transform wrote and its output transform reads,
@@ -566,6 +579,9 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
                                       tiles.predicated_percent(budget, dot), 0, most_rows)
+    if m_axis is not None and extents[m_axis] % rows and 1 in choices and _whole_depthwise_rows(found, budget):
+        one, predicated = tiles.row_tile(extents[m_axis], min(budget, most_rows), 1, most_rows)
+        vectors, rows = (1, one) if not predicated and one >= 4 else (vectors, rows)
     if m_axis is not None and not reserved and _multiplies(found):
         vectors, rows = _vectors_for_l2(found, vectors, rows, choices, budget, most_rows, dot)
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
@@ -629,19 +645,28 @@ def _multiplies(found: Match) -> bool:
 
 def _window_registers(found: Match, budget: int) -> int:
     """Registers per tile vector that a depthwise window's weights hold (its taps), when the
-    window is unrolled and the target has DEPTHWISE_REGISTERS registers; else 0. Depthwise: every
-    operand reads along the vector axis (no broadcast input) and one of them (the weights) does
-    not depend on the row axis. Pooling has no such operand."""
+    window is unrolled and the target has DEPTHWISE_REGISTERS registers; else 0."""
     if not DEPTHWISE_REGISTERS or budget != tiles.MAX_ACCUMULATORS or found.m_axis is None:
         return 0
     if found.window() > UNROLL_REDUCTION:
         return 0
+    return found.window() if _depthwise(found) else 0
+
+
+def _whole_depthwise_rows(found: Match, budget: int) -> bool:
+    """Whether a depthwise tile on 16 registers takes whole rows (DEPTHWISE_WHOLE_ROWS_16_REGS)."""
+    return (DEPTHWISE_WHOLE_ROWS_16_REGS and budget == tiles.MAX_ACCUMULATORS_16_REGS
+            and found.m_axis is not None and _depthwise(found))
+
+
+def _depthwise(found: Match) -> bool:
+    """Every operand reads along the vector axis (no broadcast input) and one of them (the
+    weights) does not depend on the row axis. Pooling has no such operand."""
     n_var, m_var = found.block.iter_vars[found.n_axis].var, found.block.iter_vars[found.m_axis].var
     operands = [r for r in found.block.reads if not r.source.same_as(found.out)]
     if not operands or not all(any(uses(x.min, n_var) for x in r.region) for r in operands):
-        return 0
-    weights = [r for r in operands if not any(uses(x.min, m_var) for x in r.region)]
-    return found.window() if weights else 0
+        return False
+    return any(not any(uses(x.min, m_var) for x in r.region) for r in operands)
 
 
 def _stack(found: Match, rows: int, vectors: int, budget: int) -> int:
