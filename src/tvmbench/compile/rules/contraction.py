@@ -222,7 +222,7 @@ DEPTHWISE_REGISTERS = 32
 # row per tile. Over 13x13 the held window's tile of 5 rows stays (dropping it there doubled that
 # kernel). docs/performance.md, "A 5x5 depthwise window over a 7-pixel row".
 HELD_WINDOW_MIN_ROWS = 4
-# On 16 registers (AVX2) a depthwise tile whose rows would be predicated takes one vector over
+# On 16 registers (AVX2) a depthwise tile whose rows would be predicated (or fewer than 4) takes one vector over
 # whole rows where there are whole rows of 4 or more: every FMA of a depthwise reads its own input
 # vector, so a second vector only adds accumulators, and FMAs per load follow the rows alone
 # (rows / (rows + 1)), which the predicate then taxes. Alone on the Zen 3 VM (session 79, 14-pixel
@@ -579,7 +579,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
                                       tiles.predicated_percent(budget, dot), 0, most_rows)
-    if m_axis is not None and extents[m_axis] % rows and 1 in choices and _whole_depthwise_rows(found, budget):
+    if m_axis is not None and (extents[m_axis] % rows or rows < 4) and 1 in choices \
+            and _whole_depthwise_rows(found, budget):
         one, predicated = tiles.row_tile(extents[m_axis], min(budget, most_rows), 1, most_rows)
         vectors, rows = (1, one) if not predicated and one >= 4 else (vectors, rows)
     if m_axis is not None and not reserved and _multiplies(found):
