@@ -694,8 +694,10 @@ def test_a_prime_map_width_takes_predicated_column_tiles_and_stays_exact(l2_of_1
         sch = WindowProject().schedule(joined, TARGET.tvm())
     assert sch is not None, "the WindowProject rule declined"
     values = knobs.values()
-    assert 4 <= values["rows"] <= 7 and 4 <= values["window_rows"] <= 7, values
-    assert "T.where(" in sch.mod.script()  # the last tile of each row is predicated
+    # (on 16 registers the projection's predicated tile over 3 vectors holds at most 10
+    # accumulators: 3 rows, tiles.PREDICATED_ACCUMULATORS_16_REGS)
+    assert 3 <= values["rows"] <= 7 and 4 <= values["window_rows"] <= 7, values
+    assert 97 % values["rows"] and "T.where(" in sch.mod.script()  # the last tile of each row is predicated
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

@@ -56,9 +56,10 @@ PREDICATED_MAX_ROWS = 7
 # one won: capping every predicated tile cost inception_v3 (its 17 x 17 maps) 6.5 % end to end.
 PREDICATED_ACCUMULATORS_16_REGS = 10
 PREDICATED_SPARE_ROWS = 0.03
-# ... and on 16 registers a predicated tile competes with the whole tile of the largest divisor
-# under 4 rows (``row_tile`` offers only the predicated one there): the whole tile is taken where
-# its FMAs per load beat the predicated tile's with PREDICATED_TILE_PERCENT's discount.
+# ... and on 16 registers a predicated tile competes with a whole tile of 3 rows where 3 is the
+# largest divisor under 4 (``row_tile`` offers only the predicated one there): the whole tile is
+# taken where its FMAs per load beat the predicated tile's with its discount. (Not 2 rows: 2 x 2
+# holds 4 accumulators, too few to cover the FMAs' latency; not measured.)
 # squeezenet1_1's stem over 111-pixel rows (3 x 37) as 2 vectors x 3 whole rows instead of a
 # predicated 5 ran 1.46x faster alone (Zen 3, session 79: 451 against 658 us). Same-process A/Bs
 # (`benchmarks/rule_ab.py M tiles.EXACT_ROWS_16_REGS False`): squeezenet1_1 1.040x [1.011-1.041]
@@ -217,7 +218,7 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         whole = largest_divisor(rows_extent, min(limit, MAX_ROWS))
-        if predicated and EXACT_ROWS_16_REGS and budget <= MAX_ACCUMULATORS_16_REGS \
+        if predicated and EXACT_ROWS_16_REGS and budget <= MAX_ACCUMULATORS_16_REGS and whole >= 3 \
                 and whole * vectors / (whole + vectors) > score:
             rows, predicated, score = whole, False, whole * vectors / (whole + vectors)
         if best is None or score > best[0]:
