@@ -205,7 +205,8 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     16 (AVX2) two vectors allow at most 6 rows, and a 7-row axis (a 7x7 feature map) is better
     served by one vector over 7 rows than by two vectors over one. ``reserved_per_vector``
     registers per vector of the tile are taken from the budget first (a depthwise window's
-    weights, held across the tile)."""
+    weights, held across the tile). On 16 registers a predicated tile is capped where it would
+    spill (PREDICATED_ACCUMULATORS_16_REGS) and weighed against whole rows of 3 (EXACT_ROWS_16_REGS)."""
     if rows_extent is None:
         return vector_choices[0], 1
     best: tuple[float, int, int] | None = None

@@ -222,10 +222,10 @@ DEPTHWISE_REGISTERS = 32
 # row per tile. Over 13x13 the held window's tile of 5 rows stays (dropping it there doubled that
 # kernel). docs/performance.md, "A 5x5 depthwise window over a 7-pixel row".
 HELD_WINDOW_MIN_ROWS = 4
-# On 16 registers (AVX2) a depthwise tile whose rows would be predicated (or fewer than 4) takes one vector over
-# whole rows where there are whole rows of 4 or more: every FMA of a depthwise reads its own input
-# vector, so a second vector only adds accumulators, and FMAs per load follow the rows alone
-# (rows / (rows + 1)), which the predicate then taxes. Alone on the Zen 3 VM (session 79, 14-pixel
+# On 16 registers (AVX2) a depthwise tile whose rows would be predicated (or fewer than 4) takes
+# one vector over whole rows where there are whole rows of 4 or more: every FMA of a depthwise
+# reads its own input vector, so a second vector only adds accumulators, and FMAs per load follow
+# the rows alone (rows / (rows + 1)), which the predicate then taxes. Alone on the Zen 3 VM (session 79, 14-pixel
 # rows): mobilenet_v2's 3x3 over 14x14x576 as 1 x 7 instead of 2 x a predicated 5 28.2 -> 24.6 us,
 # x384 20.2 -> 17.5, shufflenet_v2's 3 x 3 over 14x14x120 13.6 -> 12.3 and 13.7 -> 11.1, mnasnet1_0's
 # 3x3 over 14x14x576 51.1 -> 44.6, its 5x5 over 14x14x480 101.9 -> 67.6. (Over 28-pixel rows,
