@@ -450,7 +450,6 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     assert result["passed"], result
 
 
-@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_on_16_registers_whole_rows_of_three_beat_a_predicated_tile_where_they_load_less():
     """111-pixel rows (squeezenet1_1's stem: 3 x 37) on AVX2 take 2 vectors x 3 whole rows, not a
     predicated 5 (EXACT_ROWS_16_REGS; 1.46x faster alone); 14 rows, whose whole tile would be 2
@@ -464,6 +463,7 @@ def test_on_16_registers_whole_rows_of_three_beat_a_predicated_tile_where_they_l
         assert tiles.register_tile(111, [2, 1], tiles.MAX_ACCUMULATORS_16_REGS, pct) == (2, 5)
 
 
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_a_predicated_tile_on_16_registers_holds_few_enough_accumulators_not_to_spill():
     """A Winograd product over 37 x 37 tiles (1369 rows: no divisor, so a predicated tile) on
     AVX2: with PREDICATED_ACCUMULATORS_16_REGS it takes at most that many accumulators, and its
@@ -1079,12 +1079,12 @@ def test_a_depthwise_tile_leaves_registers_for_its_window_weights_on_avx512():
     _matches_torch_conv(func, x, w, (1, 6, 112, 32), padding=1, groups=32)
 
 
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_a_depthwise_tile_on_16_registers_takes_one_vector_over_whole_rows_not_predicated_ones():
     """A 3x3 depthwise convolution over 14-pixel rows on AVX2: two vectors would take a predicated
     5 rows (15 computed for 14), one vector takes 7 whole rows; every depthwise FMA reads its own
     input vector, so the second vector brings no reuse (DEPTHWISE_WHOLE_ROWS_16_REGS). Over 28
-    pixels, where 4 rows are whole, the tile keeps two vectors. The convolution is still computed
-    (AVX2 code: it runs on every x86 host)."""
+    pixels, where 4 rows are whole, the tile keeps two vectors. The convolution is still computed."""
     from tvm import topi
 
     from tvmbench.compile.knobs import knob_set
