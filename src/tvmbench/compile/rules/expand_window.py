@@ -149,17 +149,17 @@ def _whole_band(joined: Joined, target: Any) -> int | None:
     kernel, stride = _window_rows(joined)
     if kernel is None:
         return None
-    cores = int(target.attrs.get("num-cores") or 1)
     for band in range(WHOLE_MIN_ROWS, height + 1):
         if height % band or band * stride + kernel - stride > WHOLE_HALO * band * stride:
             continue
-        return band if balanced(batch * height // band, cores) else None
+        return band if balanced(batch * height // band, target) else None
     return None
 
 
-def balanced(tasks: int, cores: int) -> bool:
-    """Whether ``tasks`` parallel tasks keep ``cores`` busy: tasks / (cores x rounds of tasks) at
-    least WHOLE_BALANCE."""
+def balanced(tasks: int, target: Any) -> bool:
+    """Whether ``tasks`` parallel tasks keep the target's cores busy: tasks / (cores x rounds of
+    tasks) at least WHOLE_BALANCE."""
+    cores = int(target.attrs.get("num-cores") or 1)
     return tasks / (-(-tasks // cores) * cores) >= WHOLE_BALANCE
 
 

@@ -194,8 +194,7 @@ def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | Non
     if kernel is None:
         return None
     fit = [b for b in bands if b * stride + kernel - stride <= expand_window.WHOLE_HALO * b * stride]
-    cores = int(target.attrs.get("num-cores") or 1)
-    even = [b for b in fit if BALANCED_BANDS and expand_window.balanced(joined.shape[0] * joined.shape[1] // b, cores)]
+    even = [b for b in fit if BALANCED_BANDS and expand_window.balanced(joined.shape[0] * joined.shape[1] // b, target)]
     return (even or fit)[0] if fit else (bands[-1] if bands else None)
 
 
