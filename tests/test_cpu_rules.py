@@ -81,6 +81,32 @@ def _matmul_relu(m, k, n, transposed=False):
     return _te_func(build)
 
 
+def _batch_matmul(b, m, k, n):
+    def build(te):
+        x = te.placeholder((b, m, k), name="A")
+        w = te.placeholder((b, k, n), name="B")
+        r = te.reduce_axis((0, k), name="k")
+        return [x, w, te.compute((b, m, n), lambda p, i, j: te.sum(x[p, i, r] * w[p, r, j], axis=r), name="C")]
+
+    return _te_func(build)
+
+
+def test_weights_larger_than_the_targets_l2_run_channel_outer_but_batched_panels_up_to_1_mb(monkeypatch):
+    # 640 KB of weights fit a 1 MB L2 (channel tiles inside the rows), not a 512 KB one (Zen 3:
+    # each channel tile's panel kept while the rows are swept). Winograd's product keeps its
+    # positions' 576 KB of panels spatial-outer on both.
+    def order(func, l2):
+        monkeypatch.setattr(contraction, "cpu_l2_bytes", lambda target: l2)
+        with TARGET.tvm() as target:
+            script = Contraction().schedule(func, target).mod.script()
+        return re.search(r"for (\w+) in T\.parallel", script).group(1)
+
+    matmul, product = _matmul_relu(64, 640, 256), _batch_matmul(36, 196, 64, 64)
+    assert order(matmul, 1 << 20).startswith("ax0") and order(matmul, 512 << 10).startswith("ax1")
+    assert order(product, 512 << 10) == order(product, 1 << 20)
+    assert order(_matmul_relu(64, 1024, 512), 4 << 20).startswith("ax0")  # (a 4 MB L2: 2 MB fit)
+
+
 @pytest.mark.parametrize("m, k, n", [(64, 48, 80), (1, 512, 1000), (197, 64, 96), (13, 7, 20), (20, 64, 197)])
 def test_matmul_is_tiled_vectorised_parallel_and_correct(m, k, n):
     rng = np.random.default_rng(0)
@@ -102,10 +128,10 @@ def test_matmul_is_tiled_vectorised_parallel_and_correct(m, k, n):
 def test_small_weights_put_the_output_channel_tiles_inside_the_parallel_loop():
     # 15 KB of weights stay in cache while the rows are swept once (rows outer); 2 MB do not, so
     # each channel tile's panel is kept while the rows are swept (channel tiles outer).
-    # (1 MB, as large as one core's L2 on the Zen hosts, counts as large: ResNet's 1024 <-> 256.)
+    # (1 MB, as large as one core's L2 on the Zen 4/5 hosts, counts as large: ResNet's 1024 <-> 256.)
     for (m, k, n), order in (((64, 48, 80), "ax0_0_ax1_0_fused"), ((64, 1024, 512), "ax1_0_ax0_0_fused"),
                              ((64, 1024, 256), "ax1_0_ax0_0_fused")):
-        assert (k * n * 4 < contraction.SPATIAL_OUTER_WEIGHT_BYTES) == order.startswith("ax0")
+        assert (k * n * 4 < min(TARGET.l2_bytes, 1 << 20)) == order.startswith("ax0")
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
         out, script = _run(_matmul_relu(m, k, n), a, b, out_shape=(m, n))

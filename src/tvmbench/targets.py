@@ -103,6 +103,20 @@ def host_l2_bytes() -> int | None:
     return None
 
 
+def _l2_bytes(kind: str, arch: str, mcpu: Any) -> int:
+    mine = kind == "llvm" and _same_arch(arch, platform.machine()) and str(mcpu or host_cpu()) == host_cpu()
+    return (host_l2_bytes() if mine else None) or DEFAULT_L2_BYTES
+
+
+def cpu_l2_bytes(target: Any) -> int:
+    """``ResolvedTarget.l2_bytes`` of a ``tvm.target.Target`` (what a schedule rule is given):
+    this machine's L2 when the target is this machine's CPU, else DEFAULT_L2_BYTES."""
+    attrs = target.attrs
+    triple = str(attrs["mtriple"]) if "mtriple" in attrs else ""
+    mcpu = str(attrs["mcpu"]) if "mcpu" in attrs else None
+    return _l2_bytes(target.kind.name, (triple or platform.machine()).split("-")[0], mcpu)
+
+
 def physical_cores() -> int:
     """Physical cores available to this process (not SMT threads): the default thread count."""
     import psutil
@@ -167,8 +181,7 @@ class ResolvedTarget:
         """One core's L2 cache of the CPU the code is for: this machine's (read from sysfs) when the
         target is this machine's CPU, else DEFAULT_L2_BYTES (a named CPU may be another machine's).
         Rules that keep a tile in L2 size it by this."""
-        mine = self.is_native and str(self.config.get("mcpu") or host_cpu()) == host_cpu()
-        return (host_l2_bytes() if mine else None) or DEFAULT_L2_BYTES
+        return _l2_bytes(self.kind, self.arch, self.config.get("mcpu"))
 
     @property
     def runs_here(self) -> bool:

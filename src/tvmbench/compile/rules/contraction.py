@@ -36,7 +36,7 @@ from tvmbench.compile.tir import (
     packed_block,
     uses,
 )
-from tvmbench.targets import has_feature
+from tvmbench.targets import cpu_l2_bytes, has_feature
 
 # Reductions this short (a pooling or depthwise window) read their padding inline, whatever the
 # input's size when INLINE_PAD_BYTES is None (else only up to it, or when strided).
@@ -126,8 +126,19 @@ CHANNEL_SLICE_LANES = 8
 # where one tile's weight panel stays in cache while the smaller input is swept; so do weights of
 # exactly this size, which cannot stay in a 1 MB L2 beside the input streaming through it
 # (ResNet's 1x1 convolutions 1024 <-> 256 over 14x14: in the model 8 % faster channel-outer;
-# resnet101 1.044x / 1.041x, resnet50 1.011x / 1.011x on the Zen 5 host, session 60).
-SPATIAL_OUTER_WEIGHT_BYTES = 1 << 20
+# resnet101 1.044x / 1.041x, resnet50 1.011x / 1.011x on the Zen 5 host, session 60). None: one
+# core's L2 of the target (``Match.l2``), which those hosts had (1 MB); a larger L2 (Intel's 1.25-2
+# MB) keeps larger weights spatial-outer, unmeasured. On the Zen 3 host's 512 KB L2 (session 80,
+# same-process A/Bs against 1 MB): regnet_x_1_6gf 1.058x (408 -> 408 over 14x14, 666 KB: 399
+# against 459 us alone), resnext50_32x4d 1.018x, inception_v3 1.012x, resnet50 1.006x; resnet18,
+# convnext_tiny level; mobilenet_v2 0.985x / 0.993x and mnasnet1_0 1.001x / 0.992x (7x7 maps, where
+# the two orders run level alone: reading 600-900 KB of weights once per 7-row tile was not worse).
+SPATIAL_OUTER_WEIGHT_BYTES: int | None = None
+# ... but a batched product's weights (one panel per position of Winograd's tiles, or per group)
+# run spatial-outer up to this size whatever the L2: resnet18's 36 x 64 x 64 product (589 KB)
+# alone on the Zen 3 host 347-372 us spatial-outer against 392 channel-outer, each position's
+# panel read batch-first.
+SPATIAL_OUTER_BATCHED_BYTES = 1 << 20
 # Reductions this short (a 3x3 window, a 3x3x3 stem convolution) are unrolled whole: their loops
 # of 3 cost more in branches and index arithmetic than the tile's FMAs.
 UNROLL_REDUCTION = 27
@@ -290,6 +301,7 @@ class Match:
     packs: list[int]  # block sizes of packed operands (``w[n // P, ..., n % P]``)
     pairs: bool = False  # bf16 weights packed in pairs of reduction steps: one vdpbf16ps per vector and pair
     block_rows: bool = True  # rows in blocks where the input outgrows L2 (``_block_rows``)
+    l2: int = 1 << 20  # one core's L2 of the target (``targets.cpu_l2_bytes``)
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
 
     def window(self) -> int:
@@ -373,7 +385,7 @@ def match(func: Any, target: Any) -> Match | None:
                 or out.dtype != "float32" or not bf16.has_bf16_dot(target)):
             return None
     return Match(sch, infos, main, block, out, vector_lanes(target, dtype_bits(out.dtype)), kinds, extents,
-                 n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs)
+                 n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs, l2=cpu_l2_bytes(target))
 
 
 def _spatial_axis(block: Any, kinds: str, dim: int) -> int | None:
@@ -707,8 +719,9 @@ def _stack_axis(found: Match) -> int | None:
 
 def _wide_tile(found: Match) -> bool:
     """Whether a multi-row tile may be four vectors wide (two packed blocks of weights): over
-    weights of SPATIAL_OUTER_WEIGHT_BYTES or more, which the channel-outer tiles stream."""
-    return SPAN_ALL and _operand_bytes(found, rows_dependent=False) >= SPATIAL_OUTER_WEIGHT_BYTES
+    weights too large for spatial-outer tiles (``_spatial_outer_bytes``), which the channel-outer
+    tiles stream."""
+    return SPAN_ALL and _operand_bytes(found, rows_dependent=False) >= _spatial_outer_bytes(found)
 
 
 def _batched_weights(found: Match) -> bool:
@@ -986,10 +999,18 @@ def _batch_axes(found: Match) -> set[int]:
 
 def _weights_fit(found: Match) -> bool:
     """Whether the operands that do not depend on the row axis are smaller than
-    SPATIAL_OUTER_WEIGHT_BYTES: then the output-channel tiles go innermost, and the input is read
+    ``_spatial_outer_bytes``: then the output-channel tiles go innermost, and the input is read
     once."""
     weight_bytes = _operand_bytes(found, rows_dependent=False)
-    return bool(weight_bytes) and weight_bytes < SPATIAL_OUTER_WEIGHT_BYTES
+    return bool(weight_bytes) and weight_bytes < _spatial_outer_bytes(found)
+
+
+def _spatial_outer_bytes(found: Match) -> int:
+    """The weight size from which tiles run channel-outer: one core's L2
+    (SPATIAL_OUTER_WEIGHT_BYTES), or SPATIAL_OUTER_BATCHED_BYTES for weights in panels per batch."""
+    if _weight_batch_axes(found):
+        return max(SPATIAL_OUTER_BATCHED_BYTES, SPATIAL_OUTER_WEIGHT_BYTES or found.l2)
+    return SPATIAL_OUTER_WEIGHT_BYTES or found.l2
 
 
 def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any,
