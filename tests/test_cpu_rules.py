@@ -576,7 +576,8 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     ahead of the output's reshape to NHWC. Either way the Contraction rule claims the kernel (vectorised
     and parallel) instead of the fallback, its register tiles in the channels form run along the
     map's columns (not its rows, as long: ROW_TIE_INNER), the strided window over 16-channel
-    groups reads its padding inline (SPARSE_WINDOW), and the model matches PyTorch."""
+    groups reads its padding inline (SPARSE_WINDOW) where the target has 32 vector registers, and
+    the model matches PyTorch."""
     import torch
 
     from tvmbench.compile.passes import grouped_conv
@@ -620,7 +621,14 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     script = sch.mod.script()
     assert "T.vectorized" in script and "T.parallel" in script
     if stride == 2:  # 144 taps, 26 multiply-adds per input element: no copy of the padded input
-        assert 'T.sblock("pad")' not in script, script
+        # on 32 vector registers; on 16 (AVX2) the copy, whose loads carry no bounds check
+        copied = tiles.accumulator_budget(TARGET.tvm()) <= tiles.MAX_ACCUMULATORS_16_REGS
+        assert ('T.sblock("pad")' in script) is copied, script
+        monkeypatch.setattr(contraction, "SPARSE_INLINE_16_REGS", True)
+        with TARGET.tvm():
+            inline = Contraction().schedule(grouped[0], TARGET.tvm()).mod.script()
+        monkeypatch.undo()
+        assert 'T.sblock("pad")' not in inline
     if padded:  # whole vectors in the tile, the slice in the same kernel
         assert f"T.vectorized(T.int64({LANES}))" in script, script
         assert int(grouped[0].params[-1].ty.shape[-1]) == channels // groups

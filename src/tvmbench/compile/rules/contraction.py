@@ -56,6 +56,13 @@ INLINE_PAD_BYTES: int | None = None
 # regnet_y_400mf at batch 8 5 % in the models: no cap.
 SPARSE_WINDOW = 144
 SPARSE_FMAS_PER_INPUT = 160
+# ... but not on 16 vector registers (AVX2), where the bounds check inside the tile cost more than
+# the copy: on the Zen 3 host (session 80) resnext50's stride-1 grouped 3x3 over 16-channel groups
+# at 14x14 took 415-426 us alone inline, 185 us after its copy (at stride 2 271 against 243).
+# Same-process A/Bs against inline reads (`rule_ab.py M rules.contraction.SPARSE_INLINE_16_REGS
+# True`): resnext50_32x4d 1.048x, regnet_x_400mf 1.047x, regnet_y_400mf 1.035x (and regnet_y_800mf
+# 1.046x with SPARSE_WINDOW 0); resnet18, resnet34, regnet_x_1_6gf level.
+SPARSE_INLINE_16_REGS = False
 # ... and so does, whatever the window, a padding of axes outside the tile (``_pads_outside_tile``).
 OUTER_PADDING_INLINE = True
 # Where two candidate row axes are equally long (a grouped convolution's output rows and columns,
@@ -327,7 +334,7 @@ class Contraction(Rule):
         found, einsum_padded = pad_vector_axis(found, func, target)
         if found is None:
             return None
-        inline_producers(found, einsum_padded)
+        inline_producers(found, einsum_padded, accumulator_budget(target) > tiles.MAX_ACCUMULATORS_16_REGS)
         epilogue = fold_epilogue(found)
         if epilogue is False:
             return None
@@ -477,7 +484,7 @@ def pad_vector_axis(found: Match, func: Any, target: Any) -> tuple[Match | None,
     return match(found.sch.mod["main"], target), True
 
 
-def inline_producers(found: Match, einsum_padded: bool) -> None:
+def inline_producers(found: Match, einsum_padded: bool, registers32: bool = True) -> None:
     """A plain copy (the "padding" of a 1x1 convolution) is inlined: it would only cost a pass
     over memory. Real padding stays a separate parallel loop nest, so the tile's loads carry no
     bounds check, except under a short reduction (pooling, depthwise convolution: a 3x3 window
@@ -486,7 +493,8 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
     is the cheaper of the two (mobilenet_v2's stride-2 depthwise convolutions 1.4-2.3x faster).
     Stride-1 windows over inputs larger than 1 MB kept the copy until whole-model A/Bs showed the
     inline read as fast or faster at every point tried (docs/performance.md). A longer window
-    whose producer feeds few multiply-adds per element reads it inline too (SPARSE_WINDOW)."""
+    whose producer feeds few multiply-adds per element reads it inline too (SPARSE_WINDOW), on
+    targets of 32 vector registers (``registers32``) or with SPARSE_INLINE_16_REGS."""
     sch = found.sch
     out_elems = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "S"]))
     for info in found.infos[: found.infos.index(found.main)]:
@@ -497,7 +505,8 @@ def inline_producers(found: Match, einsum_padded: bool) -> None:
         short = found.window() <= SHORT_REDUCTION and (
             INLINE_PAD_BYTES is None or in_elems * dtype_bits(produced.dtype) // 8 <= INLINE_PAD_BYTES
             or in_elems >= 3 * out_elems)
-        sparse = found.window() <= SPARSE_WINDOW and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
+        sparse = (registers32 or SPARSE_INLINE_16_REGS) and found.window() <= SPARSE_WINDOW \
+            and out_elems * found.window() <= SPARSE_FMAS_PER_INPUT * in_elems
         sparse = sparse or (OUTER_PADDING_INLINE and _pads_outside_tile(found, info))
         # (pad_einsum's padded operands are left alone: their bounds check is on the vector axis.)
         # (bf16 pairs: the dot product reads its operand buffer itself, no padding condition, and
