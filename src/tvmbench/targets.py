@@ -10,6 +10,7 @@ cannot give an arch to. The resolved dict is what every result records.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import platform
@@ -88,6 +89,11 @@ DEFAULT_L2_BYTES = 1 << 20
 
 def host_l2_bytes() -> int | None:
     """One core's L2 cache (data or unified) on this machine, from sysfs; None where unknown."""
+    return _sysfs_l2_bytes()
+
+
+@functools.cache
+def _sysfs_l2_bytes() -> int | None:
     root = Path("/sys/devices/system/cpu/cpu0/cache")
     for index in sorted(root.glob("index*")) if root.is_dir() else []:
         try:
@@ -103,8 +109,15 @@ def host_l2_bytes() -> int | None:
     return None
 
 
+@functools.cache
+def _process_host_cpu() -> str:
+    """``host_cpu`` kept for the process: reading the facts file takes a millisecond, and the
+    schedule rules ask for every kernel (``cpu_l2_bytes``)."""
+    return host_cpu()
+
+
 def _l2_bytes(kind: str, arch: str, mcpu: Any) -> int:
-    mine = kind == "llvm" and _same_arch(arch, platform.machine()) and str(mcpu or host_cpu()) == host_cpu()
+    mine = kind == "llvm" and _same_arch(arch, platform.machine()) and (not mcpu or str(mcpu) == _process_host_cpu())
     return (host_l2_bytes() if mine else None) or DEFAULT_L2_BYTES
 
 
