@@ -489,6 +489,36 @@ def test_on_16_registers_whole_rows_of_three_beat_a_predicated_tile_where_they_l
         assert tiles.register_tile(111, [2, 1], tiles.MAX_ACCUMULATORS_16_REGS, pct) == (2, 5)
 
 
+def test_a_dense_layer_over_rows_that_3_divides_takes_four_vectors_by_3_whole_rows_on_16_registers(monkeypatch):
+    """231 rows (batch 3 x 77 tokens = 3 x 7 x 11) have no divisor from 4 to 6: on AVX2 the dense
+    layer takes 4 vectors x 3 whole rows (WHOLE_ROWS_UNDER_4: 1.3-2.3x faster alone than the one
+    vector x 11 rows it took, whose rows 12 KB apart share an L1 set), also where its weight panel
+    outgrows L1 (FEW_ROWS_WINDOWS_ONLY: a single reduction loop keeps its tile). Either flag off
+    and the tile is not four vectors by 3. 24 rows keep two vectors x 6 whole rows (4 x 3 lost
+    1-2 % in densenet121 and googlenet at batch 3)."""
+    from tvmbench.compile.knobs import knob_set
+
+    k, n = 768, 768  # (bert-base's query projection; weights past L2: a wide tile)
+
+    def tile(m):
+        def dense(te):
+            a, w = te.placeholder((m, k), name="A"), te.placeholder((n // 16, k, 16), name="W")
+            r = te.reduce_axis((0, k), name="k")
+            return [a, w, te.compute((m, n), lambda i, j: te.sum(a[i, r] * w[j // 16, r, j % 16], axis=r),
+                                     name="matmul_packed")]
+
+        with knob_set() as seen:
+            pipeline.default_schedule(_te_func(dense), AVX2)
+        return seen.values()["vectors"], seen.values()["rows"]
+
+    assert tiles.row_tile(231, 3, 4) == (3, False) and tiles.row_tile(231, 6, 2)[1]
+    assert tile(231) == (4, 3) and tile(24) == (2, 6)
+    for flag, module in (("WHOLE_ROWS_UNDER_4", tiles), ("FEW_ROWS_WINDOWS_ONLY", contraction)):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(module, flag, False)
+            assert tile(231) != (4, 3), flag
+
+
 @pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_a_predicated_tile_on_16_registers_holds_few_enough_accumulators_not_to_spill():
     """A Winograd product over 37 x 37 tiles (1369 rows: no divisor, so a predicated tile) on

@@ -108,6 +108,11 @@ SINGLE_ROW_WIDEST = True
 # panel is larger than PANEL_L1_BYTES (``_rows_for_l2``; 0 turns it off).
 FEW_ROWS = 4
 PANEL_L1_BYTES = 32 << 10
+# ... only where the reduction runs over more than one loop (a window: the measured case above);
+# a matrix product's or 1x1 convolution's single reduction keeps its tile. bert-base's dense
+# layers at batch 3 and 77 tokens (231 rows, 4 vectors x 3 rows) ran 1.3-2.3x slower alone as
+# one vector x 11 rows (Zen 3, session 81; ``tiles.WHOLE_ROWS_UNDER_4``).
+FEW_ROWS_WINDOWS_ONLY = True
 # A tile whose weight panel is larger than PANEL_L2_BYTES (one core's L2 on the Zen 4/5 and
 # Skylake-SP hosts) takes only vectors whose panel fits (``_vectors_for_l2``; 0 turns it off).
 PANEL_L2_BYTES = 1 << 20
@@ -582,11 +587,14 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         most_rows = max(most_rows, ONE_VECTOR_ROWS)
     if rows_wanted > 1 and 4 in choices:
         rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
-        rows2 = tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))[0]
+        rows2, predicated2 = tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))
         if predicated or (_batched_weights(found) and rows4 < rows2) \
-                or (tiles.two_vector_ties(target) and 4 * rows4 <= 2 * rows2):
-            # (four vectors over whole row tiles, over as many rows for batched weights, and over
-            # more accumulators than two vectors hold where ties go to two: tiles.TWO_VECTOR_TIES)
+                or (tiles.two_vector_ties(target) and 4 * rows4 <= 2 * rows2) \
+                or (rows4 < 4 and rows2 >= 4 and not predicated2 and budget <= tiles.MAX_ACCUMULATORS_16_REGS):
+            # (four vectors over whole row tiles, over as many rows for batched weights, over
+            # more accumulators than two vectors hold where ties go to two: tiles.TWO_VECTOR_TIES,
+            # and on 16 registers over 3 rows only where two vectors have no 4 whole rows:
+            # tiles.WHOLE_ROWS_UNDER_4)
             choices.remove(4)
     if not choices:
         return None
@@ -655,6 +663,8 @@ def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget
     channels: 7 vectors x 2 rows, 451 KB panels) ran at 66 % of the peak; alone (Zen 5) as one
     vector x 14 rows 18-21 % faster (1403 -> 1117 us over 14x14 maps, 1975 -> 1560 over 28x28)."""
     if not FEW_ROWS or vectors == 1 or rows >= FEW_ROWS or _panel_bytes(found, vectors) <= PANEL_L1_BYTES:
+        return vectors, rows
+    if FEW_ROWS_WINDOWS_ONLY and sum(1 for e, k in zip(found.extents, found.kinds, strict=True) if k == "R" and e > 1) < 2:
         return vectors, rows
     one = register_tile(rows_extent, [1], budget, None, 0, max(most_rows, ONE_VECTOR_ROWS))
     return one if one[1] >= 2 * FEW_ROWS else (vectors, rows)
