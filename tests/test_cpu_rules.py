@@ -519,6 +519,36 @@ def test_a_dense_layer_over_rows_that_3_divides_takes_four_vectors_by_3_whole_ro
             assert tile(231) != (4, 3), flag
 
 
+def test_a_predicated_tile_whose_window_is_unrolled_holds_at_most_9_accumulators_on_16_registers(monkeypatch):
+    """A 3x3 depthwise convolution over 97-pixel rows (mobilenet_v2 at 193 px: no divisor) on AVX2
+    takes 2 vectors x a predicated 4 rows, not 5: with its window unrolled the 2 x 5 tile spilled
+    (PREDICATED_WINDOW_ACCUMULATORS_16_REGS); a 1x1 convolution over 32 channels and the same rows
+    (its reduction not unrolled) keeps 5."""
+    from tvmbench.compile.knobs import knob_set
+
+    def depthwise(te):
+        x, w = te.placeholder((1, 99, 99, 32), name="x"), te.placeholder((3, 3, 32), name="w")
+        kh, kw = te.reduce_axis((0, 3), name="kh"), te.reduce_axis((0, 3), name="kw")
+        return [x, w, te.compute((1, 97, 97, 32), lambda n, h, c, k: te.sum(
+            x[n, h + kh, c + kw, k] * w[kh, kw, k], axis=[kh, kw]), name="depthwise")]
+
+    def pointwise(te):
+        x, w = te.placeholder((1, 97, 97, 32), name="x"), te.placeholder((32, 32), name="w")
+        r = te.reduce_axis((0, 32), name="r")
+        return [x, w, te.compute((1, 97, 97, 32), lambda n, h, c, k: te.sum(x[n, h, c, r] * w[r, k], axis=r),
+                                 name="pointwise")]
+
+    def tile(build):
+        with knob_set() as seen:
+            pipeline.default_schedule(_te_func(build), AVX2)
+        return seen.values()["vectors"], seen.values()["rows"]
+
+    assert tile(depthwise) == (2, 4) and tile(pointwise) == (2, 5)
+    monkeypatch.setattr(tiles, "PREDICATED_WINDOW_ACCUMULATORS_16_REGS", tiles.PREDICATED_ACCUMULATORS_16_REGS)
+    assert tile(depthwise) == (2, 5)
+    assert tiles.register_tile(97, [3], 12, None, predicated_cap=9) == (3, 3)
+
+
 @pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
 def test_a_predicated_tile_on_16_registers_holds_few_enough_accumulators_not_to_spill():
     """A Winograd product over 37 x 37 tiles (1369 rows: no divisor, so a predicated tile) on

@@ -56,6 +56,14 @@ PREDICATED_MAX_ROWS = 7
 # one won: capping every predicated tile cost inception_v3 (its 17 x 17 maps) 6.5 % end to end.
 PREDICATED_ACCUMULATORS_16_REGS = 10
 PREDICATED_SPARE_ROWS = 0.03
+# ... and at most this many where the tile's window is unrolled whole (a stem's 3x3x3): the taps'
+# broadcasts and the conditional rows' accumulators then outgrow the registers at 10. mobilenet_v2's
+# stem at batch 3 and 193 px (97-pixel rows, no divisor) as 2 vectors x a predicated 5 rows stored
+# 198 ymm registers to the stack, as 2 x 4 none: alone (Zen 3, session 81) 528 against 361 us;
+# its 3x3 depthwise convolution over the same rows 288 against 273 us, inception_v3's stem (149-pixel
+# rows) 257 against 248. 9, not 8: shufflenet's stem over 24 channels at batch 3 (3 vectors x a
+# predicated 3 rows) ran 316 us, 358 as 3 x 2.
+PREDICATED_WINDOW_ACCUMULATORS_16_REGS = 9
 # ... and on 16 registers a predicated tile competes with a whole tile of 3 rows where 3 is the
 # largest divisor under 4 (``row_tile`` offers only the predicated one there): the whole tile is
 # taken where its FMAs per load beat the predicated tile's with its discount. (Not 2 rows: 2 x 2
@@ -208,7 +216,7 @@ WEIGHTS_HELD_FROM = 6
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
                   predicated_percent: int | None = None, reserved_per_vector: int = 0,
-                  most_rows: int = MAX_ROWS) -> tuple[int, int]:
+                  most_rows: int = MAX_ROWS, predicated_cap: int | None = None) -> tuple[int, int]:
     """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
 
     Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
@@ -218,7 +226,9 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     served by one vector over 7 rows than by two vectors over one. ``reserved_per_vector``
     registers per vector of the tile are taken from the budget first (a depthwise window's
     weights, held across the tile). On 16 registers a predicated tile is capped where it would
-    spill (PREDICATED_ACCUMULATORS_16_REGS) and weighed against whole rows of 3 (EXACT_ROWS_16_REGS)."""
+    spill (``predicated_cap``, by default PREDICATED_ACCUMULATORS_16_REGS) and weighed against whole
+    rows of 3 (EXACT_ROWS_16_REGS)."""
+    cap = PREDICATED_ACCUMULATORS_16_REGS if predicated_cap is None else predicated_cap
     if rows_extent is None:
         return vector_choices[0], 1
     best: tuple[float, int, int] | None = None
@@ -226,8 +236,8 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         held = reserved_per_vector + (1 if vectors >= WEIGHTS_HELD_FROM else 0)
         limit = min(max((budget - held * vectors) // vectors, 1), most_rows)
         rows, predicated = row_tile(rows_extent, limit, vectors, most_rows)
-        if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > PREDICATED_ACCUMULATORS_16_REGS:
-            rows, predicated = _spilling_less(rows_extent, rows, vectors, most_rows)
+        if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > cap:
+            rows, predicated = _spilling_less(rows_extent, rows, vectors, most_rows, cap)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         whole = largest_divisor(rows_extent, min(limit, MAX_ROWS))
@@ -240,10 +250,10 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     return best[1], best[2]
 
 
-def _spilling_less(rows_extent: int, rows: int, vectors: int, most_rows: int) -> tuple[int, bool]:
-    """(rows, predicated) of a predicated tile on 16 registers within PREDICATED_ACCUMULATORS_16_REGS
-    where that computes at most PREDICATED_SPARE_ROWS more rows than ``rows`` (else ``rows``)."""
-    fewer, predicated = row_tile(rows_extent, max(PREDICATED_ACCUMULATORS_16_REGS // vectors, 1), vectors, most_rows)
+def _spilling_less(rows_extent: int, rows: int, vectors: int, most_rows: int, cap: int) -> tuple[int, bool]:
+    """(rows, predicated) of a predicated tile on 16 registers within ``cap`` accumulators where
+    that computes at most PREDICATED_SPARE_ROWS more rows than ``rows`` (else ``rows``)."""
+    fewer, predicated = row_tile(rows_extent, max(cap // vectors, 1), vectors, most_rows)
     def computed(r: int) -> int:
         return -(-rows_extent // r) * r
     if computed(fewer) <= computed(rows) * (1 + PREDICATED_SPARE_ROWS):
