@@ -1672,3 +1672,16 @@ def test_the_fast_exponential_stays_within_a_few_float_ulps_of_exp():
         assert np.abs(got[normal] / exact[normal] - 1).max() < 1e-6
         assert got[data == 0].tolist() == [1.0, 1.0]
         assert got[~normal].tolist() == [0.0, 0.0]
+
+
+def test_a_joined_projection_on_16_registers_takes_no_predicated_tile_of_fewer_than_4_rows(monkeypatch):
+    """A 72 -> 24 projection over 49-pixel rows (mnasnet1_0 at batch 3 and 193 px: 7 x 7, no divisor
+    from 2 to 6) on AVX2: 1 vector x 7 whole rows, not 3 vectors x a predicated 3 (the joined kernel
+    1.47x slower alone, SHORT_PREDICATED_PROJECTION); 56-pixel rows keep 3 vectors x 4 whole rows."""
+    from tvmbench.compile.rules import window_project
+
+    avx2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None).tvm()
+    assert window_project._projection_tile(49, [1, 3], avx2) == (1, 7)
+    assert window_project._projection_tile(56, [1, 3], avx2) == (3, 4)
+    monkeypatch.setattr(window_project, "SHORT_PREDICATED_PROJECTION", True)
+    assert window_project._projection_tile(49, [1, 3], avx2) == (3, 3)
