@@ -74,9 +74,9 @@ PREDICATED_WINDOW_ACCUMULATORS_16_REGS = 9
 # (batch 8 1.026x), alexnet 1.095x [1.085-1.121] (its 27-pixel rows; batch 8 1.288x), mobilenet_v2
 # 1.015x and inception_v3 0.993x (intervals across 1). 32-register targets are unchanged.
 EXACT_ROWS_16_REGS = True
-# A tile whose registers hold 3 rows (4 vectors on 16 registers) takes them whole where 3 divides
-# the row axis; ``row_tile`` called it predicated (no divisor from 4 up),
-# which also dropped the four-vector tile on 16 registers. bert-base at batch 3 and 77 tokens
+# A tile of 4 vectors whose registers hold 3 rows (16 registers) takes them whole where 3 divides
+# the row axis; ``row_tile`` called it predicated (no divisor from 4 up), which dropped the
+# four-vector tile on 16 registers (32 registers give 4 vectors 6 rows: unchanged). bert-base at batch 3 and 77 tokens
 # (231 rows = 3 x 7 x 11) then ran its dense layers as one vector x 11 rows: alone (Zen 3,
 # session 81) 4 vectors x 3 whole rows took 1677 against 2188 us (768 -> 768), 6341 against 9063
 # (768 -> 3072) and 7007 against 15885 (3072 -> 768; 11 rows 12 KB apart share one L1 set); in the
@@ -196,7 +196,7 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
     squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px."""
     cap = min(max(MAX_ROWS, most_rows), limit)
     rows = largest_divisor(rows_extent, cap)
-    if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and rows == cap == 3):
+    if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and vectors == 4 and rows == cap == 3):
         def worth(r: int) -> float:
             return r * vectors / (r + vectors) * rows_extent / (-(-rows_extent // r) * r)
 
