@@ -38,11 +38,11 @@ BAND_ROWS = 4
 # BALANCED_BANDS (batch 1), 1.087x [1.075-1.096] at batch 8, mnasnet1_0 1.085x [1.078-1.091] at
 # batch 8 and 320 px (its 20x20x96 joins: 4 x 3 -> 3 x 4).
 SCORED_TILE = True
-# ... but not a predicated tile of fewer than 4 rows where another vector count is legal: the
-# scores take mnasnet1_0's 72 -> 24 projection over 49-pixel rows at batch 3 and 193 px (7 x 7: no
-# divisor from 2 to 6) as 3 vectors x a predicated 3 rows (9/6 FMAs per load, less a fifth), and
-# the joined kernel ran 1.47x slower alone than as 1 vector x 7 whole rows (Zen 3, session 81:
-# 703 against 480 us).
+# ... but on 16 registers not a predicated tile of fewer than 4 rows where another vector count
+# is legal: the scores take mnasnet1_0's 72 -> 24 projection over 49-pixel rows at batch 3 and
+# 193 px (7 x 7: no divisor from 2 to 6) as 3 vectors x a predicated 3 rows (9/6 FMAs per load,
+# less a fifth), and the joined kernel ran 1.47x slower alone than as 1 vector x 7 whole rows
+# (Zen 3, session 81: 703 against 480 us). 32-register targets keep their tiles.
 SHORT_PREDICATED_PROJECTION = False
 # With an expansion joined and no whole-channel band, the band is the fewest rows whose halo is
 # small enough and whose tasks (one per image and band) keep the cores busy
@@ -179,7 +179,8 @@ def _projection_tile(width: int, legal_vectors: list[int], target: Any) -> tuple
                                        tiles.predicated_percent(budget, True), most_rows=tiles.max_rows(target))
 
         vectors, rows = scored(legal_vectors)
-        if not SHORT_PREDICATED_PROJECTION and width % rows and rows < 4 and len(legal_vectors) > 1:
+        if not SHORT_PREDICATED_PROJECTION and budget <= tiles.MAX_ACCUMULATORS_16_REGS and width % rows \
+                and rows < 4 and len(legal_vectors) > 1:
             return scored([v for v in legal_vectors if v != vectors])
         return vectors, rows
     vectors = max(legal_vectors)
