@@ -616,7 +616,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if m_axis is not None and not reserved and _multiplies(found):
         vectors, rows = _vectors_for_l2(found, vectors, rows, choices, budget, most_rows, dot)
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
-        vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows)
+        vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows, dot)
         most_rows = max(most_rows, rows)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
@@ -655,7 +655,7 @@ def _vectors_for_l2(found: Match, vectors: int, rows: int, choices: list[int], b
 
 
 def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget: int,
-                 most_rows: int) -> tuple[int, int]:
+                 most_rows: int, dot: bool) -> tuple[int, int]:
     """(vectors, rows) of the tile, one vector over up to ONE_VECTOR_ROWS rows instead of a tile
     of fewer than FEW_ROWS rows whose weight panel (depth x tile columns) is larger than
     PANEL_L1_BYTES: each row tile reads that panel from L2, ``vectors`` 64-byte lines per step for
@@ -665,7 +665,7 @@ def _rows_for_l2(found: Match, vectors: int, rows: int, rows_extent: int, budget
     vector x 14 rows 18-21 % faster (1403 -> 1117 us over 14x14 maps, 1975 -> 1560 over 28x28)."""
     if not FEW_ROWS or vectors == 1 or rows >= FEW_ROWS or _panel_bytes(found, vectors) <= PANEL_L1_BYTES:
         return vectors, rows
-    if FEW_ROWS_WINDOWS_ONLY and sum(1 for e, k in zip(found.extents, found.kinds, strict=True) if k == "R" and e > 1) < 2:
+    if FEW_ROWS_WINDOWS_ONLY and dot:  # (a single reduction loop: FEW_ROWS_WINDOWS_ONLY)
         return vectors, rows
     one = register_tile(rows_extent, [1], budget, None, 0, max(most_rows, ONE_VECTOR_ROWS))
     return one if one[1] >= 2 * FEW_ROWS else (vectors, rows)
