@@ -242,6 +242,13 @@ def build_first_layer():
     return torch.nn.Sequential(torch.nn.Linear(256, 512), torch.nn.ReLU()).eval(), (torch.randn(32, 256),)
 
 
+def build_dense_96():
+    """A dense layer whose 96 outputs three AVX2 vectors divide (12 of them), over 30 rows (no
+    multiple of 4): PackWeights' three-vector blocks on 16 registers."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval(), (torch.randn(30, 64),)
+
+
 def build_classifier():
     """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
     torch.manual_seed(0)

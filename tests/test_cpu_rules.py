@@ -372,6 +372,13 @@ def test_an_lm_head_padded_to_whole_blocks_takes_the_widest_tile():
     assert knobs.values()["vectors"] == 4
 
 
+def _host_dense_block(n: int, m: int) -> int:
+    """The host's packed block for a dense layer of ``n`` outputs over ``m`` rows."""
+    from tvmbench.compile.passes.pack_weights import dense_block
+
+    return dense_block(n, m, tiles.weight_block(TARGET), tiles.sixteen_registers(TARGET.tvm()))[0]
+
+
 def test_weight_transforms_are_lifted_out_of_main():
     mod = pipeline.legalized(import_model(load_model("resnet18", ModelOptions(image_size=32))).mod, TARGET)
     assert "main_transform_params" in [gv.name_hint for gv in mod.get_global_vars()]
@@ -386,7 +393,7 @@ def test_dense_weights_are_packed_at_load_and_activation_matmuls_are_not():
     model = load_model("bert-base-uncased", ModelOptions(seq_length=16, config_overrides={"num_hidden_layers": 1}))
     mod = pipeline.legalized(import_model(model).mod, TARGET)
     names = [gv.name_hint for gv in mod.get_global_vars()]
-    block = tiles.weight_block(TARGET)
+    block = _host_dense_block(768, 16)  # (three vectors on AVX2: 24)
     shapes = [tuple(int(d) for d in p.ty.shape) for p in mod["main"].params[1:]]
     # The dense layers' [K, N] weights arrive packed as [N / block, K, block] ...
     assert (768 // block, 768, block) in shapes and (3072 // block, 768, block) in shapes
@@ -518,6 +525,51 @@ def test_a_dense_layer_over_rows_that_3_divides_takes_four_vectors_by_3_whole_ro
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(module, flag, False)
             assert tile(231) != (4, 3), flag
+
+
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_a_dense_layer_on_16_registers_packs_three_vector_blocks_over_rows_by_4_and_matches_pytorch():
+    """On AVX2 a dense layer whose outputs three vectors divide is packed in blocks of 24 for a
+    3 x 4 register tile (THREE_VECTOR_DENSE_16_REGS: 12 FMAs per 7 loads against 2 x 4's 8 per 6),
+    its rows computed in whole tiles of 4 (THREE_VECTOR_ROWS_BY_4: 30 -> 32); the AVX-512 build
+    keeps blocks of two vectors over 30 rows. The AVX2 build matches PyTorch."""
+    import sys
+
+    import tvm
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.pytorch import PyTorchBackend
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.measure import accuracy
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_dense_96", ModelOptions())
+
+    def dense(target):
+        legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+        (f,) = [f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "matmul" in gv.name_hint]
+        with knob_set() as seen:
+            pipeline.default_schedule(f, target)
+        weight = next(tuple(int(d) for d in p.ty.shape) for p in f.params if len(p.ty.shape) == 3)
+        computed = "sblock_alloc_buffer((T.int64(32), T.int64(96)))" in f.script()  # (rows 30 -> 32)
+        return weight, computed, (seen.values()["vectors"], seen.values()["rows"])
+
+    assert dense(AVX2) == ((4, 64, 24), True, (3, 4))
+    assert dense(resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None))[:2] == ((3, 64, 32), False)
+    pw = sys.modules["tvmbench.compile.passes.pack_weights"]  # (the package exports the pass under its name)
+    for flag in ("THREE_VECTOR_DENSE_16_REGS", "THREE_VECTOR_ROWS_BY_4"):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(pw, flag, False)
+            assert not dense(AVX2)[1], flag
+
+    cfg = BackendConfig(target=AVX2, threads=2)
+    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(cfg)
+    tvm_b.prepare(model)
+    ref_b.prepare(model)
+    tvm_b.run()
+    ref_b.run()
+    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    assert result["passed"], result
 
 
 def test_a_predicated_tile_whose_window_is_unrolled_holds_at_most_9_accumulators_on_16_registers(monkeypatch):
@@ -987,7 +1039,7 @@ def test_a_linear_layer_on_a_strided_input_reads_one_packed_weight_not_a_copy_pe
     kernels = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     assert not any("broadcast" in name for name in kernels), sorted(kernels)
     dense = [f.script() for name, f in kernels.items() if name.startswith("fused_matmul")]
-    block = tiles.weight_block(TARGET)  # 96 output columns, packed per register tile
+    block = _host_dense_block(96, 10)  # 96 output columns, packed per register tile
     assert len(dense) == 1 and "T.int64(3), T.int64(64), T.int64(96)" not in dense[0]
     assert f"T.Buffer((T.int64({96 // block}), T.int64(64), T.int64({block}))" in dense[0]
     backend = TVMBackend(BackendConfig(target=TARGET, threads=2))

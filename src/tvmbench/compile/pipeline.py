@@ -37,11 +37,11 @@ from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "123"
+PIPELINE_VERSION = "124"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -82,7 +82,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
                                      vector_lanes(target.tvm(), 32)),  # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
-                                       half_vectors_full_rate(target.tvm())),
+                                       half_vectors_full_rate(target.tvm()),
+                                       sixteen_registers(target.tvm())),
                    *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)

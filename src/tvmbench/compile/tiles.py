@@ -165,6 +165,11 @@ def accumulator_budget(target: Any) -> int:
     return MAX_ACCUMULATORS_16_REGS
 
 
+def sixteen_registers(target: Any) -> bool:
+    """Whether the target has 16 vector registers (AVX2), not 32 (``accumulator_budget``)."""
+    return accumulator_budget(target) <= MAX_ACCUMULATORS_16_REGS
+
+
 def largest_divisor(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit`` (1 at worst)."""
     for d in range(min(n, limit), 0, -1):

@@ -116,6 +116,25 @@ THREE_VECTOR_BLOCKS = True
 # 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
 # mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
+# Dense layers on 16 vector registers (AVX2) are packed in blocks of three vectors (24 fp32
+# columns) where those divide the outputs and the rows are 4 or more (``dense_block``): the
+# contraction rule then tiles them 3 vectors x 4 rows, 12 accumulators and 12 FMAs per 7 loads,
+# against the 2 x 4 tile's 8 per 6 (two vectors reach 6 rows only where 6 divides the rows; four
+# vectors 3 rows). Same-process A/Bs against blocks of two vectors (Zen 3, session 82,
+# `benchmarks/rule_ab.py M passes.pack_weights.THREE_VECTOR_DENSE_16_REGS False`): bert-base
+# 1.040x (its dense kernels 1.03-1.06x), GPT-2 1.024x, ViT-B/16 1.010x, T5-base 1.033x at batch
+# 1; bert-base 1.09x and GPT-2 1.052x at batch 3 x 77 tokens, ViT-B/16 1.047x at batch 3,
+# distilbert 1.054x at batch 8. A single row (VGG's classifier at batch 1) keeps its wide tile.
+THREE_VECTOR_DENSE_16_REGS = True
+# ... their rows computed in whole tiles of 4 where 4 does not divide them (the extra rows
+# re-read the last one and are sliced off, as ``whole_tiles``'): bert-base at batch 3 x 77 tokens
+# (231 rows, else 3 x 3 tiles) 1.014x [1.011-1.016].
+THREE_VECTOR_ROWS_BY_4 = True
+# ... and outputs that 24 does not divide padded with zero columns to whole blocks of 24 where at
+# most 1 / THREE_VECTOR_PADDED of them are padding (0: never): bert-large's 1024 and 4096 outputs
+# (0.8 % and 0.2 % padding) 1.034x [1.029-1.038]; GPT-2's LM head (50257 words, before padded to
+# blocks of 32) 63.3 -> 53.6 ms in the model, which ran 1.048x [1.044-1.050].
+THREE_VECTOR_PADDED = 64
 # A dense layer padded to whole blocks (``pack_matmul``) takes blocks of twice the width: the
 # contraction rule's widest tile, four vectors, spans two blocks, and over an odd count (GPT-2's
 # LM head, 1571 blocks of 32) it took two vectors. Same-process A/Bs against 0 (Zen 4, session 69,
@@ -158,6 +177,31 @@ def whole_tiles(rows: int, fitted: bool = False) -> int | None:
     return -(-rows // best) * best
 
 
+def dense_block(n: int, m: int, block: int, sixteen_registers: bool, pairs: bool = False) -> tuple[int, bool, bool]:
+    """(columns per packed block, whether the weight is padded to whole blocks, whether the block
+    is three vectors) for a dense layer of ``n`` outputs over ``m`` rows, ``block`` the two-vector
+    block, on a target with 16 vector registers or not (``tiles.sixteen_registers``).
+
+    A classifier's 1000 outputs are not a multiple of the tile: a narrower block (the rule then
+    uses narrower vectors) still turns its weight rows into one stream. Where no block divides n
+    (GPT-2's 50257-word LM head, a third of its FLOPs) the weight is padded with zero columns to
+    whole blocks at load time, the kernel computes the padded width with full vectors, and the
+    padding is sliced off its output (unpadded, the tail left the whole loop unvectorised: a
+    scalar matmul). On 16 registers blocks of three vectors (THREE_VECTOR_DENSE_16_REGS) over 4
+    rows or more, padded where little is wasted (THREE_VECTOR_PADDED)."""
+    pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0 and (not pairs or b % 16 == 0)),
+              None)
+    three = 3 * block // 2
+    if THREE_VECTOR_DENSE_16_REGS and sixteen_registers and not pairs and pb in (block, None) and m >= 4:
+        if n % three == 0:
+            return three, False, True
+        if THREE_VECTOR_PADDED and (-(-n // three) * three - n) * THREE_VECTOR_PADDED <= n:
+            return three, True, True
+    if pb is None:
+        return (2 * block if EVEN_PADDED_BLOCKS else block), True, False
+    return pb, False, False
+
+
 def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> Any:
     """``x @ w`` over a packed ``[N/block, K, block]`` weight, or a bf16 one packed in pairs of
     reduction steps, ``[N/block, K/2, block, 2]`` (``compile/bf16.py``) (TE). ``rows``: compute
@@ -183,9 +227,10 @@ def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> A
 @mutator
 class _Pack(PyExprMutator):
     def __init__(self, mod: Any, block: int, conv_block: Callable[[int, bool], int] | None,
-                 half_vectors: bool = False) -> None:
+                 half_vectors: bool = False, sixteen_registers: bool = False) -> None:
         super().__init__(mod)
         self.block, self.conv_block, self.half_vectors = block, conv_block, half_vectors
+        self.sixteen_registers = sixteen_registers
         self.weights: set[Any] = set()
         self.call_te = TECache(self.builder_)
 
@@ -282,26 +327,19 @@ class _Pack(PyExprMutator):
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
                 or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
             return call
-        # A classifier's 1000 outputs are not a multiple of the tile: a narrower block (the
-        # rule then uses narrower vectors) still turns its weight rows into one stream.
         n = shape[1]
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
-        pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0 and (not pairs or b % 16 == 0)),
-                  None)
-        # No block divides n (GPT-2's 50257-word LM head, a third of its FLOPs): the weight is
-        # padded with zero columns to whole blocks at load time, the kernel computes the padded
-        # width with full vectors, and the padding is sliced off its output. Unpadded, the
-        # tail left the whole loop unvectorised: a scalar matmul.
-        padded = pb is None
-        pb = (2 * block if EVEN_PADDED_BLOCKS else block) if padded else pb
+        m = int(x.ty.shape[-2])
+        pb, padded, three = dense_block(n, m, self.block, self.sixteen_registers, pairs)
         layout = (lambda k, n: (n // pb, k // 2, n % pb, k % 2)) if pairs else (lambda k, n: (n // pb, k, n % pb))
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         # Rows with no divisor from 4 to 8 (ViT's 197 tokens) would leave a predicated last row
         # tile, and the predicate sits in every tile's inner loop (30 % slower at 197 rows
         # than at 200): whole tiles are computed, the extra rows re-reading the last row
         # (no bounds check, no copy), and sliced off.
-        m = int(x.ty.shape[-2])
         rows = whole_tiles(m)
+        if three and THREE_VECTOR_ROWS_BY_4 and m > 4 and m % 4:
+            rows = -(-m // 4) * 4
         out = self.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
                            primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
@@ -332,11 +370,13 @@ def _ints(expr: Any) -> list[int] | None:
         return None
 
 
-def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None, half_vectors: bool = False) -> Any:
+def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None, half_vectors: bool = False,
+                 sixteen_registers: bool = False) -> Any:
     """The pass. ``conv_block(rows, dot)`` gives a convolution's block from its output rows (the
     register tile's row axis) and whether it is 1x1, when it depends on them."""
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights = weight_params(func)
 
-    return builder_pass(lambda mod: _Pack(mod, block, conv_block, half_vectors), "PackWeights", before=set_weights)
+    return builder_pass(lambda mod: _Pack(mod, block, conv_block, half_vectors, sixteen_registers), "PackWeights",
+                        before=set_weights)
