@@ -37,7 +37,7 @@ from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, vector_lanes, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
@@ -81,9 +81,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
                    passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
                                      vector_lanes(target.tvm(), 32)),  # (--precision bf16 only: compile/bf16.py)
-                   passes.pack_weights(weight_block(target), lambda rows, dot: weight_block(target, rows, dot),
-                                       half_vectors_full_rate(target.tvm()),
-                                       sixteen_registers(target.tvm())),
+                   passes.pack_weights(target),
                    *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),
                    relax.transform.CanonicalizeBindings()]
     elif target.layouts:  # --layout NHWC on CUDA (channels innermost, as tensor-core convolutions want)

@@ -31,6 +31,8 @@ from tvmbench.compile.ir import (
     static_shape,
     weight_params,
 )
+from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, weight_block
+from tvmbench.targets import ResolvedTarget
 
 
 def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: list[int], out_dtype: str,
@@ -132,7 +134,7 @@ THREE_VECTOR_DENSE_16_REGS = True
 THREE_VECTOR_ROWS_BY_4 = True
 # ... and outputs that 24 does not divide padded with zero columns to whole blocks of 24 where at
 # most 1 / THREE_VECTOR_PADDED of them are padding (0: never): bert-large's 1024 and 4096 outputs
-# (0.8 % and 0.2 % padding) 1.034x [1.029-1.038]; GPT-2's LM head (50257 words, before padded to
+# (0.8 % and 0.2 % padding) 1.034x [1.030-1.040]; GPT-2's LM head (50257 words, before padded to
 # blocks of 32) 63.3 -> 53.6 ms in the model, which ran 1.048x [1.044-1.050].
 THREE_VECTOR_PADDED = 64
 # A dense layer padded to whole blocks (``pack_matmul``) takes blocks of twice the width: the
@@ -370,13 +372,18 @@ def _ints(expr: Any) -> list[int] | None:
         return None
 
 
-def pack_weights(block: int, conv_block: Callable[[int, bool], int] | None = None, half_vectors: bool = False,
-                 sixteen_registers: bool = False) -> Any:
-    """The pass. ``conv_block(rows, dot)`` gives a convolution's block from its output rows (the
-    register tile's row axis) and whether it is 1x1, when it depends on them."""
+def pack_weights(target: ResolvedTarget) -> Any:
+    """The pass, for ``target``: its block of two vectors (``tiles.weight_block``), a
+    convolution's block from its output rows (the register tile's row axis) and whether it is 1x1
+    where it depends on them, half vectors where they run at the full rate, three-vector dense
+    blocks on 16 registers."""
+    tvm_target = target.tvm()
+
+    def conv_block(rows: int, dot: bool) -> int:
+        return weight_block(target, rows, dot)
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights = weight_params(func)
 
-    return builder_pass(lambda mod: _Pack(mod, block, conv_block, half_vectors, sixteen_registers), "PackWeights",
-                        before=set_weights)
+    return builder_pass(lambda mod: _Pack(mod, weight_block(target), conv_block, half_vectors_full_rate(tvm_target),
+                                          sixteen_registers(tvm_target)), "PackWeights", before=set_weights)
