@@ -352,6 +352,14 @@ def build_attention_73_heads_of_80():
     return Attention(width=160).eval(), _attention_inputs(1, 73, width=160)
 
 
+def build_attention_37_heads_of_64():
+    """37 tokens, two heads of 64 (ViT's 197 and head dimension): 40 keys, five 8-lane vectors on
+    AVX2, take score tiles of one vector over blocks of 8 query rows, whose output tile over the
+    head's 8 vectors must fit 16 registers."""
+    torch.manual_seed(0)
+    return Attention(width=128).eval(), _attention_inputs(1, 37, width=128)
+
+
 def build_attention_45_sdpa():
     """The same through SDPA with a boolean mask that hides every key from the last query."""
     torch.manual_seed(0)

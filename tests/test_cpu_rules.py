@@ -449,13 +449,25 @@ def test_vector_width_and_register_budget_follow_the_isa():
 AVX2 = resolve_target({"kind": "llvm", "mcpu": "haswell", "num-cores": 2}, gpu_query=lambda: None)
 
 
-@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
-def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
+def _matches_pytorch_on(target, model) -> None:
+    """``model`` built for ``target`` (run on this host) gives PyTorch's outputs."""
     from tvmbench.backends import BackendConfig
     from tvmbench.backends.pytorch import PyTorchBackend
     from tvmbench.backends.tvm import TVMBackend
     from tvmbench.measure import accuracy
 
+    cfg = BackendConfig(target=target, threads=2)
+    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(cfg)
+    tvm_b.prepare(model)
+    ref_b.prepare(model)
+    tvm_b.run()
+    ref_b.run()
+    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
+    assert result["passed"], result
+
+
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
     # 112 px: layer3 runs on 7x7 maps (its stride-2 convolution in one-vector tiles, weights
     # packed by 8 channels), the earlier layers on 28x28 and 14x14 (two-vector tiles, packed by
     # 16), layer2's 1x1 downsampling convolution on 14x14 too (two vectors over a predicated 5
@@ -473,14 +485,7 @@ def test_avx2_build_tiles_for_16_registers_and_matches_pytorch():
         script = Contraction().schedule(conv, AVX2.tvm()).mod.script()
     assert "T.vectorized(T.int64(8))" in script and "T.vectorized(T.int64(16))" not in script
 
-    cfg = BackendConfig(target=AVX2, threads=2)
-    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(cfg)
-    tvm_b.prepare(model)
-    ref_b.prepare(model)
-    tvm_b.run()
-    ref_b.run()
-    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
-    assert result["passed"], result
+    _matches_pytorch_on(AVX2, model)
 
 
 def test_on_16_registers_whole_rows_of_three_beat_a_predicated_tile_where_they_load_less():
@@ -537,11 +542,7 @@ def test_a_dense_layer_on_16_registers_packs_three_vector_blocks_over_rows_by_4_
 
     import tvm
 
-    from tvmbench.backends import BackendConfig
-    from tvmbench.backends.pytorch import PyTorchBackend
-    from tvmbench.backends.tvm import TVMBackend
     from tvmbench.compile.knobs import knob_set
-    from tvmbench.measure import accuracy
 
     model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_dense_96", ModelOptions())
 
@@ -562,14 +563,36 @@ def test_a_dense_layer_on_16_registers_packs_three_vector_blocks_over_rows_by_4_
             mp.setattr(pw, flag, False)
             assert not dense(AVX2)[1], flag
 
-    cfg = BackendConfig(target=AVX2, threads=2)
-    tvm_b, ref_b = TVMBackend(cfg), PyTorchBackend(cfg)
-    tvm_b.prepare(model)
-    ref_b.prepare(model)
-    tvm_b.run()
-    ref_b.run()
-    result = accuracy.compare(tvm_b.outputs(), ref_b.outputs(), accuracy.tolerance_for("float32"))
-    assert result["passed"], result
+    _matches_pytorch_on(AVX2, model)
+
+
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_an_attention_output_tile_on_16_registers_stays_within_the_accumulator_budget_and_matches_pytorch():
+    """37 tokens, heads of 64 on AVX2 (ViT's shape): keys padded to 40 (5 vectors) take one-vector
+    score tiles over tasks of 8 query rows; the output tile over the head's 8 vectors is then 4
+    rows x 2 vectors (OUTPUT_TILE_IN_BUDGET), not 8 x 2, 16 accumulators of 16 registers (ViT-B/16's
+    attention 1.23x faster in the model). The AVX2 build matches PyTorch."""
+    import tvm
+
+    from tvmbench.compile.rules import attention
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_attention_37_heads_of_64")
+
+    def output_tiles():
+        legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
+        (f,) = [f for gv, f in legal.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.startswith("fused_attention")]
+        with AVX2.tvm():
+            sch = attention.Attention().schedule(f, AVX2.tvm())
+        blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if sch.get(b).name_hint.startswith("matmul")
+                  and sch.get(b).name_hint.endswith("_update")]
+        return [tuple(int(sch.get(loop).extent) for loop in sch.get_loops(b)[-3:-1]) for b in blocks]
+
+    assert output_tiles() == [(8, 1), (4, 2)]
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(attention, "OUTPUT_TILE_IN_BUDGET", False)
+        assert output_tiles() == [(8, 1), (8, 2)]
+    _matches_pytorch_on(AVX2, model)
 
 
 def test_a_predicated_tile_whose_window_is_unrolled_holds_at_most_9_accumulators_on_16_registers(monkeypatch):

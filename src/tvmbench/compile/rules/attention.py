@@ -57,6 +57,14 @@ OUTPUT_ACCUMULATORS = 16
 # accumulators, instead of one vector over the task's rows (reloading the probabilities per
 # vector). 0: off.
 WIDE_OUTPUT_ACCUMULATORS = 24
+# On 16 vector registers (AVX2) the output tile stays within the accumulator budget: over
+# ViT's one-vector score tiles a task has 8 query rows, and its output tile over a head of 64
+# (8 vectors) was 8 rows x 2 vectors, 16 accumulators for 16 registers; now the tile of most
+# FMAs per load among the divisors within the budget (``_output_tile_in_budget``: 4 x 2). Same-process
+# A/B (Zen 3, session 82, `benchmarks/rule_ab.py google/vit-base-patch16-224
+# rules.attention.OUTPUT_TILE_IN_BUDGET True`): the attention 14.39 -> 11.70 ms over 12 layers,
+# the model 1.017x [1.010-1.022]; as 2 rows x 4 vectors 1.15x alone. 32 registers unchanged.
+OUTPUT_TILE_IN_BUDGET = True
 # Vectors per score tile (rows x SCORE_VECTORS accumulators over the keys).
 SCORE_VECTORS = 4
 # An injective block feeding several others is recomputed in each (inlined) when its expression
@@ -95,7 +103,7 @@ class Attention(Rule):
         feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
         _inline_cheap(sch, [n for n in names if n not in row_names + feeds_out + [scores, out]])
         partial = {n: _vector_partial_sums(sch, n, lanes) for n in row_names}
-        task = _output_tile(sch, out, rows, lanes)
+        task = _output_tile(sch, out, rows, lanes, accumulator_budget(target))
         order = [m for n in names[:-1] for m in ([partial[n], n] if partial.get(n) else [n])]
         for name in reversed([n for n in order if _exists(sch, n)]):
             sch.compute_at(sch.get_sblock(name), task, preserve_unit_loops=True)
@@ -158,7 +166,7 @@ def _vector_partial_sums(sch: Any, name: str, lanes: int) -> str | None:
     return sch.get(sch.rfactor(lane, factor_axis=len(written.shape))).name_hint
 
 
-def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
+def _output_tile(sch: Any, name: str, rows: int, lanes: int, budget: int = tiles.MAX_ACCUMULATORS) -> Any:
     """The second matmul as ``rows x vectors`` register tiles, one task per head and row block;
     returns the task loop (fused and parallel)."""
     block = sch.get_sblock(name)
@@ -171,9 +179,13 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
     if vectors is None:
         raise ValueError("the head dimension is no whole number of vectors")
     tile_rows = _wide_output_rows(rows, width // lanes) if vectors == 1 else None
+    in_budget = OUTPUT_TILE_IN_BUDGET and budget < tiles.MAX_ACCUMULATORS \
+        and (tile_rows or rows) * (width // lanes if tile_rows else vectors) > budget
+    if in_budget:
+        tile_rows, vectors = _output_tile_in_budget(rows, width // lanes, budget)
     outer = []
     if tile_rows:
-        vectors = width // lanes
+        vectors = vectors if in_budget else width // lanes
         row_tiles, ii = sch.split(ii, factors=[None, tile_rows])
         outer = [row_tiles]
     do, dv, dl = sch.split(d, factors=[None, vectors, lanes])
@@ -183,6 +195,14 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int) -> Any:
     sch.parallel(task)
     register_tile_loops(sch, block, ii, dv, dl, (outer or [do])[0], steps[0], lanes, None)
     return task
+
+
+def _output_tile_in_budget(rows: int, vectors: int, budget: int) -> tuple[int, int]:
+    """(rows, vectors) of an output tile within ``budget`` accumulators: the most FMAs per load
+    among the divisors of the task's rows and of the head dimension's vectors."""
+    pairs = [(r, v) for r in range(1, rows + 1) if rows % r == 0 for v in range(1, vectors + 1)
+             if vectors % v == 0 and r * v <= budget]
+    return max(pairs, key=lambda p: (p[0] * p[1] / (p[0] + p[1]), p[0]))
 
 
 def _wide_output_rows(rows: int, vectors: int) -> int | None:
