@@ -558,10 +558,10 @@ def test_a_dense_layer_on_16_registers_packs_three_vector_blocks_over_rows_by_4_
     assert dense(AVX2) == ((4, 64, 24), True, (3, 4))
     assert dense(resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None))[:2] == ((3, 64, 32), False)
     pw = sys.modules["tvmbench.compile.passes.pack_weights"]  # (the package exports the pass under its name)
-    for flag in ("THREE_VECTOR_DENSE_16_REGS", "THREE_VECTOR_ROWS_BY_4"):
+    for flag, weight in (("THREE_VECTOR_DENSE_16_REGS", (6, 64, 16)), ("THREE_VECTOR_ROWS_BY_4", (4, 64, 24))):
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(pw, flag, False)
-            assert not dense(AVX2)[1], flag
+            assert dense(AVX2)[:2] == (weight, False), flag
 
     _matches_pytorch_on(AVX2, model)
 

@@ -179,6 +179,7 @@ def _output_tile(sch: Any, name: str, rows: int, lanes: int, budget: int = tiles
     if vectors is None:
         raise ValueError("the head dimension is no whole number of vectors")
     tile_rows = _wide_output_rows(rows, width // lanes) if vectors == 1 else None
+    # (the accumulators of the tile chosen so far: tile_rows x all vectors, else rows x vectors)
     in_budget = OUTPUT_TILE_IN_BUDGET and budget < tiles.MAX_ACCUMULATORS \
         and (tile_rows or rows) * (width // lanes if tile_rows else vectors) > budget
     if in_budget:
