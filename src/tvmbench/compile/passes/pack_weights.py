@@ -124,12 +124,12 @@ NARROW_OUTPUTS = True
 # against the 2 x 4 tile's 8 per 6 (two vectors reach 6 rows only where 6 divides the rows; four
 # vectors 3 rows). Same-process A/Bs against blocks of two vectors (Zen 3, session 82,
 # `benchmarks/rule_ab.py M passes.pack_weights.THREE_VECTOR_DENSE_16_REGS False`): bert-base
-# 1.040x (its dense kernels 1.03-1.06x), GPT-2 1.024x, ViT-B/16 1.010x, T5-base 1.033x at batch
+# 1.040x (its dense kernels 1.03-1.06x), GPT-2 1.025x, ViT-B/16 1.010x, T5-base 1.033x at batch
 # 1; bert-base 1.09x and GPT-2 1.052x at batch 3 x 77 tokens, ViT-B/16 1.047x at batch 3,
 # distilbert 1.054x at batch 8. A single row (VGG's classifier at batch 1) keeps its wide tile.
 THREE_VECTOR_DENSE_16_REGS = True
 # ... their rows computed in whole tiles of 4 where 4 does not divide them (the extra rows
-# re-read the last one and are sliced off, as ``whole_tiles``'): bert-base at batch 3 x 77 tokens
+# re-read the last one and are sliced off, as in ``whole_tiles``): bert-base at batch 3 x 77 tokens
 # (231 rows, else 3 x 3 tiles) 1.014x [1.011-1.016].
 THREE_VECTOR_ROWS_BY_4 = True
 # ... and outputs that 24 does not divide padded with zero columns to whole blocks of 24 where at
