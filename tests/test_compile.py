@@ -794,6 +794,22 @@ def test_the_whole_channel_expansion_tile_keeps_rows_on_narrow_maps():
         assert vectors * rows <= avx2 and vectors > 1 and rows > 1, (vectors, rows)
 
 
+def test_the_expansion_tile_on_16_registers_takes_five_rows_of_ten_pixel_maps():
+    """On 16 registers mnasnet1_0's 10x10x1152 joins (320 px) took 4 vectors x 2 rows, 8 FMAs
+    per 6 loads, when the budget was 8 accumulators; with 10 they take 2 x 5 (10 per 7, 13
+    registers with the weights and the broadcast; 1.2x faster alone), and a 25-pixel row 2 x 5
+    instead of 6 x 1. 32-register targets keep their tiles."""
+    from tvmbench.compile import tiles
+    from tvmbench.compile.rules import expand_window
+
+    avx2 = expand_window.expansion_accumulators(tiles.MAX_ACCUMULATORS_16_REGS)
+    assert expand_window._expansion_tile(72, 10, 10, avx2) == (2, 5)
+    assert expand_window._expansion_tile(6, 25, 25, avx2) == (2, 5)
+    assert expand_window._expansion_tile(72, 10, 10) == (6, 2)  # (32 registers: their own tile)
+    for channel_vectors, cols in [(72, 10), (6, 25), (12, 20), (6, 56), (30, 14)]:
+        vectors, rows = expand_window._expansion_tile(channel_vectors, cols, 8, avx2)
+        assert vectors * rows + vectors + 1 <= 16, (channel_vectors, cols, vectors, rows)  # fits the registers
+
 def test_expansion_over_channels_that_are_not_whole_target_vectors_is_joined_and_tiled(l2_of_1mb, pairs_only):
     """72 channels on an AVX-512 target (scheduled only: this host may lack AVX-512) take 8-lane
     vectors instead of the rule declining (the joined kernel then ran the fallback schedule,

@@ -59,7 +59,14 @@ EXPANSION_ACCUMULATORS = 14
 # (`benchmarks/rule_ab.py M rules.expand_window.EXPANSION_ACCUMULATORS 8 --block 5 --runs 300`,
 # session 76): mobilenet_v2 1.057x at batch 1 (6: 1.035x), 1.126x at batch 8; mnasnet1_0 level
 # (0.995x [0.974-1.009]); Droplet had found the joined expansions 1.24-2.05x faster in the model.
-EXPANSION_ACCUMULATORS_16_REGS = 8
+# 10, not 8 (session 83): on 10-, 20-, 40- and 80-pixel rows (maps at 160 and 320 px) 8 left 4
+# vectors x 2 rows (8 FMAs per 6 loads) where 10 takes 2 x 5 (10 per 7; 13 registers with the
+# weights and the broadcast): mnasnet1_0's 10x10x1152 joins at batch 8 and 320 px alone 3461 ->
+# 2863 us, 3725 -> 2825. A/Bs (`rule_ab.py M rules.expand_window.EXPANSION_ACCUMULATORS_16_REGS
+# 10 --block 3 --runs 150`, Zen 3): mnasnet1_0 b8 320 px 1.077x [1.053-1.119], efficientnet_b0
+# and mobilenet_v3_large b8 320 px 1.032x / 1.030x, mobilenet_v2 b8 320 px 1.015x, b3 193 px
+# 1.013x; batch 1 at 224 and 160 px level (0.996-1.009x).
+EXPANSION_ACCUMULATORS_16_REGS = 10
 
 
 @dataclass
