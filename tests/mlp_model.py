@@ -249,6 +249,29 @@ def build_dense_96():
     return torch.nn.Sequential(torch.nn.Linear(64, 96), torch.nn.GELU()).eval(), (torch.randn(30, 64),)
 
 
+class _PointwiseBlock(torch.nn.Module):
+    """A 1x1 convolution, then an inverted residual (1x1 expansion, depthwise 3x3, 1x1 projection
+    added to the first's output), on 7x7 maps."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = torch.nn.Conv2d(32, 48, 1)
+        self.expand = torch.nn.Conv2d(48, 96, 1)
+        self.window = torch.nn.Conv2d(96, 96, 3, padding=1, groups=96)
+        self.project = torch.nn.Conv2d(96, 48, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = torch.relu(self.first(x))
+        return y + self.project(torch.relu(self.window(torch.relu(self.expand(y)))))
+
+
+def build_pointwise_7x7():
+    """1x1 convolutions over 7-pixel rows (no tile of 4 divides them) at batch 2: PackWeights'
+    CONV_AS_DENSE on 16 registers (98 rows as a dense layer), the expansion left a convolution."""
+    torch.manual_seed(0)
+    return _PointwiseBlock().eval(), (torch.randn(2, 32, 7, 7),)
+
+
 def build_classifier():
     """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
     torch.manual_seed(0)

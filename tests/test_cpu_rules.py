@@ -2210,3 +2210,33 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
         expected = module(torch.from_numpy(x)).numpy()
     np.testing.assert_allclose(backend.outputs()[0], expected, rtol=1e-4, atol=1e-4)
 
+
+
+def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_dense_layer_and_matches_pytorch():
+    """On AVX2 a 1x1 convolution over rows that 4 does not divide (7x7 maps) is computed as a
+    dense layer over its pixels flattened (CONV_AS_DENSE: blocks of three vectors, 3 x 4 tiles,
+    where the convolution took 1 vector x 7 rows), its bias, ReLU and residual add in the dense
+    kernel's epilogue (no kernel of their own); the expansion that feeds a depthwise window stays
+    a convolution (FuseExpansionIntoWindow may join it). Off, or on AVX-512, none is. Matches
+    PyTorch."""
+    import sys
+
+    import tvm
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_pointwise_7x7", ModelOptions())
+
+    def kernels(target):
+        legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+        return sorted(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc))
+
+    names = kernels(AVX2)
+    dense = [n for n in names if "matmul_packed" in n]
+    assert len(dense) == 2 and all("add" in n for n in dense) and any("relu" in n for n in dense), names
+    assert sum("add" in n and "matmul" not in n and "conv2d" not in n for n in names) == 0, names  # (epilogues fused)
+    assert sum("conv2d_nhwc_packed" in n for n in names) == 1, names  # (the expansion)
+    assert not any("matmul" in n for n in kernels(resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None)))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["tvmbench.compile.passes.pack_weights"], "CONV_AS_DENSE", False)
+        assert not any("matmul" in n for n in kernels(AVX2))
+
+    _matches_pytorch_on(AVX2, model)

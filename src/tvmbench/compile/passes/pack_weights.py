@@ -23,6 +23,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import (
     TECache,
+    bindings,
     builder_pass,
     from_weights,
     numel,
@@ -31,6 +32,7 @@ from tvmbench.compile.ir import (
     static_shape,
     weight_params,
 )
+from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
 from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, weight_block
 from tvmbench.targets import ResolvedTarget
 
@@ -143,6 +145,22 @@ THREE_VECTOR_PADDED = 64
 # `rule_ab.py gpt2 passes.pack_weights.EVEN_PADDED_BLOCKS 0`): bf16 1.043x (its head 1.1-1.2x
 # alone), fp32 0.990x (1.016x / 1.005x in the two host states).
 EVEN_PADDED_BLOCKS = 1
+# On 16 vector registers a 1x1 convolution (stride 1, no padding) over rows that 4 does not
+# divide (7-, 13-, 14-, 10-pixel rows) is computed as a dense layer over its pixels, flattened
+# (a reshape, a view): the contraction rule tiles a convolution's row axis, one map row, and took
+# 1 vector x 7 rows (7 FMAs per 8 loads) over 7x7 maps, where the dense layer's blocks of three
+# vectors take 3 x 4 over all the batch's pixels (12 per 7; ``dense_block``). Its epilogue (bias,
+# ReLU, a residual add) moves onto the 2-D output (``reshape_last._split``), so it stays in the
+# dense kernel. Not for the 1x1 convolutions FuseExpansionIntoWindow may join with a depthwise
+# window (``_joinable``), nor where ``dense_block`` gives blocks narrower than two vectors
+# (shufflenet's 232 channels: blocks of 8, 0.87x). Same-process A/Bs against False (Zen 3,
+# session 83, `rule_ab.py M passes.pack_weights.CONV_AS_DENSE False --block 3 --runs 100`):
+# mnasnet1_0 1.087x, b8 1.064x, b3 193 px 1.056x; mobilenet_v2 1.069x, b8 1.035x, b3 193 px
+# 1.032x; efficientnet_b0 1.139x, mobilenet_v3_large 1.038x, shufflenet_v2_x1_0 1.066x (b8
+# 1.059x), squeezenet1_1 b8 160 px 1.066x, resnet50 1.044x, googlenet 1.034x; level (0.989-1.022x,
+# intervals across 1): resnet50 b8, inception_v3, densenet121 (and b8), squeezenet1_1 at 224 px,
+# regnet_y_800mf, googlenet b8, mnasnet1_0 b8 320 px.
+CONV_AS_DENSE = True
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -234,17 +252,19 @@ class _Pack(PyExprMutator):
         self.block, self.conv_block, self.half_vectors = block, conv_block, half_vectors
         self.sixteen_registers = sixteen_registers
         self.weights: set[Any] = set()
+        self.joinable: set[Any] = set()  # 1x1 convolutions FuseExpansionIntoWindow may join (``_joinable``)
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
+        joinable = call in self.joinable  # (the call as bound before the visit, which may rebuild it)
         call = super().visit_call_(call)
         if op_name(call) == "relax.matmul":
             return self.pack_matmul(call)
         if op_name(call) == "relax.nn.conv2d":
-            return self.pack_conv(call)
+            return self.pack_conv(call, joinable)
         return call
 
-    def pack_conv(self, call: Any) -> Any:
+    def pack_conv(self, call: Any, joinable: bool = False) -> Any:
         a = call.attrs
         x, w = call.args
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
@@ -256,6 +276,12 @@ class _Pack(PyExprMutator):
                 or shape is None or numel(x.ty) is None):
             return call
         source = nchw_image(x, self.lookup_binding) if shape[2] <= NCHW_STEM_CHANNELS else None
+        if source is None and not joinable and self.pointwise_as_dense(a, shape, x, out):
+            m = out[0] * out[1] * out[2]
+            x2 = self.builder_.emit(relax.op.reshape(x, [m, shape[2]]))
+            w2 = self.builder_.emit(relax.op.reshape(w, [shape[2], shape[3]]))
+            flat = self.builder_.emit(self.dense(x2, w2, shape[3], out_dtype(call, x)))
+            return relax.op.reshape(flat, out)
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
         elif shape[3] < 2 * cblock and not self.narrow(shape[3], cblock) and str(w.ty.dtype) != "bfloat16":
@@ -297,6 +323,17 @@ class _Pack(PyExprMutator):
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
 
+    def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
+        """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
+        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows whose width 4 does not divide."""
+        if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or str(x.ty.dtype) != "float32" or out is None:
+            return False
+        if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or any(int(p) for p in a.padding):
+            return False
+        if not self.sixteen_registers or out[2] % 4 == 0 or shape[3] < 2 * self.block:
+            return False
+        return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True)[0] >= self.block
+
     def narrow(self, channels: int, cblock: int) -> bool:
         """Whether ``channels`` output channels, fewer than two blocks, are packed all the same
         (NARROW_OUTPUTS): more than one vector, no whole block, at most three vectors."""
@@ -329,7 +366,10 @@ class _Pack(PyExprMutator):
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
                 or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
             return call
-        n = shape[1]
+        return self.dense(x, w, shape[1], out_dtype(call, x))
+
+    def dense(self, x: Any, w: Any, n: int, dtype: str) -> Any:
+        """``x @ w`` (``w``: ``[K, n]``) over the weight packed in ``dense_block``'s blocks."""
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
         m = int(x.ty.shape[-2])
         pb, padded, three = dense_block(n, m, self.block, self.sixteen_registers, pairs)
@@ -342,14 +382,37 @@ class _Pack(PyExprMutator):
         rows = whole_tiles(m)
         if three and THREE_VECTOR_ROWS_BY_4 and m > 4 and m % 4:
             rows = -(-m // 4) * 4
-        out = self.call_te(packed_matmul, x, packed, out_dtype(call, x), rows,
-                           primfunc_name_hint="matmul_packed")
+        out = self.call_te(packed_matmul, x, packed, dtype, rows, primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
         if rows:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
         return out
+
+
+def _joinable(func: Any) -> set[Any]:
+    """The 1x1 convolutions of ``func`` that FuseExpansionIntoWindow may join with a depthwise
+    window, which stay convolutions: expansions that feed one (``bf16_dense._joined_expansions``),
+    projections that one feeds, through cheap elementwise steps, over maps of at least
+    ``fuse_expansion.PROJECTION_MIN_PIXELS``."""
+    from tvmbench.compile.passes import fuse_expansion
+    from tvmbench.compile.passes.bf16_dense import _CHEAP, _joined_expansions
+
+    found = _joined_expansions(func, 0)
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    for value in bound.values():
+        shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
+        if shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1:
+            continue
+        cur = value.args[0]
+        while isinstance(cur, relax.Var) and op_name(bound.get(cur)) in _CHEAP:
+            cur = bound[cur].args[0]
+        window = bound.get(cur) if isinstance(cur, relax.Var) else None
+        if op_name(window) == "relax.nn.conv2d" and int(window.attrs.groups) > 1 \
+                and fuse_expansion._map_pixels(window) >= fuse_expansion.PROJECTION_MIN_PIXELS:
+            found.add(value)
+    return found
 
 
 def nchw_image(x: Any, lookup: Callable[[Any], Any]) -> Any | None:
@@ -384,6 +447,11 @@ def pack_weights(target: ResolvedTarget) -> Any:
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights = weight_params(func)
+        mutator_.joinable = _joinable(func) if CONV_AS_DENSE else set()
+
+    def sink(mutator_: Any, mod: Any) -> Any:  # (CONV_AS_DENSE's epilogues onto the dense layer's 2-D output)
+        return elementwise_before_reshape()(mod) if CONV_AS_DENSE else mod
 
     return builder_pass(lambda mod: _Pack(mod, weight_block(target), conv_block, half_vectors_full_rate(tvm_target),
-                                          sixteen_registers(tvm_target)), "PackWeights", before=set_weights)
+                                          sixteen_registers(tvm_target)), "PackWeights", before=set_weights,
+                        after=sink)

@@ -39,6 +39,18 @@ UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn
 BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum"}
 
 
+def _split(value: Any) -> tuple[Any, list[int]] | None:
+    """(the 2-D tensor, its shape) when ``value`` reshapes ``[M, C]`` to an NHWC ``[N, H, W, C]``
+    with ``N * H * W = M``: a 1x1 convolution computed as a dense layer (``pack_weights.CONV_AS_DENSE``)."""
+    if op_name(value) != "relax.reshape":
+        return None
+    inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
+    if inner is None or outer is None or len(inner) != 2 or len(outer) != 4 or inner[1] != outer[3] \
+            or outer[0] * outer[1] * outer[2] != inner[0]:
+        return None
+    return value.args[0], inner
+
+
 def _merged(value: Any) -> tuple[Any, list[int]] | None:
     """(the 5-D tensor, its shape) when ``value`` is a reshape merging its input's last two axes."""
     if op_name(value) != "relax.reshape":
@@ -62,12 +74,21 @@ class _Sink(PyExprMutator):
             computed = isinstance(source, relax.Var) and self.lookup_binding(source) is not None
             shape = static_shape(source.ty)
             return (source, shape) if computed and shape is not None else None
-        return merged
+        return merged or _split(bound)
 
-    def _operand(self, other: Any, shape: list[int]) -> Any | None:
+    def _operand(self, other: Any, shape: list[int], outer: list[int] | None = None) -> Any | None:
         """``other`` broadcast over the 5-D ``shape``: itself when it is a scalar or all ones, a
-        reshape to ``[1, ..., G, Co]`` when it runs along the merged axis only, else None."""
+        reshape to ``[1, ..., G, Co]`` when it runs along the merged axis only, else None. Over a
+        split's 2-D ``shape`` (``outer``: the NHWC shape it was reshaped to), a per-channel vector
+        reshaped to ``[1, C]``, a tensor of the whole NHWC shape (a residual) to ``[M, C]``."""
         dims = static_shape(other.ty)
+        if len(shape) == 2 and outer is not None:
+            if dims == outer:
+                return self.builder_.emit(relax.op.reshape(other, shape))
+            if dims is None or len(dims) > 4 or any(d != 1 for d in dims[:-1]):
+                return None
+            return other if not dims or dims[-1] == 1 else \
+                self.builder_.emit(relax.op.reshape(other, [1, shape[1]])) if dims[-1] == shape[1] else None
         if dims is None or len(dims) > len(shape) - 1 or any(d != 1 for d in dims[:-1]):
             return None
         if not dims or dims[-1] == 1:
@@ -88,7 +109,7 @@ class _Sink(PyExprMutator):
                 continue
             tensor, shape = found
             if name in BINARY:
-                other = self._operand(args[1 - i], shape)
+                other = self._operand(args[1 - i], shape, static_shape(args[i].ty))
                 if other is None:
                     return call
                 args[1 - i] = other
