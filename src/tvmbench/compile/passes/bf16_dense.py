@@ -17,7 +17,7 @@ instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights pack
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them stay
 fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
-convolution (``_joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
+convolution (``joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
 """
 
@@ -57,12 +57,12 @@ CAST_BEFORE_RESHAPES = 1
 # 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
 MIN_CONV_VECTORS = 2
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
-# (``_joined_expansions``).
+# (``joined_expansions``).
 KEEP_JOINED_EXPANSIONS = 1
 # The steps between such an expansion and its window: cheap ones. The joined kernel recomputes the
 # expansion's halo rows, and an exponential's recompute (EfficientNet's SiLU) cost more than the
 # bf16 expansion saved (torchvision's efficientnet_b0 0.98x, both build orders).
-_CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
+CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
           "relax.nn.relu", "relax.nn.leakyrelu"}
 # A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
 # once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
@@ -101,7 +101,7 @@ class _Bf16Dense(PyExprMutator):
         super().__init__(mod)
         self.min_outputs, self.lanes = min_outputs, lanes
         self.weights: set[Any] = set()
-        self.fp32: set[Any] = set()  # calls left in fp32 (``_joined_expansions``)
+        self.fp32: set[Any] = set()  # calls left in fp32 (``joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
 
     def visit_call_(self, call: Any) -> Any:
@@ -166,9 +166,9 @@ class _Bf16Dense(PyExprMutator):
         return out
 
 
-def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
+def joined_expansions(func: Any, min_bytes: int) -> set[Any]:
     """The 1x1 convolutions of ``func`` whose output (over ``min_bytes``) flows, through cheap
-    elementwise steps (``_CHEAP``) used once each, only into a depthwise convolution: the
+    elementwise steps (``CHEAP``) used once each, only into a depthwise convolution: the
     expansions of inverted-residual blocks that FuseExpansionIntoWindow joins into their window in fp32
     (``passes/fuse_expansion.py``), so the expanded tensor never leaves the cores' caches.
 
@@ -198,7 +198,7 @@ def _joined_expansions(func: Any, min_bytes: int) -> set[Any]:
                 if bound[nxt].args[0].same_as(cur) and int(bound[nxt].attrs.groups) == shape[3] > 1:
                     found.add(value)
                 break
-            if name not in _CHEAP:
+            if name not in CHEAP:
                 break
             cur = nxt
     return found
@@ -256,7 +256,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded = weight_params(func), {}
-        mutator_.fp32 = _joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
+        mutator_.fp32 = joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
 
     def set_casts(mutator_: Any, func: Any) -> None:
         mutator_.casts = _residual_casts(func, min_bytes) if BF16_RESIDUALS else {}

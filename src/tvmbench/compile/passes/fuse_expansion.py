@@ -121,7 +121,7 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
             continue
         chain = chain_of.get(first) or ([] if first in taken else [binding[first]])
         whole_map = first not in chain_of and not _bands(first)
-        if chain and _map_pixels(first) >= PROJECTION_MIN_PIXELS and (WHOLE_MAP_PROJECTIONS or not whole_map):
+        if chain and map_pixels(first) >= PROJECTION_MIN_PIXELS and (WHOLE_MAP_PROJECTIONS or not whole_map):
             if first in chain_of:
                 chain.append(b)
             else:
@@ -129,7 +129,7 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
     return fused
 
 
-def _map_pixels(value: Any) -> int:
+def map_pixels(value: Any) -> int:
     """Rows x columns of an NHWC tensor (0 when its shape is not static)."""
     shape = value.ty.shape
     dims = [shape[i] for i in (1, 2)] if shape is not None and len(shape) == 4 else []

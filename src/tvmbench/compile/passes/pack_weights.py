@@ -253,6 +253,7 @@ class _Pack(PyExprMutator):
         self.sixteen_registers = sixteen_registers
         self.weights: set[Any] = set()
         self.joinable: set[Any] = set()  # 1x1 convolutions FuseExpansionIntoWindow may join (``_joinable``)
+        self.as_dense = 0  # 1x1 convolutions computed as dense layers (CONV_AS_DENSE)
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
@@ -281,6 +282,7 @@ class _Pack(PyExprMutator):
             x2 = self.builder_.emit(relax.op.reshape(x, [m, shape[2]]))
             w2 = self.builder_.emit(relax.op.reshape(w, [shape[2], shape[3]]))
             flat = self.builder_.emit(self.dense(x2, w2, shape[3], out_dtype(call, x)))
+            self.as_dense += 1
             return relax.op.reshape(flat, out)
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
@@ -393,24 +395,24 @@ class _Pack(PyExprMutator):
 
 def _joinable(func: Any) -> set[Any]:
     """The 1x1 convolutions of ``func`` that FuseExpansionIntoWindow may join with a depthwise
-    window, which stay convolutions: expansions that feed one (``bf16_dense._joined_expansions``),
+    window, which stay convolutions: expansions that feed one (``bf16_dense.joined_expansions``),
     projections that one feeds, through cheap elementwise steps, over maps of at least
     ``fuse_expansion.PROJECTION_MIN_PIXELS``."""
     from tvmbench.compile.passes import fuse_expansion
-    from tvmbench.compile.passes.bf16_dense import _CHEAP, _joined_expansions
+    from tvmbench.compile.passes.bf16_dense import CHEAP, joined_expansions
 
-    found = _joined_expansions(func, 0)
+    found = joined_expansions(func, 0)
     bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
     for value in bound.values():
         shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
         if shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1:
             continue
         cur = value.args[0]
-        while isinstance(cur, relax.Var) and op_name(bound.get(cur)) in _CHEAP:
+        while isinstance(cur, relax.Var) and op_name(bound.get(cur)) in CHEAP:
             cur = bound[cur].args[0]
         window = bound.get(cur) if isinstance(cur, relax.Var) else None
         if op_name(window) == "relax.nn.conv2d" and int(window.attrs.groups) > 1 \
-                and fuse_expansion._map_pixels(window) >= fuse_expansion.PROJECTION_MIN_PIXELS:
+                and fuse_expansion.map_pixels(window) >= fuse_expansion.PROJECTION_MIN_PIXELS:
             found.add(value)
     return found
 
@@ -450,7 +452,7 @@ def pack_weights(target: ResolvedTarget) -> Any:
         mutator_.joinable = _joinable(func) if CONV_AS_DENSE else set()
 
     def sink(mutator_: Any, mod: Any) -> Any:  # (CONV_AS_DENSE's epilogues onto the dense layer's 2-D output)
-        return elementwise_before_reshape()(mod) if CONV_AS_DENSE else mod
+        return elementwise_before_reshape(splits=True)(mod) if mutator_.as_dense else mod
 
     return builder_pass(lambda mod: _Pack(mod, weight_block(target), conv_block, half_vectors_full_rate(tvm_target),
                                           sixteen_registers(tvm_target)), "PackWeights", before=set_weights,

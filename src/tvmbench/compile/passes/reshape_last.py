@@ -19,6 +19,12 @@ back after), and the ReLU ran as a kernel of its own that read and wrote [128, 3
 Same-process A/B against 0 (session 66, `rule_ab.py t5-base passes.reshape_last.ANY_RESHAPE_UNARY
 0`): fp32 1.014x; under --precision bf16, with Bf16Dense's cast before the reshapes, 1.039x (the
 ReLU and the cast both in the dense layer's epilogue). bert, mobilenet_v2, resnet50: unchanged.
+
+With ``splits`` (PackWeights runs the pass so after computing 1x1 convolutions as dense layers,
+``pack_weights.CONV_AS_DENSE``) a binary op also moves in front of a reshape of a 2-D ``[M, C]``
+tensor to NHWC: its per-channel operand reshaped to ``[1, C]``, a residual of the NHWC shape to
+``[M, C]`` (a view), so the bias, ReLU and residual add stay in the dense kernel's epilogue.
+
 (CPUFriendlyArithmetic moves a residual add and the attention mask in front of a dense layer's
 reshape the same way, but it runs before ConvertLayout, long before this reshape exists.)
 """
@@ -64,6 +70,10 @@ def _merged(value: Any) -> tuple[Any, list[int]] | None:
 
 @mutator
 class _Sink(PyExprMutator):
+    def __init__(self, mod: Any, splits: bool = False) -> None:
+        super().__init__(mod)
+        self.splits = splits
+
     def _source(self, arg: Any, unary: bool = False) -> tuple[Any, list[int]] | None:
         bound = self.lookup_binding(arg) if isinstance(arg, relax.Var) else None
         if bound is None:
@@ -74,7 +84,7 @@ class _Sink(PyExprMutator):
             computed = isinstance(source, relax.Var) and self.lookup_binding(source) is not None
             shape = static_shape(source.ty)
             return (source, shape) if computed and shape is not None else None
-        return merged or _split(bound)
+        return merged or (_split(bound) if self.splits else None)
 
     def _operand(self, other: Any, shape: list[int], outer: list[int] | None = None) -> Any | None:
         """``other`` broadcast over the 5-D ``shape``: itself when it is a scalar or all ones, a
@@ -119,6 +129,7 @@ class _Sink(PyExprMutator):
         return call
 
 
-def elementwise_before_reshape() -> Any:
-    """The pass (after GroupedConvNHWC)."""
-    return builder_pass(_Sink, "ElementwiseBeforeReshape")
+def elementwise_before_reshape(splits: bool = False) -> Any:
+    """The pass (after GroupedConvNHWC); ``splits``: binary ops move in front of 2-D -> NHWC
+    splits too (``_split``; PackWeights' run after its CONV_AS_DENSE rewrites)."""
+    return builder_pass(lambda mod: _Sink(mod, splits), "ElementwiseBeforeReshape")
