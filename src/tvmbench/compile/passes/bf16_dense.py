@@ -17,7 +17,7 @@ instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights pack
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them stay
 fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
-convolution (``joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
+convolution (``fuse_expansion.joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
 """
 
@@ -33,7 +33,6 @@ from tvmbench.compile.ir import (
     bindings,
     builder_pass,
     from_weights,
-    numel,
     op_name,
     static_shape,
     use_counts,
@@ -41,6 +40,7 @@ from tvmbench.compile.ir import (
     weight_only,
     weight_params,
 )
+from tvmbench.compile.passes.fuse_expansion import joined_expansions
 from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 
 ATTR = "tvmbench_precision"
@@ -57,13 +57,15 @@ CAST_BEFORE_RESHAPES = 1
 # 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
 MIN_CONV_VECTORS = 2
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
-# (``joined_expansions``).
+# (``fuse_expansion.joined_expansions``). In bf16 such an expansion ran alone (ExpandWindow
+# computes in fp32 and does not take a bf16 one) and wrote its fp32 output to memory:
+# mobilenet_v2's first (16 -> 96 channels at 112x112, a reduction of 16) at 22 % of its bound,
+# 0.45 ms, where the fp32 build's joined kernel did expansion and window together in the same
+# time. Left in fp32 they join again: same-process A/Bs on Zen 4 (``rule_ab.py M
+# passes.bf16_dense.KEEP_JOINED_EXPANSIONS 0 --precision bf16 --probe``, session 68):
+# mobilenet_v2 1.085x / 1.101x (built ab / ba; 1.14x / 1.21x in the host's far state), at batch 8
+# 1.067x; torchvision's mobilenet_v3_large 1.059x; mnasnet1_0 1.008x, at batch 8 1.019x.
 KEEP_JOINED_EXPANSIONS = 1
-# The steps between such an expansion and its window: cheap ones. The joined kernel recomputes the
-# expansion's halo rows, and an exponential's recompute (EfficientNet's SiLU) cost more than the
-# bf16 expansion saved (torchvision's efficientnet_b0 0.98x, both build orders).
-CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
-          "relax.nn.relu", "relax.nn.leakyrelu"}
 # A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
 # once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
 # its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
@@ -101,7 +103,7 @@ class _Bf16Dense(PyExprMutator):
         super().__init__(mod)
         self.min_outputs, self.lanes = min_outputs, lanes
         self.weights: set[Any] = set()
-        self.fp32: set[Any] = set()  # calls left in fp32 (``joined_expansions``)
+        self.fp32: set[Any] = set()  # calls left in fp32 (``fuse_expansion.joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
 
     def visit_call_(self, call: Any) -> Any:
@@ -164,44 +166,6 @@ class _Bf16Dense(PyExprMutator):
             out = self.builder_.emit(relax.op.reshape(out, reshape.args[1]))
         self.rounded[x] = out
         return out
-
-
-def joined_expansions(func: Any, min_bytes: int) -> set[Any]:
-    """The 1x1 convolutions of ``func`` whose output (over ``min_bytes``) flows, through cheap
-    elementwise steps (``CHEAP``) used once each, only into a depthwise convolution: the
-    expansions of inverted-residual blocks that FuseExpansionIntoWindow joins into their window in fp32
-    (``passes/fuse_expansion.py``), so the expanded tensor never leaves the cores' caches.
-
-    In bf16 such an expansion ran alone (ExpandWindow computes in fp32 and does not take a bf16
-    one) and wrote its fp32 output to memory: mobilenet_v2's first (16 -> 96 channels at 112x112,
-    a reduction of 16) at 22 % of its bound, 0.45 ms, where the fp32 build's joined kernel did
-    expansion and window together in the same time. Left in fp32 they join again: same-process
-    A/Bs on Zen 4 (``rule_ab.py M passes.bf16_dense.KEEP_JOINED_EXPANSIONS 0 --precision bf16
-    --probe``, session 68): mobilenet_v2 1.085x / 1.101x (built ab / ba; 1.14x / 1.21x in the host's
-    far state), at batch 8 1.067x; torchvision's mobilenet_v3_large 1.059x; mnasnet1_0 1.008x, at
-    batch 8 1.019x."""
-    uses = use_counts(func)
-    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
-    users = users_of(bound)
-    found = set()
-    for var, value in bound.items():
-        shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
-        size = numel(var.ty)
-        if (shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1 or size is None
-                or size * 4 <= min_bytes):
-            continue
-        cur = var
-        while uses.get(cur) == 1 and len(users.get(cur, [])) == 1:
-            nxt = users[cur][0]
-            name = op_name(bound[nxt])
-            if name == "relax.nn.conv2d":
-                if bound[nxt].args[0].same_as(cur) and int(bound[nxt].attrs.groups) == shape[3] > 1:
-                    found.add(value)
-                break
-            if name not in CHEAP:
-                break
-            cur = nxt
-    return found
 
 
 def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:

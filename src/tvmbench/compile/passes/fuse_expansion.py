@@ -31,7 +31,7 @@ import tvm
 from tvm import relax
 
 from tvmbench.compile import tir
-from tvmbench.compile.ir import bindings, calls, numel, variables
+from tvmbench.compile.ir import bindings, calls, numel, op_name, static_shape, use_counts, users_of, variables
 from tvmbench.compile.passes.join import rewrite_chains
 from tvmbench.compile.rules.expand_window import band_choices
 
@@ -68,6 +68,12 @@ WHOLE_MAP_BANDS = False
 # session 55; > 1: apart faster): 193 px mnasnet1_0 b1 1.048x / 1.062x, b3 1.027x, b8 1.001x;
 # mobilenet_v2 b1 1.045x, b8 1.006x.
 WHOLE_MAP_PROJECTIONS = False
+# The steps between an expansion and its window that ``joined_expansions`` passes through: cheap
+# ones. The joined kernel recomputes the expansion's halo rows, and an exponential's recompute
+# (EfficientNet's SiLU) cost more than the bf16 expansion saved (torchvision's efficientnet_b0
+# 0.98x, both build orders).
+CHEAP = {"relax.add", "relax.subtract", "relax.multiply", "relax.minimum", "relax.maximum", "relax.clip",
+         "relax.nn.relu", "relax.nn.leakyrelu"}
 
 
 class _Roles:
@@ -127,6 +133,35 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
             else:
                 fused.append([*chain, b])
     return fused
+
+
+def joined_expansions(func: Any, min_bytes: int) -> set[Any]:
+    """The 1x1 convolutions of ``func`` whose output (over ``min_bytes``) flows, through cheap
+    elementwise steps (``CHEAP``) used once each, only into a depthwise convolution: the
+    expansions of inverted-residual blocks this pass may join into their window (Bf16Dense leaves
+    them in fp32, PackWeights leaves them convolutions)."""
+    uses = use_counts(func)
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    users = users_of(bound)
+    found = set()
+    for var, value in bound.items():
+        shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
+        size = numel(var.ty)
+        if (shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1 or size is None
+                or size * 4 <= min_bytes):
+            continue
+        cur = var
+        while uses.get(cur) == 1 and len(users.get(cur, [])) == 1:
+            nxt = users[cur][0]
+            name = op_name(bound[nxt])
+            if name == "relax.nn.conv2d":
+                if bound[nxt].args[0].same_as(cur) and int(bound[nxt].attrs.groups) == shape[3] > 1:
+                    found.add(value)
+                break
+            if name not in CHEAP:
+                break
+            cur = nxt
+    return found
 
 
 def map_pixels(value: Any) -> int:

@@ -32,6 +32,7 @@ from tvmbench.compile.ir import (
     static_shape,
     weight_params,
 )
+from tvmbench.compile.passes import fuse_expansion
 from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
 from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, weight_block
 from tvmbench.targets import ResolvedTarget
@@ -395,20 +396,17 @@ class _Pack(PyExprMutator):
 
 def _joinable(func: Any) -> set[Any]:
     """The 1x1 convolutions of ``func`` that FuseExpansionIntoWindow may join with a depthwise
-    window, which stay convolutions: expansions that feed one (``bf16_dense.joined_expansions``),
+    window, which stay convolutions: expansions that feed one (``fuse_expansion.joined_expansions``),
     projections that one feeds, through cheap elementwise steps, over maps of at least
     ``fuse_expansion.PROJECTION_MIN_PIXELS``."""
-    from tvmbench.compile.passes import fuse_expansion
-    from tvmbench.compile.passes.bf16_dense import CHEAP, joined_expansions
-
-    found = joined_expansions(func, 0)
+    found = fuse_expansion.joined_expansions(func, 0)
     bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
     for value in bound.values():
         shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
         if shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1:
             continue
         cur = value.args[0]
-        while isinstance(cur, relax.Var) and op_name(bound.get(cur)) in CHEAP:
+        while isinstance(cur, relax.Var) and op_name(bound.get(cur)) in fuse_expansion.CHEAP:
             cur = bound[cur].args[0]
         window = bound.get(cur) if isinstance(cur, relax.Var) else None
         if op_name(window) == "relax.nn.conv2d" and int(window.attrs.groups) > 1 \
