@@ -160,7 +160,9 @@ EVEN_PADDED_BLOCKS = 1
 # 1.032x; efficientnet_b0 1.139x, mobilenet_v3_large 1.038x, shufflenet_v2_x1_0 1.066x (b8
 # 1.059x), squeezenet1_1 b8 160 px 1.066x, resnet50 1.044x, googlenet 1.034x; level (0.989-1.022x,
 # intervals across 1): resnet50 b8, inception_v3, densenet121 (and b8), squeezenet1_1 at 224 px,
-# regnet_y_800mf, googlenet b8, mnasnet1_0 b8 320 px.
+# regnet_y_800mf, googlenet b8, mnasnet1_0 b8 320 px. Slower: resnet50 b8 320 px 0.976x
+# [0.964-0.997] (10x10 maps, where the convolution had 2 vectors x 5 rows), inception_v3 b8 0.988x
+# [0.967-1.002] (`--block 1 --runs 40`): the convolutions whose own tile is good are not yet told apart.
 CONV_AS_DENSE = True
 
 
