@@ -272,6 +272,13 @@ def build_pointwise_7x7():
     return _PointwiseBlock().eval(), (torch.randn(2, 32, 7, 7),)
 
 
+def build_pointwise_10x10():
+    """The same block over 10-pixel rows, which the convolution's 2 x 5 tiles divide
+    (``pack_weights.CONV_TILE_ROWS``): left convolutions."""
+    torch.manual_seed(0)
+    return _PointwiseBlock().eval(), (torch.randn(2, 32, 10, 10),)
+
+
 def build_classifier():
     """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
     torch.manual_seed(0)

@@ -2217,15 +2217,16 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
     dense layer over its pixels flattened (CONV_AS_DENSE: blocks of three vectors, 3 x 4 tiles,
     where the convolution took 1 vector x 7 rows), its bias, ReLU and residual add in the dense
     kernel's epilogue (no kernel of their own); the expansion that feeds a depthwise window stays
-    a convolution (FuseExpansionIntoWindow may join it). Off, or on AVX-512, none is. Matches
-    PyTorch."""
+    a convolution (FuseExpansionIntoWindow may join it). Off, on AVX-512, or over 10-pixel rows
+    (which the convolution's own 2 x 5 tiles divide), none is. Matches PyTorch."""
     import sys
 
     import tvm
 
-    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_pointwise_7x7", ModelOptions())
+    models = str(Path(__file__).with_name("mlp_model.py"))
+    model = load_model(models + ":build_pointwise_7x7", ModelOptions())
 
-    def kernels(target):
+    def kernels(target, model=model):
         legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
         return sorted(gv.name_hint for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc))
 
@@ -2235,6 +2236,7 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
     assert sum("add" in n and "matmul" not in n and "conv2d" not in n for n in names) == 0, names  # (epilogues fused)
     assert sum("conv2d_nhwc_packed" in n for n in names) == 1, names  # (the expansion)
     assert not any("matmul" in n for n in kernels(resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None)))
+    assert not any("matmul" in n for n in kernels(AVX2, load_model(models + ":build_pointwise_10x10", ModelOptions())))
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys.modules["tvmbench.compile.passes.pack_weights"], "CONV_AS_DENSE", False)
         assert not any("matmul" in n for n in kernels(AVX2))

@@ -147,7 +147,7 @@ THREE_VECTOR_PADDED = 64
 # alone), fp32 0.990x (1.016x / 1.005x in the two host states).
 EVEN_PADDED_BLOCKS = 1
 # On 16 vector registers a 1x1 convolution (stride 1, no padding) over rows that 4 does not
-# divide (7-, 13-, 14-, 10-pixel rows) is computed as a dense layer over its pixels, flattened
+# divide (7-, 13-, 14-pixel rows) is computed as a dense layer over its pixels, flattened
 # (a reshape, a view): the contraction rule tiles a convolution's row axis, one map row, and took
 # 1 vector x 7 rows (7 FMAs per 8 loads) over 7x7 maps, where the dense layer's blocks of three
 # vectors take 3 x 4 over all the batch's pixels (12 per 7; ``dense_block``). Its epilogue (bias,
@@ -162,8 +162,15 @@ EVEN_PADDED_BLOCKS = 1
 # intervals across 1): resnet50 b8, inception_v3, densenet121 (and b8), squeezenet1_1 at 224 px,
 # regnet_y_800mf, googlenet b8, mnasnet1_0 b8 320 px. Slower: resnet50 b8 320 px 0.976x
 # [0.964-0.997] (10x10 maps, where the convolution had 2 vectors x 5 rows), inception_v3 b8 0.988x
-# [0.967-1.002] (`--block 1 --runs 40`): the convolutions whose own tile is good are not yet told apart.
+# [0.967-1.002] (`--block 1 --runs 40`): on 10x10 maps the dense layer's kernels took 31.8 and 19.6
+# ms where the convolutions' 2 x 5 tiles took 30.1 and 19.1. So the row widths 5 or 6 divide stay
+# convolutions (CONV_TILE_ROWS, session 84): A/Bs of (4, 5, 6) against (4,) level or ahead (resnet50
+# b8 320 px 1.022x, mnasnet1_0 b3 193 px 1.015x, intervals across 1; inception_v3, mobilenet_v2).
 CONV_AS_DENSE = True
+# The row widths a 1x1 convolution keeps as a convolution under CONV_AS_DENSE: those a divisor
+# here divides, where the contraction rule's own tile is already good (4 vectors x 4 rows, or
+# 2 vectors x 5 or 6 rows).
+CONV_TILE_ROWS: tuple[int, ...] = (4, 5, 6)
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -330,12 +337,12 @@ class _Pack(PyExprMutator):
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
-        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows whose width 4 does not divide."""
+        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows no CONV_TILE_ROWS divides."""
         if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or str(x.ty.dtype) != "float32" or out is None:
             return False
         if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or any(int(p) for p in a.padding):
             return False
-        if not self.sixteen_registers or out[2] % 4 == 0 or shape[3] < 2 * self.block:
+        if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
             return False
         return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True)[0] >= self.block
 
