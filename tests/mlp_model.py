@@ -279,6 +279,14 @@ def build_pointwise_10x10():
     return _PointwiseBlock().eval(), (torch.randn(2, 32, 10, 10),)
 
 
+def build_odd_stem():
+    """A network's first layer over rows no register tile divides: 3x3 stride 2 over 3 channels
+    to 64, 11x11 output. On 16 registers its 2 x 4 tile is predicated, and with the window
+    unrolled LLVM keeps the accumulators on the stack (``rules.contraction.SPILLS_DECIDE_UNROLL``)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, stride=2), torch.nn.ReLU()).eval(), (torch.randn(1, 3, 23, 23),)
+
+
 def build_classifier():
     """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
     torch.manual_seed(0)

@@ -2212,6 +2212,40 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
 
 
 
+def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_a_loop_on_16_registers():
+    """On AVX2 the stem's predicated 2 x 4 tile with its 3x3x3 window unrolled compiles to ymm
+    stores to the stack (LLVM keeps the accumulators there), and with the window a loop to none:
+    the rule compiles both and keeps the loop (SPILLS_DECIDE_UNROLL). Its knobs say so and
+    rebuild it; a tuner's override of ``unroll_window`` is taken as it is. Matches PyTorch."""
+    import sys
+
+    import tvm
+    import tvm_ffi
+
+    from tvmbench.compile.codegen import stack_spills
+    from tvmbench.compile.knobs import knob_set
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_odd_stem", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
+    stem = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
+
+    def schedule(overrides=None):
+        with knob_set(overrides) as ks:
+            _, sch = pipeline.default_schedule(stem, AVX2)
+        return sch, ks.values()
+
+    chosen, values = schedule()
+    unrolled, forced = schedule({"unroll_window": True})
+    assert values["rows"] == 4 and 11 % values["rows"] and not values["unroll_window"] and forced["unroll_window"]
+    with AVX2.tvm() as target:
+        assert stack_spills(chosen.mod["main"], target) == 0 < stack_spills(unrolled.mod["main"], target)
+    assert tvm_ffi.structural_equal(schedule(values)[0].mod, chosen.mod)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "SPILLS_DECIDE_UNROLL", False)
+        assert schedule()[1]["unroll_window"]
+    _matches_pytorch_on(AVX2, model)
+
+
 def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_dense_layer_and_matches_pytorch():
     """On AVX2 a 1x1 convolution over rows that 4 does not divide (7x7 maps) is computed as a
     dense layer over its pixels flattened (CONV_AS_DENSE: blocks of three vectors, 3 x 4 tiles,

@@ -37,6 +37,7 @@ kernels, one core: 77 s of TIR lowering and LLVM before, 27 s after), each a con
 from __future__ import annotations
 
 import os
+import re
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -91,6 +92,17 @@ def lowering_context() -> Any:
     context stack is thread-local)."""
     return tvm.transform.PassContext(config={"tirx.disable_assert": not ARGUMENT_CHECKS,
                                              "tirx.disable_cse_tir": not TIR_CSE})
+
+
+def stack_spills(func: Any, target: Any) -> int:
+    """Vector registers ``func`` stores to the stack once compiled for the native CPU ``target``
+    (lowered as a build lowers it): LLVM's spills, and a register tile it did not keep in
+    registers. Where two schedules differ only in what LLVM's register allocation makes of them,
+    this tells them apart without running either (``rules/contraction.py``, SPILLS_DECIDE_UNROLL)."""
+    mod = tvm.IRModule({"main": func.with_attr("global_symbol", "main")})
+    with lowering_context():
+        asm = tvm.tirx.build(mod, target=target, pipeline=PIPELINE).inspect_source("asm")
+    return len(re.findall(r"%[xyz]mm\d+, -?\d*\(%rsp\)", asm))
 
 
 @dataclass

@@ -66,6 +66,26 @@ def knob_set(overrides: dict[str, Any] | None = None) -> Iterator[KnobSet]:
         _ACTIVE.reset(token)
 
 
+def overridden(name: str) -> bool:
+    """Whether the active knob set gives ``name`` a value (a tuner's or a user's choice, which a
+    rule then takes as it is)."""
+    active = _ACTIVE.get()
+    return active is not None and name in active.overrides
+
+
+@contextlib.contextmanager
+def unrecorded() -> Iterator[None]:
+    """Knobs read inside the block are not recorded: a candidate schedule a rule builds to
+    compare with its own and may drop (the overrides still apply to it)."""
+    active = _ACTIVE.get()
+    saved = list(active.seen) if active is not None else []
+    try:
+        yield
+    finally:
+        if active is not None:
+            active.seen = saved
+
+
 def reset_seen() -> None:
     """Forget the knobs read so far (a rule that declined after reading some)."""
     active = _ACTIVE.get()

@@ -22,7 +22,8 @@ import numpy as np
 import tvm
 
 from tvmbench.compile import bf16, tiles
-from tvmbench.compile.knobs import knob
+from tvmbench.compile.codegen import stack_spills
+from tvmbench.compile.knobs import knob, overridden, unrecorded
 from tvmbench.compile.names import WINOGRAD_PRODUCT
 from tvmbench.compile.passes.prefetch import mark as mark_prefetch
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
@@ -154,6 +155,16 @@ SPATIAL_OUTER_BATCHED_BYTES = 1 << 20
 # Reductions this short (a 3x3 window, a 3x3x3 stem convolution) are unrolled whole: their loops
 # of 3 cost more in branches and index arithmetic than the tile's FMAs.
 UNROLL_REDUCTION = 27
+# On 16 registers a predicated register tile (rows no tile divides) with its window unrolled
+# whole keeps its accumulators in registers or stores them to the stack at the whim of LLVM's
+# register allocation, and the same tile goes either way: squeezenet1_1's stem over 79-pixel rows
+# (2 vectors x a predicated 4) stored 110 ymm registers to the stack unrolled and none with the
+# window a loop (alone, Zen 3, session 84: 3.6 against 1.3 ms at batch 8), mobilenet_v2's over 97
+# pixels none unrolled and 63 as a loop (405 against 930 us at batch 3, 193 px). So the window is
+# a loop where that compiles to no vector store to the stack and unrolled to some
+# (``codegen.stack_spills``). Not on fewer stores alone: mnasnet1_0's 5x5 depthwise windows over
+# 13x13 maps stored 46 unrolled and 9 as a loop, and ran 174 against 211 us.
+SPILLS_DECIDE_UNROLL = True
 # Steps of the innermost reduction loop (a matmul's K, a convolution's input channels) unrolled
 # per loop iteration, where they divide it. The register tile's loop already had the ideal mix (16
 # FMAs, 4 loads, 4 broadcasts per step), yet bert-base's dense layers ran 8-14 % faster alone
@@ -315,6 +326,8 @@ class Match:
     block_rows: bool = True  # rows in blocks where the input outgrows L2 (``_block_rows``)
     l2: int = 1 << 20  # one core's L2 of the target (``targets.cpu_l2_bytes``)
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
+    unroll_default: bool | None = None  # the window's unrolling decided by the caller (SPILLS_DECIDE_UNROLL)
+    spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile
 
     def window(self) -> int:
         return int(np.prod([e for e, k in zip(self.extents, self.kinds, strict=True) if k == "R"]))
@@ -331,11 +344,11 @@ class Tile:
 class Contraction(Rule):
     """Register-tiled reductions (matmul/conv/pool)."""
 
-    def schedule(self, func: Any, target: Any, block_rows: bool = True) -> Any:
+    def schedule(self, func: Any, target: Any, block_rows: bool = True, unroll: bool | None = None) -> Any:
         found = match(func, target)
         if found is None:
             return None
-        found.block_rows = block_rows
+        found.block_rows, found.unroll_default = block_rows, unroll
         found, einsum_padded = pad_vector_axis(found, func, target)
         if found is None:
             return None
@@ -361,7 +374,19 @@ class Contraction(Rule):
                 # without them.
                 return self.schedule(func, target, block_rows=False)
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
+        if found.spills_decide and accumulator_budget(target) <= tiles.MAX_ACCUMULATORS_16_REGS:
+            return self._fewer_spills(func, target, block_rows, found.sch)
         return found.sch
+
+    def _fewer_spills(self, func: Any, target: Any, block_rows: bool, unrolled: Any) -> Any:
+        """``unrolled``, or the same schedule with the window a loop where that compiles to no
+        vector store to the stack and ``unrolled`` to some (SPILLS_DECIDE_UNROLL; rebuilt so its
+        knobs are recorded)."""
+        with unrecorded():
+            looped = self.schedule(func, target, block_rows, unroll=False)
+        if looped is None or stack_spills(looped.mod["main"], target) or not stack_spills(unrolled.mod["main"], target):
+            return unrolled
+        return self.schedule(func, target, block_rows, unroll=False)
 
 
 def match(func: Any, target: Any) -> Match | None:
@@ -825,8 +850,13 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
     if (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
     unroll_window = found.window() <= UNROLL_REDUCTION and sliced != "channels"
+    if found.unroll_default is not None:
+        unroll_window = found.unroll_default
     if found.window() <= 2 * UNROLL_REDUCTION + 10:  # a 7x7 window is a knob too, not a 5x5x3
         unroll_window = knob("unroll_window", unroll_window, (False, True))
+    found.spills_decide = (SPILLS_DECIDE_UNROLL and unroll_window and found.unroll_default is None
+                           and 1 < found.window() and not overridden("unroll_window") and found.m_axis is not None
+                           and found.extents[found.m_axis] % tile.rows != 0)
     for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
         sch.unroll(loop)
     if not unroll_window and reduce_loops:
