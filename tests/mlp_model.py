@@ -279,6 +279,14 @@ def build_pointwise_10x10():
     return _PointwiseBlock().eval(), (torch.randn(2, 32, 10, 10),)
 
 
+def build_pointwise_classifier():
+    """A 1x1 convolution to 1000 classes over 7-pixel rows (squeezenet's classifier): only half
+    blocks divide 1000, so as a dense layer its weight is padded to blocks of three vectors
+    (``pack_weights.CONV_AS_DENSE_OVER_HALF_BLOCKS``)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(64, 1000, 1), torch.nn.ReLU()).eval(), (torch.randn(2, 64, 7, 7),)
+
+
 def build_odd_stem():
     """A network's first layer over rows no register tile divides: 3x3 stride 2 over 3 channels
     to 64, 11x11 output. On 16 registers its 2 x 4 tile is predicated, and with the window

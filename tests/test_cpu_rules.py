@@ -2252,7 +2252,8 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
     where the convolution took 1 vector x 7 rows), its bias, ReLU and residual add in the dense
     kernel's epilogue (no kernel of their own); the expansion that feeds a depthwise window stays
     a convolution (FuseExpansionIntoWindow may join it). Off, on AVX-512, or over 10-pixel rows
-    (which the convolution's own 2 x 5 tiles divide), none is. Matches PyTorch."""
+    (which the convolution's own 2 x 5 tiles divide), none is. A classifier's 1000 outputs, which
+    only half blocks divide, run padded to blocks of three vectors. Both match PyTorch."""
     import sys
 
     import tvm
@@ -2271,8 +2272,13 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
     assert sum("conv2d_nhwc_packed" in n for n in names) == 1, names  # (the expansion)
     assert not any("matmul" in n for n in kernels(resolve_target("llvm -mcpu=znver4", gpu_query=lambda: None)))
     assert not any("matmul" in n for n in kernels(AVX2, load_model(models + ":build_pointwise_10x10", ModelOptions())))
+    classifier = load_model(models + ":build_pointwise_classifier", ModelOptions())
+    assert any("matmul_packed" in n and "strided_slice" in n and "relu" in n for n in kernels(AVX2, classifier))
     with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["tvmbench.compile.passes.pack_weights"], "CONV_AS_DENSE_OVER_HALF_BLOCKS", False)
+        assert not any("matmul" in n for n in kernels(AVX2, classifier))
         mp.setattr(sys.modules["tvmbench.compile.passes.pack_weights"], "CONV_AS_DENSE", False)
         assert not any("matmul" in n for n in kernels(AVX2))
 
     _matches_pytorch_on(AVX2, model)
+    _matches_pytorch_on(AVX2, classifier)

@@ -171,6 +171,14 @@ CONV_AS_DENSE = True
 # here divides, where the contraction rule's own tile is already good (4 vectors x 4 rows, or
 # 2 vectors x 5 or 6 rows).
 CONV_TILE_ROWS: tuple[int, ...] = (4, 5, 6)
+# ... and one whose outputs only half blocks divide (a classifier's 1000 classes) runs as a dense
+# layer in blocks of three vectors padded (THREE_VECTOR_PADDED's 1008), where it stayed a
+# convolution over padded channels: squeezenet1_1's classifier over 9x9 maps at batch 8 4.81 ->
+# 3.51 ms in the model. Same-process A/Bs against False (Zen 3, session 84): squeezenet1_1 b8 160
+# px 1.085x [1.072-1.099], 160 px 1.060x, 224 px 1.029x, b8 1.025x, b8 320 px 1.014x. Dense
+# layers themselves keep their half blocks: with three padded mobile networks' layers of 24, 72
+# or 120 outputs ran 1.03-1.09x slower alone (mnasnet1_0, mobilenet_v2 level end to end).
+CONV_AS_DENSE_OVER_HALF_BLOCKS = True
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -207,7 +215,8 @@ def whole_tiles(rows: int, fitted: bool = False) -> int | None:
     return -(-rows // best) * best
 
 
-def dense_block(n: int, m: int, block: int, sixteen_registers: bool, pairs: bool = False) -> tuple[int, bool, bool]:
+def dense_block(n: int, m: int, block: int, sixteen_registers: bool, pairs: bool = False,
+                over_half: bool = False) -> tuple[int, bool, bool]:
     """(columns per packed block, whether the weight is padded to whole blocks, whether the block
     is three vectors) for a dense layer of ``n`` outputs over ``m`` rows, ``block`` the two-vector
     block, on a target with 16 vector registers or not (``tiles.sixteen_registers``).
@@ -222,7 +231,7 @@ def dense_block(n: int, m: int, block: int, sixteen_registers: bool, pairs: bool
     pb = next((b for b in (block, block // 2, block // 4) if b >= 4 and n % b == 0 and (not pairs or b % 16 == 0)),
               None)
     three = 3 * block // 2
-    if THREE_VECTOR_DENSE_16_REGS and sixteen_registers and not pairs and pb in (block, None) and m >= 4:
+    if THREE_VECTOR_DENSE_16_REGS and sixteen_registers and not pairs and (pb in (block, None) or over_half) and m >= 4:
         if n % three == 0:
             return three, False, True
         if THREE_VECTOR_PADDED and (-(-n // three) * three - n) * THREE_VECTOR_PADDED <= n:
@@ -291,7 +300,7 @@ class _Pack(PyExprMutator):
             m = out[0] * out[1] * out[2]
             x2 = self.builder_.emit(relax.op.reshape(x, [m, shape[2]]))
             w2 = self.builder_.emit(relax.op.reshape(w, [shape[2], shape[3]]))
-            flat = self.builder_.emit(self.dense(x2, w2, shape[3], out_dtype(call, x)))
+            flat = self.builder_.emit(self.dense(x2, w2, shape[3], out_dtype(call, x), conv=True))
             self.as_dense += 1
             return relax.op.reshape(flat, out)
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
@@ -344,7 +353,7 @@ class _Pack(PyExprMutator):
             return False
         if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
             return False
-        return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True)[0] >= self.block
+        return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True, False, CONV_AS_DENSE_OVER_HALF_BLOCKS)[0] >= self.block
 
     def narrow(self, channels: int, cblock: int) -> bool:
         """Whether ``channels`` output channels, fewer than two blocks, are packed all the same
@@ -380,11 +389,13 @@ class _Pack(PyExprMutator):
             return call
         return self.dense(x, w, shape[1], out_dtype(call, x))
 
-    def dense(self, x: Any, w: Any, n: int, dtype: str) -> Any:
-        """``x @ w`` (``w``: ``[K, n]``) over the weight packed in ``dense_block``'s blocks."""
+    def dense(self, x: Any, w: Any, n: int, dtype: str, conv: bool = False) -> Any:
+        """``x @ w`` (``w``: ``[K, n]``) over the weight packed in ``dense_block``'s blocks
+        (``conv``: a 1x1 convolution's, CONV_AS_DENSE)."""
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
         m = int(x.ty.shape[-2])
-        pb, padded, three = dense_block(n, m, self.block, self.sixteen_registers, pairs)
+        pb, padded, three = dense_block(n, m, self.block, self.sixteen_registers, pairs,
+                                        conv and CONV_AS_DENSE_OVER_HALF_BLOCKS)
         layout = (lambda k, n: (n // pb, k // 2, n % pb, k % 2)) if pairs else (lambda k, n: (n // pb, k, n % pb))
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         # Rows with no divisor from 4 to 8 (ViT's 197 tokens) would leave a predicated last row
