@@ -287,6 +287,14 @@ def build_pointwise_classifier():
     return torch.nn.Sequential(torch.nn.Conv2d(64, 1000, 1), torch.nn.ReLU()).eval(), (torch.randn(2, 64, 7, 7),)
 
 
+def build_window_over_39_rows():
+    """alexnet's second convolution (5x5, 64 -> 192 channels) over 39-pixel rows (3 x 13: no
+    divisor from 4 to 6), as at 320 px: on 16 registers four vectors would hold 3 whole rows,
+    which a window's code spills (``rules.contraction.WINDOW_WHOLE_ROWS_UNDER_4``)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(64, 192, 5), torch.nn.ReLU()).eval(), (torch.randn(1, 64, 43, 43),)
+
+
 def build_odd_stem():
     """A network's first layer over rows no register tile divides: 3x3 stride 2 over 3 channels
     to 64, 11x11 output. On 16 registers its 2 x 4 tile is predicated, and with the window

@@ -2212,6 +2212,32 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
 
 
 
+def test_a_window_over_rows_that_3_divides_takes_two_vectors_not_four_by_3_rows_on_16_registers():
+    """On AVX2, four vectors x 3 whole rows (WHOLE_ROWS_UNDER_4, measured on dense layers) are for
+    a single reduction loop: a 5x5 window over 39-pixel rows takes two vectors (alexnet's at 320
+    px: 4 x 3 spilled in its inner loop and ran 1.7x slower in the model). With the windows' flag
+    on, four again."""
+    import sys
+
+    import tvm
+
+    from tvmbench.compile.knobs import knob_set
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_window_over_39_rows", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
+    conv = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
+
+    def tile():
+        with knob_set() as ks:
+            pipeline.default_schedule(conv, AVX2)
+        return ks.values()["vectors"], ks.values()["rows"]
+
+    assert tile()[0] == 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "WINDOW_WHOLE_ROWS_UNDER_4", True)
+        assert tile() == (4, 3)
+
+
 def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_a_loop_on_16_registers():
     """On AVX2 the stem's predicated 2 x 4 tile with its 3x3x3 window unrolled compiles to ymm
     stores to the stack (LLVM keeps the accumulators there), and with the window a loop to none:

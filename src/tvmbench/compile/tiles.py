@@ -189,7 +189,8 @@ def vector_width(extent: int, lanes: int) -> int:
     return 1
 
 
-def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MAX_ROWS) -> tuple[int, bool]:
+def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MAX_ROWS,
+             under_4: bool = True) -> tuple[int, bool]:
     """Rows of a register tile at most ``limit``: the largest divisor of the row extent, else
     (no divisor from 4 up) a predicated tail tile of at most PREDICATED_MAX_ROWS rows. Says
     whether it is predicated.
@@ -201,7 +202,7 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
     squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px."""
     cap = min(max(MAX_ROWS, most_rows), limit)
     rows = largest_divisor(rows_extent, cap)
-    if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and vectors == 4 and rows == cap == 3):
+    if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and under_4 and vectors == 4 and rows == cap == 3):
         def worth(r: int) -> float:
             return r * vectors / (r + vectors) * rows_extent / (-(-rows_extent // r) * r)
 

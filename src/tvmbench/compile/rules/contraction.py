@@ -165,6 +165,15 @@ UNROLL_REDUCTION = 27
 # (``codegen.stack_spills``). Not on fewer stores alone: mnasnet1_0's 5x5 depthwise windows over
 # 13x13 maps stored 46 unrolled and 9 as a loop, and ran 174 against 211 us.
 SPILLS_DECIDE_UNROLL = True
+# Four vectors x 3 whole rows on 16 registers (``tiles.WHOLE_ROWS_UNDER_4``, measured on dense
+# layers over 231 rows) only for a single reduction loop (a dot product): a window's code spilled
+# it in its inner loop (8 ymm stores per 48 FMAs). alexnet's 5x5 convolution over 39-pixel rows
+# (320 px) took 4 x 3: alone (Zen 3, session 84) 107 ms at batch 8 against 56-61 as 2 x 3;
+# same-process A/Bs against True (`rule_ab.py alexnet rules.contraction.WINDOW_WHOLE_ROWS_UNDER_4
+# True --image-size 320`): batch 8 1.300x [1.253-1.375], batch 1 1.203x [1.149-1.224]. No other
+# kernel of alexnet (224 px), squeezenet1_1 (b8 160 px), inception_v3, mnasnet1_0 (320 px), or of
+# resnet50, densenet121, googlenet and vgg16 at batch 3, 193 px changes.
+WINDOW_WHOLE_ROWS_UNDER_4 = False
 # Steps of the innermost reduction loop (a matmul's K, a convolution's input channels) unrolled
 # per loop iteration, where they divide it. The register tile's loop already had the ideal mix (16
 # FMAs, 4 loads, 4 broadcasts per step), yet bert-base's dense layers ran 8-14 % faster alone
@@ -610,8 +619,10 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
                if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
     if choices == [1] and width == found.lanes and _multiplies(found) and ONE_VECTOR_ROWS and not reserved:
         most_rows = max(most_rows, ONE_VECTOR_ROWS)
+    dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     if rows_wanted > 1 and 4 in choices:
-        rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4)
+        rows4, predicated = tiles.row_tile(extents[m_axis], min(budget // 4, most_rows), 4,
+                                           under_4=dot or WINDOW_WHOLE_ROWS_UNDER_4)
         rows2, predicated2 = tiles.row_tile(extents[m_axis], min(budget // 2, most_rows))
         if predicated or (_batched_weights(found) and rows4 < rows2) \
                 or (tiles.two_vector_ties(target) and 4 * rows4 <= 2 * rows2) \
@@ -623,7 +634,6 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
             choices.remove(4)
     if not choices:
         return None
-    dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
     preferred = [1] if 1 in choices and _is_stem(found, dot, target) else choices
     if m_axis is None and SINGLE_ROW_WIDEST:
         preferred = [max(preferred)]
