@@ -199,7 +199,9 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
     for their FMAs per load: 13 rows (squeezenet's 13x13 maps) as 7 + 6 instead of 8 + 5
     computes 14 rows instead of 16; its classifier's 1x1 convolution at batch 8 ran 1.42x faster
     (alone, 3.90 against 5.53 ms). Same-process A/Bs against always 8 rows (Xeon host):
-    squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px."""
+    squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px.
+    ``under_4``: whether four vectors may take 3 whole rows (WHOLE_ROWS_UNDER_4; a dot product's
+    tile, ``rules.contraction.WINDOW_WHOLE_ROWS_UNDER_4``)."""
     cap = min(max(MAX_ROWS, most_rows), limit)
     rows = largest_divisor(rows_extent, cap)
     if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and under_4 and vectors == 4 and rows == cap == 3):
