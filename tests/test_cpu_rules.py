@@ -2212,7 +2212,7 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
 
 
 
-def test_a_window_over_rows_that_3_divides_takes_two_vectors_not_four_by_3_rows_on_16_registers():
+def test_a_window_over_rows_that_3_divides_takes_two_vectors_and_fused_row_blocks_take_no_reduction_blocks():
     """On AVX2, four vectors x 3 whole rows (WHOLE_ROWS_UNDER_4, measured on dense layers) are for
     a single reduction loop: a 5x5 window over 39-pixel rows takes two vectors (alexnet's at 320
     px: 4 x 3 spilled in its inner loop and ran 1.7x slower in the model). With the windows' flag
@@ -2236,6 +2236,17 @@ def test_a_window_over_rows_that_3_divides_takes_two_vectors_not_four_by_3_rows_
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "WINDOW_WHOLE_ROWS_UNDER_4", True)
         assert tile() == (4, 3)
+
+    # Blocks of rows fused from several axes take no reduction blocks (their write-back would
+    # cover whole images, and tasks wrote rows others were still summing): not even as a knob.
+    def knobs(overrides):
+        with knob_set(overrides) as ks:
+            pipeline.default_schedule(conv, AVX2)
+        return ks.values()
+
+    assert knobs({"spatial_outer": False, "row_block": 13}).get("row_block") == 13
+    assert "reduction_block" not in knobs({"spatial_outer": False, "row_block": 13, "reduction_block": 16})
+    assert "reduction_block" in knobs({"spatial_outer": False})
 
 
 def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_a_loop_on_16_registers():

@@ -337,6 +337,7 @@ class Match:
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
     unroll_default: bool | None = None  # the window's unrolling decided by the caller (SPILLS_DECIDE_UNROLL)
     spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile
+    rows_fused: bool = False  # (set by ``_block_rows``) blocks of rows over several fused axes
 
     def window(self) -> int:
         return int(np.prod([e for e, k in zip(self.extents, self.kinds, strict=True) if k == "R"]))
@@ -965,6 +966,7 @@ def _block_rows(found: Match, outer_spatial: list[Any], rows: int, batches: int 
     if block >= tiles_:
         return outer_spatial
     row_loop = sch.fuse(*outer_spatial[1:]) if len(outer_spatial) > 2 else outer_spatial[1]
+    found.rows_fused = len(outer_spatial) > 2
     row_block, row_in = sch.split(row_loop, factors=[None, block])
     sch.reorder(row_block, outer_spatial[0])
     return [row_block, outer_spatial[0], row_in]
@@ -1000,7 +1002,11 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     and the reduction loops."""
     sch = found.sch
     extents = [as_int(sch.get(loop).extent) or 0 for loop in reduce_loops]
-    if not extents or not REDUCTION_PANEL_BYTES or (len(extents) > 1 and not WINDOW_BLOCKS):
+    if not extents or not REDUCTION_PANEL_BYTES or (len(extents) > 1 and not WINDOW_BLOCKS) or found.rows_fused:
+        # (not in blocks of rows fused from several axes: the tile's write-back, then outside the
+        # block's rows, covers a region TVM can only bound by whole images, and each task wrote
+        # rows other tasks were still summing: alexnet's 5x5 convolution at 320 px, batch 2, under
+        # `reduction_block` 16 was wrong by up to 180)
         return outer_spatial, reduce_loops
     depth, taps = extents[-1], int(np.prod(extents[:-1]))  # (blocks of the innermost: a window's channels)
     row_bytes = tile.vectors * tile.width * dtype_bits(found.out.dtype) // 8 * taps
