@@ -353,7 +353,8 @@ class _Pack(PyExprMutator):
             return False
         if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
             return False
-        return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True, False, CONV_AS_DENSE_OVER_HALF_BLOCKS)[0] >= self.block
+        return dense_block(shape[3], out[0] * out[1] * out[2], self.block, True,
+                           over_half=CONV_AS_DENSE_OVER_HALF_BLOCKS)[0] >= self.block
 
     def narrow(self, channels: int, cblock: int) -> bool:
         """Whether ``channels`` output channels, fewer than two blocks, are packed all the same

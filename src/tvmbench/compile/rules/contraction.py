@@ -385,10 +385,10 @@ class Contraction(Rule):
                 return self.schedule(func, target, block_rows=False)
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
         if found.spills_decide and accumulator_budget(target) <= tiles.MAX_ACCUMULATORS_16_REGS:
-            return self._fewer_spills(func, target, block_rows, found.sch)
+            return self._looped_if_unrolled_spills(func, target, block_rows, found.sch)
         return found.sch
 
-    def _fewer_spills(self, func: Any, target: Any, block_rows: bool, unrolled: Any) -> Any:
+    def _looped_if_unrolled_spills(self, func: Any, target: Any, block_rows: bool, unrolled: Any) -> Any:
         """``unrolled``, or the same schedule with the window a loop where that compiles to no
         vector store to the stack and ``unrolled`` to some (SPILLS_DECIDE_UNROLL; rebuilt so its
         knobs are recorded)."""
