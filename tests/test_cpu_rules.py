@@ -2216,7 +2216,7 @@ def test_a_window_over_rows_that_3_divides_takes_two_vectors_and_fused_row_block
     """On AVX2, four vectors x 3 whole rows (WHOLE_ROWS_UNDER_4, measured on dense layers) are for
     a single reduction loop: a 5x5 window over 39-pixel rows takes two vectors (alexnet's at 320
     px: 4 x 3 spilled in its inner loop and ran 1.7x slower in the model). With the windows' flag
-    on, four again."""
+    on, four again. And no reduction blocks inside blocks of rows fused from several axes."""
     import sys
 
     import tvm
@@ -2227,22 +2227,18 @@ def test_a_window_over_rows_that_3_divides_takes_two_vectors_and_fused_row_block
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
     conv = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
 
-    def tile():
-        with knob_set() as ks:
-            pipeline.default_schedule(conv, AVX2)
-        return ks.values()["vectors"], ks.values()["rows"]
-
-    assert tile()[0] == 2
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "WINDOW_WHOLE_ROWS_UNDER_4", True)
-        assert tile() == (4, 3)
-
-    # Blocks of rows fused from several axes take no reduction blocks (their write-back would
-    # cover whole images, and tasks wrote rows others were still summing): not even as a knob.
-    def knobs(overrides):
+    def knobs(overrides=None):
         with knob_set(overrides) as ks:
             pipeline.default_schedule(conv, AVX2)
         return ks.values()
+
+    assert knobs()["vectors"] == 2
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "WINDOW_WHOLE_ROWS_UNDER_4", True)
+        assert (knobs()["vectors"], knobs()["rows"]) == (4, 3)
+
+    # Blocks of rows fused from several axes take no reduction blocks (their write-back would
+    # cover whole images, and tasks wrote rows others were still summing): not even as a knob.
 
     assert knobs({"spatial_outer": False, "row_block": 13}).get("row_block") == 13
     assert "reduction_block" not in knobs({"spatial_outer": False, "row_block": 13, "reduction_block": 16})
