@@ -212,6 +212,37 @@ def test_candidate_builds_keep_one_worker_without_torch_and_a_failed_build_costs
     remove_artifacts(built)
 
 
+def test_a_candidate_whose_outputs_differ_from_the_default_schedule_is_a_failed_candidate():
+    """A search keeps the fastest candidate that runs; one that races or drops a write (the
+    ``reduction_block`` knob inside fused row blocks did) must fail instead. A correct reordering
+    of the reference passes with its times; a kernel that drops a term of its sum fails as "wrong
+    outputs"; one with other arguments (a rewritten layout) is timed unchecked."""
+    import tvm
+    from tvm import s_tir, te
+
+    from tvmbench.targets import resolve_target
+    from tvmbench.tuning.candidates import CandidateTimer, Reference
+
+    def matmul(n: int, depth: int, summed: int):
+        a, b = te.placeholder((n, depth), name="a"), te.placeholder((depth, 48), name="b")
+        k = te.reduce_axis((0, summed), name="k")
+        c = te.compute((n, 48), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k), name="c")
+        return tvm.IRModule({"main": te.create_prim_func([a, b, c])})
+
+    reordered = s_tir.Schedule(matmul(64, 32, 32))
+    i, j, k = reordered.get_loops(reordered.get_sblock("c"))
+    j0, j1 = reordered.split(j, [None, 8])
+    reordered.reorder(j0, k, i, j1)
+    timer = CandidateTimer(resolve_target("llvm", gpu_query=lambda: None), number=1, repeat=2, min_repeat_ms=0)
+    reference = Reference(matmul(64, 32, 32))
+    got = timer.time([reordered.mod, matmul(64, 32, 31), matmul(32, 32, 31)], reference)
+    assert list(reference.outputs) == [2] and reference.outputs[2].shape == (64, 48)  # the written argument
+    assert isinstance(got[0], list) and len(got[0]) == 2, got[0]
+    assert isinstance(got[1], str) and got[1].startswith("wrong outputs: off by up to"), got[1]
+    assert isinstance(got[2], list)
+    assert timer.dropped() == "; 1 candidate(s) gave wrong outputs and were dropped"  # said where the search stops
+
+
 def test_metaschedule_searches_never_measure_a_schedule_the_database_holds(tmp_path):
     """The wrapper round MetaSchedule's strategies (tuning/unmeasured.py) on a real database: of a
     batch holding two recorded schedules and one new, only the new one goes on to be measured; a

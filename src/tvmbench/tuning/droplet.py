@@ -238,6 +238,7 @@ class TraceSpace:
         from tvmbench.tuning.space import DesignSpace
 
         self.space, self.timer, self.on_measured = DesignSpace(mod, target), timer, on_measured
+        self.reference = reference_of(mod["main"], target)  # candidates' outputs are checked against it
 
     def schedule(self, trace: Any) -> Any | None:
         return self.space.replay(trace)
@@ -250,7 +251,7 @@ class TraceSpace:
         schedules = [self.schedule(t) for t in traces]  # (every trace is timed: ``afresh`` always holds)
         valid = [(i, s) for i, s in enumerate(schedules) if s is not None]
         out: list[list[float] | None] = [None] * len(traces)
-        timed = self.timer.time([s.mod for _, s in valid]) if valid else []
+        timed = self.timer.time([s.mod for _, s in valid], self.reference) if valid else []
         for (i, sch), secs in zip(valid, timed, strict=True):
             if not isinstance(secs, str):
                 out[i] = secs
@@ -264,16 +265,20 @@ class KnobSpace:
     assignment of the rule's knobs (``compile/knobs.py``: register tile, tile order, unrolling,
     band), built by the rule, timed by ``timer``; each schedule measured that the database does
     not hold yet is handed to ``on_measured`` as its trace. The start is the default assignment:
-    the schedule an untuned build runs."""
+    the schedule an untuned build runs, and the reference every candidate's outputs are checked
+    against (``CandidateTimer.check``)."""
 
     def __init__(self, func: Any, target: Any, timer: Any, on_measured: Callable[[Any, list[float]], None],
                  known: dict[str, list[float] | None]) -> None:
+        from tvmbench.tuning.candidates import Reference
+
         self.func, self.target, self.timer, self.on_measured = func, target, timer, on_measured
         self.known = known  # trace key -> its record's times (None: too few to test against)
         self.timed = 0  # candidates measured (not answered from the database)
         self._built: dict[str, tuple[Any, list[Any]]] = {}
-        _, default_knobs = self.build({})
+        default, default_knobs = self.build({})
         self.start = {k.name: k.default for k in default_knobs}
+        self.reference = Reference(default.mod) if default is not None else None
 
     def build(self, assignment: dict[str, Any]) -> tuple[Any, list[Any]]:
         """(schedule or None, the knobs the rule read) for an assignment, built once."""
@@ -325,7 +330,7 @@ class KnobSpace:
                 out[i] = self.known[key]
             else:
                 todo.append((i, sch, key))
-        timed = self.timer.time([s.mod for _, s, _ in todo]) if todo else []
+        timed = self.timer.time([s.mod for _, s, _ in todo], self.reference) if todo else []
         self.timed += sum(1 for i, _, _ in todo if i >= again)  # candidates; a re-timed best is none
         for (i, sch, key), secs in zip(todo, timed, strict=True):
             if not isinstance(secs, str):
@@ -440,6 +445,20 @@ def droplet_needs_records(tasks: list[Any], ms_db: Any) -> bool:
     return False
 
 
+def reference_of(func: Any, target: Any) -> Any:
+    """What a task's candidates are checked against: its default schedule (tvmbench's rule, the
+    schedule the suite checks against PyTorch), or the function as written where no rule applies."""
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.tuning.candidates import Reference
+
+    with knob_set({}):
+        _, sch = pipeline.default_schedule(func, target)
+    return Reference(sch.mod if sch is not None else tvm.IRModule({"main": func}))
+
+
 def candidate_timer(target: Any, cfg: Any) -> Any:
     """The timer of Droplet and grid candidates: MetaSchedule's runner as the tuning run sets it
     (``TuneConfig.evaluator``: cold by default for these strategies) with at least 5 repeats (the
@@ -518,5 +537,5 @@ def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remainin
         if on_progress:
             on_progress(done + used, done + remaining, None)
     if deadline is not None and time.monotonic() >= deadline:
-        return f"time budget of {cfg.time_budget_s:g} s reached", curve
-    return ("trial budget reached" if used >= remaining else "every task reached a local optimum"), curve
+        return f"time budget of {cfg.time_budget_s:g} s reached{timer.dropped()}", curve
+    return ("trial budget reached" if used >= remaining else "every task reached a local optimum") + timer.dropped(), curve

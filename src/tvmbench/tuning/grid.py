@@ -123,15 +123,15 @@ def grid_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: 
         if on_progress:
             on_progress(done + used, done + remaining, None)
         if deadline is not None and time.monotonic() >= deadline:
-            return f"time budget of {cfg.time_budget_s:g} s reached", curve
+            return f"time budget of {cfg.time_budget_s:g} s reached{timer.dropped()}", curve
         if used >= remaining:
-            return "trial budget reached", curve
-    return "every point of every task's grid measured", curve
+            return "trial budget reached" + timer.dropped(), curve
+    return "every point of every task's grid measured" + timer.dropped(), curve
 
 
 def _measure(space: Any, schedules: list[Any], best_us: float | None) -> float | None:
     """Time replayed schedules, commit each one timed; the best mean (us) so far."""
-    for sch, secs in zip(schedules, space.timer.time([s.mod for s in schedules]), strict=True):
+    for sch, secs in zip(schedules, space.timer.time([s.mod for s in schedules], space.reference), strict=True):
         if not isinstance(secs, str):
             space.on_measured(sch.trace, secs)
             us = sum(secs) / len(secs) * 1e6
