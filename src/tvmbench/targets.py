@@ -130,6 +130,17 @@ def cpu_l2_bytes(target: Any) -> int:
     return _l2_bytes(target.kind.name, (triple or platform.machine()).split("-")[0], mcpu)
 
 
+def near_l3(target: Any) -> bool:
+    """Whether a ``tvm.target.Target``'s cores have their L3 near (AMD's Zen: the CCX's own L3,
+    which streams to a core at a good part of L2's speed), as opposed to Intel's server cores,
+    which reach L3 over a mesh (the 2-vCPU Xeon VM's roofline: L3 36 GB/s, the memory's speed,
+    against L2's 172). Judged by the CPU LLVM is given (``znver*``: near); a target naming no
+    CPU is taken as near, the rules' measured default."""
+    attrs = target.attrs
+    mcpu = str(attrs["mcpu"]) if "mcpu" in attrs else ""
+    return not mcpu or mcpu.startswith(("znver", "bdver", "btver", "amdfam"))
+
+
 def physical_cores() -> int:
     """Physical cores available to this process (not SMT threads): the default thread count."""
     import psutil

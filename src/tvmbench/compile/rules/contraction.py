@@ -37,7 +37,7 @@ from tvmbench.compile.tir import (
     packed_block,
     uses,
 )
-from tvmbench.targets import cpu_l2_bytes, has_feature
+from tvmbench.targets import cpu_l2_bytes, has_feature, near_l3
 
 # Reductions this short (a pooling or depthwise window) read their padding inline, whatever the
 # input's size when INLINE_PAD_BYTES is None (else only up to it, or when strided).
@@ -206,6 +206,13 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # 1.011x, inception_v3 b8 1.003x, gpt2 b8 0.997x, bert-base b8 0.995x; at 128 KB resnet50 b8 0.992x).
 REDUCTION_PANEL_BYTES = 112 << 10
 REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
+# ... or, on a target whose L3 is far (``targets.near_l3``: Intel's server cores), more than
+# REDUCTION_BLOCK_FAR_L3_L2 of one core's L2: each core sweeps the whole input once per channel
+# tile, and an input that shares L2 with the panel comes from L3 each time, at the memory's speed
+# there. 2-vCPU Xeon VM (2 MB L2), same-process A/B of 1 MB against 2 MB: bert-large's 4096 -> 1024
+# layer (2 MB of input, a 1 MB panel) 7.07 -> 3.60 ms per call, the model 1.41x [1.33-1.47];
+# bert-base (1.5 MB) 1.010x [1.000-1.015].
+REDUCTION_BLOCK_FAR_L3_L2 = 0.5
 # ... and a window's reduction (a 3x3 convolution: its channels in blocks, the taps inside) whose
 # panel is larger than WINDOW_BLOCKS (one core's L2), whatever the input it sweeps (0: never), in
 # blocks of at most WINDOW_BLOCK_CHANNELS channels, where its tiles have fewer than
@@ -334,6 +341,7 @@ class Match:
     pairs: bool = False  # bf16 weights packed in pairs of reduction steps: one vdpbf16ps per vector and pair
     block_rows: bool = True  # rows in blocks where the input outgrows L2 (``_block_rows``)
     l2: int = 1 << 20  # one core's L2 of the target (``targets.cpu_l2_bytes``)
+    near_l3: bool = True  # the target's L3 streams at a good part of L2's speed (``targets.near_l3``)
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
     unroll_default: bool | None = None  # the window's unrolling decided by the caller (SPILLS_DECIDE_UNROLL)
     spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile
@@ -432,7 +440,8 @@ def match(func: Any, target: Any) -> Match | None:
                 or out.dtype != "float32" or not bf16.has_bf16_dot(target)):
             return None
     return Match(sch, infos, main, block, out, vector_lanes(target, dtype_bits(out.dtype)), kinds, extents,
-                 n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs, l2=cpu_l2_bytes(target))
+                 n_axis, _row_axis(block, kinds, extents, n_axis), packs, pairs, l2=cpu_l2_bytes(target),
+                 near_l3=near_l3(target))
 
 
 def _spatial_axis(block: Any, kinds: str, dim: int) -> int | None:
@@ -993,7 +1002,8 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     input's rows once per channel tile. Where that sweep reads more input than the two cores' L2
     together (REDUCTION_BLOCK_INPUT_BYTES; 1 MB per core on the Zen 5 host where it was measured:
     ViT at batch 8, 1576 rows, 4.8-19 MB, which ``_block_rows`` cannot split, 197 row tiles being
-    prime) and the panel is larger than REDUCTION_PANEL_BYTES,
+    prime), or on a target whose L3 is far, more than a share of one core's L2
+    (REDUCTION_BLOCK_FAR_L3_L2), and the panel is larger than REDUCTION_PANEL_BYTES,
     the reduction goes in blocks whose panel is about that size, each swept over the channel
     tile's rows: per block, a slice of the input and of the panel, and the rows' sums wait in a
     buffer between blocks. A window's reduction (taps x channels) goes in blocks of its channels,
@@ -1018,7 +1028,8 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     loop_extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
     swept = _operand_bytes(found, rows_dependent=True) // batches * int(np.prod(loop_extents[split - 1:])) \
         // int(np.prod(loop_extents))  # (the input one channel tile sweeps: its share of the rows)
-    if (swept <= REDUCTION_BLOCK_INPUT_BYTES) if len(extents) == 1 else \
+    limit = REDUCTION_BLOCK_INPUT_BYTES if found.near_l3 else int(REDUCTION_BLOCK_FAR_L3_L2 * found.l2)
+    if (swept <= limit) if len(extents) == 1 else \
             (row_bytes * depth <= WINDOW_BLOCKS or tile.rows * tile.stack >= WINDOW_BLOCK_ROWS):
         block = depth
     block = knob("reduction_block", block, [d for d in range(16, depth + 1) if depth % d == 0 and d % 4 == 0])
