@@ -1026,10 +1026,14 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
         block = depth  # (no divisor near the panel's size)
     split = next(i for i, loop in enumerate(outer_spatial) if loop.same_as(n_outer)) + 1
     loop_extents = [as_int(sch.get(loop).extent) or 1 for loop in outer_spatial]
-    swept = _operand_bytes(found, rows_dependent=True) // batches * int(np.prod(loop_extents[split - 1:])) \
-        // int(np.prod(loop_extents))  # (the input one channel tile sweeps: its share of the rows)
-    limit = REDUCTION_BLOCK_INPUT_BYTES if found.near_l3 else int(REDUCTION_BLOCK_FAR_L3_L2 * found.l2)
-    if (swept <= limit) if len(extents) == 1 else \
+
+    def share(nbytes: int) -> int:  # (of the rows: those of one channel tile)
+        return nbytes // batches * int(np.prod(loop_extents[split - 1:])) // int(np.prod(loop_extents))
+
+    # (the input swept; where L3 is far, also as read: a strided convolution reads a part of it)
+    fits = share(_operand_bytes(found, rows_dependent=True)) <= REDUCTION_BLOCK_INPUT_BYTES and (
+        found.near_l3 or share(_read_bytes(found, depth)) <= REDUCTION_BLOCK_FAR_L3_L2 * found.l2)
+    if fits if len(extents) == 1 else \
             (row_bytes * depth <= WINDOW_BLOCKS or tile.rows * tile.stack >= WINDOW_BLOCK_ROWS):
         block = depth
     block = knob("reduction_block", block, [d for d in range(16, depth + 1) if depth % d == 0 and d % 4 == 0])
@@ -1038,6 +1042,14 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
     ko, ki = sch.split(reduce_loops[-1], factors=[None, block])
     sch.reorder(ko, *outer_spatial[split:])
     return outer_spatial[:split], [ko, *reduce_loops[:-1], ki]
+
+
+def _read_bytes(found: Match, depth: int) -> int:
+    """Bytes of input the rows read over a reduction of ``depth``: one depth-long row per output
+    row (of a strided convolution's input buffer, a part)."""
+    rows = int(np.prod([e for i, (e, k) in enumerate(zip(found.extents, found.kinds, strict=True))
+                        if k == "S" and i != found.n_axis]))
+    return rows * depth * max(dtype_bits(r.source.dtype) for r in _operand_reads(found, rows_dependent=True)) // 8
 
 
 def _operand_reads(found: Match, rows_dependent: bool) -> list[Any]:
