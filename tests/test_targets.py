@@ -81,6 +81,25 @@ def test_plain_llvm_gets_the_host_cpu_name():
     assert t.config["mcpu"] == codegen.llvm_get_system_cpu()
 
 
+def test_a_host_feature_its_cpu_name_lacks_is_added_and_a_named_cpu_is_taken_as_named(monkeypatch):
+    """A hypervisor can report a model number whose LLVM name lacks features the CPU has (the Xeon
+    VM with AVX-512 BF16 named ``rocketlake``): a target detected from this machine gets them as
+    ``mattr``, so ``--precision bf16`` builds there; a CPU the user names is not second-guessed."""
+    from tvm.target import codegen
+
+    from tvmbench import targets
+    from tvmbench.targets import has_bf16_dot
+
+    monkeypatch.setattr(targets, "_cpuinfo", lambda: "model name\t: Intel Xeon\nflags\t\t: fpu avx512f avx512_bf16")
+    monkeypatch.setattr(targets, "host_cpu", lambda: "rocketlake")
+    assert targets.host_features_beyond("rocketlake") == ["avx512bf16"]
+    assert targets.host_features_beyond("sapphirerapids") == []
+    t = resolve_target("llvm", gpu_query=no_gpu)
+    assert t.config["mattr"] == ["+avx512bf16"] and any("avx512bf16" in n for n in t.notes)
+    assert has_bf16_dot(t.tvm()) and not codegen.target_has_features("avx512bf16", resolve_target(
+        {"kind": "llvm", "mcpu": "rocketlake"}, gpu_query=no_gpu).tvm())
+
+
 def test_what_tvm_answers_is_kept_per_version_and_a_damaged_file_is_asked_again(tmp_path, monkeypatch):
     """Resolving a target asks TVM (kind options, the host CPU, whether TVM accepts the dict): kept
     in the cache folder so a run's main process never imports TVM (and torch) to ask again."""

@@ -303,6 +303,29 @@ def _tvm_fact(key: str, ask: Callable[[], Any], this_machine: bool = False) -> A
     return facts[key]
 
 
+# /proc/cpuinfo flags -> LLVM features that tvmbench's code generation uses, for CPUs whose name
+# LLVM's host detection gets from a model number a hypervisor made up: a 2-vCPU Xeon VM with
+# AVX-512 BF16 reports Rocket Lake's model (167), LLVM names it ``rocketlake``, which has none,
+# and ``--precision bf16`` was refused there.
+HOST_FEATURES = {"avx512_bf16": "avx512bf16"}
+
+
+def host_features_beyond(mcpu: str) -> list[str]:
+    """LLVM features (of HOST_FEATURES) this machine's CPU has that the CPU named ``mcpu`` lacks."""
+    flags = set(next((line.split(":", 1)[1].split() for line in _cpuinfo().splitlines() if line.startswith("flags")), []))
+    wanted = sorted(llvm for flag, llvm in HOST_FEATURES.items() if flag in flags)
+    if not wanted:
+        return []
+
+    def ask() -> list[str]:
+        from tvm.target import Target
+
+        return sorted(str(f) for f in _codegen().llvm_get_cpu_features(Target({"kind": "llvm", "mcpu": mcpu})))
+
+    named = _tvm_fact(f"llvm-cpu-features/{mcpu}", ask)
+    return [f for f in wanted if f not in named]
+
+
 def _cpuinfo() -> str:
     """The first processor's model name and flags (what LLVM reads to name the host CPU)."""
     try:
@@ -396,6 +419,10 @@ def _fill_cpu(config: dict[str, Any], notes: list[str]) -> None:
     if native and "mcpu" not in config:
         config["mcpu"] = host_cpu()
         notes.append(f"mcpu detected from this machine: {config['mcpu']}")
+        mcpu = "native"
+    if mcpu == "native" and "mattr" not in config and (extra := host_features_beyond(str(config["mcpu"]))):
+        config["mattr"] = [f"+{f}" for f in extra]
+        notes.append(f"features of this CPU its name ({config['mcpu']}) lacks, added: {', '.join(extra)}")
     if native and "num-cores" not in config:
         config["num-cores"] = physical_cores()
     if "mcpu" in config:

@@ -206,10 +206,10 @@ ROW_BLOCK_MAX_BYTES = 1 << 20
 # 1.011x, inception_v3 b8 1.003x, gpt2 b8 0.997x, bert-base b8 0.995x; at 128 KB resnet50 b8 0.992x).
 REDUCTION_PANEL_BYTES = 112 << 10
 REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
-# ... or, on a target whose L3 is far (``targets.near_l3``: Intel's server cores), more than
-# REDUCTION_BLOCK_FAR_L3_L2 of one core's L2: each core sweeps the whole input once per channel
-# tile, and an input that shares L2 with the panel comes from L3 each time, at the memory's speed
-# there. 2-vCPU Xeon VM (2 MB L2), same-process A/B of 1 MB against 2 MB: bert-large's 4096 -> 1024
+# ... or, on a target whose L3 is far (``targets.near_l3``: Intel's server cores), that read more
+# than REDUCTION_BLOCK_FAR_L3_L2 of one core's L2 (rows x depth: a strided convolution reads a part
+# of its input): each core sweeps the input once per channel tile, and an input that shares L2
+# with the panel comes from L3 each time, at the memory's speed there. 2-vCPU Xeon VM (2 MB L2), same-process A/B of 1 MB against 2 MB: bert-large's 4096 -> 1024
 # layer (2 MB of input, a 1 MB panel) 7.07 -> 3.60 ms per call, the model 1.41x [1.33-1.47];
 # bert-base (1.5 MB) 1.010x [1.000-1.015].
 REDUCTION_BLOCK_FAR_L3_L2 = 0.5
