@@ -43,6 +43,7 @@ class CandidateTimer:
         light_workers()
         self.target = target
         self.wrong = 0  # candidates that ran but failed the output check
+        self.checker: Any = None  # the output check's worker pool (``_outputs``), started on first use
         # One build worker, kept across calls (``local_builder``): a handful of candidates per call
         # gains little from parallel builds. A schedule LLVM needs more than build_timeout_s to compile (a
         # draw can unroll a transform into a huge function), or that runs longer than
@@ -131,7 +132,7 @@ class CandidateTimer:
 
         from tvmbench.tuning.build import WORKER_USES
 
-        if getattr(self, "checker", None) is None:
+        if self.checker is None:
             self.checker = PopenPoolExecutor(max_workers=1, timeout=self.runner.timeout_sec,
                                              maximum_process_uses=WORKER_USES)
         done = next(iter(self.checker.map_with_error_catching(lambda a: outputs_of(*a), [(artifact, args, positions)])))
