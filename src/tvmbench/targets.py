@@ -409,7 +409,8 @@ def parse_legacy_string(spec: str) -> dict[str, Any]:
 
 def _fill_cpu(config: dict[str, Any], notes: list[str]) -> None:
     mcpu = str(config.get("mcpu", ""))
-    if mcpu == "native":
+    detected = mcpu == "native"  # (this machine's CPU, named by LLVM from its model number)
+    if detected:
         config["mcpu"] = host_cpu()
         notes.append(f"mcpu=native resolved to {config['mcpu']}")
     if "mtriple" not in config and mcpu.lower().startswith(_AARCH64_CPU_PREFIXES):
@@ -419,8 +420,8 @@ def _fill_cpu(config: dict[str, Any], notes: list[str]) -> None:
     if native and "mcpu" not in config:
         config["mcpu"] = host_cpu()
         notes.append(f"mcpu detected from this machine: {config['mcpu']}")
-        mcpu = "native"
-    if mcpu == "native" and "mattr" not in config and (extra := host_features_beyond(str(config["mcpu"]))):
+        detected = True
+    if detected and "mattr" not in config and (extra := host_features_beyond(str(config["mcpu"]))):
         config["mattr"] = [f"+{f}" for f in extra]
         notes.append(f"features of this CPU its name ({config['mcpu']}) lacks, added: {', '.join(extra)}")
     if native and "num-cores" not in config:

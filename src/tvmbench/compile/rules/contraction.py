@@ -209,9 +209,10 @@ REDUCTION_BLOCK_INPUT_BYTES = 2 << 20
 # ... or, on a target whose L3 is far (``targets.near_l3``: Intel's server cores), that read more
 # than REDUCTION_BLOCK_FAR_L3_L2 of one core's L2 (rows x depth: a strided convolution reads a part
 # of its input): each core sweeps the input once per channel tile, and an input that shares L2
-# with the panel comes from L3 each time, at the memory's speed there. 2-vCPU Xeon VM (2 MB L2), same-process A/B of 1 MB against 2 MB: bert-large's 4096 -> 1024
-# layer (2 MB of input, a 1 MB panel) 7.07 -> 3.60 ms per call, the model 1.41x [1.33-1.47];
-# bert-base (1.5 MB) 1.010x [1.000-1.015].
+# with the panel comes from L3 each time, at the memory's speed there. 2-vCPU Xeon VM (2 MB L2):
+# bert-large's 4096 -> 1024 layers (2 MB of input, a 1 MB panel) 7.07 -> 3.60 ms per call in the
+# model; same-process A/Bs against the old rule: bert-large 1.112x / 1.213x (both build orders),
+# gpt2 1.017x, bert-base 1.010x, t5-base 1.008x, distilbert 1.006x.
 REDUCTION_BLOCK_FAR_L3_L2 = 0.5
 # ... and a window's reduction (a 3x3 convolution: its channels in blocks, the taps inside) whose
 # panel is larger than WINDOW_BLOCKS (one core's L2), whatever the input it sweeps (0: never), in
