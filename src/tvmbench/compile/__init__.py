@@ -82,12 +82,14 @@ class _Bf16Check:
     bf16 (asked before scheduling), then which of them the schedule left without the dot product
     (``bf16.without_dot``), as a warning kept in the cached build's meta.json."""
 
-    def __init__(self, mod: Any, then: Callable[[Any], None]) -> None:
+    def __init__(self, mod: Any, then: Callable[[Any], None], target: ResolvedTarget) -> None:
+        from tvmbench.compile.bf16 import slower_than_fp32
         from tvmbench.compile.passes.bf16_dense import marked
 
         self.bf16, self.then = marked(mod), then  # (then: the legalized module's other hook)
         self.kernels: list[str] = []
-        self.warnings: list[str] = []
+        slow = slower_than_fp32(target.tvm()) if self.bf16 else None
+        self.warnings: list[str] = [slow] if slow else []
 
     def legalized(self, mod: Any) -> None:
         from tvmbench.compile import pipeline
@@ -171,7 +173,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
         db_info.update({"tasks": total, "tasks_with_records": together})
 
-    check = _Bf16Check(imported.mod, count_tuned)
+    check = _Bf16Check(imported.mod, count_tuned, target)
     if not hit:
         t0 = time.perf_counter()
         built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=check.legalized,

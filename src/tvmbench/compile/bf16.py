@@ -65,6 +65,19 @@ def check_target(target: Any) -> None:
                         f"or later); the target ({cpu or 'generic x86'}) has none: use fp32, or fp16/amp on CUDA")
 
 
+def slower_than_fp32(target: Any) -> str | None:
+    """Why a ``--precision bf16`` build may run slower than fp32 on a ``tvm.target.Target`` (None:
+    not known to). AMD's Zen 4/5 gained from the dot product (sessions 66-71); Intel's issues it
+    at half its FMAs' rate, the same products per cycle plus the conversions: on a 2-vCPU Sapphire
+    Rapids-class VM resnet50 ran 0.73x of fp32 (docs/performance.md, session 85)."""
+    mcpu = str(target.attrs["mcpu"]) if target.kind.name == "llvm" and "mcpu" in target.attrs else ""
+    if not mcpu or mcpu.startswith("znver"):
+        return None
+    return (f"bf16 may run slower than fp32 on this CPU ({mcpu}): its AVX-512 BF16 dot product issues at half the "
+            "rate of its fp32 FMAs (resnet50 measured 0.73x of fp32 on a Sapphire Rapids-class CPU); "
+            "--precision fp32 is likely faster")
+
+
 def register() -> None:
     """Register :data:`DOT_16x2` with TVM (once per process)."""
     global _registered
