@@ -130,6 +130,9 @@ def cpu_l2_bytes(target: Any) -> int:
     return _l2_bytes(target.kind.name, (triple or platform.machine()).split("-")[0], mcpu)
 
 
+AMD_CPUS = ("znver", "bdver", "btver", "amdfam")  # LLVM's names of AMD's x86 CPUs begin so
+
+
 def near_l3(target: Any) -> bool:
     """Whether a ``tvm.target.Target``'s cores have their L3 near (AMD's Zen: the CCX's own L3,
     which streams to a core at a good part of L2's speed), as opposed to Intel's server cores,
@@ -138,7 +141,7 @@ def near_l3(target: Any) -> bool:
     CPU is taken as near, the rules' measured default."""
     attrs = target.attrs
     mcpu = str(attrs["mcpu"]) if "mcpu" in attrs else ""
-    return not mcpu or mcpu.startswith(("znver", "bdver", "btver", "amdfam"))
+    return not mcpu or mcpu.startswith(AMD_CPUS)
 
 
 def physical_cores() -> int:

@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvmbench.errors import UserError
-from tvmbench.targets import has_bf16_dot
+from tvmbench.targets import AMD_CPUS, has_bf16_dot
 
 DOT_16x2 = "tvmbench_dot_16x2_bf16f32"
 LLVM_FUNCTION = "tvmbench_dpbf16ps"
@@ -71,7 +71,7 @@ def slower_than_fp32(target: Any) -> str | None:
     at half its FMAs' rate, the same products per cycle plus the conversions: on a 2-vCPU Sapphire
     Rapids-class VM resnet50 ran 0.73x of fp32 (docs/performance.md, session 85)."""
     mcpu = str(target.attrs["mcpu"]) if target.kind.name == "llvm" and "mcpu" in target.attrs else ""
-    if not mcpu or mcpu.startswith("znver"):
+    if not mcpu or mcpu.startswith(AMD_CPUS):
         return None
     return (f"bf16 may run slower than fp32 on this CPU ({mcpu}): its AVX-512 BF16 dot product issues at half the "
             "rate of its fp32 FMAs (resnet50 measured 0.73x of fp32 on a Sapphire Rapids-class CPU); "
