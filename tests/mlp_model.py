@@ -880,6 +880,28 @@ def build_bf16_patch_stems():
     return _Stems().eval(), (torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32))
 
 
+class _Bf16Tiles(torch.nn.Module):
+    """bf16 products for AMX tiles (``rules/amx.py``): a 1x1 convolution over a 14x14 map (rows
+    of 14), a 3x3 one with stride 2 to 7x7 (rows of 7, two input rows apart), one over 16 input
+    channels (not whole steps of 32: the dot product instead) and a dense layer over 32 tokens
+    (two tiles of 16 rows)."""
+
+    def __init__(self):
+        super().__init__()
+        self.pointwise = torch.nn.Conv2d(64, 64, 1)
+        self.strided = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
+        self.narrow = torch.nn.Conv2d(16, 64, 1)
+        self.dense = torch.nn.Linear(64, 96)
+
+    def forward(self, x, y, z):
+        return self.strided(torch.relu(self.pointwise(x))), self.narrow(y), self.dense(z)
+
+
+def build_bf16_tiles():
+    torch.manual_seed(0)
+    return _Bf16Tiles().eval(), (torch.randn(1, 64, 14, 14), torch.randn(1, 16, 14, 14), torch.randn(1, 32, 64))
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

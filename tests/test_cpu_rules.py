@@ -2137,9 +2137,44 @@ def test_the_bf16_check_reads_kernels_without_a_root_block():
     assert bf16_kernels(tvm.IRModule({"cumsum": cumsum})) == []
 
 
+def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
+    """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
+    call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one and a dense
+    layer; the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
+    every product does. The kernels compile for that CPU on any x86 host (they run only on one
+    with AMX: the bf16 tests that run builds cover them there)."""
+    import tvm
+
+    from tvmbench.compile import amx, bf16
+    from tvmbench.compile.precision import apply_precision
+
+    path = f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles"
+    called = {}
+    for cpu in ("sapphirerapids", "znver4"):
+        target = resolve_target({"kind": "llvm", "mcpu": cpu, "num-cores": 2}, gpu_query=lambda: None)
+        mod = apply_precision(import_model(load_model(path)).mod, "bf16", target)
+        legal = pipeline.per_inference(pipeline.legalized(mod, target))
+        for gv, func in legal.functions.items():
+            if gv.name_hint not in bf16.bf16_kernels(legal):
+                continue
+            rule, sch = pipeline.default_schedule(func, target)
+            script = sch.mod.script()
+            called[cpu, gv.name_hint] = "amx" if amx.LLVM_FUNCTION in script else (
+                "dot" if bf16.LLVM_FUNCTION in script else rule)
+            if cpu == "sapphirerapids" and called[cpu, gv.name_hint] == "amx" and "matmul" in gv.name_hint:
+                lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}),
+                                  target=target.tvm())
+                assert "tdpbf16ps" in lib.mod.inspect_source("asm")
+    amx_kernels = sorted(n for (cpu, n), how in called.items() if cpu == "sapphirerapids" and how == "amx")
+    assert len(amx_kernels) == 3 and sum("matmul" in n for n in amx_kernels) == 1, called
+    assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 3 + ["dot"], called
+    assert {how for (cpu, _), how in called.items() if cpu == "znver4"} == {"dot"}, called
+
+
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
 @pytest.mark.parametrize("name", [BF16_NET, f"{Path(__file__).parent}/mlp_model.py:build_winograd",
-                                  f"{Path(__file__).parent}/mlp_model.py:build_bf16_residual"])
+                                  f"{Path(__file__).parent}/mlp_model.py:build_bf16_residual",
+                                  f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles"])
 def test_bf16_build_matches_pytorch_at_the_bf16_tolerance_and_rounds_unlike_fp32(name):
     import torch
 
@@ -2168,8 +2203,9 @@ def test_a_bf16_kernel_left_without_the_dot_product_is_named_in_a_compile_warnin
     """A kernel that reads bf16 but misses the dot product runs correct and many times slower:
     the build says which (with the Contraction rule declining, DLight takes the bf16 net's dense
     layers and convolutions), in the compile warnings and again from the cache; none without.
-    On an Intel CPU every bf16 build also says it may be slower than fp32 (its dot product issues
-    at half the FMAs' rate: resnet50 0.73x on a Sapphire Rapids-class VM); on Zen 4/5 none does."""
+    On an Intel CPU without AMX every bf16 build also says it may be slower than fp32 (its dot
+    product issues at half the FMAs' rate: resnet50 0.73x on a Sapphire Rapids-class VM before
+    AMX tiles took its products); on Zen 4/5 and with AMX none does."""
     import dataclasses
 
     from tvmbench.compile import compile_model
@@ -2177,8 +2213,9 @@ def test_a_bf16_kernel_left_without_the_dot_product_is_named_in_a_compile_warnin
     from tvmbench.compile.precision import apply_precision
 
     intel, zen = (resolve_target({"kind": "llvm", "mcpu": cpu}, gpu_query=lambda: None).tvm()
-                  for cpu in ("sapphirerapids", "znver4"))
+                  for cpu in ("cooperlake", "znver4"))
     assert "slower than fp32" in slower_than_fp32(intel) and slower_than_fp32(zen) is None
+    assert slower_than_fp32(resolve_target({"kind": "llvm", "mcpu": "sapphirerapids"}).tvm()) is None  # (AMX)
     here = [slower_than_fp32(TARGET.tvm())] if slower_than_fp32(TARGET.tvm()) else []
     model = load_model(BF16_NET)
     imported = import_model(model)

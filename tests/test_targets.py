@@ -93,6 +93,10 @@ def test_a_host_feature_its_cpu_name_lacks_is_added_and_a_named_cpu_is_taken_as_
     monkeypatch.setattr(targets, "_cpuinfo", lambda: "model name\t: Intel Xeon\nflags\t\t: fpu avx512f avx512_bf16")
     monkeypatch.setattr(targets, "host_cpu", lambda: "rocketlake")
     assert targets.host_features_beyond("rocketlake") == ["avx512bf16"]
+    with monkeypatch.context() as m:  # (and its AMX tiles, which rules/amx.py uses)
+        m.setattr(targets, "_cpuinfo", lambda: "flags\t\t: fpu avx512f avx512_bf16 amx_bf16 amx_tile")
+        assert targets.host_features_beyond("rocketlake") == ["amx-bf16", "amx-tile", "avx512bf16"]
+        assert targets.host_features_beyond("sapphirerapids") == []
     assert targets.host_features_beyond("sapphirerapids") == []
     t = resolve_target("llvm", gpu_query=no_gpu)
     assert t.config["mattr"] == ["+avx512bf16"] and any("avx512bf16" in n for n in t.notes)

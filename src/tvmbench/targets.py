@@ -310,7 +310,7 @@ def _tvm_fact(key: str, ask: Callable[[], Any], this_machine: bool = False) -> A
 # LLVM's host detection gets from a model number a hypervisor made up: a 2-vCPU Xeon VM with
 # AVX-512 BF16 reports Rocket Lake's model (167), LLVM names it ``rocketlake``, which has none,
 # and ``--precision bf16`` was refused there.
-HOST_FEATURES = {"avx512_bf16": "avx512bf16"}
+HOST_FEATURES = {"avx512_bf16": "avx512bf16", "amx_bf16": "amx-bf16", "amx_tile": "amx-tile"}
 
 
 def host_features_beyond(mcpu: str) -> list[str]:

@@ -69,9 +69,12 @@ def slower_than_fp32(target: Any) -> str | None:
     """Why a ``--precision bf16`` build may run slower than fp32 on a ``tvm.target.Target`` (None:
     not known to). AMD's Zen 4/5 gained from the dot product (sessions 66-71); Intel's issues it
     at half its FMAs' rate, the same products per cycle plus the conversions: on a 2-vCPU Sapphire
-    Rapids-class VM resnet50 ran 0.73x of fp32 (docs/performance.md, session 85)."""
+    Rapids-class VM resnet50 ran 0.73x of fp32 (docs/performance.md, session 85), until its AMX
+    tiles took the products (``compile/amx.py``)."""
+    from tvmbench.compile import amx
+
     mcpu = str(target.attrs["mcpu"]) if target.kind.name == "llvm" and "mcpu" in target.attrs else ""
-    if not mcpu or mcpu.startswith(AMD_CPUS):
+    if not mcpu or mcpu.startswith(AMD_CPUS) or amx.usable(target):
         return None
     return (f"bf16 may run slower than fp32 on this CPU ({mcpu}): its AVX-512 BF16 dot product issues at half the "
             "rate of its fp32 FMAs (resnet50 measured 0.73x of fp32 on a Sapphire Rapids-class CPU); "
@@ -134,4 +137,7 @@ def without_dot(kernels: list[str], scheduled: Any) -> list[str]:
     a time, so they run correct but many times slower (alexnet's and inception_v3's
     convolutions, 30-90x, before session 66 gave them whole row tiles)."""
     funcs = {gv.name_hint: f for gv, f in scheduled.functions.items()}
-    return sorted(n for n in kernels if n in funcs and LLVM_FUNCTION not in funcs[n].script())
+    from tvmbench.compile import amx
+
+    return sorted(n for n in kernels if n in funcs
+                  and not any(f in funcs[n].script() for f in (LLVM_FUNCTION, amx.LLVM_FUNCTION)))

@@ -10,6 +10,7 @@ rule that applies schedules the function:
 ``ExpandWindow``  a 1x1 convolution computed band by band inside the window reduction it feeds;
 ``WindowProject`` a depthwise convolution (and its expansion) computed band by band inside the 1x1 projection;
 ``Attention``     a joined ``softmax(q @ k + mask) @ v``, a block of query rows per task;
+``Amx``           bf16 contractions on AMX tiles (Intel CPUs with AMX, ``--precision bf16``);
 ``Contraction``   register-tiled reductions: matmul, batch matmul, convolution, pooling, means;
 ``Injective``     elementwise, broadcast, layout and padding loops, parallel and vectorised;
 ``RowReduction``  layer norm and softmax as per-row vector partial sums;
@@ -28,6 +29,7 @@ from typing import Any
 
 from tvm.s_tir import dlight as dl
 
+from tvmbench.compile.rules.amx import Amx
 from tvmbench.compile.rules.attention import Attention
 from tvmbench.compile.rules.base import Rule, guarded
 from tvmbench.compile.rules.contraction import Contraction
@@ -38,7 +40,7 @@ from tvmbench.compile.rules.row_reduction import RowReduction
 from tvmbench.compile.rules.window_project import WindowProject
 from tvmbench.compile.rules.winograd import Winograd
 
-__all__ = ["Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "WindowProject",
+__all__ = ["Amx", "Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "WindowProject",
            "Winograd",
            "default_rules", "guarded"]
 
@@ -48,6 +50,6 @@ def default_rules(kind: str) -> list[Any]:
     if kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [Winograd(), ExpandWindow(), WindowProject(), Attention(), Contraction(), Injective(), RowReduction(),
+        rules = [Winograd(), ExpandWindow(), WindowProject(), Attention(), Amx(), Contraction(), Injective(), RowReduction(),
                  dl.cpu.GEMV(), dl.cpu.Reduction(), Fallback()]
     return [guarded(r) for r in rules]

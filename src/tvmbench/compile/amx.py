@@ -1,0 +1,177 @@
+"""bf16 products on AMX tiles (Intel Sapphire Rapids and later, ``--precision bf16``).
+
+AVX-512 BF16's ``vdpbf16ps`` (``compile/bf16.py``) issues on Intel at half its FMAs' rate, so a
+bf16 build there ran slower than fp32 (resnet50 0.73x, session 85). AMX multiplies a tile of up
+to 16 rows x 32 bf16 by a tile of 16 pairs x 16 columns into 16 x 16 fp32 sums in one
+``tdpbf16ps``: a C loop of four such products per step ran 1230 GFLOP/s on one core of the Xeon
+VM, against ~190 for fp32 FMAs (docs/performance.md, session 86).
+
+The weights are already in the layout AMX reads: ``passes/pack_weights.py`` packs a bf16 weight as
+``[N/32, K/2, 32, 2]``, and 16 columns of one pack block (64 bytes of each 128-byte row) are a
+B tile. So ``rules/amx.py`` tiles a bf16 contraction in ``rows x 32`` outputs and one tensor
+intrinsic (:func:`register`) replaces each tile's innermost reduction (its input channels) with
+one call of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by
+``pragma_import_llvm``) that loads the tile's sums into tile registers, runs the reduction in steps
+of 32 (two A tiles x two B tiles, four ``tdpbf16ps`` per step) and stores them back.
+
+Linux hands AMX's 8 KB of tile state to a process only on request (``arch_prctl
+(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; without it the first tile instruction is SIGILL), so
+the function asks once per process (a flag in the library), and loads the tile configuration
+(``ldtilecfg``: rows and bytes per tile, per thread) on each call, which costs little beside a
+tile's reduction.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tvmbench.targets import has_feature
+
+LLVM_FUNCTION = "tvmbench_amx_bf16"
+PACK = 32  # the weights' pack block: two B tiles of 16 columns
+STEP = 32  # reduction steps per tile product (16 pairs)
+MAX_ROWS = 16
+
+_SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
+
+
+def _function(tiles_a: int) -> str:
+    """The LLVM IR of ``LLVM_FUNCTION + tiles_a``: sums[rows x tiles_a, 32] += a[.., steps x 32]
+    x b[steps x 16, 32, 2] (``ld*``: row strides in bytes), in tile registers 0-3 (sums), 4-5
+    (a), 6-7 (b)."""
+    sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
+    a_rows = range(tiles_a)
+    ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
+    load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
+    store = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
+    step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_row{r}, i64 %ak\n"
+                       f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in a_rows)
+    products = "\n".join(f"  call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {4 + r}, i8 {6 + off // 64})"
+                         for t, r, off in sums)
+    return f"""
+define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, ptr %b, i64 %steps, i64 %rows) {{
+entry:
+  %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
+  %ok = icmp ne i32 %granted, 0
+  br i1 %ok, label %configure, label %ask
+ask:
+  %r = call i64 (i64, ...) @syscall(i64 {_SYS_ARCH_PRCTL}, i64 {_ARCH_REQ_XCOMP_PERM}, i64 {_XFEATURE_XTILEDATA})
+  store atomic i32 1, ptr @tvmbench_amx_granted monotonic, align 4
+  br label %configure
+configure:
+  %cfg = alloca [64 x i8], align 64
+  call void @llvm.memset.p0.i64(ptr %cfg, i8 0, i64 64, i1 false)
+  store i8 1, ptr %cfg
+  %rows8 = trunc i64 %rows to i8
+  br label %fill
+fill:
+  %t = phi i64 [0, %configure], [%t1, %fill]
+  %colsb = getelementptr i16, ptr %cfg, i64 %t
+  %colsb1 = getelementptr i8, ptr %colsb, i64 16
+  store i16 64, ptr %colsb1
+  %rowp = getelementptr i8, ptr %cfg, i64 %t
+  %rowp1 = getelementptr i8, ptr %rowp, i64 48
+  %is_b = icmp uge i64 %t, 6
+  %n = select i1 %is_b, i8 16, i8 %rows8
+  store i8 %n, ptr %rowp1
+  %t1 = add i64 %t, 1
+  %filled = icmp eq i64 %t1, 8
+  br i1 %filled, label %load, label %fill
+load:
+  call void @llvm.x86.ldtilecfg(ptr %cfg)
+  %c_row0 = getelementptr i8, ptr %c, i64 0
+  %c_skip = mul i64 %ldc, %rows
+  %c_row1 = getelementptr i8, ptr %c, i64 %c_skip
+  %a_row0 = getelementptr i8, ptr %a, i64 0
+  %a_skip = mul i64 %lda, %rows
+  %a_row1 = getelementptr i8, ptr %a, i64 %a_skip
+{ptrs}
+{load}
+  br label %loop
+loop:
+  %i = phi i64 [0, %load], [%next, %loop]
+  %ak = mul i64 %i, {2 * STEP}
+{step_a}
+  %bk = mul i64 %i, {STEP // 2 * PACK * 4}
+  %pb0 = getelementptr i8, ptr %b, i64 %bk
+  %pb1 = getelementptr i8, ptr %pb0, i64 64
+  call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 {PACK * 4})
+  call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 {PACK * 4})
+{products}
+  %next = add i64 %i, 1
+  %done = icmp eq i64 %next, %steps
+  br i1 %done, label %exit, label %loop
+exit:
+{store}
+  ret void
+}}
+"""
+
+
+# linkonce_odr: every kernel that uses them links a copy, and the copies merge.
+LLVM_IR = f"""
+@tvmbench_amx_granted = linkonce_odr global i32 0
+declare i64 @syscall(i64, ...)
+declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
+declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
+{_function(1)}
+{_function(2)}
+"""
+
+_registered: set[str] = set()
+
+
+def usable(target: Any) -> bool:
+    """Whether a ``tvm.target.Target`` is a CPU with AMX's bf16 tile products."""
+    return target.kind.name == "llvm" and has_feature(target, "amx-bf16") and has_feature(target, "amx-tile")
+
+
+def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
+    """The name of the tensor intrinsic for a tile of ``tiles_a`` x ``rows`` rows and 32 columns
+    over a reduction of ``depth`` (a multiple of 32) whose rows are ``stride`` rows apart in the
+    input (a strided convolution's), registered with TVM once per process."""
+    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}s{stride}"
+    if name in _registered:
+        return name
+    from tvm.s_tir import TensorIntrin
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = (m - 1) * stride + 1  # (input rows the tile's rows reach)
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[T.int64(), 1])
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1)
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r in T.grid(m, PACK, k):
+                with T.sblock("update"):
+                    vi, vj, vr = T.axis.remap("SSR", [i, j, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi * stride, vr], "float32") * T.cast(B[vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sc = T.int64(), T.int64()
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1)
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            # (uint16 views: TVM's bf16 legalisation stores bf16 as uint16, and a pointer to a
+            # bf16 buffer no longer matches its element type)
+            a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((k * PACK,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", C.access_ptr("rw"), sc * 4,
+                                     a16.access_ptr("r"), sa * 2 * stride, b16.access_ptr("r"), T.int64(k // STEP),
+                                     T.int64(rows)))
+
+    TensorIntrin.register(name, desc, impl, override=True)
+    _registered.add(name)
+    return name
