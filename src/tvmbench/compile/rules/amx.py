@@ -22,14 +22,25 @@ from typing import Any
 from tvmbench.compile import amx
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule
-from tvmbench.compile.rules.contraction import Tile, fold_epilogue, inline_producers, match, write_back
+from tvmbench.compile.rules.contraction import (
+    Tile,
+    fold_epilogue,
+    inline_producers,
+    match,
+    operand_bytes,
+    weight_batch_axes,
+    write_back,
+)
 from tvmbench.compile.tir import coefficient
 
 # The fewest rows an A tile may have: the row axis's largest divisor up to 16 must be at least this.
 MIN_ROWS = 7
-# Tiles in channel-outer order (one 32-column panel of weights swept over every row tile before
-# the next), else row-outer.
-CHANNEL_OUTER = True
+# Tiles run channel-outer (one 32-column panel of weights swept over every row tile of every image
+# and map row before the next: each weight read from memory once) where the weights outweigh the
+# input by this factor, else row-outer (the input read once, the weights from L2 or L3 again for
+# each row tile). Alone (session 86, Xeon VM), resnet50's 3x3 over 7x7 maps (4.7 MB of weights):
+# 0.58 ms row-outer, 0.22 channel-outer; its 1x1 over 56x56 maps (32 KB of weights) 0.17 and 0.32.
+CHANNEL_OUTER_WEIGHTS = 1.0
 
 
 class Amx(Rule):
@@ -56,15 +67,25 @@ class Amx(Rule):
         reductions = [loop for loop, k in zip(loops, found.kinds, strict=True) if k == "R"]
         outer = [loop for i, (loop, k) in enumerate(zip(loops, found.kinds, strict=True))
                  if k == "S" and i not in (found.n_axis, found.m_axis)]
-        order = [n_outer, m_outer] if knob("amx_channel_outer", CHANNEL_OUTER, (False, True)) else [m_outer, n_outer]
-        sch.reorder(*outer, *order, *reductions[:-1], m_inner, n_inner, reductions[-1])
-        tile_loop = sch.fuse(*outer, *order)
+        if knob("amx_channel_outer", _channel_outer(found), (False, True)):
+            batch = weight_batch_axes(found)  # (a batch whose weights differ stays outside their panels)
+            order = [loops[i] for i in sorted(batch)] + [n_outer] + [loop for i, loop in enumerate(loops)
+                                                                    if loop in outer and i not in batch] + [m_outer]
+        else:
+            order = [*outer, m_outer, n_outer]
+        sch.reorder(*order, *reductions[:-1], m_inner, n_inner, reductions[-1])
+        tile_loop = sch.fuse(*order)
         sch.parallel(tile_loop)
         write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * tiles_a, width=found.lanes), tile_loop,
                    reductions[:-1] or [m_inner], epilogue, None)
         sch.tensorize(m_inner, amx.register(rows, tiles_a, found.extents[-1], stride))
         sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
+
+
+def _channel_outer(found: Any) -> bool:
+    """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS)."""
+    return operand_bytes(found, rows_dependent=False) > CHANNEL_OUTER_WEIGHTS * operand_bytes(found, rows_dependent=True)
 
 
 def _tile_shape(found: Any) -> tuple[int, int, int] | None:

@@ -787,7 +787,7 @@ def _wide_tile(found: Match) -> bool:
     """Whether a multi-row tile may be four vectors wide (two packed blocks of weights): over
     weights too large for spatial-outer tiles (``_spatial_outer_bytes``), which the channel-outer
     tiles stream."""
-    return SPAN_ALL and _operand_bytes(found, rows_dependent=False) >= _spatial_outer_bytes(found)
+    return SPAN_ALL and operand_bytes(found, rows_dependent=False) >= _spatial_outer_bytes(found)
 
 
 def _batched_weights(found: Match) -> bool:
@@ -899,7 +899,7 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
     tiles together."""
     if m_outer is None:
         return [], [n_outer] + [loop for _, loop in others], False
-    weight_batch = _weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
+    weight_batch = weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
     spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(weight_batch))
     # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
     several = found.extents[found.n_axis] > tile.vectors * tile.width
@@ -931,8 +931,8 @@ def _row_chunks(found: Match, tile: Tile, m_outer: Any | None) -> int:
     if row_tiles < 2 * ROW_CHUNKS or row_tiles % ROW_CHUNKS or row_tiles * tile.rows != found.extents[found.m_axis]:
         return 0
     out_bytes = int(np.prod([as_int(d) or 0 for d in found.out.shape])) * dtype_bits(found.out.dtype) // 8
-    rows_bytes = _operand_bytes(found, rows_dependent=True) + out_bytes
-    chunked = rows_bytes >= ROW_CHUNK_BYTES_PER_WEIGHT_BYTE * _operand_bytes(found, rows_dependent=False)
+    rows_bytes = operand_bytes(found, rows_dependent=True) + out_bytes
+    chunked = rows_bytes >= ROW_CHUNK_BYTES_PER_WEIGHT_BYTE * operand_bytes(found, rows_dependent=False)
     return knob("row_chunks", ROW_CHUNKS if chunked else 0, (0, ROW_CHUNKS))
 
 
@@ -949,7 +949,7 @@ def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer:
     sch = found.sch
     weights = [r.source for r in _operand_reads(found, rows_dependent=False)]
     if len(weights) != 1 or len(weights[0].shape) < 3 \
-            or _weight_batch_axes(found) - (_batch_axes(found) if batched else set()):
+            or weight_batch_axes(found) - (_batch_axes(found) if batched else set()):
         return None
     lanes = as_int(weights[0].shape[-1]) or 0
     columns = tile.vectors * tile.width
@@ -987,7 +987,7 @@ def _row_block(found: Match, tiles_: int, rows: int, batches: int = 1) -> int:
     hold at most ROW_BLOCK_ROWS rows, when that is at least half as many (a row count without a
     good divisor keeps one block) and their input fits ROW_BLOCK_MAX_BYTES (a block that cannot
     stay in L2 saves nothing and reads the weights once more per block)."""
-    input_bytes = _operand_bytes(found, rows_dependent=True) // batches
+    input_bytes = operand_bytes(found, rows_dependent=True) // batches
     if input_bytes <= ROW_BLOCK_BYTES:
         return tiles_
     fit = max(ROW_BLOCK_ROWS // rows, 1)
@@ -1032,7 +1032,7 @@ def _block_reduction(found: Match, tile: Tile, outer_spatial: list[Any], n_outer
         return nbytes // batches * int(np.prod(loop_extents[split - 1:])) // int(np.prod(loop_extents))
 
     # (the input swept; where L3 is far, also as read: a strided convolution reads a part of it)
-    fits = share(_operand_bytes(found, rows_dependent=True)) <= REDUCTION_BLOCK_INPUT_BYTES and (
+    fits = share(operand_bytes(found, rows_dependent=True)) <= REDUCTION_BLOCK_INPUT_BYTES and (
         found.near_l3 or share(_read_bytes(found, depth)) <= REDUCTION_BLOCK_FAR_L3_L2 * found.l2)
     if fits if len(extents) == 1 else \
             (row_bytes * depth <= WINDOW_BLOCKS or tile.rows * tile.stack >= WINDOW_BLOCK_ROWS):
@@ -1061,13 +1061,13 @@ def _operand_reads(found: Match, rows_dependent: bool) -> list[Any]:
             and any(uses(x.min, m_var) for x in r.region) == rows_dependent]
 
 
-def _operand_bytes(found: Match, rows_dependent: bool) -> int:
+def operand_bytes(found: Match, rows_dependent: bool) -> int:
     """Bytes of the operands that depend on the row axis (the input) or do not (the weights)."""
     return sum(int(np.prod([as_int(d) or 0 for d in r.source.shape])) * dtype_bits(r.source.dtype) // 8
                for r in _operand_reads(found, rows_dependent))
 
 
-def _weight_batch_axes(found: Match) -> set[int]:
+def weight_batch_axes(found: Match) -> set[int]:
     """The spatial axes, other than the vector and row axes, that index the weights (the operands
     that do not depend on the row axis): a batched contraction's batch, such as the Winograd
     product's tile position."""
@@ -1079,11 +1079,11 @@ def _weight_batch_axes(found: Match) -> set[int]:
 
 
 def _batch_axes(found: Match) -> set[int]:
-    """The weight batch axes (``_weight_batch_axes``) that index the input as well: the axis of
+    """The weight batch axes (``weight_batch_axes``) that index the input as well: the axis of
     independent contractions, such as a grouped convolution's group. Not an axis that indexes the
     weights alone (the groups-inner form's output channel, over which the input is reused)."""
     inputs = _operand_reads(found, rows_dependent=True) if found.m_axis is not None else []
-    return {i for i in _weight_batch_axes(found)
+    return {i for i in weight_batch_axes(found)
             if inputs and all(any(uses(x.min, found.block.iter_vars[i].var) for x in r.region) for r in inputs)}
 
 
@@ -1091,14 +1091,14 @@ def _weights_fit(found: Match) -> bool:
     """Whether the operands that do not depend on the row axis are smaller than
     ``_spatial_outer_bytes``: then the output-channel tiles go innermost, and the input is read
     once."""
-    weight_bytes = _operand_bytes(found, rows_dependent=False)
+    weight_bytes = operand_bytes(found, rows_dependent=False)
     return bool(weight_bytes) and weight_bytes < _spatial_outer_bytes(found)
 
 
 def _spatial_outer_bytes(found: Match) -> int:
     """The weight size from which tiles run channel-outer: one core's L2
     (SPATIAL_OUTER_WEIGHT_BYTES), or SPATIAL_OUTER_BATCHED_BYTES for weights in panels per batch."""
-    if _weight_batch_axes(found):
+    if weight_batch_axes(found):
         return max(SPATIAL_OUTER_BATCHED_BYTES, SPATIAL_OUTER_WEIGHT_BYTES or found.l2)
     return SPATIAL_OUTER_WEIGHT_BYTES or found.l2
 
