@@ -883,8 +883,8 @@ def build_bf16_patch_stems():
 class _Bf16Tiles(torch.nn.Module):
     """bf16 products for AMX tiles (``rules/amx.py``): a 1x1 convolution over a 14x14 map (rows
     of 14), a 3x3 one with stride 2 to 7x7 (rows of 7, two input rows apart), one over 16 input
-    channels (not whole steps of 32: the dot product instead) and a dense layer over 32 tokens
-    (two tiles of 16 rows)."""
+    channels (not whole steps of 32: the dot product instead) and a dense layer over 37 tokens
+    (a prime: padded with zero rows to 48, three tiles of 16, ``amx.padded_rows``)."""
 
     def __init__(self):
         super().__init__()
@@ -899,7 +899,7 @@ class _Bf16Tiles(torch.nn.Module):
 
 def build_bf16_tiles():
     torch.manual_seed(0)
-    return _Bf16Tiles().eval(), (torch.randn(1, 64, 14, 14), torch.randn(1, 16, 14, 14), torch.randn(1, 32, 64))
+    return _Bf16Tiles().eval(), (torch.randn(1, 64, 14, 14), torch.randn(1, 16, 14, 14), torch.randn(1, 37, 64))
 
 
 def build_bf16():

@@ -2140,7 +2140,7 @@ def test_the_bf16_check_reads_kernels_without_a_root_block():
 def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one and a dense
-    layer; the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
+    layer over 37 rows (padded with zero rows by PackWeights: a prime has no tile); the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
     every product does. The kernels compile for that CPU on any x86 host (they run only on one
     with AMX: the bf16 tests that run builds cover them there)."""
     import tvm

@@ -31,6 +31,9 @@ LLVM_FUNCTION = "tvmbench_amx_bf16"
 PACK = 32  # the weights' pack block: two B tiles of 16 columns
 STEP = 32  # reduction steps per tile product (16 pairs)
 MAX_ROWS = 16
+# The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
+# declined (``rules/amx.py``), or a dense layer's rows padded (``padded_rows``).
+MIN_ROWS = 7
 
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
@@ -122,6 +125,21 @@ declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
 """
 
 _registered: set[str] = set()
+
+
+def tile_rows(extent: int) -> int | None:
+    """Rows per A tile over a row axis of ``extent``: its largest divisor from MIN_ROWS to 16, else
+    None."""
+    return max((r for r in range(MIN_ROWS, MAX_ROWS + 1) if extent % r == 0), default=None)
+
+
+def padded_rows(extent: int) -> int | None:
+    """The rows a dense layer computes so that A tiles cover them whole (``passes/pack_weights.py``
+    pads its input with zero rows), None where ``tile_rows`` finds a tile: ViT's 197 tokens (a
+    prime) as 208, in 13 tiles of 16."""
+    if extent <= MAX_ROWS or tile_rows(extent) is not None:
+        return None
+    return -(-extent // MAX_ROWS) * MAX_ROWS
 
 
 def usable(target: Any) -> bool:

@@ -21,6 +21,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvmbench.compile import amx
 from tvmbench.compile.ir import (
     TECache,
     bindings,
@@ -266,8 +267,9 @@ def packed_matmul(x: Any, wp: Any, out_dtype: str, rows: int | None = None) -> A
 @mutator
 class _Pack(PyExprMutator):
     def __init__(self, mod: Any, block: int, conv_block: Callable[[int, bool], int] | None,
-                 half_vectors: bool = False, sixteen_registers: bool = False) -> None:
+                 half_vectors: bool = False, sixteen_registers: bool = False, amx_tiles: bool = False) -> None:
         super().__init__(mod)
+        self.amx = amx_tiles  # (bf16 dense layers on AMX tiles: rows padded with zeros, ``amx.padded_rows``)
         self.block, self.conv_block, self.half_vectors = block, conv_block, half_vectors
         self.sixteen_registers = sixteen_registers
         self.weights: set[Any] = set()
@@ -406,9 +408,13 @@ class _Pack(PyExprMutator):
         rows = whole_tiles(m)
         if three and THREE_VECTOR_ROWS_BY_4 and m > 4 and m % 4:
             rows = -(-m // 4) * 4
-        out = self.call_te(packed_matmul, x, packed, dtype, rows, primfunc_name_hint="matmul_packed")
         rank = len(x.ty.shape)
-        if rows:
+        tiles = amx.padded_rows(m) if pairs and self.amx else None
+        if tiles:  # (AMX tiles load their rows from memory: the extra rows are zeros, not a re-read)
+            x = self.builder_.emit(relax.op.nn.pad(x, [0, 0] * (rank - 2) + [0, tiles - m, 0, 0]))
+            rows = None
+        out = self.call_te(packed_matmul, x, packed, dtype, rows, primfunc_name_hint="matmul_packed")
+        if rows or tiles:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
@@ -474,5 +480,5 @@ def pack_weights(target: ResolvedTarget) -> Any:
         return elementwise_before_reshape(splits=True)(mod) if mutator_.as_dense else mod
 
     return builder_pass(lambda mod: _Pack(mod, weight_block(target), conv_block, half_vectors_full_rate(tvm_target),
-                                          sixteen_registers(tvm_target)), "PackWeights", before=set_weights,
-                        after=sink)
+                                          sixteen_registers(tvm_target), amx.usable(tvm_target)), "PackWeights",
+                        before=set_weights, after=sink)

@@ -11,7 +11,8 @@ loop around it. The tiles are spread over the cores, the sums written back throu
 
 A strided convolution's rows are ``stride`` rows apart in its input: the A tiles load with that
 stride. It declines (and ``Contraction`` takes the kernel) where the tiles do not fit: a row axis
-with no divisor of at least MIN_ROWS rows (ViT's 197 tokens, a classifier at batch 1), input
+with no divisor of at least ``amx.MIN_ROWS`` rows (a classifier at batch 1; a dense layer over
+ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), input
 channels not a multiple of 32 (a network's stem).
 """
 
@@ -33,8 +34,6 @@ from tvmbench.compile.rules.contraction import (
 )
 from tvmbench.compile.tir import coefficient
 
-# The fewest rows an A tile may have: the row axis's largest divisor up to 16 must be at least this.
-MIN_ROWS = 7
 # Tiles run channel-outer (one 32-column panel of weights swept over every row tile of every image
 # and map row before the next: each weight read from memory once) where the weights outweigh the
 # input by this factor, else row-outer (the input read once, the weights from L2 or L3 again for
@@ -92,7 +91,7 @@ def _tile_shape(found: Any) -> tuple[int, int, int] | None:
     """(rows per A tile, A tiles, the rows' stride in the input) for the matched contraction,
     None where AMX tiles do not fit: the innermost reduction must be the pairs' (the input
     channels, whole steps of 32), the row axis index one dimension of the input, with a divisor
-    of MIN_ROWS to 16 rows."""
+    of ``amx.MIN_ROWS`` to 16 rows."""
     block, kinds, extents = found.block, found.kinds, found.extents
     last = max(i for i, k in enumerate(kinds) if k == "R")
     if last != len(kinds) - 1 or extents[last] % amx.STEP or extents[found.n_axis] % amx.PACK:
@@ -108,7 +107,7 @@ def _tile_shape(found: Any) -> tuple[int, int, int] | None:
             return None
         strides += [c for c in along if c]
     extent = extents[found.m_axis]
-    rows = max((r for r in range(MIN_ROWS, amx.MAX_ROWS + 1) if extent % r == 0), default=None)
+    rows = amx.tile_rows(extent)
     if rows is None or len(set(strides)) != 1:
         return None
     return rows, 2 if (extent // rows) % 2 == 0 else 1, strides[0]
