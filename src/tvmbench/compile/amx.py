@@ -133,6 +133,12 @@ def tile_rows(extent: int) -> int | None:
     return max((r for r in range(MIN_ROWS, MAX_ROWS + 1) if extent % r == 0), default=None)
 
 
+def fits(depth: int, block: int) -> bool:
+    """Whether a bf16 product over a reduction of ``depth`` with weights packed in blocks of
+    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32."""
+    return depth % STEP == 0 and block == PACK
+
+
 def padded_rows(extent: int) -> int | None:
     """The rows a dense layer computes so that A tiles cover them whole (``passes/pack_weights.py``
     pads its input with zero rows), None where ``tile_rows`` finds a tile: ViT's 197 tokens (a

@@ -134,7 +134,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer,
     each kind's roofline bound; VM builtins (allocation, shape functions) are the rest, reported
     as unexplained. The plain and the instrumented runs alternate (``interleaved_runs``), so the
     unexplained rest is not a change of the host's speed between the two."""
-    from tvmbench.compile.bf16 import peak_rate
+    from tvmbench.compile.rules.amx import peak_rate
     from tvmbench.measure.peak import measure_bandwidth, measure_compute_peak
     from tvmbench.profiling.kernels import interleaved_runs
 
@@ -156,7 +156,7 @@ def _tvm_breakdown(backend: Any, job: ExplainJob, say: Any, pacer: Pacer,
     peak, bandwidth = pacer.profiled(lambda: (measure_compute_peak(job.backend.threads),
                                               measure_bandwidth(job.backend.threads)))
     bound: dict[str, float] = {}
-    for name, f in feats.items():  # (a bf16 dot-product kernel's roof: twice the FMA's, compile/bf16.py)
+    for name, f in feats.items():  # (a bf16 dot-product kernel's roof: twice the FMA's, compile/bf16.py; AMX's: rules/amx.py)
         roof = peak_rate(funcs[name], job.backend.target) * peak.gflops
         least_s = max((f["flops"] or 0.0) / (roof * 1e9), f["bytes"] / (bandwidth.gbs_for(f["bytes"]) * 1e9))
         bound[kinds[name]] = bound.get(kinds[name], 0.0) + least_s * calls[name] * 1e3

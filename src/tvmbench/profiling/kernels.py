@@ -42,7 +42,7 @@ class KernelProfile:
     schedule: str | None = None  # "tuning record" or "default" (tvmbench's rules); None for VM builtins
     workload: str | None = None  # structural hash of the tuning record's workload, when one applies
     percent_of_bound: float | None = None  # of the cache-aware roofline's least time (``measure.peak``)
-    peak_rate: float = 1.0  # its arithmetic's peak against the FMA peak: 2 for bf16 dot products
+    peak_rate: float = 1.0  # its arithmetic's peak against the FMA peak: 2 for bf16 dot products, 16 on AMX tiles
 
 
 @dataclass
@@ -150,8 +150,8 @@ def _kernel_facts(mod: Any, target: Any, databases: list[Any]) -> dict[str, Kern
     from tvm.s_tir.meta_schedule.tune_context import _normalize_mod
 
     from tvmbench.compile import pipeline
-    from tvmbench.compile.bf16 import peak_rate
     from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT
+    from tvmbench.compile.rules.amx import peak_rate
     from tvmbench.compile.tir import kernel_flops
     from tvmbench.profiling.collect import compulsory_bytes
 

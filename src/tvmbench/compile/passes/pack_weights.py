@@ -336,15 +336,32 @@ class _Pack(PyExprMutator):
         # tiles over extra columns, sliced off)
         width = static_shape(call.ty)[2]
         columns = whole_tiles(width, fitted=True) if pairs else None
+        extra = (self.amx_columns(width) if pairs and source is None and window is None and amx.fits(shape[2], cblock)
+                 else None)
+        if extra is not None:  # (AMX tiles load their rows from memory: real columns of padding instead)
+            padding[3] += extra * int(a.strides[1])
+            columns = None
         out = self.call_te(packed_conv, x if source is None else source, packed, [int(v) for v in a.strides],
                            padding, [int(v) for v in a.dilation],
                            out_dtype(call, x), source is not None, window, columns,
                            primfunc_name_hint="conv2d_nhwc_packed")
-        if columns:
+        if columns or extra:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[2], begin=[0], end=[width])
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def amx_columns(self, width: int) -> int | None:
+        """On AMX tiles, the output columns a bf16 convolution computes beyond ``width`` so that A
+        tiles cover its rows whole (0: none; None: not on AMX tiles): over columns of padding, not
+        re-reads of the last column (``whole_tiles``), which a tile's rows would load out of bounds."""
+        if not self.amx:
+            return None
+        if amx.tile_rows(width) is not None or width < amx.MIN_ROWS:
+            return 0
+        fitted = whole_tiles(width, fitted=True)
+        padded = fitted if fitted and amx.tile_rows(fitted) else -(-width // amx.MAX_ROWS) * amx.MAX_ROWS
+        return padded - width
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
@@ -409,10 +426,12 @@ class _Pack(PyExprMutator):
         if three and THREE_VECTOR_ROWS_BY_4 and m > 4 and m % 4:
             rows = -(-m // 4) * 4
         rank = len(x.ty.shape)
-        tiles = amx.padded_rows(m) if pairs and self.amx else None
-        if tiles:  # (AMX tiles load their rows from memory: the extra rows are zeros, not a re-read)
-            x = self.builder_.emit(relax.op.nn.pad(x, [0, 0] * (rank - 2) + [0, tiles - m, 0, 0]))
+        on_tiles = pairs and self.amx and amx.fits(int(w.ty.shape[0]), pb)
+        tiles = amx.padded_rows(m) if on_tiles else None
+        if on_tiles:  # (AMX tiles load their rows from memory: extra rows are zeros, not a re-read)
             rows = None
+        if tiles:
+            x = self.builder_.emit(relax.op.nn.pad(x, [0, 0] * (rank - 2) + [0, tiles - m, 0, 0]))
         out = self.call_te(packed_matmul, x, packed, dtype, rows, primfunc_name_hint="matmul_packed")
         if rows or tiles:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])

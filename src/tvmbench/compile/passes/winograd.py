@@ -39,6 +39,7 @@ from typing import Any
 
 import numpy as np
 
+from tvmbench.compile import amx
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PRODUCT
@@ -311,6 +312,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
     from tvmbench.compile.passes.bf16_dense import marked
 
     lanes, half = vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm())
+    amx_tiles = amx.usable(target.tvm())
 
     @mutator
     class Rewrite(PyExprMutator):
@@ -359,6 +361,10 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
                 rows = whole_tiles(tiles, fitted=True)
+                if amx_tiles and amx.fits(w_shape[2], block):  # (AMX tiles load their rows: zero rows where none divides, never a re-read)
+                    padded = amx.padded_rows(tiles)
+                    v = emit(relax.op.nn.pad(v, [0, 0, 0, padded - tiles, 0, 0])) if padded else v
+                    rows = None
             prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint=WINOGRAD_PRODUCT))
             return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
                                 primfunc_name_hint=WINOGRAD_OUTPUT)

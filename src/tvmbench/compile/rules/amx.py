@@ -20,10 +20,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from tvmbench.compile import amx
+from tvmbench.compile import amx, bf16
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule
 from tvmbench.compile.rules.contraction import (
+    Match,
     Tile,
     fold_epilogue,
     inline_producers,
@@ -32,7 +33,7 @@ from tvmbench.compile.rules.contraction import (
     weight_batch_axes,
     write_back,
 )
-from tvmbench.compile.tir import coefficient
+from tvmbench.compile.tir import as_int, coefficient
 
 # Tiles run channel-outer (one 32-column panel of weights swept over every row tile of every image
 # and map row before the next: each weight read from memory once) where the weights outweigh the
@@ -42,19 +43,21 @@ from tvmbench.compile.tir import coefficient
 CHANNEL_OUTER_WEIGHTS = 1.0
 
 
+# AMX's bf16 arithmetic peak against the fp32 FMA peak the profiles measure: a ``tdpbf16ps`` is
+# 16 x 16 x 32 multiply-adds every 16 cycles (1024 FLOP per cycle) against two 16-lane FMAs per
+# cycle (64), Intel's figures. (Measured on the Xeon VM, session 86: a C loop of tile products
+# 1230 GFLOP/s on one core, about 6x its fp32 FMAs: the architectural ratio is the roof.)
+PEAK_RATE = 16.0
+
+
 class Amx(Rule):
     """bf16 contractions on AMX tiles."""
 
     def schedule(self, func: Any, target: Any) -> Any:
-        if not amx.usable(target):
+        matched = _matched(func, target)
+        if matched is None:
             return None
-        found = match(func, target)
-        if found is None or not found.pairs or found.m_axis is None or set(found.packs) != {amx.PACK}:
-            return None
-        shape = _tile_shape(found)
-        if shape is None:
-            return None
-        rows, tiles_a, stride = shape
+        found, (rows, tiles_a, stride) = matched
         inline_producers(found, False)
         epilogue = fold_epilogue(found)
         if epilogue is False:
@@ -64,14 +67,7 @@ class Amx(Rule):
         n_outer, n_inner = sch.split(loops[found.n_axis], factors=[None, amx.PACK])
         m_outer, m_inner = sch.split(loops[found.m_axis], factors=[None, rows * tiles_a])
         reductions = [loop for loop, k in zip(loops, found.kinds, strict=True) if k == "R"]
-        outer = [loop for i, (loop, k) in enumerate(zip(loops, found.kinds, strict=True))
-                 if k == "S" and i not in (found.n_axis, found.m_axis)]
-        if knob("amx_channel_outer", _channel_outer(found), (False, True)):
-            batch = weight_batch_axes(found)  # (a batch whose weights differ stays outside their panels)
-            order = [loops[i] for i in sorted(batch)] + [n_outer] + [loop for i, loop in enumerate(loops)
-                                                                    if loop in outer and i not in batch] + [m_outer]
-        else:
-            order = [*outer, m_outer, n_outer]
+        order = _tile_order(found, loops, n_outer, m_outer)
         sch.reorder(*order, *reductions[:-1], m_inner, n_inner, reductions[-1])
         tile_loop = sch.fuse(*order)
         sch.parallel(tile_loop)
@@ -80,6 +76,42 @@ class Amx(Rule):
         sch.tensorize(m_inner, amx.register(rows, tiles_a, found.extents[-1], stride))
         sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
+
+
+def peak_rate(func: Any, target: Any) -> float:
+    """A kernel's arithmetic peak against the FMA peak (``bf16.peak_rate``), PEAK_RATE for one this
+    rule puts on AMX tiles. ``target``: a ``ResolvedTarget``."""
+    if target.kind == "llvm" and _matched(func, target.tvm()) is not None:
+        return PEAK_RATE
+    return bf16.peak_rate(func, target)
+
+
+def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int]] | None:
+    """The contraction and its tiles (``_tile_shape``) where this rule applies: a bf16 contraction
+    in pairs over weights packed in blocks of 32, on a target with AMX."""
+    if not amx.usable(target):
+        return None
+    found = match(func, target)
+    if found is None or not found.pairs or found.m_axis is None or set(found.packs) - {amx.PACK}:
+        return None
+    # (packed in blocks of 32 columns: a single block, 32 outputs, reads it unpacked)
+    if any(r.source.dtype == "bfloat16" and as_int(r.source.shape[-2]) != amx.PACK for r in found.block.reads
+           if len(r.region) >= 3 and coefficient(r.region[-1].min, found.block.iter_vars[-1].var) is None):
+        return None
+    shape = _tile_shape(found)
+    return None if shape is None else (found, shape)
+
+
+def _tile_order(found: Match, loops: list[Any], n_outer: Any, m_outer: Any) -> list[Any]:
+    """The tile loops, outermost first: channel-outer or row-outer (CHANNEL_OUTER_WEIGHTS), a
+    batch whose weights differ (the Winograd product's points) outside the weights' panels."""
+    outer = [loop for i, (loop, k) in enumerate(zip(loops, found.kinds, strict=True))
+             if k == "S" and i not in (found.n_axis, found.m_axis)]
+    if not knob("amx_channel_outer", _channel_outer(found), (False, True)):
+        return [*outer, m_outer, n_outer]
+    batch = weight_batch_axes(found)
+    return ([loops[i] for i in sorted(batch)] + [n_outer]
+            + [loop for i, loop in enumerate(loops) if loop in outer and i not in batch] + [m_outer])
 
 
 def _channel_outer(found: Any) -> bool:
