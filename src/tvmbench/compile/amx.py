@@ -28,9 +28,10 @@ from typing import Any
 from tvmbench.targets import has_feature
 
 LLVM_FUNCTION = "tvmbench_amx_bf16"
-PACK = 32  # the weights' pack block: two B tiles of 16 columns
+PACK = 32  # a tile's columns: two B tiles of 16 (of a pack block of 32, or of 64: GPT-2's LM head)
 STEP = 32  # reduction steps per tile product (16 pairs)
 MAX_ROWS = 16
+BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
 # The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
 # declined (``rules/amx.py``), or a dense layer's rows padded (``padded_rows``).
 MIN_ROWS = 7
@@ -52,7 +53,7 @@ def _function(tiles_a: int) -> str:
     products = "\n".join(f"  call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {4 + r}, i8 {6 + off // 64})"
                          for t, r, off in sums)
     return f"""
-define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, ptr %b, i64 %steps, i64 %rows) {{
+define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, ptr %b, i64 %ldb, i64 %steps, i64 %rows) {{
 entry:
   %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
   %ok = icmp ne i32 %granted, 0
@@ -95,11 +96,12 @@ loop:
   %i = phi i64 [0, %load], [%next, %loop]
   %ak = mul i64 %i, {2 * STEP}
 {step_a}
-  %bk = mul i64 %i, {STEP // 2 * PACK * 4}
+  %bstep = mul i64 %ldb, {STEP // 2}
+  %bk = mul i64 %i, %bstep
   %pb0 = getelementptr i8, ptr %b, i64 %bk
   %pb1 = getelementptr i8, ptr %pb0, i64 64
-  call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 {PACK * 4})
-  call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 {PACK * 4})
+  call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 %ldb)
+  call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 %ldb)
 {products}
   %next = add i64 %i, 1
   %done = icmp eq i64 %next, %steps
@@ -135,8 +137,8 @@ def tile_rows(extent: int) -> int | None:
 
 def fits(depth: int, block: int) -> bool:
     """Whether a bf16 product over a reduction of ``depth`` with weights packed in blocks of
-    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32."""
-    return depth % STEP == 0 and block == PACK
+    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32 or 64."""
+    return depth % STEP == 0 and block in BLOCKS
 
 
 def padded_rows(extent: int) -> int | None:
@@ -169,7 +171,7 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
     @T.prim_func(s_tir=True)
     def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
         A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[T.int64(), 1])
-        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1)
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[T.int64(), 2, 1])
         C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
         with T.sblock("root"):
             T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
@@ -181,9 +183,9 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
 
     @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
-        sa, sc = T.int64(), T.int64()
+        sa, sb, sc = T.int64(), T.int64(), T.int64()
         A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[sa, 1])
-        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1)
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb, 2, 1])
         C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
         with T.sblock("root"):
             T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
@@ -191,9 +193,9 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
             # (uint16 views: TVM's bf16 legalisation stores bf16 as uint16, and a pointer to a
             # bf16 buffer no longer matches its element type)
             a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
-            b16 = T.decl_buffer((k * PACK,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
             T.evaluate(T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", C.access_ptr("rw"), sc * 4,
-                                     a16.access_ptr("r"), sa * 2 * stride, b16.access_ptr("r"), T.int64(k // STEP),
+                                     a16.access_ptr("r"), sa * 2 * stride, b16.access_ptr("r"), sb * 2, T.int64(k // STEP),
                                      T.int64(rows)))
 
     TensorIntrin.register(name, desc, impl, override=True)

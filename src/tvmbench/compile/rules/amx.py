@@ -92,10 +92,10 @@ def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int]] | Non
     if not amx.usable(target):
         return None
     found = match(func, target)
-    if found is None or not found.pairs or found.m_axis is None or set(found.packs) - {amx.PACK}:
+    if found is None or not found.pairs or found.m_axis is None or set(found.packs) - set(amx.BLOCKS):
         return None
-    # (packed in blocks of 32 columns: a single block, 32 outputs, reads it unpacked)
-    if any(r.source.dtype == "bfloat16" and as_int(r.source.shape[-2]) != amx.PACK for r in found.block.reads
+    # (packed in blocks of 32 or 64 columns: a single block, 32 outputs, reads it unpacked)
+    if any(r.source.dtype == "bfloat16" and as_int(r.source.shape[-2]) not in amx.BLOCKS for r in found.block.reads
            if len(r.region) >= 3 and coefficient(r.region[-1].min, found.block.iter_vars[-1].var) is None):
         return None
     shape = _tile_shape(found)
