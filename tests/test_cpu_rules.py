@@ -2139,8 +2139,9 @@ def test_the_bf16_check_reads_kernels_without_a_root_block():
 
 def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
-    call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one and a dense
-    layer over 37 rows (padded with zero rows by PackWeights: a prime has no tile); the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
+    call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
+    inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
+    has no tile) and a 7x7 stem over 3 channels (8 window columns per product); the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
     every product does. The kernels compile for that CPU on any x86 host (they run only on one
     with AMX: the bf16 tests that run builds cover them there)."""
     import tvm
@@ -2169,8 +2170,8 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
                                   target=target.tvm())
                 assert "tdpbf16ps" in lib.mod.inspect_source("asm")
     amx_kernels = sorted(n for (cpu, n), how in called.items() if cpu == "sapphirerapids" and how == "amx")
-    assert len(amx_kernels) == 3 and sum("matmul" in n for n in amx_kernels) == 1, called
-    assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 3 + ["dot"], called
+    assert len(amx_kernels) == 4 and sum("matmul" in n for n in amx_kernels) == 1, called
+    assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 4 + ["dot"], called
     assert {how for (cpu, _), how in called.items() if cpu == "znver4"} == {"dot"}, called
 
 

@@ -40,20 +40,27 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
 def _function(tiles_a: int) -> str:
-    """The LLVM IR of ``LLVM_FUNCTION + tiles_a``: sums[rows x tiles_a, 32] += a[.., steps x 32]
-    x b[steps x 16, 32, 2] (``ld*``: row strides in bytes), in tile registers 0-3 (sums), 4-5
-    (a), 6-7 (b)."""
+    """The LLVM IR of ``LLVM_FUNCTION + tiles_a``: sums[rows x tiles_a, 32] += the products of
+    ``taps`` (a window's taps, ``outer`` x ``inner``: the A and B pointers move by ``*_outer``
+    and ``*_inner`` bytes) each of ``steps`` steps of ``kstep`` (32; 8 or 16 for a single step),
+    in tile registers 0-3 (sums), 4-5 (a), 6-7 (b); ``ld*``: row strides in bytes. The sums stay
+    in their tiles across the whole window."""
     sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
-    a_rows = range(tiles_a)
     ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
     load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
     store = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
-    step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_row{r}, i64 %ak\n"
-                       f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in a_rows)
+    step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_tap{r}, i64 %ak\n"
+                       f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in range(tiles_a))
+    tap_a = "\n".join(f"  %a_tap{r} = getelementptr i8, ptr %a_row{r}, i64 %a_off" for r in range(tiles_a))
     products = "\n".join(f"  call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {4 + r}, i8 {6 + off // 64})"
                          for t, r, off in sums)
+    config = "\n".join(f"  %colsb{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n"
+                       f"  store i16 {'%kbytes16' if t in (4, 5) else 64}, ptr %colsb{t}\n"
+                       f"  %rowsp{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n"
+                       f"  store i8 {'%pairs8' if t in (6, 7) else '%rows8'}, ptr %rowsp{t}" for t in range(8))
     return f"""
-define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, ptr %b, i64 %ldb, i64 %steps, i64 %rows) {{
+define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, i64 %a_outer, i64 %a_inner,
+    ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {{
 entry:
   %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
   %ok = icmp ne i32 %granted, 0
@@ -67,21 +74,12 @@ configure:
   call void @llvm.memset.p0.i64(ptr %cfg, i8 0, i64 64, i1 false)
   store i8 1, ptr %cfg
   %rows8 = trunc i64 %rows to i8
-  br label %fill
-fill:
-  %t = phi i64 [0, %configure], [%t1, %fill]
-  %colsb = getelementptr i16, ptr %cfg, i64 %t
-  %colsb1 = getelementptr i8, ptr %colsb, i64 16
-  store i16 64, ptr %colsb1
-  %rowp = getelementptr i8, ptr %cfg, i64 %t
-  %rowp1 = getelementptr i8, ptr %rowp, i64 48
-  %is_b = icmp uge i64 %t, 6
-  %n = select i1 %is_b, i8 16, i8 %rows8
-  store i8 %n, ptr %rowp1
-  %t1 = add i64 %t, 1
-  %filled = icmp eq i64 %t1, 8
-  br i1 %filled, label %load, label %fill
-load:
+  %kbytes = mul i64 %kstep, 2
+  %kbytes16 = trunc i64 %kbytes to i16
+  %pairs = udiv i64 %kstep, 2
+  %pairs8 = trunc i64 %pairs to i8
+  %bstep = mul i64 %ldb, %pairs
+{config}
   call void @llvm.x86.ldtilecfg(ptr %cfg)
   %c_row0 = getelementptr i8, ptr %c, i64 0
   %c_skip = mul i64 %ldc, %rows
@@ -91,21 +89,38 @@ load:
   %a_row1 = getelementptr i8, ptr %a, i64 %a_skip
 {ptrs}
 {load}
+  %taps = mul i64 %outer, %inner
+  br label %tap
+tap:
+  %j = phi i64 [0, %configure], [%j1, %tap_end]
+  %jo = udiv i64 %j, %inner
+  %ji = urem i64 %j, %inner
+  %a_off_o = mul i64 %jo, %a_outer
+  %a_off_i = mul i64 %ji, %a_inner
+  %a_off = add i64 %a_off_o, %a_off_i
+  %b_off_o = mul i64 %jo, %b_outer
+  %b_off_i = mul i64 %ji, %b_inner
+  %b_off = add i64 %b_off_o, %b_off_i
+  %b_tap = getelementptr i8, ptr %b, i64 %b_off
+{tap_a}
   br label %loop
 loop:
-  %i = phi i64 [0, %load], [%next, %loop]
-  %ak = mul i64 %i, {2 * STEP}
+  %i = phi i64 [0, %tap], [%next, %loop]
+  %ak = mul i64 %i, %kbytes
 {step_a}
-  %bstep = mul i64 %ldb, {STEP // 2}
   %bk = mul i64 %i, %bstep
-  %pb0 = getelementptr i8, ptr %b, i64 %bk
+  %pb0 = getelementptr i8, ptr %b_tap, i64 %bk
   %pb1 = getelementptr i8, ptr %pb0, i64 64
   call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 %ldb)
   call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 %ldb)
 {products}
   %next = add i64 %i, 1
   %done = icmp eq i64 %next, %steps
-  br i1 %done, label %exit, label %loop
+  br i1 %done, label %tap_end, label %loop
+tap_end:
+  %j1 = add i64 %j, 1
+  %taps_done = icmp eq i64 %j1, %taps
+  br i1 %taps_done, label %exit, label %tap
 exit:
 {store}
   ret void
@@ -137,7 +152,8 @@ def tile_rows(extent: int) -> int | None:
 
 def fits(depth: int, block: int) -> bool:
     """Whether a bf16 product over a reduction of ``depth`` with weights packed in blocks of
-    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32 or 64."""
+    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32 or 64
+    (a stem's window columns, 8, are a product of their own, but its columns are not padded)."""
     return depth % STEP == 0 and block in BLOCKS
 
 
@@ -155,14 +171,51 @@ def usable(target: Any) -> bool:
     return target.kind.name == "llvm" and has_feature(target, "amx-bf16") and has_feature(target, "amx-tile")
 
 
-def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
+def steps(depth: int) -> tuple[int, int] | None:
+    """(reduction steps per tile product, products) for a tap's reduction of ``depth``: 32 at a
+    time, or a single product of 8 or 16 (a stem's window row of 7 columns, padded to 8)."""
+    if depth % STEP == 0:
+        return STEP, depth // STEP
+    return (depth, 1) if depth in (8, 16) else None
+
+
+def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple[int, int] | None = None,
+             flat: bool = False) -> str:
     """The name of the tensor intrinsic for a tile of ``tiles_a`` x ``rows`` rows and 32 columns
-    over a reduction of ``depth`` (a multiple of 32) whose rows are ``stride`` rows apart in the
-    input (a strided convolution's), registered with TVM once per process."""
-    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}s{stride}"
+    over a reduction of ``depth`` (``steps``) whose rows are ``stride`` rows apart in the input
+    (a strided convolution's), registered with TVM once per process. ``window``: the two outer
+    reductions (a convolution's window rows and columns) the tile covers too, its sums held in
+    the tiles across them; ``flat``: those are a stem's channels and window rows, and its rows
+    and the reduction (window columns) index one dimension of the input, so the rows overlap."""
+    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}s{stride}w{window}{'f' if flat else ''}"
     if name in _registered:
         return name
     from tvm.s_tir import TensorIntrin
+
+    make = _plain if window is None else _flat if flat else _window
+    desc, impl = make(rows, tiles_a, depth, stride, *(window or ()))
+    TensorIntrin.register(name, desc, impl, override=True)
+    _registered.add(name)
+    return name
+
+
+def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inner: Any, b16: Any, sb: Any,
+          b_outer: Any, b_inner: Any, outer: int, inner: int, depth: int, rows: int) -> Any:
+    """The call of the tile function (``_function``), strides in elements."""
+    from tvm.script import tirx as T
+
+    kstep, count = steps(depth)
+
+    def i64(v: Any) -> Any:  # (every integer argument 64 bits, as the function declares them)
+        return T.int64(v) if isinstance(v, int) else v
+
+    return T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", c.access_ptr("rw"), sc * 4, a16.access_ptr("r"),
+                         i64(lda) * 2, i64(a_outer) * 2, i64(a_inner) * 2, b16.access_ptr("r"), sb * 2,
+                         i64(b_outer) * 2, i64(b_inner) * 2, *(i64(v) for v in (outer, inner, count, kstep, rows)))
+
+
+def _plain(rows: int, tiles_a: int, depth: int, stride: int) -> tuple[Any, Any]:
+    """A tile over the input channels alone (a dense layer, a 1x1 convolution)."""
     from tvm.script import tirx as T
 
     m, k = rows * tiles_a, depth
@@ -194,10 +247,84 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1) -> str:
             # bf16 buffer no longer matches its element type)
             a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
             b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
-            T.evaluate(T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", C.access_ptr("rw"), sc * 4,
-                                     a16.access_ptr("r"), sa * 2 * stride, b16.access_ptr("r"), sb * 2, T.int64(k // STEP),
-                                     T.int64(rows)))
+            T.evaluate(_call(tiles_a, C, sc, a16, sa * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows))
 
-    TensorIntrin.register(name, desc, impl, override=True)
-    _registered.add(name)
-    return name
+    return desc, impl
+
+
+def _window(rows: int, tiles_a: int, depth: int, stride: int, kh: int, kw: int) -> tuple[Any, Any]:
+    """A tile over a convolution's window and input channels (NHWC, rows along the columns)."""
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = (m - 1) * stride + kw
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (kh, span, k), "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        B = T.match_buffer(b, (kh, kw, k // 2, PACK, 2), "bfloat16", offset_factor=1,
+                           strides=[T.int64(), T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:kh, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r0, r1, r in T.grid(m, PACK, kh, kw, k):
+                with T.sblock("update"):
+                    vi, vj, v0, v1, vr = T.axis.remap("SSRRR", [i, j, r0, r1, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[v0, vi * stride + v1, vr], "float32") * T.cast(
+                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa0, sa1, sb0, sb1, sb, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, (kh, span, k), "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
+        B = T.match_buffer(b, (kh, kw, k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb0, sb1, sb, 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:kh, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            a16 = T.decl_buffer((kh * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((kh * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(tiles_a, C, sc, a16, sa1 * stride, sa0, sa1, b16, sb, sb0, sb1, kh, kw, k, rows))
+
+    return desc, impl
+
+
+def _flat(rows: int, tiles_a: int, depth: int, stride: int, channels: int, kh: int) -> tuple[Any, Any]:
+    """A tile over a stem's channels, window rows and (innermost) window columns, NCHW: each row
+    of the tile reads ``depth`` neighbouring columns from its own, ``stride`` columns apart."""
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = (m - 1) * stride + k
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (channels, kh, span), "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        B = T.match_buffer(b, (channels, kh, k // 2, PACK, 2), "bfloat16", offset_factor=1,
+                           strides=[T.int64(), T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:channels, 0:kh, 0:span], B[0:channels, 0:kh, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r0, r1, r in T.grid(m, PACK, channels, kh, k):
+                with T.sblock("update"):
+                    vi, vj, v0, v1, vr = T.axis.remap("SSRRR", [i, j, r0, r1, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[v0, v1, vi * stride + vr], "float32") * T.cast(
+                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa0, sa1, sb0, sb1, sb, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, (channels, kh, span), "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
+        B = T.match_buffer(b, (channels, kh, k // 2, PACK, 2), "bfloat16", offset_factor=1,
+                           strides=[sb0, sb1, sb, 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:channels, 0:kh, 0:span], B[0:channels, 0:kh, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            a16 = T.decl_buffer((channels * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((channels * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(tiles_a, C, sc, a16, T.int64(stride), sa0, sa1, b16, sb, sb0, sb1, channels, kh, k, rows))
+
+    return desc, impl

@@ -57,7 +57,7 @@ class Amx(Rule):
         matched = _matched(func, target)
         if matched is None:
             return None
-        found, (rows, tiles_a, stride) = matched
+        found, (rows, tiles_a, stride, window, flat) = matched
         inline_producers(found, False)
         epilogue = fold_epilogue(found)
         if epilogue is False:
@@ -68,12 +68,15 @@ class Amx(Rule):
         m_outer, m_inner = sch.split(loops[found.m_axis], factors=[None, rows * tiles_a])
         reductions = [loop for loop, k in zip(loops, found.kinds, strict=True) if k == "R"]
         order = _tile_order(found, loops, n_outer, m_outer)
-        sch.reorder(*order, *reductions[:-1], m_inner, n_inner, reductions[-1])
+        # (a window of two axes inside the tile, its sums held in the tiles; one of one axis, a 1x7
+        # convolution's, a loop of tiles: each tap loads and stores the sums)
+        taps = reductions[:-1] if window is None else []
+        sch.reorder(*order, *taps, m_inner, n_inner, *reductions[len(taps):])
         tile_loop = sch.fuse(*order)
         sch.parallel(tile_loop)
         write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * tiles_a, width=found.lanes), tile_loop,
-                   reductions[:-1] or [m_inner], epilogue, None)
-        sch.tensorize(m_inner, amx.register(rows, tiles_a, found.extents[-1], stride))
+                   taps or [m_inner], epilogue, None)
+        sch.tensorize(m_inner, amx.register(rows, tiles_a, found.extents[-1], stride, window, flat))
         sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
 
@@ -86,7 +89,7 @@ def peak_rate(func: Any, target: Any) -> float:
     return bf16.peak_rate(func, target)
 
 
-def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int]] | None:
+def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool]] | None:
     """The contraction and its tiles (``_tile_shape``) where this rule applies: a bf16 contraction
     in pairs over weights packed in blocks of 32, on a target with AMX."""
     if not amx.usable(target):
@@ -119,27 +122,41 @@ def _channel_outer(found: Any) -> bool:
     return operand_bytes(found, rows_dependent=False) > CHANNEL_OUTER_WEIGHTS * operand_bytes(found, rows_dependent=True)
 
 
-def _tile_shape(found: Any) -> tuple[int, int, int] | None:
-    """(rows per A tile, A tiles, the rows' stride in the input) for the matched contraction,
-    None where AMX tiles do not fit: the innermost reduction must be the pairs' (the input
-    channels, whole steps of 32), the row axis index one dimension of the input, with a divisor
-    of ``amx.MIN_ROWS`` to 16 rows."""
+def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool] | None:
+    """(rows per A tile, A tiles, the rows' stride in the input, the window the tile covers, whether
+    it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
+    fit: the innermost reduction must be the pairs' (input channels in ``amx.steps``, or a stem's
+    window columns), other reductions none, a window of two axes (rows and columns, or a stem's
+    channels and rows) read without dilation or of one (tile by tile), the row axis index one dimension of the input, with
+    a divisor of ``amx.MIN_ROWS`` to 16 rows."""
     block, kinds, extents = found.block, found.kinds, found.extents
-    last = max(i for i, k in enumerate(kinds) if k == "R")
-    if last != len(kinds) - 1 or extents[last] % amx.STEP or extents[found.n_axis] % amx.PACK:
+    reductions = [i for i, k in enumerate(kinds) if k == "R"]
+    last = reductions[-1]
+    if (last != len(kinds) - 1 or amx.steps(extents[last]) is None or extents[found.n_axis] % amx.PACK
+            or (len(reductions) == 2 and extents[last] % amx.STEP)):
         return None
     m_var, k_var = block.iter_vars[found.m_axis].var, block.iter_vars[last].var
-    strides = []
+    window = [block.iter_vars[i].var for i in reductions[:-1]]
+    shapes = set()
     for read in block.reads:  # (the packed weights' last index is ``k % 2``: not linear)
         step = coefficient(read.region[-1].min, k_var)
         if step is None:
             continue
-        along = [coefficient(r.min, m_var) for r in read.region[:-1]]
-        if step != 1 or any(c is None or c < 0 for c in along) or sum(c > 0 for c in along) > 1:
+        along = [coefficient(r.min, m_var) for r in read.region]
+        taps = [[coefficient(r.min, v) for r in read.region] for v in window]
+        if step != 1 or any(c is None or c < 0 for c in along) or sum(c > 0 for c in along) != 1 or any(
+                c not in (0, 1) or sum(t) != 1 for t in taps for c in t):
             return None
-        strides += [c for c in along if c]
+        flat = along[-1] > 0
+        if flat != (extents[last] % amx.STEP != 0):  # (8 or 16 window columns: a stem's; channels in steps of 32)
+            return None
+        shapes.add((max(along), flat))
     extent = extents[found.m_axis]
     rows = amx.tile_rows(extent)
-    if rows is None or len(set(strides)) != 1:
+    if rows is None or len(shapes) != 1:
         return None
-    return rows, 2 if (extent // rows) % 2 == 0 else 1, strides[0]
+    (stride, flat), = shapes
+    taps = (extents[reductions[0]], extents[reductions[1]]) if len(reductions) == 3 else None
+    if len(reductions) > 3:
+        return None
+    return rows, 2 if (extent // rows) % 2 == 0 else 1, stride, taps, flat
