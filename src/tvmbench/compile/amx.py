@@ -8,11 +8,13 @@ VM, against ~190 for fp32 FMAs (docs/performance.md, session 86).
 
 The weights are already in the layout AMX reads: ``passes/pack_weights.py`` packs a bf16 weight as
 ``[N/32, K/2, 32, 2]``, and 16 columns of one pack block (64 bytes of each 128-byte row) are a
-B tile. So ``rules/amx.py`` tiles a bf16 contraction in ``rows x 32`` outputs and one tensor
-intrinsic (:func:`register`) replaces each tile's innermost reduction (its input channels) with
-one call of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by
-``pragma_import_llvm``) that loads the tile's sums into tile registers, runs the reduction in steps
-of 32 (two A tiles x two B tiles, four ``tdpbf16ps`` per step) and stores them back.
+B tile (a block of 64, GPT-2's LM head, holds two tiles' columns). So ``rules/amx.py`` tiles a
+bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`register`) replaces
+each tile's reduction (its input channels, and a convolution's window of two axes) with one call
+of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
+loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 (two A
+tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's 8 window columns in one), and stores
+them back.
 
 Linux hands AMX's 8 KB of tile state to a process only on request (``arch_prctl
 (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; without it the first tile instruction is SIGILL), so

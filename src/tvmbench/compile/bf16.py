@@ -5,7 +5,9 @@ one fp32 lane: 32 multiply-adds per instruction, twice an fp32 FMA's 16, at the 
 cycle on Zen 5, measured with a C loop of independent accumulators: 576 against 288 GFLOP/s per
 core). A dense layer whose weights and input are rounded to bf16 and accumulated in fp32 (what
 OpenVINO runs by default on such CPUs and PyTorch's CPU autocast gives) has twice the arithmetic
-ceiling of the fp32 one.
+ceiling of the fp32 one. On CPUs with AMX (Intel's, where this dot product issues at half the
+FMAs' rate) ``rules/amx.py`` puts the products that fit on AMX tiles instead (``compile/amx.py``),
+over the same packed weights.
 
 Three pieces make TVM emit it:
 

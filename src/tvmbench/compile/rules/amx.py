@@ -4,16 +4,18 @@ AMX; ``compile/amx.py`` says why and how).
 A contraction ``Contraction`` would give ``vdpbf16ps`` register tiles (bf16 weights packed in
 pairs of 32 columns, fp32 sums) is tiled instead in ``rows x 32`` outputs: ``rows`` up to 16 of the
 output's row axis per A tile, two A tiles where the row axis holds an even number of them, and the
-32 columns of one weight pack block (two B tiles). The tile's innermost reduction (the input
-channels, a multiple of 32) becomes one call of the AMX function; a convolution's window stays a
-loop around it. The tiles are spread over the cores, the sums written back through the epilogue as
-``Contraction`` writes its tiles (``write_back``).
+32 columns of a weight pack block (two B tiles). The tile's reduction (the input channels, a
+multiple of 32, and a convolution's window of two axes) becomes one call of the AMX function, the
+sums held in tile registers across it; a window of one axis (a 1x7 convolution) stays a loop of
+calls. A CNN's stem over an image's 3 channels, whose weights pair window columns, is a window of
+channels and window rows over products of 8 columns. The tiles are spread over the cores, the
+sums written back through the epilogue as ``Contraction`` writes its tiles (``write_back``).
 
 A strided convolution's rows are ``stride`` rows apart in its input: the A tiles load with that
 stride. It declines (and ``Contraction`` takes the kernel) where the tiles do not fit: a row axis
 with no divisor of at least ``amx.MIN_ROWS`` rows (a classifier at batch 1; a dense layer over
-ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), input
-channels not a multiple of 32 (a network's stem).
+ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), input channels not a
+multiple of 32 (inception_v3's 48 and 80), a dilated window.
 """
 
 from __future__ import annotations
