@@ -25,6 +25,7 @@ tile's reduction.
 
 from __future__ import annotations
 
+import string
 from typing import Any
 
 from tvmbench.targets import has_feature
@@ -41,34 +42,19 @@ MIN_ROWS = 7
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
 
-def _function(tiles_a: int) -> str:
-    """The LLVM IR of ``LLVM_FUNCTION + tiles_a``: sums[rows x tiles_a, 32] += the products of
-    ``taps`` (a window's taps, ``outer`` x ``inner``: the A and B pointers move by ``*_outer``
-    and ``*_inner`` bytes) each of ``steps`` steps of ``kstep`` (32; 8 or 16 for a single step),
-    in tile registers 0-3 (sums), 4-5 (a), 6-7 (b); ``ld*``: row strides in bytes. The sums stay
-    in their tiles across the whole window."""
-    sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
-    ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
-    load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
-    store = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
-    step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_tap{r}, i64 %ak\n"
-                       f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in range(tiles_a))
-    tap_a = "\n".join(f"  %a_tap{r} = getelementptr i8, ptr %a_row{r}, i64 %a_off" for r in range(tiles_a))
-    products = "\n".join(f"  call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {4 + r}, i8 {6 + off // 64})"
-                         for t, r, off in sums)
-    config = "\n".join(f"  %colsb{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n"
-                       f"  store i16 {'%kbytes16' if t in (4, 5) else 64}, ptr %colsb{t}\n"
-                       f"  %rowsp{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n"
-                       f"  store i8 {'%pairs8' if t in (6, 7) else '%rows8'}, ptr %rowsp{t}" for t in range(8))
-    return f"""
-define linkonce_odr void @{LLVM_FUNCTION}{tiles_a}(ptr %c, i64 %ldc, ptr %a, i64 %lda, i64 %a_outer, i64 %a_inner,
-    ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {{
+# The tile function (``_function`` fills in its tile registers and configuration): sums[rows x
+# tiles_a, 32] += the products of ``outer`` x ``inner`` taps (a window's: the A and B pointers move by
+# ``*_outer`` and ``*_inner`` bytes), each of ``steps`` steps of ``kstep``; ``ld*``: row strides in
+# bytes. The sums stay in their tiles across the whole window.
+_FUNCTION = string.Template("""
+define linkonce_odr void @${name}(ptr %c, i64 %ldc, ptr %a, i64 %lda, i64 %a_outer, i64 %a_inner,
+    ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {
 entry:
   %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
   %ok = icmp ne i32 %granted, 0
   br i1 %ok, label %configure, label %ask
 ask:
-  %r = call i64 (i64, ...) @syscall(i64 {_SYS_ARCH_PRCTL}, i64 {_ARCH_REQ_XCOMP_PERM}, i64 {_XFEATURE_XTILEDATA})
+  %r = call i64 (i64, ...) @syscall(i64 ${prctl}, i64 ${perm}, i64 ${xtiledata})
   store atomic i32 1, ptr @tvmbench_amx_granted monotonic, align 4
   br label %configure
 configure:
@@ -81,7 +67,7 @@ configure:
   %pairs = udiv i64 %kstep, 2
   %pairs8 = trunc i64 %pairs to i8
   %bstep = mul i64 %ldb, %pairs
-{config}
+${config}
   call void @llvm.x86.ldtilecfg(ptr %cfg)
   %c_row0 = getelementptr i8, ptr %c, i64 0
   %c_skip = mul i64 %ldc, %rows
@@ -89,8 +75,8 @@ configure:
   %a_row0 = getelementptr i8, ptr %a, i64 0
   %a_skip = mul i64 %lda, %rows
   %a_row1 = getelementptr i8, ptr %a, i64 %a_skip
-{ptrs}
-{load}
+${ptrs}
+${load}
   %taps = mul i64 %outer, %inner
   br label %tap
 tap:
@@ -104,18 +90,18 @@ tap:
   %b_off_i = mul i64 %ji, %b_inner
   %b_off = add i64 %b_off_o, %b_off_i
   %b_tap = getelementptr i8, ptr %b, i64 %b_off
-{tap_a}
+${tap_a}
   br label %loop
 loop:
   %i = phi i64 [0, %tap], [%next, %loop]
   %ak = mul i64 %i, %kbytes
-{step_a}
+${step_a}
   %bk = mul i64 %i, %bstep
   %pb0 = getelementptr i8, ptr %b_tap, i64 %bk
   %pb1 = getelementptr i8, ptr %pb0, i64 64
   call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 %ldb)
   call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 %ldb)
-{products}
+${products}
   %next = add i64 %i, 1
   %done = icmp eq i64 %next, %steps
   br i1 %done, label %tap_end, label %loop
@@ -124,10 +110,31 @@ tap_end:
   %taps_done = icmp eq i64 %j1, %taps
   br i1 %taps_done, label %exit, label %tap
 exit:
-{store}
+${store}
   ret void
-}}
-"""
+}
+""")
+
+
+def _function(tiles_a: int) -> str:
+    """The LLVM IR of ``LLVM_FUNCTION + tiles_a`` (``_FUNCTION``), in tile registers 0-3 (sums),
+    4-5 (a), 6-7 (b); with 8 or 16 for ``kstep`` a single step per tap."""
+    sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
+    ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
+    load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
+    store = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
+    step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_tap{r}, i64 %ak\n"
+                       f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in range(tiles_a))
+    tap_a = "\n".join(f"  %a_tap{r} = getelementptr i8, ptr %a_row{r}, i64 %a_off" for r in range(tiles_a))
+    products = "\n".join(f"  call void @llvm.x86.tdpbf16ps(i8 {t}, i8 {4 + r}, i8 {6 + off // 64})"
+                         for t, r, off in sums)
+    config = "\n".join(f"  %colsb{t} = getelementptr i8, ptr %cfg, i64 {16 + 2 * t}\n"
+                       f"  store i16 {'%kbytes16' if t in (4, 5) else 64}, ptr %colsb{t}\n"
+                       f"  %rowsp{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n"
+                       f"  store i8 {'%pairs8' if t in (6, 7) else '%rows8'}, ptr %rowsp{t}" for t in range(8))
+    return _FUNCTION.substitute(
+        name=f"{LLVM_FUNCTION}{tiles_a}", prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
+        config=config, ptrs=ptrs, load=load, tap_a=tap_a, step_a=step_a, products=products, store=store)
 
 
 # linkonce_odr: every kernel that uses them links a copy, and the copies merge.

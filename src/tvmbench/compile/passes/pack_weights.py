@@ -337,7 +337,7 @@ class _Pack(PyExprMutator):
         width = static_shape(call.ty)[2]
         columns = whole_tiles(width, fitted=True) if pairs else None
         extra = (self.amx_columns(width) if pairs and source is None and window is None and amx.fits(shape[2], cblock)
-                 else None)
+                 and all(int(d) == 1 for d in a.dilation) else None)
         if extra is not None:  # (AMX tiles load their rows from memory: real columns of padding instead)
             padding[3] += extra * int(a.strides[1])
             columns = None

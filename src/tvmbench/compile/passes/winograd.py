@@ -361,7 +361,8 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
                 rows = whole_tiles(tiles, fitted=True)
-                if amx_tiles and amx.fits(w_shape[2], block):  # (AMX tiles load their rows: zero rows where none divides, never a re-read)
+                if amx_tiles and amx.fits(w_shape[2], block):
+                    # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
                     padded = amx.padded_rows(tiles)
                     v = emit(relax.op.nn.pad(v, [0, 0, 0, padded - tiles, 0, 0])) if padded else v
                     rows = None

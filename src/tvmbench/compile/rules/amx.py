@@ -93,7 +93,7 @@ def peak_rate(func: Any, target: Any) -> float:
 
 def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool]] | None:
     """The contraction and its tiles (``_tile_shape``) where this rule applies: a bf16 contraction
-    in pairs over weights packed in blocks of 32, on a target with AMX."""
+    in pairs over weights packed in blocks of 32 or 64, on a target with AMX."""
     if not amx.usable(target):
         return None
     found = match(func, target)
@@ -129,13 +129,13 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
     it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
     fit: the innermost reduction must be the pairs' (input channels in ``amx.steps``, or a stem's
     window columns), other reductions none, a window of two axes (rows and columns, or a stem's
-    channels and rows) read without dilation or of one (tile by tile), the row axis index one dimension of the input, with
-    a divisor of ``amx.MIN_ROWS`` to 16 rows."""
+    channels and rows) read without dilation or of one (tile by tile), the row axis index one
+    dimension of the input, with a divisor of ``amx.MIN_ROWS`` to 16 rows."""
     block, kinds, extents = found.block, found.kinds, found.extents
     reductions = [i for i, k in enumerate(kinds) if k == "R"]
     last = reductions[-1]
     if (last != len(kinds) - 1 or amx.steps(extents[last]) is None or extents[found.n_axis] % amx.PACK
-            or (len(reductions) == 2 and extents[last] % amx.STEP)):
+            or len(reductions) > 3 or (len(reductions) == 2 and extents[last] % amx.STEP)):
         return None
     m_var, k_var = block.iter_vars[found.m_axis].var, block.iter_vars[last].var
     window = [block.iter_vars[i].var for i in reductions[:-1]]
@@ -145,7 +145,7 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
         if step is None:
             continue
         along = [coefficient(r.min, m_var) for r in read.region]
-        taps = [[coefficient(r.min, v) for r in read.region] for v in window]
+        taps = [[coefficient(r.min, v) for r in read.region] for v in window]  # (each in one dimension, undilated)
         if step != 1 or any(c is None or c < 0 for c in along) or sum(c > 0 for c in along) != 1 or any(
                 c not in (0, 1) or sum(t) != 1 for t in taps for c in t):
             return None
@@ -158,7 +158,5 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
     if rows is None or len(shapes) != 1:
         return None
     (stride, flat), = shapes
-    taps = (extents[reductions[0]], extents[reductions[1]]) if len(reductions) == 3 else None
-    if len(reductions) > 3:
-        return None
-    return rows, 2 if (extent // rows) % 2 == 0 else 1, stride, taps, flat
+    window_extents = (extents[reductions[0]], extents[reductions[1]]) if len(reductions) == 3 else None
+    return rows, 2 if (extent // rows) % 2 == 0 else 1, stride, window_extents, flat
