@@ -196,7 +196,8 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     reductions (a convolution's window rows and columns) the tile covers too, its sums held in
     the tiles across them; ``flat``: those are a stem's channels and window rows, and its rows
     and the reduction (window columns) index one dimension of the input, so the rows overlap."""
-    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}s{stride}w{window}{'f' if flat else ''}"
+    taps = "x".join(str(t) for t in window) if window else "1"
+    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}"
     if name in _registered:
         return name
     from tvm.s_tir import TensorIntrin
