@@ -2141,8 +2141,8 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
     inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
-    has no tile) and a 7x7 stem over 3 channels (8 window columns per product); the convolution over 16 input channels keeps the dot product, and on Zen 4 (no AMX)
-    every product does. The kernels compile for that CPU on any x86 host (they run only on one
+    has no tile) and a 7x7 stem over 3 channels (8 window columns per product); the convolution
+    over 16 input channels keeps the dot product, and on Zen 4 (no AMX) every product does. The kernels compile for that CPU on any x86 host (they run only on one
     with AMX: the bf16 tests that run builds cover them there)."""
     import tvm
 
@@ -2219,10 +2219,10 @@ def test_a_bf16_kernel_left_without_the_dot_product_is_named_in_a_compile_warnin
     intel, zen = (resolve_target({"kind": "llvm", "mcpu": cpu}, gpu_query=lambda: None).tvm()
                   for cpu in ("cooperlake", "znver4"))
     assert "slower than fp32" in slower_than_fp32(intel) and slower_than_fp32(zen) is None
-    assert slower_than_fp32(resolve_target({"kind": "llvm", "mcpu": "sapphirerapids"}).tvm()) is None  # (AMX)
-    # (on a host with AMX its tiles would take the products the dot product is kept from: off, so
-    # that the rule declining leaves them to DLight here too; the cache key holds the target, so
-    # the builds are made again)
+    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids"}, gpu_query=lambda: None)
+    assert slower_than_fp32(spr.tvm()) is None  # (AMX)
+    # (on a host with AMX its tiles would take the products the dot product is kept from: AMX off
+    # and out of the target, so that Contraction declining leaves them to DLight here too)
     monkeypatch.setattr(amx, "usable", lambda target: False)
     target = resolve_target({**TARGET.config, "mattr": [f for f in TARGET.config.get("mattr", []) if "amx" not in f]})
     here = [slower_than_fp32(target.tvm())] if slower_than_fp32(target.tvm()) else []
