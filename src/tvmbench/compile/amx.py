@@ -33,6 +33,10 @@ from tvmbench.targets import has_feature
 LLVM_FUNCTION = "tvmbench_amx_bf16"
 PACK = 32  # a tile's columns: two B tiles of 16 (of a pack block of 32, or of 64: GPT-2's LM head)
 STEP = 32  # reduction steps per tile product (16 pairs)
+# Input channels in steps of 16 where 32 do not divide them (48, 80: inception's), at half a tile
+# product's work per instruction; the least channels a reduction must have to go on tiles.
+HALF_STEP = 16
+MIN_DEPTH = 32
 MAX_ROWS = 16
 BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
 # The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
@@ -161,9 +165,10 @@ def tile_rows(extent: int) -> int | None:
 
 def fits(depth: int, block: int) -> bool:
     """Whether a bf16 product over a reduction of ``depth`` with weights packed in blocks of
-    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps of 32, blocks of 32 or 64
-    (a stem's window columns, 8, are a product of their own, but its columns are not padded)."""
-    return depth % STEP == 0 and block in BLOCKS
+    ``block`` columns goes on AMX tiles (``rules/amx.py``): whole steps (``channel_steps``), blocks of
+    32 or 64 (a stem's window columns, 8, are a product of their own, but its columns are not
+    padded)."""
+    return channel_steps(depth) is not None and block in BLOCKS
 
 
 def padded_rows(extent: int) -> int | None:
@@ -180,12 +185,20 @@ def usable(target: Any) -> bool:
     return target.kind.name == "llvm" and has_feature(target, "amx-bf16") and has_feature(target, "amx-tile")
 
 
+def channel_steps(depth: int) -> tuple[int, int] | None:
+    """(reduction steps per tile product, products) for a reduction over ``depth`` input channels:
+    32 at a time, else 16 (HALF_STEP), and at least MIN_DEPTH channels; None where they do not fit."""
+    if depth < MIN_DEPTH or depth % HALF_STEP:
+        return None
+    step = STEP if depth % STEP == 0 else HALF_STEP
+    return step, depth // step
+
+
 def steps(depth: int) -> tuple[int, int] | None:
-    """(reduction steps per tile product, products) for a tap's reduction of ``depth``: 32 at a
-    time, or a single product of 8 or 16 (a stem's window row of 7 columns, padded to 8)."""
-    if depth % STEP == 0:
-        return STEP, depth // STEP
-    return (depth, 1) if depth in (8, 16) else None
+    """(reduction steps per tile product, products) for a tap's reduction of ``depth``: input
+    channels (``channel_steps``), or a single product of 8 or 16 (a stem's window row of 7
+    columns, padded to 8)."""
+    return channel_steps(depth) or ((depth, 1) if depth in (8, 16) else None)
 
 
 def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple[int, int] | None = None,

@@ -294,7 +294,7 @@ BF16_MIN_EDGE = 14
 # (session 70).
 BF16_MIN_CHANNELS = 48
 # On CPUs with AMX, bf16 3x3 convolutions whose direct form goes on tiles (input channels in steps
-# of 32, output channels in blocks of 32) stay direct: a tile product runs at 16 times the FMA's
+# of 32 or 16, output channels in blocks of 32) stay direct: a tile product runs at 16 times the FMA's
 # rate, so Winograd's saving in multiplies is small against its transforms' traffic (fp32, through
 # memory). Same-process A/Bs of Winograd off (`rule_ab.py M passes.winograd.BF16_WINOGRAD 0
 # --precision bf16 --block 5`, session 87, Intel Xeon with AMX): resnet18 1.13x, resnet50 1.14x.
@@ -305,7 +305,7 @@ def _direct_in_bf16(x_shape: list[int], w_shape: list[int], out_shape: list[int]
                     amx_tiles: bool) -> bool:
     """Whether a 3x3 convolution stays direct under --precision bf16 (BF16_WINOGRAD,
     BF16_MIN_EDGE, BF16_MIN_CHANNELS, AMX_DIRECT)."""
-    on_tiles = AMX_DIRECT and amx_tiles and w_shape[2] % amx.STEP == 0 and w_shape[3] % amx.PACK == 0
+    on_tiles = AMX_DIRECT and amx_tiles and amx.channel_steps(w_shape[2]) is not None and w_shape[3] % amx.PACK == 0
     return (not BF16_WINOGRAD or on_tiles or min(out_shape[1:3]) < BF16_MIN_EDGE
             or (w_shape[2] < BF16_MIN_CHANNELS and 4 * int(np.prod(x_shape)) > l2_bytes))
 

@@ -127,7 +127,7 @@ def _channel_outer(found: Any) -> bool:
 def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool] | None:
     """(rows per A tile, A tiles, the rows' stride in the input, the window the tile covers, whether
     it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
-    fit: the innermost reduction must be the pairs' (input channels in ``amx.steps``, or a stem's
+    fit: the innermost reduction must be the pairs' (input channels in ``amx.channel_steps``, or a stem's
     window columns), other reductions none, a window of two axes (rows and columns, or a stem's
     channels and rows) read without dilation or of one (tile by tile), the row axis index one
     dimension of the input, with a divisor of ``amx.MIN_ROWS`` to 16 rows."""
@@ -135,7 +135,7 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
     reductions = [i for i, k in enumerate(kinds) if k == "R"]
     last = reductions[-1]
     if (last != len(kinds) - 1 or amx.steps(extents[last]) is None or extents[found.n_axis] % amx.PACK
-            or len(reductions) > 3 or (len(reductions) == 2 and extents[last] % amx.STEP)):
+            or len(reductions) > 3 or (len(reductions) == 2 and amx.channel_steps(extents[last]) is None)):
         return None
     m_var, k_var = block.iter_vars[found.m_axis].var, block.iter_vars[last].var
     window = [block.iter_vars[i].var for i in reductions[:-1]]
@@ -150,7 +150,7 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
                 c not in (0, 1) or sum(t) != 1 for t in taps for c in t):
             return None
         flat = along[-1] > 0
-        if flat != (extents[last] % amx.STEP != 0):  # (8 or 16 window columns: a stem's; channels in steps of 32)
+        if extents[last] not in (8, 16) if flat else amx.channel_steps(extents[last]) is None:  # (a stem's window columns; channels)
             return None
         shapes.add((max(along), flat))
     extent = extents[found.m_axis]
