@@ -2141,9 +2141,11 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
     inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
-    has no tile) and a 7x7 stem over 3 channels (8 window columns per product); the convolution
-    over 16 input channels keeps the dot product, and on Zen 4 (no AMX) every product does. The kernels compile for that CPU on any x86 host (they run only on one
-    with AMX: the bf16 tests that run builds cover them there)."""
+    has no tile), a 7x7 stem over 3 channels (8 window columns per product) and a 3x3 convolution
+    over 48 channels (steps of 16), direct where Zen 4 takes it to Winograd; the convolution over
+    16 input channels keeps the dot product, and on Zen 4 (no AMX) every product does. The kernels
+    compile for that CPU on any x86 host (they run only on one with AMX: the bf16 tests that run
+    builds cover them there)."""
     import tvm
 
     from tvmbench.compile import amx, bf16
@@ -2170,9 +2172,11 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
                                   target=target.tvm())
                 assert "tdpbf16ps" in lib.mod.inspect_source("asm")
     amx_kernels = sorted(n for (cpu, n), how in called.items() if cpu == "sapphirerapids" and how == "amx")
-    assert len(amx_kernels) == 4 and sum("matmul" in n for n in amx_kernels) == 1, called
-    assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 4 + ["dot"], called
+    assert len(amx_kernels) == 5 and sum("matmul" in n for n in amx_kernels) == 1, called
+    assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 5 + ["dot"], called
     assert {how for (cpu, _), how in called.items() if cpu == "znver4"} == {"dot"}, called
+    winograd = {cpu for cpu, n in called if "winograd" in n}
+    assert winograd == {"znver4"}, called
 
 
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
