@@ -12,7 +12,7 @@ B tile (a block of 64, GPT-2's LM head, holds two tiles' columns). So ``rules/am
 bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`register`) replaces
 each tile's reduction (its input channels, and a convolution's window of two axes) with one call
 of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
-loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 (two A
+loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 or 16 (two A
 tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's 8 window columns in one), and stores
 them back.
 

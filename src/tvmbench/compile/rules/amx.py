@@ -4,8 +4,8 @@ AMX; ``compile/amx.py`` says why and how).
 A contraction ``Contraction`` would give ``vdpbf16ps`` register tiles (bf16 weights packed in
 pairs of 32 columns, fp32 sums) is tiled instead in ``rows x 32`` outputs: ``rows`` up to 16 of the
 output's row axis per A tile, two A tiles where the row axis holds an even number of them, and the
-32 columns of a weight pack block (two B tiles). The tile's reduction (the input channels, a
-multiple of 32, and a convolution's window of two axes) becomes one call of the AMX function, the
+32 columns of a weight pack block (two B tiles). The tile's reduction (the input channels, in
+steps of 32 or else 16, and a convolution's window of two axes) becomes one call of the AMX function, the
 sums held in tile registers across it; a window of one axis (a 1x7 convolution) stays a loop of
 calls. A CNN's stem over an image's 3 channels, whose weights pair window columns, is a window of
 channels and window rows over products of 8 columns. The tiles are spread over the cores, the
@@ -14,8 +14,8 @@ sums written back through the epilogue as ``Contraction`` writes its tiles (``wr
 A strided convolution's rows are ``stride`` rows apart in its input: the A tiles load with that
 stride. It declines (and ``Contraction`` takes the kernel) where the tiles do not fit: a row axis
 with no divisor of at least ``amx.MIN_ROWS`` rows (a classifier at batch 1; a dense layer over
-ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), input channels not a
-multiple of 32 (inception_v3's 48 and 80), a dilated window.
+ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), fewer than 32 input
+channels or not a multiple of 16 (``amx.channel_steps``), a dilated window.
 """
 
 from __future__ import annotations
