@@ -49,10 +49,11 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 # The tile function (``_function`` fills in its tile registers and configuration): sums[rows x
 # tiles_a, 32] += the products of ``outer`` x ``inner`` taps (a window's: the A and B pointers move by
 # ``*_outer`` and ``*_inner`` bytes), each of ``steps`` steps of ``kstep``; ``ld*``: row strides in
-# bytes. The sums stay in their tiles across the whole window.
+# bytes, ``*_skip``: bytes from the first A tile (sums tile) to the second. The sums stay in their
+# tiles across the whole window.
 _FUNCTION = string.Template("""
-define linkonce_odr void @${name}(ptr %c, i64 %ldc, ptr %a, i64 %lda, i64 %a_outer, i64 %a_inner,
-    ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {
+define linkonce_odr void @${name}(ptr %c, i64 %ldc, i64 %c_skip, ptr %a, i64 %lda, i64 %a_skip, i64 %a_outer,
+    i64 %a_inner, ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {
 entry:
   %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
   %ok = icmp ne i32 %granted, 0
@@ -74,10 +75,8 @@ configure:
 ${config}
   call void @llvm.x86.ldtilecfg(ptr %cfg)
   %c_row0 = getelementptr i8, ptr %c, i64 0
-  %c_skip = mul i64 %ldc, %rows
   %c_row1 = getelementptr i8, ptr %c, i64 %c_skip
   %a_row0 = getelementptr i8, ptr %a, i64 0
-  %a_skip = mul i64 %lda, %rows
   %a_row1 = getelementptr i8, ptr %a, i64 %a_skip
 ${ptrs}
 ${load}
@@ -202,29 +201,36 @@ def steps(depth: int) -> tuple[int, int] | None:
 
 
 def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple[int, int] | None = None,
-             flat: bool = False) -> str:
+             flat: bool = False, pair: int = 0) -> str:
     """The name of the tensor intrinsic for a tile of ``tiles_a`` x ``rows`` rows and 32 columns
     over a reduction of ``depth`` (``steps``) whose rows are ``stride`` rows apart in the input
     (a strided convolution's), registered with TVM once per process. ``window``: the two outer
     reductions (a convolution's window rows and columns) the tile covers too, its sums held in
     the tiles across them; ``flat``: those are a stem's channels and window rows, and its rows
-    and the reduction (window columns) index one dimension of the input, so the rows overlap."""
+    and the reduction (window columns) index one dimension of the input, so the rows overlap;
+    ``pair``: the two A tiles are two output rows (of a map whose rows make one tile each: 14x14),
+    ``pair`` input rows apart (``_paired``)."""
     taps = "x".join(str(t) for t in window) if window else "1"
-    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}"
+    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}"
     if name in _registered:
         return name
     from tvm.s_tir import TensorIntrin
 
-    make = _plain if window is None else _flat if flat else _window
-    desc, impl = make(rows, tiles_a, depth, stride, *(window or ()))
+    if pair:
+        desc, impl = _paired(rows, depth, stride, window, pair)
+    else:
+        make = _plain if window is None else _flat if flat else _window
+        desc, impl = make(rows, tiles_a, depth, stride, *(window or ()))
     TensorIntrin.register(name, desc, impl, override=True)
     _registered.add(name)
     return name
 
 
 def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inner: Any, b16: Any, sb: Any,
-          b_outer: Any, b_inner: Any, outer: int, inner: int, depth: int, rows: int) -> Any:
-    """The call of the tile function (``_function``), strides in elements."""
+          b_outer: Any, b_inner: Any, outer: int, inner: int, depth: int, rows: int,
+          skips: tuple[Any, Any] | None = None) -> Any:
+    """The call of the tile function (``_function``), strides in elements; ``skips``: from the first
+    sums and A tile to the second where they are not the next ``rows`` rows (paired rows)."""
     from tvm.script import tirx as T
 
     kstep, count = steps(depth)
@@ -232,9 +238,11 @@ def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inn
     def i64(v: Any) -> Any:  # (every integer argument 64 bits, as the function declares them)
         return T.int64(v) if isinstance(v, int) else v
 
-    return T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", c.access_ptr("rw"), sc * 4, a16.access_ptr("r"),
-                         i64(lda) * 2, i64(a_outer) * 2, i64(a_inner) * 2, b16.access_ptr("r"), sb * 2,
-                         i64(b_outer) * 2, i64(b_inner) * 2, *(i64(v) for v in (outer, inner, count, kstep, rows)))
+    c_skip, a_skip = skips or (sc * rows, i64(lda) * rows)
+    return T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", c.access_ptr("rw"), sc * 4, i64(c_skip) * 4,
+                         a16.access_ptr("r"), i64(lda) * 2, i64(a_skip) * 2, i64(a_outer) * 2, i64(a_inner) * 2,
+                         b16.access_ptr("r"), sb * 2, i64(b_outer) * 2, i64(b_inner) * 2,
+                         *(i64(v) for v in (outer, inner, count, kstep, rows)))
 
 
 def _plain(rows: int, tiles_a: int, depth: int, stride: int) -> tuple[Any, Any]:
@@ -351,3 +359,74 @@ def _flat(rows: int, tiles_a: int, depth: int, stride: int, channels: int, kh: i
             T.evaluate(_call(tiles_a, C, sc, a16, T.int64(stride), sa0, sa1, b16, sb, sb0, sb1, channels, kh, k, rows))
 
     return desc, impl
+
+
+def _paired(rows: int, depth: int, stride: int, window: tuple[int, int] | None, pair: int) -> tuple[Any, Any]:
+    """Two A tiles from two output rows ``pair`` input rows apart (NHWC; a 1x1 convolution, or one
+    with a window of two axes), the sums ``[2, rows, 32]``: on a map whose row is a single tile
+    (14 columns), each B tile then serves two products, as with two tiles along the row."""
+    from tvm.script import tirx as T
+
+    kh, kw = window or (1, 1)
+    m, k, hs = rows, depth, kh + pair
+    span = (m - 1) * stride + kw
+    c_shape, a_shape, b_shape = (2, m, PACK), (hs, span, k), (kh, kw, k // 2, PACK, 2)
+
+    @T.prim_func(s_tir=True)
+    def desc_window(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        B = T.match_buffer(b, b_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:2, 0:m, 0:PACK])
+            for h, i, j, r0, r1, r in T.grid(2, m, PACK, kh, kw, k):
+                with T.sblock("update"):
+                    vh, vi, vj, v0, v1, vr = T.axis.remap("SSSRRR", [h, i, j, r0, r1, r])
+                    C[vh, vi, vj] = C[vh, vi, vj] + T.cast(A[v0 + vh * pair, vi * stride + v1, vr], "float32") * T.cast(
+                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def desc_plain(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[T.int64(), 2, 1])
+        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:2, 0:m, 0:PACK])
+            for h, i, j, r in T.grid(2, m, PACK, k):
+                with T.sblock("update"):
+                    vh, vi, vj, vr = T.axis.remap("SSSR", [h, i, j, r])
+                    C[vh, vi, vj] = C[vh, vi, vj] + T.cast(A[vh * pair, vi * stride, vr], "float32") * T.cast(
+                        B[vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa0, sa1, sb0, sb1, sb, sc0, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
+        B = T.match_buffer(b, b_shape, "bfloat16", offset_factor=1, strides=[sb0, sb1, sb, 2, 1])
+        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[sc0, sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:2, 0:m, 0:PACK])
+            a16 = T.decl_buffer((hs * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((kh * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(2, C, sc, a16, sa1 * stride, sa0, sa1, b16, sb, sb0, sb1, kh, kw, k, rows,
+                             (sc0, sa0 * pair)))
+
+    if window is None:  # (the plain form's B has no window axes: its impl views them as units)
+        @T.prim_func(s_tir=True)
+        def impl_plain(a: T.handle, b: T.handle, c: T.handle) -> None:
+            sa0, sa1, sb, sc0, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+            A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
+            B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb, 2, 1])
+            C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[sc0, sc, 1])
+            with T.sblock("root"):
+                T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
+                T.writes(C[0:2, 0:m, 0:PACK])
+                a16 = T.decl_buffer((hs * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+                b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
+                T.evaluate(_call(2, C, sc, a16, sa1 * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows, (sc0, sa0 * pair)))
+
+        return desc_plain, impl_plain
+    return desc_window, impl

@@ -43,6 +43,10 @@ from tvmbench.compile.tir import as_int, coefficient
 # each row tile). Alone (session 86, Xeon VM), resnet50's 3x3 over 7x7 maps (4.7 MB of weights):
 # 0.58 ms row-outer, 0.22 channel-outer; its 1x1 over 56x56 maps (32 KB of weights) 0.17 and 0.32.
 CHANNEL_OUTER_WEIGHTS = 1.0
+# Where the row axis makes an odd number of tiles (a 14x14 map: one tile of 14 per row), the two A
+# tiles take two output rows (``amx._paired``), so each B tile serves two products: alone, tile
+# loads cost more than the products in such kernels (session 87).
+PAIRED_ROWS = 1
 
 
 # AMX's bf16 arithmetic peak against the fp32 FMA peak the profiles measure: a ``tdpbf16ps`` is
@@ -59,7 +63,7 @@ class Amx(Rule):
         matched = _matched(func, target)
         if matched is None:
             return None
-        found, (rows, tiles_a, stride, window, flat) = matched
+        found, (rows, tiles_a, stride, window, flat, paired) = matched
         inline_producers(found, False)
         epilogue = fold_epilogue(found)
         if epilogue is False:
@@ -69,16 +73,21 @@ class Amx(Rule):
         n_outer, n_inner = sch.split(loops[found.n_axis], factors=[None, amx.PACK])
         m_outer, m_inner = sch.split(loops[found.m_axis], factors=[None, rows * tiles_a])
         reductions = [loop for loop, k in zip(loops, found.kinds, strict=True) if k == "R"]
+        tile = [m_inner]
+        if paired is not None:  # (two output rows, one A tile each)
+            h_outer, h_inner = sch.split(loops[paired[0]], factors=[None, 2])
+            loops, tile = [h_outer if i == paired[0] else loop for i, loop in enumerate(loops)], [h_inner, m_inner]
         order = _tile_order(found, loops, n_outer, m_outer)
         # (a window of two axes inside the tile, its sums held in the tiles; one of one axis, a 1x7
         # convolution's, a loop of tiles: each tap loads and stores the sums)
         taps = reductions[:-1] if window is None else []
-        sch.reorder(*order, *taps, m_inner, n_inner, *reductions[len(taps):])
+        sch.reorder(*order, *taps, *tile, n_inner, *reductions[len(taps):])
         tile_loop = sch.fuse(*order)
         sch.parallel(tile_loop)
-        write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * tiles_a, width=found.lanes), tile_loop,
-                   taps or [m_inner], epilogue, None)
-        sch.tensorize(m_inner, amx.register(rows, tiles_a, found.extents[-1], stride, window, flat))
+        write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * len(tile) * tiles_a, width=found.lanes),
+                   tile_loop, taps or tile[:1], epilogue, None)
+        sch.tensorize(tile[0], amx.register(rows, tiles_a, found.extents[-1], stride, window, flat,
+                                            paired[1] if paired else 0))
         sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
 
@@ -91,7 +100,7 @@ def peak_rate(func: Any, target: Any) -> float:
     return bf16.peak_rate(func, target)
 
 
-def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool]] | None:
+def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool, Any]] | None:
     """The contraction and its tiles (``_tile_shape``) where this rule applies: a bf16 contraction
     in pairs over weights packed in blocks of 32 or 64, on a target with AMX."""
     if not amx.usable(target):
@@ -124,13 +133,14 @@ def _channel_outer(found: Any) -> bool:
     return operand_bytes(found, rows_dependent=False) > CHANNEL_OUTER_WEIGHTS * operand_bytes(found, rows_dependent=True)
 
 
-def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool] | None:
+def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None] | None:
     """(rows per A tile, A tiles, the rows' stride in the input, the window the tile covers, whether
     it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
     fit: the innermost reduction must be the pairs' (input channels in ``amx.channel_steps``, or a stem's
     window columns), other reductions none, a window of two axes (rows and columns, or a stem's
     channels and rows) read without dilation or of one (tile by tile), the row axis index one
-    dimension of the input, with a divisor of ``amx.MIN_ROWS`` to 16 rows."""
+    dimension of the input, with a divisor of ``amx.MIN_ROWS`` to 16 rows. Last, where the row axis
+    makes an odd number of tiles: the output's row axis and its stride in the input (``_paired``)."""
     block, kinds, extents = found.block, found.kinds, found.extents
     reductions = [i for i, k in enumerate(kinds) if k == "R"]
     last = reductions[-1]
@@ -153,10 +163,29 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
         if extents[last] not in (8, 16) if flat else amx.channel_steps(extents[last]) is None:  # (a stem's window columns; channels)
             return None
         shapes.add((max(along), flat))
+        a_read, rows_dim = read, along.index(max(along)) - 1
     extent = extents[found.m_axis]
     rows = amx.tile_rows(extent)
     if rows is None or len(shapes) != 1:
         return None
     (stride, flat), = shapes
     window_extents = (extents[reductions[0]], extents[reductions[1]]) if len(reductions) == 3 else None
-    return rows, 2 if (extent // rows) % 2 == 0 else 1, stride, window_extents, flat
+    tiles_a = 2 if (extent // rows) % 2 == 0 else 1
+    paired = None if tiles_a == 2 or flat or not PAIRED_ROWS else _paired(found, a_read, rows_dim, window if window_extents else [])
+    return rows, tiles_a, stride, window_extents, flat, paired
+
+
+def _paired(found: Any, a_read: Any, rows_dim: int, window: list[Any]) -> tuple[int, int] | None:
+    """(the axis, its stride in the input) of the output rows two A tiles may take (PAIRED_ROWS):
+    a spatial axis of even extent that indexes ``a_read``'s dimension before the tile rows' (and
+    the window's first axis that one too), None where there is none."""
+    block = found.block
+    if window and coefficient(a_read.region[rows_dim].min, window[0]) != 1:
+        return None
+    for i, (kind, extent) in enumerate(zip(found.kinds, found.extents, strict=True)):
+        if kind != "S" or i in (found.n_axis, found.m_axis) or extent % 2:
+            continue
+        along = [coefficient(r.min, block.iter_vars[i].var) for r in a_read.region]
+        if None not in along and along[rows_dim] > 0 and sum(c > 0 for c in along) == 1:
+            return i, along[rows_dim]
+    return None
