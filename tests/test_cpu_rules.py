@@ -2142,10 +2142,10 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
     inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
     has no tile), a 7x7 stem over 3 channels (8 window columns per product) and a 3x3 convolution
-    over 48 channels (steps of 16), direct where Zen 4 takes it to Winograd; the convolution over
-    16 input channels keeps the dot product, and on Zen 4 (no AMX) every product does. The kernels
-    compile for that CPU on any x86 host (they run only on one with AMX: the bf16 tests that run
-    builds cover them there)."""
+    over 48 channels (steps of 16), direct where Zen 4 takes it to Winograd, both over 14x14 maps
+    in pairs of output rows; the convolution over 16 input channels keeps the dot product, and on
+    Zen 4 (no AMX) every product does. The kernels compile for that CPU on any x86 host (they run
+    only on one with AMX: the bf16 tests that run builds cover them there)."""
     import tvm
 
     from tvmbench.compile import amx, bf16
@@ -2177,6 +2177,8 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     assert {how for (cpu, _), how in called.items() if cpu == "znver4"} == {"dot"}, called
     winograd = {cpu for cpu, n in called if "winograd" in n}
     assert winograd == {"znver4"}, called
+    # (the 14x14 maps' rows are one tile each: two output rows make the two A tiles)
+    assert any(name.endswith("_p1") for name in amx._registered), sorted(amx._registered)
 
 
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
