@@ -37,6 +37,11 @@ STEP = 32  # reduction steps per tile product (16 pairs)
 # product's work per instruction; the least channels a reduction must have to go on tiles.
 HALF_STEP = 16
 MIN_DEPTH = 32
+# A bf16 convolution's output channels that blocks of 32 do not divide (48: DenseNet-161's growth;
+# GoogLeNet's 16, 144 and 208) are padded with zero channels to whole blocks and sliced off
+# (``passes/pack_weights.py``), so that tiles take them: a tile product at up to twice the work
+# still runs several times the dot product's rate.
+PAD_OUTPUTS = 1
 MAX_ROWS = 16
 BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
 # The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is

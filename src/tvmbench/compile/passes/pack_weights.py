@@ -321,6 +321,9 @@ class _Pack(PyExprMutator):
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
         if pairs and cblock % 16:
             cblock = self.block
+        if pairs and self.amx and amx.PAD_OUTPUTS and source is None and cblock not in amx.BLOCKS \
+                and amx.channel_steps(shape[2]) is not None:
+            cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
         # (a bf16 stem: pairs of window columns, an odd window padded with a zero column on the
         # right that reads one more column of padding)
         column_pairs = pairs and source is not None

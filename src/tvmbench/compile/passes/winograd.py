@@ -305,7 +305,8 @@ def _direct_in_bf16(x_shape: list[int], w_shape: list[int], out_shape: list[int]
                     amx_tiles: bool) -> bool:
     """Whether a 3x3 convolution stays direct under --precision bf16 (BF16_WINOGRAD,
     BF16_MIN_EDGE, BF16_MIN_CHANNELS, AMX_DIRECT)."""
-    on_tiles = AMX_DIRECT and amx_tiles and amx.channel_steps(w_shape[2]) is not None and w_shape[3] % amx.PACK == 0
+    on_tiles = AMX_DIRECT and amx_tiles and amx.channel_steps(w_shape[2]) is not None and (
+        w_shape[3] % amx.PACK == 0 or amx.PAD_OUTPUTS)
     return (not BF16_WINOGRAD or on_tiles or min(out_shape[1:3]) < BF16_MIN_EDGE
             or (w_shape[2] < BF16_MIN_CHANNELS and 4 * int(np.prod(x_shape)) > l2_bytes))
 
