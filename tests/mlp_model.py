@@ -886,8 +886,8 @@ class _Bf16Tiles(torch.nn.Module):
     channels (not whole steps of 32: the dot product instead), a dense layer over 37 tokens
     (a prime: padded with zero rows to 48, three tiles of 16, ``amx.padded_rows``), a 7x7 stem
     over an image's 3 channels (window columns in pairs: 8 per product, the sums held across
-    channels and window rows) and a 3x3 convolution over 48 input channels (in steps of 16; with
-    AMX direct, not Winograd)."""
+    channels and window rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
+    (padded to 64 with zero channels; with AMX direct, not Winograd)."""
 
     def __init__(self):
         super().__init__()
@@ -896,7 +896,7 @@ class _Bf16Tiles(torch.nn.Module):
         self.narrow = torch.nn.Conv2d(16, 64, 1)
         self.dense = torch.nn.Linear(64, 96)
         self.stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)
-        self.half_steps = torch.nn.Conv2d(48, 64, 3, padding=1)
+        self.half_steps = torch.nn.Conv2d(48, 48, 3, padding=1)
 
     def forward(self, x, y, z, image, v):
         return (self.strided(torch.relu(self.pointwise(x))), self.narrow(y), self.dense(z), self.stem(image),
