@@ -33,10 +33,11 @@ from tvmbench.targets import has_feature
 LLVM_FUNCTION = "tvmbench_amx_bf16"
 PACK = 32  # a tile's columns: two B tiles of 16 (of a pack block of 32, or of 64: GPT-2's LM head)
 STEP = 32  # reduction steps per tile product (16 pairs)
-# Input channels in steps of 16 where 32 do not divide them (48, 80: inception's), at half a tile
-# product's work per instruction; the least channels a reduction must have to go on tiles.
+# Input channels in steps of 16 where 32 do not divide them (48, 80: inception's; SqueezeNet's 16),
+# at half a tile product's work per instruction; the least channels a reduction must have to go
+# on tiles.
 HALF_STEP = 16
-MIN_DEPTH = 32
+MIN_DEPTH = 16
 # A bf16 convolution's output channels that blocks of 32 do not divide (48: DenseNet-161's growth;
 # GoogLeNet's 16, 144 and 208) are padded with zero channels to whole blocks and sliced off
 # (``passes/pack_weights.py``), so that tiles take them: a tile product at up to twice the work
