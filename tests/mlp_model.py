@@ -882,8 +882,8 @@ def build_bf16_patch_stems():
 
 class _Bf16Tiles(torch.nn.Module):
     """bf16 products for AMX tiles (``rules/amx.py``): a 1x1 convolution over a 14x14 map (rows
-    of 14), a 3x3 one with stride 2 to 7x7 (rows of 7, two input rows apart), one over 16 input
-    channels (not whole steps of 32: the dot product instead), a dense layer over 37 tokens
+    of 14), a 3x3 one with stride 2 to 7x7 (rows of 7, two input rows apart), one over 8 input
+    channels (fewer than 16: the dot product instead), a dense layer over 37 tokens
     (a prime: padded with zero rows to 48, three tiles of 16, ``amx.padded_rows``), a 7x7 stem
     over an image's 3 channels (window columns in pairs: 8 per product, the sums held across
     channels and window rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
@@ -893,7 +893,7 @@ class _Bf16Tiles(torch.nn.Module):
         super().__init__()
         self.pointwise = torch.nn.Conv2d(64, 64, 1)
         self.strided = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
-        self.narrow = torch.nn.Conv2d(16, 64, 1)
+        self.narrow = torch.nn.Conv2d(8, 64, 1)
         self.dense = torch.nn.Linear(64, 96)
         self.stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)
         self.half_steps = torch.nn.Conv2d(48, 48, 3, padding=1)
@@ -905,7 +905,7 @@ class _Bf16Tiles(torch.nn.Module):
 
 def build_bf16_tiles():
     torch.manual_seed(0)
-    return _Bf16Tiles().eval(), (torch.randn(1, 64, 14, 14), torch.randn(1, 16, 14, 14), torch.randn(1, 37, 64),
+    return _Bf16Tiles().eval(), (torch.randn(1, 64, 14, 14), torch.randn(1, 8, 14, 14), torch.randn(1, 37, 64),
                                  torch.randn(1, 3, 32, 32), torch.randn(1, 48, 14, 14))
 
 

@@ -14,7 +14,7 @@ sums written back through the epilogue as ``Contraction`` writes its tiles (``wr
 A strided convolution's rows are ``stride`` rows apart in its input: the A tiles load with that
 stride. It declines (and ``Contraction`` takes the kernel) where the tiles do not fit: a row axis
 with no divisor of at least ``amx.MIN_ROWS`` rows (a classifier at batch 1; a dense layer over
-ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), fewer than 32 input
+ViT's 197 tokens gets zero rows to 208 from ``passes/pack_weights.py``), fewer than 16 input
 channels or not a multiple of 16 (``amx.channel_steps``), a dilated window.
 """
 
