@@ -43,6 +43,21 @@ MIN_DEPTH = 16
 # (``passes/pack_weights.py``), so that tiles take them: a tile product at up to twice the work
 # still runs several times the dot product's rate.
 PAD_OUTPUTS = 1
+# A bf16 stem (a convolution of the NCHW image, at most 4 channels and a window of at most 8
+# columns) reads the image laid out with each pixel's 4 channels side by side
+# (``passes/pack_weights.py``'s ``stem_on_tiles``), so that a window row, its columns and channels,
+# is one row of 32 values of an A tile: one full product per window row, where the NCHW form
+# (``_flat``) gives a product of 8 per channel and window row.
+STEM_ROWS = 1
+STEM_CHANNELS = 4
+STEM_ROW = 32
+
+
+def stem_rows(shape: list[int], dtype: str, attrs: Any) -> bool:
+    """Whether a stem of HWIO weights ``shape`` runs a window row per product (STEM_ROWS)."""
+    kh, kw, ci, _ = shape
+    return (bool(STEM_ROWS) and dtype == "bfloat16" and ci <= STEM_CHANNELS and kw * STEM_CHANNELS <= STEM_ROW
+            and int(attrs.groups) == 1 and all(int(d) == 1 for d in attrs.dilation))
 MAX_ROWS = 16
 BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
 # The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
@@ -225,7 +240,7 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     if pair:
         desc, impl = _paired(rows, depth, stride, window, pair)
     else:
-        make = _plain if window is None else _flat if flat else _window
+        make = _plain if window is None else (_flat if len(window) == 2 else _flat_rows) if flat else _window
         desc, impl = make(rows, tiles_a, depth, stride, *(window or ()))
     TensorIntrin.register(name, desc, impl, override=True)
     _registered.add(name)
@@ -363,6 +378,45 @@ def _flat(rows: int, tiles_a: int, depth: int, stride: int, channels: int, kh: i
             a16 = T.decl_buffer((channels * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
             b16 = T.decl_buffer((channels * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
             T.evaluate(_call(tiles_a, C, sc, a16, T.int64(stride), sa0, sa1, b16, sb, sb0, sb1, channels, kh, k, rows))
+
+    return desc, impl
+
+
+def _flat_rows(rows: int, tiles_a: int, depth: int, stride: int, kh: int) -> tuple[Any, Any]:
+    """A tile over a stem's window rows, each ``depth`` neighbouring values of one input row (its
+    window row's columns and channels, ``passes/pack_weights.py``'s ``stem_rows_image``), the
+    tile's rows ``stride`` values apart, so they overlap."""
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = (m - 1) * stride + k
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (kh, span), "bfloat16", offset_factor=1, strides=[T.int64(), 1])
+        B = T.match_buffer(b, (kh, k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:kh, 0:span], B[0:kh, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r0, r in T.grid(m, PACK, kh, k):
+                with T.sblock("update"):
+                    vi, vj, v0, vr = T.axis.remap("SSRR", [i, j, r0, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[v0, vi * stride + vr], "float32") * T.cast(
+                        B[v0, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa0, sb0, sb, sc = T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, (kh, span), "bfloat16", offset_factor=1, strides=[sa0, 1])
+        B = T.match_buffer(b, (kh, k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb0, sb, 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:kh, 0:span], B[0:kh, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            a16 = T.decl_buffer((kh * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((kh * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(tiles_a, C, sc, a16, T.int64(stride), 0, sa0, b16, sb, 0, sb0, 1, kh, k, rows))
 
     return desc, impl
 

@@ -305,6 +305,8 @@ class _Pack(PyExprMutator):
             flat = self.builder_.emit(self.dense(x2, w2, shape[3], out_dtype(call, x), conv=True))
             self.as_dense += 1
             return relax.op.reshape(flat, out)
+        if source is not None and self.amx and amx.stem_rows(shape, str(w.ty.dtype), a):
+            return self.stem_on_tiles(call, source, shape)
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
         elif shape[3] < 2 * cblock and not self.narrow(shape[3], cblock) and str(w.ty.dtype) != "bfloat16":
@@ -353,6 +355,28 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def stem_on_tiles(self, call: Any, image: Any, shape: list[int]) -> Any:
+        """A bf16 stem on AMX tiles, a window row per product (``amx.stem_rows``): the image as
+        ``stem_rows_image`` lays it out, the weights ``[O/32, KH, 16, 32, 2]`` (each window row's
+        columns and 4 channels, zero past the window and the image's channels, in pairs)."""
+        a, w, out = call.attrs, call.args[1], static_shape(call.ty)
+        kh, kw, ci, co = shape
+        strides, (top, left, bottom, right) = [int(v) for v in a.strides], [int(v) for v in a.padding]
+        columns = out[2] + (self.amx_columns(out[2]) or 0)
+        wide = (columns - 1) * strides[1] + amx.STEM_ROW // amx.STEM_CHANNELS  # (image columns the tiles read)
+        right = max(right, wide - int(image.ty.shape[3]) - left)
+        padded = relax.op.nn.pad(w, [0, 0, 0, amx.STEM_ROW // amx.STEM_CHANNELS - kw, 0, amx.STEM_CHANNELS - ci, 0, 0])
+        rows = self.builder_.emit(relax.op.reshape(self.builder_.emit(padded), [kh, amx.STEM_ROW, co]))
+        packed = self.builder_.emit(relax.op.layout_transform(
+            rows, lambda r, k, o: (o // amx.PACK, r, k // 2, o % amx.PACK, k % 2), pad_value=0.0 if co % amx.PACK else None))
+        x4 = self.builder_.emit(self.call_te(stem_rows_image, image, [top, left, bottom, right], str(w.ty.dtype),
+                                             primfunc_name_hint="stem_image"))
+        x4 = self.builder_.emit(relax.op.reshape(x4, [out[0], int(x4.ty.shape[1]), -1]))
+        conv = self.builder_.emit(self.call_te(stem_rows_conv, x4, packed, strides, (out[1], columns),
+                                               out_dtype(call, image), primfunc_name_hint="conv2d_nhwc_packed"))
+        return relax.op.strided_slice(conv, axes=[2, 3], begin=[0, 0], end=[out[2], co]) \
+            if (columns, co % amx.PACK) != (out[2], 0) else conv
 
     def amx_columns(self, width: int) -> int | None:
         """On AMX tiles, the output columns a bf16 convolution computes beyond ``width`` so that A
@@ -441,6 +465,42 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
         return out
+
+
+def stem_rows_image(x: Any, pad: list[int], dtype: str) -> Any:
+    """An NCHW image as ``[N, H', W', 4, 1]`` in ``dtype`` (TE; the caller views it as ``[N, H',
+    W' * 4]``): padded, each pixel's channels side by side, so that a window row's columns and
+    channels are ``amx.STEM_ROW`` neighbouring values (``stem_rows_conv``)."""
+    from tvm import tirx
+
+    n, c, h, w = (int(v) for v in x.shape)
+    top, left, bottom, right = pad
+    lanes = amx.STEM_CHANNELS
+
+    def value(b: Any, y: Any, z: Any, ch: Any, _: Any) -> Any:
+        # (the added channels repeat the last: their weights are zero)
+        yy, zz = y - top, z - left
+        inside = tirx.all(yy >= 0, yy < h, zz >= 0, zz < w)
+        clamp = lambda v, hi: te.max(te.min(v, hi - 1), 0)  # noqa: E731  (in bounds where not inside too)
+        return tirx.if_then_else(inside, x[b, clamp(ch, c), clamp(yy, h), clamp(zz, w)].astype(dtype),
+                                 tirx.const(0, dtype))
+
+    # (a unit innermost axis: not vectorised, since TVM's bf16 vectors of a gather do not compile)
+    return te.compute((n, h + top + bottom, w + left + right, lanes, 1), value, name="stem_image")
+
+
+def stem_rows_conv(x4: Any, wp: Any, strides: list[int], out_hw: tuple[int, int], out_dtype: str) -> Any:
+    """The stem's convolution over ``stem_rows_image``'s layout and ``[O/32, KH, 16, 32, 2]``
+    weights (TE): each output pixel's window row is ``amx.STEM_ROW`` values from ``x4``'s last
+    axis, rows ``strides[1] * 4`` values apart."""
+    ob, kh, pairs, pb = (int(v) for v in wp.shape[:4])
+    rh, rk = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, 2 * pairs), "rk")
+    step = strides[1] * amx.STEM_CHANNELS
+    return te.compute(
+        (int(x4.shape[0]), *out_hw, ob * pb),
+        lambda n, y, z, o: te.sum(x4[n, y * strides[0] + rh, z * step + rk].astype(out_dtype)
+                                  * wp[o // pb, rh, rk // 2, o % pb, rk % 2].astype(out_dtype), axis=[rh, rk]),
+        name="conv2d_nhwc_packed")
 
 
 def _joinable(func: Any) -> set[Any]:

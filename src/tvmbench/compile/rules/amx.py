@@ -160,8 +160,9 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
                 c not in (0, 1) or sum(t) != 1 for t in taps for c in t):
             return None
         flat = along[-1] > 0
-        if extents[last] not in (8, 16) if flat else amx.channel_steps(extents[last]) is None:  # (a stem's window columns; channels)
-            return None
+        rows_of_stem = flat and len(reductions) == 2 and amx.channel_steps(extents[last]) is not None  # (amx.stem_rows)
+        if extents[last] not in (8, 16) and not rows_of_stem if flat else amx.channel_steps(extents[last]) is None:
+            return None  # (a stem's window columns, or its window rows' values; channels)
         shapes.add((max(along), flat))
         a_read, rows_dim = read, along.index(max(along)) - 1
     extent = extents[found.m_axis]
@@ -169,7 +170,8 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
     if rows is None or len(shapes) != 1:
         return None
     (stride, flat), = shapes
-    window_extents = (extents[reductions[0]], extents[reductions[1]]) if len(reductions) == 3 else None
+    window_extents = (tuple(extents[r] for r in reductions[:-1]) if len(reductions) == 3 or flat and len(reductions) == 2
+                      else None)
     tiles_a = 2 if (extent // rows) % 2 == 0 else 1
     paired = None if tiles_a == 2 or flat or not PAIRED_ROWS else _paired(found, a_read, rows_dim, window if window_extents else [])
     return rows, tiles_a, stride, window_extents, flat, paired
