@@ -885,8 +885,9 @@ class _Bf16Tiles(torch.nn.Module):
     of 14), a 3x3 one with stride 2 to 7x7 (rows of 7, two input rows apart), one over 8 input
     channels (fewer than 16: the dot product instead), a dense layer over 37 tokens
     (a prime: padded with zero rows to 48, three tiles of 16, ``amx.padded_rows``), a 7x7 stem
-    over an image's 3 channels (window columns in pairs: 8 per product, the sums held across
-    channels and window rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
+    over an image's 3 channels (a window row's 7 columns x 4 channels per product, the image laid
+    out with each pixel's channels side by side, ``amx.stem_rows``; the sums held across the window
+    rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
     (padded to 64 with zero channels; with AMX direct, not Winograd)."""
 
     def __init__(self):

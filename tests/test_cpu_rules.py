@@ -2141,7 +2141,7 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     """On a CPU with AMX (Sapphire Rapids) the bf16 products whose rows and channels fit AMX tiles
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
     inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
-    has no tile), a 7x7 stem over 3 channels (8 window columns per product) and a 3x3 convolution
+    has no tile), a 7x7 stem over 3 channels (a window row per product) and a 3x3 convolution
     from 48 channels (steps of 16) to 48 (padded to 64), direct where Zen 4 takes it to Winograd,
     both over 14x14 maps in pairs of output rows; the convolution over 8 input channels keeps the
     dot product, and on Zen 4 (no AMX) every product does. The kernels compile for that CPU on any

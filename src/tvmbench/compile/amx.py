@@ -13,7 +13,7 @@ bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`regis
 each tile's reduction (its input channels, and a convolution's window of two axes) with one call
 of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
 loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 or 16 (two A
-tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's 8 window columns in one), and stores
+tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's window row in one), and stores
 them back.
 
 Linux hands AMX's 8 KB of tile state to a process only on request (``arch_prctl
@@ -227,8 +227,9 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     over a reduction of ``depth`` (``steps``) whose rows are ``stride`` rows apart in the input
     (a strided convolution's), registered with TVM once per process. ``window``: the two outer
     reductions (a convolution's window rows and columns) the tile covers too, its sums held in
-    the tiles across them; ``flat``: those are a stem's channels and window rows, and its rows
-    and the reduction (window columns) index one dimension of the input, so the rows overlap;
+    the tiles across them; ``flat``: those are a stem's channels and window rows (or its window
+    rows alone, ``_flat_rows``), and its rows and the reduction (window columns) index one
+    dimension of the input, so the rows overlap;
     ``pair``: the two A tiles are two output rows (of a map whose rows make one tile each: 14x14),
     ``pair`` input rows apart (``_paired``)."""
     taps = "x".join(str(t) for t in window) if window else "1"
