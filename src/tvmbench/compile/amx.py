@@ -43,6 +43,11 @@ MIN_DEPTH = 16
 # (``passes/pack_weights.py``), so that tiles take them: a tile product at up to twice the work
 # still runs several times the dot product's rate.
 PAD_OUTPUTS = 1
+MAX_ROWS = 16
+BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
+# The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
+# declined (``rules/amx.py``), or a dense layer's rows padded (``padded_rows``).
+MIN_ROWS = 7
 # A bf16 stem (a convolution of the NCHW image, at most 4 channels and a window of at most 8
 # columns) reads the image laid out with each pixel's 4 channels side by side
 # (``passes/pack_weights.py``'s ``stem_on_tiles``), so that a window row, its columns and channels,
@@ -51,18 +56,6 @@ PAD_OUTPUTS = 1
 STEM_ROWS = 1
 STEM_CHANNELS = 4
 STEM_ROW = 32
-
-
-def stem_rows(shape: list[int], dtype: str, attrs: Any) -> bool:
-    """Whether a stem of HWIO weights ``shape`` runs a window row per product (STEM_ROWS)."""
-    kh, kw, ci, _ = shape
-    return (bool(STEM_ROWS) and dtype == "bfloat16" and ci <= STEM_CHANNELS and kw * STEM_CHANNELS <= STEM_ROW
-            and int(attrs.groups) == 1 and all(int(d) == 1 for d in attrs.dilation))
-MAX_ROWS = 16
-BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
-# The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is
-# declined (``rules/amx.py``), or a dense layer's rows padded (``padded_rows``).
-MIN_ROWS = 7
 
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
@@ -191,6 +184,13 @@ def fits(depth: int, block: int) -> bool:
     return channel_steps(depth) is not None and block in BLOCKS
 
 
+def stem_rows(shape: list[int], dtype: str, attrs: Any) -> bool:
+    """Whether a stem of HWIO weights ``shape`` runs a window row per product (STEM_ROWS)."""
+    kh, kw, ci, _ = shape
+    return (bool(STEM_ROWS) and dtype == "bfloat16" and ci <= STEM_CHANNELS and kw * STEM_CHANNELS <= STEM_ROW
+            and int(attrs.groups) == 1 and all(int(d) == 1 for d in attrs.dilation))
+
+
 def padded_rows(extent: int) -> int | None:
     """The rows a dense layer computes so that A tiles cover them whole (``passes/pack_weights.py``
     pads its input with zero rows), None where ``tile_rows`` finds a tile: ViT's 197 tokens (a
@@ -229,9 +229,8 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     reductions (a convolution's window rows and columns) the tile covers too, its sums held in
     the tiles across them; ``flat``: those are a stem's channels and window rows (or its window
     rows alone, ``_flat_rows``), and its rows and the reduction (window columns) index one
-    dimension of the input, so the rows overlap;
-    ``pair``: the two A tiles are two output rows (of a map whose rows make one tile each: 14x14),
-    ``pair`` input rows apart (``_paired``)."""
+    dimension of the input, so the rows overlap; ``pair``: the two A tiles are two output rows (of
+    a map whose rows make one tile each: 14x14), ``pair`` input rows apart (``_paired``)."""
     taps = "x".join(str(t) for t in window) if window else "1"
     name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}"
     if name in _registered:

@@ -294,7 +294,7 @@ BF16_MIN_EDGE = 14
 # (session 70).
 BF16_MIN_CHANNELS = 48
 # On CPUs with AMX, bf16 3x3 convolutions whose direct form goes on tiles (input channels in steps
-# of 32 or 16, output channels in blocks of 32) stay direct: a tile product runs at 16 times the FMA's
+# of 32 or 16, output channels in blocks of 32 or padded to them: amx.PAD_OUTPUTS) stay direct: a tile product runs at 16 times the FMA's
 # rate, so Winograd's saving in multiplies is small against its transforms' traffic (fp32, through
 # memory). Same-process A/Bs of Winograd off (`rule_ab.py M passes.winograd.BF16_WINOGRAD 0
 # --precision bf16 --block 5`, session 87, Intel Xeon with AMX): resnet18 1.13x, resnet50 1.14x.
