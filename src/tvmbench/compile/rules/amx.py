@@ -5,8 +5,8 @@ A contraction ``Contraction`` would give ``vdpbf16ps`` register tiles (bf16 weig
 pairs of 32 columns, fp32 sums) is tiled instead in ``rows x 32`` outputs: ``rows`` up to 16 of the
 output's row axis per A tile, two A tiles where the row axis holds an even number of them, and the
 32 columns of a weight pack block (two B tiles). The tile's reduction (the input channels, in
-steps of 32 or else 16, and a convolution's window of two axes) becomes one call of the AMX function, the
-sums held in tile registers across it; a window of one axis (a 1x7 convolution) stays a loop of
+steps of 32 or else 16, and a convolution's window of two axes) becomes one call of the AMX
+function, the sums held in tile registers across it; a window of one axis (a 1x7 convolution) stays a loop of
 calls. A CNN's stem over an image's 3 channels reads the image with each pixel's channels side by
 side (``amx.stem_rows``): its window rows are a window over products of 32 values, a window row's
 columns and channels (without that, its weights pair window columns, and it is a window of
@@ -138,12 +138,12 @@ def _channel_outer(found: Any) -> bool:
 def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None] | None:
     """(rows per A tile, A tiles, the rows' stride in the input, the window the tile covers, whether
     it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
-    fit: the innermost reduction must be the pairs' (input channels in ``amx.channel_steps``, or a stem's
-    window columns or a window row's values), other reductions none, a window of two axes (rows and
-    columns, or a stem's channels and rows) read without dilation or of one (tile by tile; a stem's
-    window rows inside the tile), the row axis index one
-    dimension of the input, with a divisor of ``amx.MIN_ROWS`` to 16 rows. Last, where the row axis
-    makes an odd number of tiles: the output's row axis and its stride in the input (``_paired``)."""
+    fit: the innermost reduction must be the pairs' (input channels in ``amx.channel_steps``, or a
+    stem's window columns or a window row's values), other reductions none, a window of two axes
+    (rows and columns, or a stem's channels and rows) read without dilation or of one (tile by
+    tile; a stem's window rows inside the tile), the row axis index one dimension of the input,
+    with a divisor of ``amx.MIN_ROWS`` to 16 rows. Last, where the row axis makes an odd number of
+    tiles: the output's row axis and its stride in the input (``_paired``)."""
     block, kinds, extents = found.block, found.kinds, found.extents
     reductions = [i for i, k in enumerate(kinds) if k == "R"]
     last = reductions[-1]
