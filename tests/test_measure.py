@@ -441,19 +441,25 @@ def test_each_cache_level_gets_its_own_slope_and_a_kernel_the_slope_of_where_its
 def test_paced_calls_of_two_workers_take_turns_and_profiled_ones_get_no_warm_up_call():
     """``explain``'s two workers measure in alternating turns (``lockstep.Pacer``): no call of
     one overlaps a call of the other, the turns change hands, each turn of plain calls starts
-    with one warm-up call and a turn of profiled calls with none; a worker that finishes frees
-    the other."""
+    with one warm-up call and a turn of profiled calls with none, and every turn with a pause
+    (the other framework's threads stop spinning first); a worker that finishes frees the
+    other."""
     import multiprocessing
     import threading
 
-    from tvmbench.measure.lockstep import Baton, Pacer, Turns
+    from tvmbench.measure.lockstep import SETTLE_S, Baton, Pacer, Turns
 
     baton = Baton(2, multiprocessing.get_context("spawn"))
     spans: list[tuple[int, float, float]] = []
     warm_ups = [0, 0]
+    warm_times: list[tuple[int, float]] = []
+
+    def warm_up(i: int) -> None:
+        warm_ups[i] += 1
+        warm_times.append((i, time.monotonic()))
 
     def worker(i: int) -> None:
-        pacer = Pacer(Turns(baton, i, turn_s=0.01), rewarm=lambda: warm_ups.__setitem__(i, warm_ups[i] + 1))
+        pacer = Pacer(Turns(baton, i, turn_s=0.01), rewarm=lambda: warm_up(i))
         pacer.arrive()
 
         def call() -> None:
@@ -478,6 +484,9 @@ def test_paced_calls_of_two_workers_take_turns_and_profiled_ones_get_no_warm_up_
     ordered = sorted(spans, key=lambda s: s[1])
     assert all(a[2] <= b[1] for a, b in zip(ordered, ordered[1:], strict=False))  # never two at once
     assert sum(a[0] != b[0] for a, b in zip(ordered, ordered[1:], strict=False)) >= 4  # the turns alternate
+    for i, t in warm_times:  # (a warm-up call only after a pause since the other worker's last call)
+        before = [end for w, _, end in spans if w != i and end <= t]
+        assert not before or t - max(before) >= 0.9 * SETTLE_S, (i, t - max(before))
 
 
 def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_untimed_call():

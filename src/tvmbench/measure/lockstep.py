@@ -157,10 +157,12 @@ class Pacer:
         self.clock = TurnClock(turns, self._rewarm) if turns is not None else None
 
     def _rewarm(self) -> None:
+        # (a pause for the other framework's threads to stop spinning, as timer.py's, before the
+        # warm-up call too: without it, TVM's pool spinning on into OpenVINO's turn put OpenVINO's
+        # resnet18 in explain at 3.9 ms against 2.2, session 87)
+        time.sleep(SETTLE_S)
         if self._warm_up and self.rewarm is not None:
             self.rewarm()
-        else:  # (no call: a pause for the other framework's threads to stop spinning, as timer.py)
-            time.sleep(SETTLE_S)
 
     def __call__(self, fn: Callable[[], Any]) -> Any:
         return self._paced(fn, warm_up=True)
