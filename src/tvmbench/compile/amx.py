@@ -425,26 +425,21 @@ def _paired(rows: int, depth: int, stride: int, window: tuple[int, int] | None, 
     """Two A tiles from two output rows ``pair`` input rows apart (NHWC; a 1x1 convolution, or one
     with a window of two axes), the sums ``[2, rows, 32]``: on a map whose row is a single tile
     (14 columns), each B tile then serves two products, as with two tiles along the row."""
-    from tvm.script import tirx as T
-
     kh, kw = window or (1, 1)
     m, k, hs = rows, depth, kh + pair
     span = (m - 1) * stride + kw
     c_shape, a_shape, b_shape = (2, m, PACK), (hs, span, k), (kh, kw, k // 2, PACK, 2)
+    if window is None:
+        return _paired_plain(rows, k, stride, pair, c_shape, a_shape)
+    return _paired_window(rows, k, stride, pair, c_shape, a_shape, b_shape)
 
-    @T.prim_func(s_tir=True)
-    def desc_window(a: T.handle, b: T.handle, c: T.handle) -> None:
-        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
-        B = T.match_buffer(b, b_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), T.int64(), 2, 1])
-        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[T.int64(), T.int64(), 1])
-        with T.sblock("root"):
-            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
-            T.writes(C[0:2, 0:m, 0:PACK])
-            for h, i, j, r0, r1, r in T.grid(2, m, PACK, kh, kw, k):
-                with T.sblock("update"):
-                    vh, vi, vj, v0, v1, vr = T.axis.remap("SSSRRR", [h, i, j, r0, r1, r])
-                    C[vh, vi, vj] = C[vh, vi, vj] + T.cast(A[v0 + vh * pair, vi * stride + v1, vr], "float32") * T.cast(
-                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+def _paired_plain(rows: int, k: int, stride: int, pair: int, c_shape: tuple[int, ...],
+                  a_shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """``_paired``'s form for a 1x1 convolution (no window axes)."""
+    from tvm.script import tirx as T
+
+    m, hs, span = rows, a_shape[0], a_shape[1]
 
     @T.prim_func(s_tir=True)
     def desc_plain(a: T.handle, b: T.handle, c: T.handle) -> None:
@@ -461,6 +456,43 @@ def _paired(rows: int, depth: int, stride: int, window: tuple[int, int] | None, 
                         B[vr // 2, vj, vr % 2], "float32")
 
     @T.prim_func(s_tir=True)
+    def impl_plain(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa0, sa1, sb, sc0, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
+        B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb, 2, 1])
+        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[sc0, sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:2, 0:m, 0:PACK])
+            a16 = T.decl_buffer((hs * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(2, C, sc, a16, sa1 * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows, (sc0, sa0 * pair)))
+
+    return desc_plain, impl_plain
+
+
+def _paired_window(rows: int, k: int, stride: int, pair: int, c_shape: tuple[int, ...], a_shape: tuple[int, ...],
+                   b_shape: tuple[int, ...]) -> tuple[Any, Any]:
+    """``_paired``'s form for a convolution with a window of two axes."""
+    from tvm.script import tirx as T
+
+    m, (hs, span), (kh, kw) = rows, a_shape[:2], b_shape[:2]
+
+    @T.prim_func(s_tir=True)
+    def desc_window(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        B = T.match_buffer(b, b_shape, "bfloat16", offset_factor=1, strides=[T.int64(), T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[T.int64(), T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:2, 0:m, 0:PACK])
+            for h, i, j, r0, r1, r in T.grid(2, m, PACK, kh, kw, k):
+                with T.sblock("update"):
+                    vh, vi, vj, v0, v1, vr = T.axis.remap("SSSRRR", [h, i, j, r0, r1, r])
+                    C[vh, vi, vj] = C[vh, vi, vj] + T.cast(A[v0 + vh * pair, vi * stride + v1, vr], "float32") * T.cast(
+                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
     def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
         sa0, sa1, sb0, sb1, sb, sc0, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
         A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
@@ -474,19 +506,4 @@ def _paired(rows: int, depth: int, stride: int, window: tuple[int, int] | None, 
             T.evaluate(_call(2, C, sc, a16, sa1 * stride, sa0, sa1, b16, sb, sb0, sb1, kh, kw, k, rows,
                              (sc0, sa0 * pair)))
 
-    if window is None:  # (the plain form's B has no window axes: its impl views them as units)
-        @T.prim_func(s_tir=True)
-        def impl_plain(a: T.handle, b: T.handle, c: T.handle) -> None:
-            sa0, sa1, sb, sc0, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
-            A = T.match_buffer(a, a_shape, "bfloat16", offset_factor=1, strides=[sa0, sa1, 1])
-            B = T.match_buffer(b, (k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb, 2, 1])
-            C = T.match_buffer(c, c_shape, "float32", offset_factor=1, strides=[sc0, sc, 1])
-            with T.sblock("root"):
-                T.reads(C[0:2, 0:m, 0:PACK], A[0:hs, 0:span, 0:k], B[0:k // 2, 0:PACK, 0:2])
-                T.writes(C[0:2, 0:m, 0:PACK])
-                a16 = T.decl_buffer((hs * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
-                b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
-                T.evaluate(_call(2, C, sc, a16, sa1 * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows, (sc0, sa0 * pair)))
-
-        return desc_plain, impl_plain
     return desc_window, impl
