@@ -888,19 +888,25 @@ class _Bf16Tiles(torch.nn.Module):
     over an image's 3 channels (a window row's 7 columns x 4 channels per product, the image laid
     out with each pixel's channels side by side, ``amx.stem_rows``; the sums held across the window
     rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
-    (padded to 64 with zero channels; with AMX direct, not Winograd)."""
+    (padded to 64 with zero channels; with AMX direct, not Winograd). After the strided one, over
+    its 7x7 map, a 3x3 convolution to 80 channels (padded to 96) and a 7x1 one from them, both over
+    the padded map flattened (``amx.FLAT_MAPS``: rows of 7 are short tiles; a window of one axis
+    whose taps are a map row apart)."""
 
     def __init__(self):
         super().__init__()
         self.pointwise = torch.nn.Conv2d(64, 64, 1)
         self.strided = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
+        self.flat = torch.nn.Conv2d(64, 80, 3, padding=1)
+        self.column = torch.nn.Conv2d(80, 64, (7, 1), padding=(3, 0))
         self.narrow = torch.nn.Conv2d(8, 64, 1)
         self.dense = torch.nn.Linear(64, 96)
         self.stem = torch.nn.Conv2d(3, 64, 7, stride=2, padding=3)
         self.half_steps = torch.nn.Conv2d(48, 48, 3, padding=1)
 
     def forward(self, x, y, z, image, v):
-        return (self.strided(torch.relu(self.pointwise(x))), self.narrow(y), self.dense(z), self.stem(image),
+        seven = self.strided(torch.relu(self.pointwise(x)))
+        return (self.column(torch.relu(self.flat(seven))), self.narrow(y), self.dense(z), self.stem(image),
                 self.half_steps(v))
 
 

@@ -56,6 +56,25 @@ MIN_ROWS = 7
 STEM_ROWS = 1
 STEM_CHANNELS = 4
 STEM_ROW = 32
+# A stride-1 bf16 convolution runs over its padded map flattened to one row axis (``passes/
+# pack_weights.py``'s ``flat_conv``): output pixel ``p = y * W' + x`` of a map ``W'`` columns wide
+# (its padding included) reads input pixel ``p + ky * W' + kx``, so the tiles are 16 rows of that
+# axis, across the map's rows, the padding columns' rows computed and dropped by the epilogue (a
+# loop nest of its own). By map rows a 7x7 map's A tile is 7 rows, and each pair of weight tiles,
+# loaded from L2 (ResNet's last stage: 288 KB per block of 32 outputs), serves 7 rows, not 32:
+# resnet18's 3x3 convolutions over 7x7 maps alone 0.20 -> 0.14 ms. Only where the row form is
+# poor (``_Pack.flat_map``): tiles under FLAT_BELOW_ROWS rows (7x7, 35x35, 17x17 padded to 18
+# in 9s) or a window of one axis (a 1x7 or 7x1 convolution: by rows a loop of tiles, the sums
+# loaded and stored per tap), over at least FLAT_MIN_DEPTH inputs (weights of 32 KB per block:
+# below, they stay in L1 and the padding rows and the separate epilogue cost more, SqueezeNet's
+# 13x13 maps 0.4-0.7x alone); not 1x1 (by rows they read the input in place, no copy). Products
+# cost by rows, so 28x28 and 56x56 maps, two tiles of 14 per row, stay by rows (0.7-0.8x
+# flattened). Same-process A/Bs (Xeon VM, session 88, ``benchmarks/rule_ab.py M amx.FLAT_MAPS 0
+# --precision bf16 --runs 100 --block 5``): resnet18 1.076x, resnet34 1.118x, inception_v3
+# 1.085x, googlenet 1.016x, densenet121 1.011x, squeezenet1_1 and resnet50 level.
+FLAT_MAPS = 1
+FLAT_MIN_DEPTH = 512
+FLAT_BELOW_ROWS = 10
 
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
@@ -222,7 +241,7 @@ def steps(depth: int) -> tuple[int, int] | None:
 
 
 def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple[int, int] | None = None,
-             flat: bool = False, pair: int = 0) -> str:
+             flat: bool = False, pair: int = 0, wide: int = 0) -> str:
     """The name of the tensor intrinsic for a tile of ``tiles_a`` x ``rows`` rows and 32 columns
     over a reduction of ``depth`` (``steps``) whose rows are ``stride`` rows apart in the input
     (a strided convolution's), registered with TVM once per process. ``window``: the two outer
@@ -230,14 +249,17 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     the tiles across them; ``flat``: those are a stem's channels and window rows (or its window
     rows alone, ``_flat_rows``), and its rows and the reduction (window columns) index one
     dimension of the input, so the rows overlap; ``pair``: the two A tiles are two output rows (of
-    a map whose rows make one tile each: 14x14), ``pair`` input rows apart (``_paired``)."""
+    a map whose rows make one tile each: 14x14), ``pair`` input rows apart (``_paired``); ``wide``:
+    the rows are a flattened map's pixels, a window row ``wide`` pixels from the next (``_wide``)."""
     taps = "x".join(str(t) for t in window) if window else "1"
-    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}"
+    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
     if name in _registered:
         return name
     from tvm.s_tir import TensorIntrin
 
-    if pair:
+    if wide:
+        desc, impl = (_wide if len(window) == 2 else _wide_line)(rows, tiles_a, depth, wide, *window)
+    elif pair:
         desc, impl = _paired(rows, depth, stride, window, pair)
     else:
         make = _plain if window is None else (_flat if len(window) == 2 else _flat_rows) if flat else _window
@@ -338,6 +360,84 @@ def _window(rows: int, tiles_a: int, depth: int, stride: int, kh: int, kw: int) 
             a16 = T.decl_buffer((kh * sa0,), "uint16", data=A.data, elem_offset=A.elem_offset)
             b16 = T.decl_buffer((kh * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
             T.evaluate(_call(tiles_a, C, sc, a16, sa1 * stride, sa0, sa1, b16, sb, sb0, sb1, kh, kw, k, rows))
+
+    return desc, impl
+
+
+def _wide(rows: int, tiles_a: int, depth: int, wide: int, kh: int, kw: int) -> tuple[Any, Any]:
+    """A tile over a convolution's window and input channels on a flattened map (FLAT_MAPS): row
+    ``i`` of the tile reads input row ``i + ky * wide + kx``."""
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = m - 1 + (kh - 1) * wide + kw
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[T.int64(), 1])
+        B = T.match_buffer(b, (kh, kw, k // 2, PACK, 2), "bfloat16", offset_factor=1,
+                           strides=[T.int64(), T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r0, r1, r in T.grid(m, PACK, kh, kw, k):
+                with T.sblock("update"):
+                    vi, vj, v0, v1, vr = T.axis.remap("SSRRR", [i, j, r0, r1, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi + v0 * wide + v1, vr], "float32") * T.cast(
+                        B[v0, v1, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sb0, sb1, sb, sc = T.int64(), T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, (kh, kw, k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb0, sb1, sb, 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:kh, 0:kw, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((kh * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(tiles_a, C, sc, a16, sa, sa * wide, sa, b16, sb, sb0, sb1, kh, kw, k, rows))
+
+    return desc, impl
+
+
+def _wide_line(rows: int, tiles_a: int, depth: int, step: int, taps: int) -> tuple[Any, Any]:
+    """``_wide`` for a window of one axis (1x7: ``step`` 1; 7x1: the map's width) over weights
+    ``[taps, depth / 2, 32, 2]``: row ``i`` of the tile reads input row ``i + t * step``."""
+    from tvm.script import tirx as T
+
+    m, k = rows * tiles_a, depth
+    span = m + (taps - 1) * step
+
+    @T.prim_func(s_tir=True)
+    def desc(a: T.handle, b: T.handle, c: T.handle) -> None:
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[T.int64(), 1])
+        B = T.match_buffer(b, (taps, k // 2, PACK, 2), "bfloat16", offset_factor=1,
+                           strides=[T.int64(), T.int64(), 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[T.int64(), 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:taps, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            for i, j, r0, r in T.grid(m, PACK, taps, k):
+                with T.sblock("update"):
+                    vi, vj, v0, vr = T.axis.remap("SSRR", [i, j, r0, r])
+                    C[vi, vj] = C[vi, vj] + T.cast(A[vi + v0 * step, vr], "float32") * T.cast(
+                        B[v0, vr // 2, vj, vr % 2], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a: T.handle, b: T.handle, c: T.handle) -> None:
+        sa, sb0, sb, sc = T.int64(), T.int64(), T.int64(), T.int64()
+        A = T.match_buffer(a, (span, k), "bfloat16", offset_factor=1, strides=[sa, 1])
+        B = T.match_buffer(b, (taps, k // 2, PACK, 2), "bfloat16", offset_factor=1, strides=[sb0, sb, 2, 1])
+        C = T.match_buffer(c, (m, PACK), "float32", offset_factor=1, strides=[sc, 1])
+        with T.sblock("root"):
+            T.reads(C[0:m, 0:PACK], A[0:span, 0:k], B[0:taps, 0:k // 2, 0:PACK, 0:2])
+            T.writes(C[0:m, 0:PACK])
+            a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
+            b16 = T.decl_buffer((taps * sb0,), "uint16", data=B.data, elem_offset=B.elem_offset)
+            T.evaluate(_call(tiles_a, C, sc, a16, sa, sa * step, 0, b16, sb, sb0, 0, taps, 1, k, rows))
 
     return desc, impl
 

@@ -337,6 +337,13 @@ class _Pack(PyExprMutator):
         padding[3] += int(a.dilation[1]) if odd_window else 0
         padded = channels % cblock != 0 or odd_window
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
+        if pairs and source is None and window is None and self.flat_map(a, shape, cblock, out):
+            if 1 in shape[:2]:  # (a window of one axis or none: no unit axis in the weights' reads)
+                blocks = int(packed.ty.shape[0])
+                lined = [blocks, shape[0] * shape[1], shape[2] // 2, cblock, 2]
+                packed = self.builder_.emit(relax.op.reshape(packed, lined if lined[1] > 1 else lined[:1] + lined[2:]))
+            return self.call_te(flat_conv, x, packed, padding, shape[:2], channels, out_dtype(call, x),
+                                primfunc_name_hint="conv2d_nhwc_packed")
         # (bf16 pairs: the dot product cannot run under a predicated last row tile, so whole
         # tiles over extra columns, sliced off)
         width = static_shape(call.ty)[2]
@@ -389,6 +396,20 @@ class _Pack(PyExprMutator):
         fitted = whole_tiles(width, fitted=True)
         padded = fitted if fitted and amx.tile_rows(fitted) else -(-width // amx.MAX_ROWS) * amx.MAX_ROWS
         return padded - width
+
+    def flat_map(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> bool:
+        """Whether a bf16 convolution runs over its padded map flattened (``amx.FLAT_MAPS``): on
+        AMX tiles, stride 1, undilated, a window over ``amx.FLAT_MIN_DEPTH`` inputs, where by map
+        rows (``amx_columns``) each weight tile would serve one short A tile (no second tile or map
+        row to pair) or a window of one axis would be a loop of tiles."""
+        kh, kw, ci, _ = shape
+        if not (self.amx and amx.FLAT_MAPS and out and cblock in amx.BLOCKS and amx.channel_steps(ci)):
+            return False
+        if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or kh * kw == 1 or kh * kw * ci < amx.FLAT_MIN_DEPTH:
+            return False
+        extra = self.amx_columns(out[2])
+        rows = amx.tile_rows(out[2] + extra) if extra is not None else None
+        return rows is None or rows < amx.FLAT_BELOW_ROWS or 1 in (kh, kw)
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
@@ -465,6 +486,54 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 1], begin=[0], end=[n])
         return out
+
+
+def flat_rows(n: int, oh: int, ow: int, wide: int, image: int) -> int:
+    """The rows ``flat_conv`` computes: up to its last output pixel, in whole pairs of A tiles."""
+    last = (n - 1) * image + (oh - 1) * wide + ow
+    return -(-last // (2 * amx.MAX_ROWS)) * 2 * amx.MAX_ROWS
+
+
+def flat_conv(x: Any, wp: Any, pad: list[int], window: list[int], channels: int, out_dtype: str) -> Any:
+    """A stride-1 NHWC convolution over bf16 weights packed in pairs (``packed_conv``'s) computed
+    over the padded input flattened to ``[pixels, channels]`` (``amx.FLAT_MAPS``, TE): output row
+    ``p`` reads input rows ``p + ky * W' + kx`` (``W'``: the padded width), the rows that are
+    padding columns (and the padding rows between images) computed and skipped by the last stage,
+    which also drops padded output channels (``channels``). A ``window`` (KH, KW) with a unit axis
+    has weights ``[O/32, KH * KW, I/2, 32, 2]``, none ``[O/32, I/2, 32, 2]``: no unit axis in the
+    reads, which the tile's description has not."""
+    from tvm import tirx
+
+    n, h, w, _ = (int(v) for v in x.shape)
+    (ob, *_), (half, pb), (kh, kw) = wp.shape, (int(v) for v in wp.shape[-3:-1]), window
+    ob = int(ob)
+    top, left, bottom, right = pad
+    wide, tall = w + left + right, h + top + bottom
+    image, oh, ow = tall * wide, tall - kh + 1, wide - kw + 1
+    rows = flat_rows(n, oh, ow, wide, image)
+    clamp = lambda v, hi: te.max(te.min(v, hi - 1), 0)  # noqa: E731  (in bounds where not inside too)
+
+    def value(q: Any, c: Any) -> Any:
+        b, y, z = q // image, q % image // wide - top, q % wide - left
+        inside = tirx.all(b < n, y >= 0, y < h, z >= 0, z < w)
+        return tirx.if_then_else(inside, x[clamp(b, n), clamp(y, h), clamp(z, w), c], tirx.const(0, x.dtype))
+
+    flat = te.compute((rows + (kh - 1) * wide + kw - 1, 2 * half), value, name="pad")
+    rc = te.reduce_axis((0, 2 * half), "rc")
+    if kh > 1 and kw > 1:
+        rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
+        axes, offset, taps = [rh, rw, rc], lambda: rh * wide + rw, lambda o: (o // pb, rh, rw)
+    elif kh * kw > 1:
+        rt = te.reduce_axis((0, kh * kw), "rt")
+        axes, offset, taps = [rt, rc], lambda: rt * (wide if kh > 1 else 1), lambda o: (o // pb, rt)
+    else:
+        axes, offset, taps = [rc], lambda: 0, lambda o: (o // pb,)
+    conv = te.compute(
+        (rows, ob * pb),
+        lambda p, o: te.sum(flat[p + offset(), rc].astype(out_dtype)
+                            * wp[(*taps(o), rc // 2, o % pb, rc % 2)].astype(out_dtype), axis=axes),
+        name="conv2d_nhwc_packed")
+    return te.compute((n, oh, ow, channels), lambda b, y, z, o: conv[b * image + y * wide + z, o], name="flat_map")
 
 
 def stem_rows_image(x: Any, pad: list[int], dtype: str) -> Any:

@@ -7,7 +7,8 @@ output's row axis per A tile, two A tiles where the row axis holds an even numbe
 32 columns of a weight pack block (two B tiles). The tile's reduction (the input channels, in
 steps of 32 or else 16, and a convolution's window of two axes) becomes one call of the AMX
 function, the sums held in tile registers across it; a window of one axis (a 1x7 convolution) stays a loop of
-calls. A CNN's stem over an image's 3 channels reads the image with each pixel's channels side by
+calls, except over a flattened map (``amx.FLAT_MAPS``: the rows a flattened map's pixels, its
+window rows a map row apart, ``_wide_window``), where the window is inside the tile too. A CNN's stem over an image's 3 channels reads the image with each pixel's channels side by
 side (``amx.stem_rows``): its window rows are a window over products of 32 values, a window row's
 columns and channels (without that, its weights pair window columns, and it is a window of
 channels and window rows over products of 8 columns). The tiles are spread over the cores, the
@@ -26,7 +27,7 @@ from typing import Any
 
 from tvmbench.compile import amx, bf16
 from tvmbench.compile.knobs import knob
-from tvmbench.compile.rules.base import Rule
+from tvmbench.compile.rules.base import Rule, schedule_injective_block
 from tvmbench.compile.rules.contraction import (
     Match,
     Tile,
@@ -65,7 +66,7 @@ class Amx(Rule):
         matched = _matched(func, target)
         if matched is None:
             return None
-        found, (rows, tiles_a, stride, window, flat, paired) = matched
+        found, (rows, tiles_a, stride, window, flat, paired, wide) = matched
         inline_producers(found, False)
         epilogue = fold_epilogue(found)
         if epilogue is False:
@@ -86,12 +87,29 @@ class Amx(Rule):
         sch.reorder(*order, *taps, *tile, n_inner, *reductions[len(taps):])
         tile_loop = sch.fuse(*order)
         sch.parallel(tile_loop)
-        write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * len(tile) * tiles_a, width=found.lanes),
-                   tile_loop, taps or tile[:1], epilogue, None)
+        if wide:
+            _sums_in_place(found, tile[0], epilogue)
+        else:
+            write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * len(tile) * tiles_a,
+                                   width=found.lanes), tile_loop, taps or tile[:1], epilogue, None)
         sch.tensorize(tile[0], amx.register(rows, tiles_a, found.extents[-1], stride, window, flat,
-                                            paired[1] if paired else 0))
+                                            paired[1] if paired else 0, wide))
         sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
+
+
+def _sums_in_place(found: Match, tile_loop: Any, epilogue: Any) -> None:
+    """A flattened map's sums (``amx.FLAT_MAPS``) accumulated in the reduction's own output, zeroed
+    before each tile, and the epilogue, which drops the padding columns' rows, a loop nest of its
+    own after all tiles. (A tile's pixels are not a box of the output, and TVM's
+    ``reverse_compute_at`` bounded such an epilogue wrongly: a 7x1 convolution's last three columns
+    went unwritten. A tile-sized copy, as ``write_back`` makes, would be a second output-sized
+    buffer.)"""
+    sch = found.sch
+    if epilogue is not None:
+        schedule_injective_block(sch, epilogue, found.lanes)
+    init = sch.decompose_reduction(found.main.block_rv, tile_loop)
+    sch.vectorize(sch.get_loops(init)[-1])
 
 
 def peak_rate(func: Any, target: Any) -> float:
@@ -102,7 +120,7 @@ def peak_rate(func: Any, target: Any) -> float:
     return bf16.peak_rate(func, target)
 
 
-def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool, Any]] | None:
+def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, bool, Any, int]] | None:
     """The contraction and its tiles (``_tile_shape``) where this rule applies: a bf16 contraction
     in pairs over weights packed in blocks of 32 or 64, on a target with AMX."""
     if not amx.usable(target):
@@ -135,15 +153,16 @@ def _channel_outer(found: Any) -> bool:
     return operand_bytes(found, rows_dependent=False) > CHANNEL_OUTER_WEIGHTS * operand_bytes(found, rows_dependent=True)
 
 
-def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None] | None:
+def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None, int] | None:
     """(rows per A tile, A tiles, the rows' stride in the input, the window the tile covers, whether
     it is a stem's: ``amx.register``) for the matched contraction, None where AMX tiles do not
     fit: the innermost reduction must be the pairs' (input channels in ``amx.channel_steps``, or a
     stem's window columns or a window row's values), other reductions none, a window of two axes
     (rows and columns, or a stem's channels and rows) read without dilation or of one (tile by
     tile; a stem's window rows inside the tile), the row axis index one dimension of the input,
-    with a divisor of ``amx.MIN_ROWS`` to 16 rows. Last, where the row axis makes an odd number of
-    tiles: the output's row axis and its stride in the input (``_paired``)."""
+    with a divisor of ``amx.MIN_ROWS`` to 16 rows, or a flattened map's (``_wide_window``). Last,
+    where the row axis makes an odd number of tiles: the output's row axis and its stride in the
+    input (``_paired``), and the flattened map's width (0: none)."""
     block, kinds, extents = found.block, found.kinds, found.extents
     reductions = [i for i, k in enumerate(kinds) if k == "R"]
     last = reductions[-1]
@@ -152,16 +171,18 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
         return None
     m_var, k_var = block.iter_vars[found.m_axis].var, block.iter_vars[last].var
     window = [block.iter_vars[i].var for i in reductions[:-1]]
-    shapes = set()
+    shapes, wides = set(), set()
     for read in block.reads:  # (the packed weights' last index is ``k % 2``: not linear)
         step = coefficient(read.region[-1].min, k_var)
         if step is None:
             continue
         along = [coefficient(r.min, m_var) for r in read.region]
         taps = [[coefficient(r.min, v) for r in read.region] for v in window]  # (each in one dimension, undilated)
-        if step != 1 or any(c is None or c < 0 for c in along) or sum(c > 0 for c in along) != 1 or any(
+        wide = _wide_window(along, taps)
+        if step != 1 or any(c is None or c < 0 for c in along) or sum(c > 0 for c in along) != 1 or not wide and any(
                 c not in (0, 1) or sum(t) != 1 for t in taps for c in t):
             return None
+        wides.add(wide)
         flat = along[-1] > 0
         rows_of_stem = flat and len(reductions) == 2 and amx.channel_steps(extents[last]) is not None  # (amx.stem_rows)
         if extents[last] not in (8, 16) and not rows_of_stem if flat else amx.channel_steps(extents[last]) is None:
@@ -170,14 +191,26 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
         a_read, rows_dim = read, along.index(max(along)) - 1
     extent = extents[found.m_axis]
     rows = amx.tile_rows(extent)
-    if rows is None or len(shapes) != 1:
+    if rows is None or len(shapes) != 1 or len(wides) != 1:
         return None
     (stride, flat), = shapes
-    window_extents = (tuple(extents[r] for r in reductions[:-1]) if len(reductions) == 3 or flat and len(reductions) == 2
-                      else None)
+    window_extents = (tuple(extents[r] for r in reductions[:-1])
+                      if len(reductions) == 3 or (flat or wides != {0}) and len(reductions) == 2 else None)
     tiles_a = 2 if (extent // rows) % 2 == 0 else 1
     paired = None if tiles_a == 2 or flat or not PAIRED_ROWS else _paired(found, a_read, rows_dim, window if window_extents else [])
-    return rows, tiles_a, stride, window_extents, flat, paired
+    return rows, tiles_a, stride, window_extents, flat, paired, wides.pop()
+
+
+def _wide_window(along: list[Any], taps: list[list[Any]]) -> int:
+    """The step between a flattened map's window rows (``amx.FLAT_MAPS``; the map's width) where a
+    read's index walks the rows of a 2-D input, its row axis and window axes in its first
+    dimension with coefficients 1, ``width`` and 1 (a window of two axes), or 1 and a step of one
+    axis (a 1x7 window's 1, a 7x1 window's width); else 0."""
+    if len(along) != 2 or len(taps) not in (1, 2) or None in along or any(None in t for t in taps) or along != [1, 0]:
+        return 0
+    if any(t[1] for t in taps) or any(t[0] < 1 for t in taps):
+        return 0
+    return taps[0][0] if len(taps) == 1 or (taps[1][0] == 1 and taps[0][0] > 1) else 0
 
 
 def _paired(found: Any, a_read: Any, rows_dim: int, window: list[Any]) -> tuple[int, int] | None:
