@@ -62,16 +62,18 @@ STEM_ROW = 32
 # axis, across the map's rows, the padding columns' rows computed and dropped by the epilogue (a
 # loop nest of its own). By map rows a 7x7 map's A tile is 7 rows, and each pair of weight tiles,
 # loaded from L2 (ResNet's last stage: 288 KB per block of 32 outputs), serves 7 rows, not 32:
-# resnet18's 3x3 convolutions over 7x7 maps alone 0.20 -> 0.14 ms. Only where the row form is
-# poor (``_Pack.flat_map``): tiles under FLAT_BELOW_ROWS rows (7x7, 35x35, 17x17 padded to 18
-# in 9s) or a window of one axis (a 1x7 or 7x1 convolution: by rows a loop of tiles, the sums
-# loaded and stored per tap), over at least FLAT_MIN_DEPTH inputs (weights of 32 KB per block:
-# below, they stay in L1 and the padding rows and the separate epilogue cost more, SqueezeNet's
-# 13x13 maps 0.4-0.7x alone); not 1x1 (by rows they read the input in place, no copy). Products
-# cost by rows, so 28x28 and 56x56 maps, two tiles of 14 per row, stay by rows (0.7-0.8x
-# flattened). Same-process A/Bs (Xeon VM, session 88, ``benchmarks/rule_ab.py M amx.FLAT_MAPS 0
-# --precision bf16 --runs 100 --block 5``): resnet18 1.076x, resnet34 1.118x, inception_v3
-# 1.085x, googlenet 1.016x, densenet121 1.011x, squeezenet1_1 and resnet50 level.
+# resnet18's 3x3 convolutions over 7x7 maps alone 0.18 -> 0.13 ms (``benchmarks/amx_shapes.py``).
+# Only where the row form is poor (``_Pack.flat_map``): each pair of weight tiles serving one
+# short A tile (under FLAT_BELOW_ROWS rows, unpaired: 7x7, 35x35), or the rows computed over added
+# columns and sliced off by a pass of their own (17x17 as 18 in 9s; there 1x7 and 7x1 windows,
+# by rows a loop of tiles that load and store the sums per tap, are inside the tile too); over at
+# least FLAT_MIN_DEPTH inputs (weights of 32 KB per block: below, they stay in L1, and the padding
+# rows and the separate epilogue cost more: SqueezeNet's 13x13 maps 0.46x alone); not 1x1 (by rows
+# they read the input in place, no copy). Products cost by rows, so maps of two tiles of 14 per row
+# or paired rows stay by rows (alone flattened: 28x28 0.75x, 56x56 0.89x, 14x14 0.92x, 8x8 1x3
+# 0.79x). Same-process A/Bs (Xeon VM, session 88, ``benchmarks/rule_ab.py M amx.FLAT_MAPS 0
+# --precision bf16 --runs 100 --block 5``): inception_v3 1.105x, resnet34 1.053x, resnet18 1.047x,
+# googlenet 1.004x, squeezenet1_1 0.992x, densenet121 0.989x [0.857-1.019].
 FLAT_MAPS = 1
 FLAT_MIN_DEPTH = 512
 FLAT_BELOW_ROWS = 10

@@ -400,8 +400,9 @@ class _Pack(PyExprMutator):
     def flat_map(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> bool:
         """Whether a bf16 convolution runs over its padded map flattened (``amx.FLAT_MAPS``): on
         AMX tiles, stride 1, undilated, a window over ``amx.FLAT_MIN_DEPTH`` inputs, where by map
-        rows (``amx_columns``) each weight tile would serve one short A tile (no second tile or map
-        row to pair) or a window of one axis would be a loop of tiles."""
+        rows (``amx_columns``) each pair of weight tiles would serve one short A tile (fewer than
+        ``amx.FLAT_BELOW_ROWS`` rows, one tile per row and no second map row or image to pair), or
+        the rows would be computed over added columns, sliced off by a pass of their own."""
         kh, kw, ci, _ = shape
         if not (self.amx and amx.FLAT_MAPS and out and cblock in amx.BLOCKS and amx.channel_steps(ci)):
             return False
@@ -409,7 +410,10 @@ class _Pack(PyExprMutator):
             return False
         extra = self.amx_columns(out[2])
         rows = amx.tile_rows(out[2] + extra) if extra is not None else None
-        return rows is None or rows < amx.FLAT_BELOW_ROWS or 1 in (kh, kw)
+        if rows is None or extra:
+            return True
+        unpaired = (out[2] + extra) // rows % 2 == 1 and out[0] % 2 == 1 and out[1] % 2 == 1
+        return unpaired and rows < amx.FLAT_BELOW_ROWS
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
