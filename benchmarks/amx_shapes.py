@@ -52,6 +52,9 @@ def _run(lib: Any, values: list[np.ndarray], out_shape: list[int]) -> tuple[np.n
 def measure(target: Any, spec: str, rng: np.random.Generator) -> str:
     """One line for ``spec``: both forms' times and worst differences from PyTorch."""
     h, c, o, kh, kw, p = (int(v) for v in spec.split(","))
+    if kh * kw == 1 or c % 16 or o % amx.PACK:
+        sys.exit(f"{spec}: the flattened form needs a window (1x1 is never flattened), C a multiple of 16, "
+                 f"O of {amx.PACK}")
     pad = [p if kh > 1 else 0, p if kw > 1 else 0] * 2  # (top, left, bottom, right)
     x = rng.standard_normal((1, h, h, c)).astype(ml_dtypes.bfloat16)
     w = rng.standard_normal((kh, kw, c, o)).astype(ml_dtypes.bfloat16)
@@ -85,6 +88,8 @@ def main(argv: list[str] | None = None) -> None:
         sys.exit("this CPU has no AMX tiles (amx-bf16, amx-tile): nothing to compare")
     rng = np.random.default_rng(0)
     for spec in args.shapes:
+        if len(spec.split(",")) != 6 or not spec.replace(",", "").isdigit():
+            sys.exit(f"{spec}: expected H,C,O,KH,KW,PAD (six integers)")
         print(measure(target, spec, rng), flush=True)
 
 

@@ -338,10 +338,9 @@ class _Pack(PyExprMutator):
         padded = channels % cblock != 0 or odd_window
         packed = self.builder_.emit(relax.op.layout_transform(w, layout, pad_value=0.0 if padded else None))
         if pairs and source is None and window is None and self.flat_map(a, shape, cblock, out):
-            if 1 in shape[:2]:  # (a window of one axis or none: no unit axis in the weights' reads)
-                blocks = int(packed.ty.shape[0])
-                lined = [blocks, shape[0] * shape[1], shape[2] // 2, cblock, 2]
-                packed = self.builder_.emit(relax.op.reshape(packed, lined if lined[1] > 1 else lined[:1] + lined[2:]))
+            if 1 in shape[:2]:  # (a window of one axis: no unit axis in the weights' reads)
+                lined = [int(packed.ty.shape[0]), shape[0] * shape[1], shape[2] // 2, cblock, 2]
+                packed = self.builder_.emit(relax.op.reshape(packed, lined))
             return self.call_te(flat_conv, x, packed, padding, shape[:2], channels, out_dtype(call, x),
                                 primfunc_name_hint="conv2d_nhwc_packed")
         # (bf16 pairs: the dot product cannot run under a predicated last row tile, so whole
@@ -409,10 +408,10 @@ class _Pack(PyExprMutator):
         if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or kh * kw == 1 or kh * kw * ci < amx.FLAT_MIN_DEPTH:
             return False
         extra = self.amx_columns(out[2])
-        rows = amx.tile_rows(out[2] + extra) if extra is not None else None
+        rows = amx.tile_rows(out[2] + extra)
         if rows is None or extra:
             return True
-        unpaired = (out[2] + extra) // rows % 2 == 1 and out[0] % 2 == 1 and out[1] % 2 == 1
+        unpaired = out[2] // rows % 2 == 1 and out[0] % 2 == 1 and out[1] % 2 == 1
         return unpaired and rows < amx.FLAT_BELOW_ROWS
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
@@ -504,13 +503,12 @@ def flat_conv(x: Any, wp: Any, pad: list[int], window: list[int], channels: int,
     ``p`` reads input rows ``p + ky * W' + kx`` (``W'``: the padded width), the rows that are
     padding columns (and the padding rows between images) computed and skipped by the last stage,
     which also drops padded output channels (``channels``). A ``window`` (KH, KW) with a unit axis
-    has weights ``[O/32, KH * KW, I/2, 32, 2]``, none ``[O/32, I/2, 32, 2]``: no unit axis in the
-    reads, which the tile's description has not."""
+    (1x7, 7x1) has weights ``[O/32, KH * KW, I/2, 32, 2]``: no unit axis in the reads, which the
+    tile's description has not."""
     from tvm import tirx
 
     n, h, w, _ = (int(v) for v in x.shape)
-    (ob, *_), (half, pb), (kh, kw) = wp.shape, (int(v) for v in wp.shape[-3:-1]), window
-    ob = int(ob)
+    ob, (half, pb), (kh, kw) = int(wp.shape[0]), (int(v) for v in wp.shape[-3:-1]), window
     top, left, bottom, right = pad
     wide, tall = w + left + right, h + top + bottom
     image, oh, ow = tall * wide, tall - kh + 1, wide - kw + 1
@@ -527,11 +525,9 @@ def flat_conv(x: Any, wp: Any, pad: list[int], window: list[int], channels: int,
     if kh > 1 and kw > 1:
         rh, rw = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw")
         axes, offset, taps = [rh, rw, rc], lambda: rh * wide + rw, lambda o: (o // pb, rh, rw)
-    elif kh * kw > 1:
+    else:
         rt = te.reduce_axis((0, kh * kw), "rt")
         axes, offset, taps = [rt, rc], lambda: rt * (wide if kh > 1 else 1), lambda o: (o // pb, rt)
-    else:
-        axes, offset, taps = [rc], lambda: 0, lambda o: (o // pb,)
     conv = te.compute(
         (rows, ob * pb),
         lambda p, o: te.sum(flat[p + offset(), rc].astype(out_dtype)
