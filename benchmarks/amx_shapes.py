@@ -64,9 +64,7 @@ def measure(target: Any, spec: str, rng: np.random.Generator) -> str:
                                      torch.tensor(w.astype("float32")).permute(3, 2, 0, 1), padding=(pad[0], pad[1]))
     ref = ref.permute(0, 2, 3, 1).numpy()
     ow = ref.shape[2]
-    fitted = pack.whole_tiles(ow, fitted=True)
-    extra = 0 if amx.tile_rows(ow) or ow < amx.MIN_ROWS else (
-        (fitted if fitted and amx.tile_rows(fitted) else -(-ow // amx.MAX_ROWS) * amx.MAX_ROWS) - ow)
+    extra = pack.tile_columns(ow)
     xt = te.placeholder(x.shape, "bfloat16", name="x")
     wt, lt = (te.placeholder(v.shape, "bfloat16", name=n) for v, n in ((blocks, "w"), (lined, "lined")))
     rows_form = pack.packed_conv(xt, wt, [1, 1], [pad[0], pad[1], pad[2], pad[3] + extra], [1, 1], "float32")

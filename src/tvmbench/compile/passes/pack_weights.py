@@ -216,6 +216,15 @@ def whole_tiles(rows: int, fitted: bool = False) -> int | None:
     return -(-rows // best) * best
 
 
+def tile_columns(width: int) -> int:
+    """The columns past ``width`` that AMX tiles cover by map rows (``_Pack.amx_columns``)."""
+    if amx.tile_rows(width) is not None or width < amx.MIN_ROWS:
+        return 0
+    fitted = whole_tiles(width, fitted=True)
+    padded = fitted if fitted and amx.tile_rows(fitted) else -(-width // amx.MAX_ROWS) * amx.MAX_ROWS
+    return padded - width
+
+
 def dense_block(n: int, m: int, block: int, sixteen_registers: bool, pairs: bool = False,
                 over_half: bool = False) -> tuple[int, bool, bool]:
     """(columns per packed block, whether the weight is padded to whole blocks, whether the block
@@ -388,13 +397,7 @@ class _Pack(PyExprMutator):
         """On AMX tiles, the output columns a bf16 convolution computes beyond ``width`` so that A
         tiles cover its rows whole (0: none; None: not on AMX tiles): over columns of padding, not
         re-reads of the last column (``whole_tiles``), which a tile's rows would load out of bounds."""
-        if not self.amx:
-            return None
-        if amx.tile_rows(width) is not None or width < amx.MIN_ROWS:
-            return 0
-        fitted = whole_tiles(width, fitted=True)
-        padded = fitted if fitted and amx.tile_rows(fitted) else -(-width // amx.MAX_ROWS) * amx.MAX_ROWS
-        return padded - width
+        return tile_columns(width) if self.amx else None
 
     def flat_map(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> bool:
         """Whether a bf16 convolution runs over its padded map flattened (``amx.FLAT_MAPS``): on

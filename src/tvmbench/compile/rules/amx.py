@@ -206,9 +206,7 @@ def _wide_window(along: list[Any], taps: list[list[Any]]) -> int:
     read's index walks the rows of a 2-D input, its row axis and window axes in its first
     dimension with coefficients 1, ``width`` and 1 (a window of two axes), or 1 and a step of one
     axis (a 1x7 window's 1, a 7x1 window's width); else 0."""
-    if len(along) != 2 or len(taps) not in (1, 2) or None in along or any(None in t for t in taps) or along != [1, 0]:
-        return 0
-    if any(t[1] for t in taps) or any(t[0] < 1 for t in taps):
+    if along != [1, 0] or len(taps) not in (1, 2) or any(None in t or t[1] or t[0] < 1 for t in taps):
         return 0
     return taps[0][0] if len(taps) == 1 or (taps[1][0] == 1 and taps[0][0] > 1) else 0
 
