@@ -2144,7 +2144,8 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     has no tile), a 7x7 stem over 3 channels (a window row per product) and a 3x3 convolution
     from 48 channels (steps of 16) to 48 (padded to 64), direct where Zen 4 takes it to Winograd,
     both over 14x14 maps in pairs of output rows, and over the strided one's 7x7 map a 3x3 and a 7x1
-    convolution over the padded map flattened (16-row tiles across map rows); the convolution over 8
+    convolution over the padded map flattened (16-row tiles across map rows); the dense layer's
+    weights streamed, the next panel asked into L2 (``amx.PREFETCH_PANEL``); the convolution over 8
     input channels keeps the dot product, and on Zen 4 (no AMX) every product does. The kernels compile for that CPU on any
     x86 host (they run only on one with AMX: the bf16 tests that run builds cover them there)."""
     import tvm
@@ -2171,7 +2172,10 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
             if cpu == "sapphirerapids" and called[cpu, gv.name_hint] == "amx" and "matmul" in gv.name_hint:
                 lib = tvm.compile(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}),
                                   target=target.tvm())
-                assert "tdpbf16ps" in lib.mod.inspect_source("asm")
+                asm = lib.mod.inspect_source("asm")
+                # (its weights outweigh its input: the tiles run channel-outer, and the first of
+                # the three row tiles over a panel asks the next one into L2)
+                assert "tdpbf16ps" in asm and "prefetcht1" in asm
     amx_kernels = sorted(n for (cpu, n), how in called.items() if cpu == "sapphirerapids" and how == "amx")
     assert len(amx_kernels) == 7 and sum("matmul" in n for n in amx_kernels) == 1, called
     assert sorted(how for (cpu, _), how in called.items() if cpu == "sapphirerapids") == ["amx"] * 7 + ["dot"], called
@@ -2182,6 +2186,7 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     assert any("_p1_" in name for name in amx._registered), sorted(amx._registered)
     # (the 7x7 map flattened: 9 columns with the 3x3 window's padding, its window rows 9 apart; the
     # 7x1 window's taps 7 apart, a map without column padding)
+    assert [n for n in amx._registered if "_n" in n] == ["tvmbench_amx_bf16_1x16x64_s1_w1_p0_f0_n3"], amx._registered
     assert {n for n in amx._registered if n.endswith(("_f9", "_f7"))} == {
         "tvmbench_amx_bf16_2x16x64_s1_w3x3_p0_f9", "tvmbench_amx_bf16_2x16x80_s1_w7_p0_f7"}, sorted(amx._registered)
 

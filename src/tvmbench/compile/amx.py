@@ -11,7 +11,7 @@ The weights are already in the layout AMX reads: ``passes/pack_weights.py`` pack
 B tile (a block of 64, GPT-2's LM head, holds two tiles' columns). So ``rules/amx.py`` tiles a
 bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`register`) replaces
 each tile's reduction (its input channels, and a convolution's window of two axes) with one call
-of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
+of an LLVM IR function (:func:`llvm_ir`, linked into the kernel by ``pragma_import_llvm``) that
 loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 or 16 (two A
 tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's window row in one), and stores
 them back.
@@ -75,6 +75,17 @@ STEM_ROW = 32
 # --precision bf16 --runs 100 --block 5``): inception_v3 1.105x, resnet34 1.053x, resnet18 1.047x,
 # googlenet 1.004x, squeezenet1_1 0.992x, densenet121 0.989x [0.857-1.019].
 FLAT_MAPS = 1
+# Where a product's weights stream from memory (its tiles run channel-outer, each panel of 32
+# columns read once and swept over every row tile: a transformer's dense layers), each step of
+# the tile function asks the same step of the next panel into L2 (``_prefetch``): alone with cold
+# caches (Xeon VM, session 89), bert-base's dense layers spent 82 % of their time in the tile
+# loads (products removed), 30 % less with the weights L1-hot; the loads of a step wait for the
+# products before them (no tile register is free), so the hardware's prefetchers do not cover a
+# panel read from memory. With two A tiles every row tile over a panel asks; with one (ViT's 13
+# tiles of 16 rows), two products a step beside the 32 prefetches, only the first (all of them
+# asking: ViT 0.86x). Not in convolutions with a window (resnet18 0.95x asking) nor row-outer
+# tiles, whose next panel is in L2 already. Same-process A/Bs: docs/performance.md, session 89.
+PREFETCH_PANEL = 1
 FLAT_MIN_DEPTH = 512
 FLAT_BELOW_ROWS = 10
 
@@ -88,7 +99,7 @@ _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 # tiles across the whole window.
 _FUNCTION = string.Template("""
 define linkonce_odr void @${name}(ptr %c, i64 %ldc, i64 %c_skip, ptr %a, i64 %lda, i64 %a_skip, i64 %a_outer,
-    i64 %a_inner, ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows) {
+    i64 %a_inner, ptr %b, i64 %ldb, i64 %b_outer, i64 %b_inner, i64 %outer, i64 %inner, i64 %steps, i64 %kstep, i64 %rows${extra}) {
 entry:
   %granted = load atomic i32, ptr @tvmbench_amx_granted monotonic, align 4
   %ok = icmp ne i32 %granted, 0
@@ -116,6 +127,7 @@ ${config}
 ${ptrs}
 ${load}
   %taps = mul i64 %outer, %inner
+${panel}
   br label %tap
 tap:
   %j = phi i64 [0, %configure], [%j1, %tap_end]
@@ -131,7 +143,7 @@ tap:
 ${tap_a}
   br label %loop
 loop:
-  %i = phi i64 [0, %tap], [%next, %loop]
+  %i = phi i64 [0, %tap], [%next, %${latch}]
   %ak = mul i64 %i, %kbytes
 ${step_a}
   %bk = mul i64 %i, %bstep
@@ -140,6 +152,7 @@ ${step_a}
   call void @llvm.x86.tileloadd64(i8 6, ptr %pb0, i64 %ldb)
   call void @llvm.x86.tileloadd64(i8 7, ptr %pb1, i64 %ldb)
 ${products}
+${prefetch}
   %next = add i64 %i, 1
   %done = icmp eq i64 %next, %steps
   br i1 %done, label %tap_end, label %loop
@@ -154,9 +167,9 @@ ${store}
 """)
 
 
-def _function(tiles_a: int) -> str:
-    """The LLVM IR of ``LLVM_FUNCTION + tiles_a`` (``_FUNCTION``), in tile registers 0-3 (sums),
-    4-5 (a), 6-7 (b); with 8 or 16 for ``kstep`` a single step per tap."""
+def _function(tiles_a: int, prefetch: bool = False) -> str:
+    """The LLVM IR of ``function_name(tiles_a, prefetch)`` (``_FUNCTION``), in tile registers 0-3
+    (sums), 4-5 (a), 6-7 (b); with 8 or 16 for ``kstep`` a single step per tap."""
     sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
     ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
     load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
@@ -170,13 +183,38 @@ def _function(tiles_a: int) -> str:
                        f"  store i16 {'%kbytes16' if t in (4, 5) else 64}, ptr %colsb{t}\n"
                        f"  %rowsp{t} = getelementptr i8, ptr %cfg, i64 {48 + t}\n"
                        f"  store i8 {'%pairs8' if t in (6, 7) else '%rows8'}, ptr %rowsp{t}" for t in range(8))
+    panel, ahead = _prefetch() if prefetch else ("", "")
     return _FUNCTION.substitute(
-        name=f"{LLVM_FUNCTION}{tiles_a}", prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
-        config=config, ptrs=ptrs, load=load, tap_a=tap_a, step_a=step_a, products=products, store=store)
+        name=function_name(tiles_a, prefetch), prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
+        config=config, ptrs=ptrs, load=load, tap_a=tap_a, step_a=step_a, products=products, store=store,
+        panel=panel, prefetch=ahead, extra=", i32 %next_panel" if prefetch else "",
+        latch="step_end" if prefetch else "loop")
 
 
-# linkonce_odr: every kernel that uses them links a copy, and the copies merge.
-LLVM_IR = f"""
+def _prefetch() -> tuple[str, str]:
+    """(before the taps, in each step) of the tile function: where ``%ask`` is set, the next
+    panel's weights asked into L2 (PREFETCH_PANEL), a step's B rows (16 pairs x 128 bytes, 32
+    lines) at the same offset into the panel after this one (``taps x steps x`` a step's bytes
+    past this step's)."""
+    panel = ("  %panel0 = mul i64 %steps, %bstep\n  %panel = mul i64 %panel0, %taps\n"
+             "  %asking = icmp ne i32 %next_panel, 0")
+    lines = ["  br i1 %asking, label %ahead, label %step_end", "ahead:",
+             "  %pn = getelementptr i8, ptr %pb0, i64 %panel"]
+    for j in range(32):
+        lines += [f"  %pn{j} = getelementptr i8, ptr %pn, i64 {64 * j}",
+                  f"  call void @llvm.prefetch.p0(ptr %pn{j}, i32 0, i32 2, i32 1)"]
+    return panel, "\n".join([*lines, "  br label %step_end", "step_end:"])
+
+
+def function_name(tiles_a: int, prefetch: bool) -> str:
+    """The tile function of ``tiles_a`` A tiles, asking the next panel into L2 (``_prefetch``) or not."""
+    return f"{LLVM_FUNCTION}{tiles_a}{'_next' if prefetch else ''}"
+
+
+def llvm_ir() -> str:
+    """The tile functions' LLVM IR, linked into each kernel that calls them (``pragma_import_llvm``);
+    linkonce_odr: every kernel that uses them links a copy, and the copies merge."""
+    return f"""
 @tvmbench_amx_granted = linkonce_odr global i32 0
 declare i64 @syscall(i64, ...)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
@@ -184,8 +222,11 @@ declare void @llvm.x86.ldtilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
+declare void @llvm.prefetch.p0(ptr, i32 immarg, i32 immarg, i32 immarg)
 {_function(1)}
 {_function(2)}
+{_function(1, True)}
+{_function(2, True)}
 """
 
 _registered: set[str] = set()
@@ -243,7 +284,7 @@ def steps(depth: int) -> tuple[int, int] | None:
 
 
 def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple[int, int] | None = None,
-             flat: bool = False, pair: int = 0, wide: int = 0) -> str:
+             flat: bool = False, pair: int = 0, wide: int = 0, share: int = 0) -> str:
     """The name of the tensor intrinsic for a tile of ``tiles_a`` x ``rows`` rows and 32 columns
     over a reduction of ``depth`` (``steps``) whose rows are ``stride`` rows apart in the input
     (a strided convolution's), registered with TVM once per process. ``window``: the two outer
@@ -254,7 +295,9 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     a map whose rows make one tile each: 14x14), ``pair`` input rows apart (``_paired``); ``wide``:
     the rows are a flattened map's pixels, a window row ``wide`` pixels from the next (``_wide``)."""
     taps = "x".join(str(t) for t in window) if window else "1"
-    name = f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
+    share = share if PREFETCH_PANEL and window is None and not (flat or pair or wide) else 0
+    name = (f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
+            f"{f'_n{share}' if share else ''}")
     if name in _registered:
         return name
     from tvm.s_tir import TensorIntrin
@@ -265,7 +308,7 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
         desc, impl = _paired(rows, depth, stride, window, pair)
     else:
         make = _plain if window is None else (_flat if len(window) == 2 else _flat_rows) if flat else _window
-        desc, impl = make(rows, tiles_a, depth, stride, *(window or ()))
+        desc, impl = make(rows, tiles_a, depth, stride, *(window or (share,)))
     TensorIntrin.register(name, desc, impl, override=True)
     _registered.add(name)
     return name
@@ -273,9 +316,11 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
 
 def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inner: Any, b16: Any, sb: Any,
           b_outer: Any, b_inner: Any, outer: int, inner: int, depth: int, rows: int,
-          skips: tuple[Any, Any] | None = None) -> Any:
+          skips: tuple[Any, Any] | None = None, share: int = 0) -> Any:
     """The call of the tile function (``_function``), strides in elements; ``skips``: from the first
-    sums and A tile to the second where they are not the next ``rows`` rows (paired rows)."""
+    sums and A tile to the second where they are not the next ``rows`` rows (paired rows);
+    ``share``: the tiles that read one weight panel, one after another, the first of them asking
+    the next panel into L2 (``_prefetch``)."""
     from tvm.script import tirx as T
 
     kstep, count = steps(depth)
@@ -284,13 +329,20 @@ def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inn
         return T.int64(v) if isinstance(v, int) else v
 
     c_skip, a_skip = skips or (sc * rows, i64(lda) * rows)
-    return T.call_extern("void", f"{LLVM_FUNCTION}{tiles_a}", c.access_ptr("rw"), sc * 4, i64(c_skip) * 4,
+    # (with two A tiles, four products a step, every tile over a panel asks for the next; with one,
+    # two products a step beside the 32 prefetches, only the first. Which tile is first: from its
+    # A tile's offset in the buffer over a tile's elements. 32 bits, as the function declares it:
+    # TVM narrows an index this small to 32 bits, and a call whose types differ from the
+    # function's is not inlined, nor the function linked.)
+    first = T.floormod(T.floordiv(a16.elem_offset, a_skip * tiles_a), max(share, 1)) == 0
+    ahead = [T.int32(1) if tiles_a == 2 else T.Cast("int32", T.Select(first, 1, 0))] if share else []
+    return T.call_extern("void", function_name(tiles_a, bool(share)), c.access_ptr("rw"), sc * 4, i64(c_skip) * 4,
                          a16.access_ptr("r"), i64(lda) * 2, i64(a_skip) * 2, i64(a_outer) * 2, i64(a_inner) * 2,
                          b16.access_ptr("r"), sb * 2, i64(b_outer) * 2, i64(b_inner) * 2,
-                         *(i64(v) for v in (outer, inner, count, kstep, rows)))
+                         *(i64(v) for v in (outer, inner, count, kstep, rows)), *ahead)
 
 
-def _plain(rows: int, tiles_a: int, depth: int, stride: int) -> tuple[Any, Any]:
+def _plain(rows: int, tiles_a: int, depth: int, stride: int, share: int = 0) -> tuple[Any, Any]:
     """A tile over the input channels alone (a dense layer, a 1x1 convolution)."""
     from tvm.script import tirx as T
 
@@ -323,7 +375,7 @@ def _plain(rows: int, tiles_a: int, depth: int, stride: int) -> tuple[Any, Any]:
             # bf16 buffer no longer matches its element type)
             a16 = T.decl_buffer((span * sa,), "uint16", data=A.data, elem_offset=A.elem_offset)
             b16 = T.decl_buffer((k // 2 * sb,), "uint16", data=B.data, elem_offset=B.elem_offset)
-            T.evaluate(_call(tiles_a, C, sc, a16, sa * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows))
+            T.evaluate(_call(tiles_a, C, sc, a16, sa * stride, 0, 0, b16, sb, 0, 0, 1, 1, k, rows, share=share))
 
     return desc, impl
 

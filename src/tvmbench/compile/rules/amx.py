@@ -80,7 +80,9 @@ class Amx(Rule):
         if paired is not None:  # (two output rows, one A tile each)
             h_outer, h_inner = sch.split(loops[paired[0]], factors=[None, 2])
             loops, tile = [h_outer if i == paired[0] else loop for i, loop in enumerate(loops)], [h_inner, m_inner]
-        order = _tile_order(found, loops, n_outer, m_outer)
+        streamed = knob("amx_channel_outer", _channel_outer(found), (False, True))
+        order = _tile_order(found, loops, n_outer, m_outer, streamed)
+        share = _panel_share(found, rows * tiles_a) if streamed else 0
         # (a window of two axes inside the tile, its sums held in the tiles; one of one axis, a 1x7
         # convolution's, a loop of tiles: each tap loads and stores the sums)
         taps = reductions[:-1] if window is None else []
@@ -93,8 +95,8 @@ class Amx(Rule):
             write_back(found, Tile(vectors=amx.PACK // found.lanes, rows=rows * len(tile) * tiles_a,
                                    width=found.lanes), tile_loop, taps or tile[:1], epilogue, None)
         sch.tensorize(tile[0], amx.register(rows, tiles_a, found.extents[-1], stride, window, flat,
-                                            paired[1] if paired else 0, wide))
-        sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
+                                            paired[1] if paired else 0, wide, share))
+        sch.annotate(tile_loop, "pragma_import_llvm", amx.llvm_ir())
         return sch
 
 
@@ -136,16 +138,27 @@ def _matched(func: Any, target: Any) -> tuple[Match, tuple[int, int, int, Any, b
     return None if shape is None else (found, shape)
 
 
-def _tile_order(found: Match, loops: list[Any], n_outer: Any, m_outer: Any) -> list[Any]:
+def _tile_order(found: Match, loops: list[Any], n_outer: Any, m_outer: Any, channel_outer: bool) -> list[Any]:
     """The tile loops, outermost first: channel-outer or row-outer (CHANNEL_OUTER_WEIGHTS), a
     batch whose weights differ (the Winograd product's points) outside the weights' panels."""
     outer = [loop for i, (loop, k) in enumerate(zip(loops, found.kinds, strict=True))
              if k == "S" and i not in (found.n_axis, found.m_axis)]
-    if not knob("amx_channel_outer", _channel_outer(found), (False, True)):
+    if not channel_outer:
         return [*outer, m_outer, n_outer]
     batch = weight_batch_axes(found)
     return ([loops[i] for i in sorted(batch)] + [n_outer]
             + [loop for i, loop in enumerate(loops) if loop in outer and i not in batch] + [m_outer])
+
+
+def _panel_share(found: Match, tile_rows: int) -> int:
+    """The tiles that read one panel of weights, one after another, when tiles run channel-outer:
+    every row tile of the output's other spatial axes (not a batch whose weights differ)."""
+    batch = weight_batch_axes(found)
+    tiles = found.extents[found.m_axis] // tile_rows
+    for i, (kind, extent) in enumerate(zip(found.kinds, found.extents, strict=True)):
+        if kind == "S" and i not in (found.n_axis, found.m_axis) and i not in batch:
+            tiles *= extent
+    return tiles
 
 
 def _channel_outer(found: Any) -> bool:
