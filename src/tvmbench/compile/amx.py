@@ -11,7 +11,7 @@ The weights are already in the layout AMX reads: ``passes/pack_weights.py`` pack
 B tile (a block of 64, GPT-2's LM head, holds two tiles' columns). So ``rules/amx.py`` tiles a
 bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`register`) replaces
 each tile's reduction (its input channels, and a convolution's window of two axes) with one call
-of an LLVM IR function (:func:`llvm_ir`, linked into the kernel by ``pragma_import_llvm``) that
+of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
 loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 or 16 (two A
 tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's window row in one), and stores
 them back.
@@ -192,7 +192,7 @@ def _function(tiles_a: int, prefetch: bool = False) -> str:
 
 
 def _prefetch() -> tuple[str, str]:
-    """(before the taps, in each step) of the tile function: where ``%ask`` is set, the next
+    """(before the taps, in each step) of the tile function: where ``%next_panel`` is set, the next
     panel's weights asked into L2 (PREFETCH_PANEL), a step's B rows (16 pairs x 128 bytes, 32
     lines) at the same offset into the panel after this one (``taps x steps x`` a step's bytes
     past this step's)."""
@@ -211,10 +211,8 @@ def function_name(tiles_a: int, prefetch: bool) -> str:
     return f"{LLVM_FUNCTION}{tiles_a}{'_next' if prefetch else ''}"
 
 
-def llvm_ir() -> str:
-    """The tile functions' LLVM IR, linked into each kernel that calls them (``pragma_import_llvm``);
-    linkonce_odr: every kernel that uses them links a copy, and the copies merge."""
-    return f"""
+# linkonce_odr: every kernel that uses them links a copy, and the copies merge.
+LLVM_IR = f"""
 @tvmbench_amx_granted = linkonce_odr global i32 0
 declare i64 @syscall(i64, ...)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
@@ -293,7 +291,10 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     rows alone, ``_flat_rows``), and its rows and the reduction (window columns) index one
     dimension of the input, so the rows overlap; ``pair``: the two A tiles are two output rows (of
     a map whose rows make one tile each: 14x14), ``pair`` input rows apart (``_paired``); ``wide``:
-    the rows are a flattened map's pixels, a window row ``wide`` pixels from the next (``_wide``)."""
+    the rows are a flattened map's pixels, a window row ``wide`` pixels from the next (``_wide``);
+    ``share``: the row tiles that read each panel of weights streamed from memory (the tiles
+    channel-outer), whose tile function asks the next panel into L2 (PREFETCH_PANEL; 0: not
+    streamed)."""
     taps = "x".join(str(t) for t in window) if window else "1"
     share = share if PREFETCH_PANEL and window is None and not (flat or pair or wide) else 0
     name = (f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
@@ -319,8 +320,8 @@ def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inn
           skips: tuple[Any, Any] | None = None, share: int = 0) -> Any:
     """The call of the tile function (``_function``), strides in elements; ``skips``: from the first
     sums and A tile to the second where they are not the next ``rows`` rows (paired rows);
-    ``share``: the tiles that read one weight panel, one after another, the first of them asking
-    the next panel into L2 (``_prefetch``)."""
+    ``share``: the tiles that read one weight panel, one after another, which ask the next panel
+    into L2 (``_prefetch``; 0: none)."""
     from tvm.script import tirx as T
 
     kstep, count = steps(depth)

@@ -96,7 +96,7 @@ class Amx(Rule):
                                    width=found.lanes), tile_loop, taps or tile[:1], epilogue, None)
         sch.tensorize(tile[0], amx.register(rows, tiles_a, found.extents[-1], stride, window, flat,
                                             paired[1] if paired else 0, wide, share))
-        sch.annotate(tile_loop, "pragma_import_llvm", amx.llvm_ir())
+        sch.annotate(tile_loop, "pragma_import_llvm", amx.LLVM_IR)
         return sch
 
 
