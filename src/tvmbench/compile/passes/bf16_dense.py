@@ -71,8 +71,11 @@ KEEP_JOINED_EXPANSIONS = 1
 # its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
 # 69, `rule_ab.py M passes.bf16_dense.BF16_RESIDUALS 0 --precision bf16 --probe`, at any size):
 # resnet50 1.043x (ab), 1.038x / 1.061x in the two host states (ba), resnet101 1.016x, resnet18
-# 0.986x (its 7x7 maps only); 2 against 1: resnet50 1.008x, resnet101 0.998x.
-BF16_RESIDUALS = 1
+# 0.986x (its 7x7 maps only); 2 against 1: resnet50 1.008x, resnet101 0.998x. On the Xeon VM
+# (2 MB of L2: resnet50's 28x28x512 maps, 1.6 MB, under it and so left fp32 by 1, each with a
+# cast kernel of its own) 2 against 1 (session 89, `--runs 150 --block 5`): resnet50 1.078x,
+# resnet101 1.101x, resnet152 1.106x, resnet18 1.072x, resnet34 1.058x, mobilenet_v2 1.012x.
+BF16_RESIDUALS = 2
 # A network's stem (a convolution over the few channels of an NCHW image, PackWeights'
 # ``NCHW_STEM_CHANNELS``) with at least this many vectors of outputs reads bf16 too, in pairs of
 # neighbouring window columns (its 3 channels give no pairs of channels; an odd window is padded
