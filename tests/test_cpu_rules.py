@@ -2041,9 +2041,8 @@ def test_a_bf16_residual_stream_is_stored_once_in_bf16(monkeypatch, residuals, l
 
     import tvm
 
-    from tvmbench.compile.precision import apply_precision
-
     from tvmbench.compile import tir
+    from tvmbench.compile.precision import apply_precision
 
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
     monkeypatch.setattr(bf16_dense, "BF16_RESIDUALS", residuals)
