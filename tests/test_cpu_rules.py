@@ -2035,8 +2035,8 @@ def test_a_bf16_residual_stream_is_stored_once_in_bf16(monkeypatch, residuals, l
     """A feature map that a bf16 convolution and a residual add both read is written once, in
     bf16, and the add widens it (``bf16_dense.BF16_RESIDUALS``: 2 at any size, 1 where its fp32
     bytes are over L2: the 48x48x128 map's 1.2 MB are over Zen 4's 1 MB, not over the Xeon VM's
-    2 MB, set as the size the passes take for L2); before, its producer wrote it in fp32 (resnet50's 3.2 MB block outputs) and the add
-    read that."""
+    2 MB, set as the size the passes take for L2); before, its producer wrote it in fp32
+    (resnet50's 3.2 MB block outputs) and the add read that."""
     import importlib
 
     import tvm
