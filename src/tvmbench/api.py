@@ -257,6 +257,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
     config["threads"] = config.get("threads") or physical_cores()
     config.setdefault("seed", seed)
     cfg = TuneConfig(**config)
+    check_precision(cfg.precision, resolved)
     if cfg.cost_model == "xgb" and importlib.util.find_spec("xgboost") is None:
         raise MissingFrameworkError("tuning with the xgb cost model", "xgboost", "tune")
     if check_rpc(cfg.rpc_tracker, cfg.rpc_key):
@@ -282,7 +283,7 @@ def tune(model: str, target_spec: Any = "auto", *, db: str | None = None, batch_
         t.workload in gains and t.workload not in stale for t in report.tasks if t.best_us)  # the last check
     if in_model_check and resolved.runs_here and not cfg.rpc_tracker and not judged and any(
             t.best_us for t in report.tasks):
-        check_in_model(report, database, model, resolved, cfg.threads, options, on_warning)
+        check_in_model(report, database, model, resolved, cfg.threads, options, on_warning, cfg.precision)
     report.curve_files = [str(p) for p in report.write_curve(Path(model).name)]
     from tvmbench.measure import environment
     from tvmbench.results.history import record
@@ -314,7 +315,8 @@ IN_MODEL_CANDIDATES = 3
 
 
 def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTarget, threads: int,
-                   options: ModelOptions, on_warning: Callable[[str], None] | None = None) -> None:
+                   options: ModelOptions, on_warning: Callable[[str], None] | None = None,
+                   precision: str = "fp32") -> None:
     """Selection inside the model, after tuning: MetaSchedule's runner times each kernel alone
     with hot caches, and a record that wins there can lose inside the model (its inputs come
     from the previous kernel, its weights were evicted), while the second or third fastest alone
@@ -340,7 +342,7 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             return
         try:
             rows, untuned, candidates = _gains_of_candidates(model, database, resolved, threads, options, candidates,
-                                                             on_warning)
+                                                             on_warning, precision)
         except UserError as e:
             if on_warning:
                 on_warning(f"{e}; the tuned records are applied as tuned")
@@ -361,7 +363,8 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
         # The winners together, end to end and without the instrument hook: what the user gets.
         # Measured slower than the default schedules, however slightly: none is applied (tuning
         # never leaves a build that measured slower than no tuning).
-        report.end_to_end = e2e = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning)
+        report.end_to_end = e2e = in_model_end_to_end(model, database.path, resolved, threads, options, on_warning,
+                                                      precision)
         worst = e2e.worst_state() if e2e else None
         if e2e and (not e2e.gain >= 1.0 or (worst is not None and not worst[1] >= 1.0)):  # (nan: not faster)
             if on_warning:
@@ -384,7 +387,8 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
 
 
 def _gains_of_candidates(model: str, database: Any, resolved: ResolvedTarget, threads: int, options: ModelOptions,
-                         candidates: list[Any], on_warning: Callable[[str], None] | None) -> tuple[Any, Any, list[Any]]:
+                         candidates: list[Any], on_warning: Callable[[str], None] | None,
+                         precision: str = "fp32") -> tuple[Any, Any, list[Any]]:
     """``in_model_gains`` over the candidate builds; when the worker crashes, again without the
     last candidate (resnet18's check crashed its worker with SIGSEGV in a TVM pool thread with
     all three candidate builds, for an evolutionary and a Droplet database alike, and ran with
@@ -393,7 +397,7 @@ def _gains_of_candidates(model: str, database: Any, resolved: ResolvedTarget, th
     while True:
         try:
             rows, untuned = in_model_gains(model, database.path, resolved, threads, options,
-                                           tuple(str(c.path) for c in candidates))
+                                           tuple(str(c.path) for c in candidates), precision)
             return rows, untuned, candidates
         except WorkFailed as e:
             if len(candidates) == 1:
@@ -432,18 +436,16 @@ END_TO_END_PROCESSES = 3
 
 
 def in_model_end_to_end(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
-                        options: ModelOptions, on_warning: Callable[[str], None] | None = None
-                        ) -> Any:
+                        options: ModelOptions, on_warning: Callable[[str], None] | None = None,
+                        precision: str = "fp32") -> Any:
     """The model with ``database`` as it applies against no database, end to end: paired blocks
     in each of ``END_TO_END_PROCESSES`` workers (``end_to_end_job``), the processes the units:
     the geometric mean of their gains with its 95 % interval (Student's t); and the gain within
     each host state the probe told apart (the pairs the units): ``kernels.EndToEnd``. None
     (with a warning) when the check failed."""
-    from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import EndToEnd, PairedJob, end_to_end_job
 
-    job = PairedJob(model=model, options=options, runs=5,
-                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
+    job = PairedJob(model=model, options=options, runs=5, backend=_tuned_backend(resolved, threads, database, precision))
     try:
         runs = [_in_worker(end_to_end_job, job, threads, 3600.0, f"timing the tuned {model} end to end")
                 for _ in range(END_TO_END_PROCESSES)]
@@ -454,18 +456,25 @@ def in_model_end_to_end(model: str, database: str | Path, resolved: ResolvedTarg
     return EndToEnd.of(runs)
 
 
+def _tuned_backend(resolved: ResolvedTarget, threads: int, database: str | Path, precision: str) -> Any:
+    """The TVM build the in-model checks time: ``database`` applied, at the tuned ``precision``."""
+    from tvmbench.backends import BackendConfig
+
+    return BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),),
+                         options={"precision": precision})
+
+
 def in_model_gains(model: str, database: str | Path, resolved: ResolvedTarget, threads: int,
-                   options: ModelOptions, candidates: tuple[str, ...] = ()) -> Any:
+                   options: ModelOptions, candidates: tuple[str, ...] = (), precision: str = "fp32") -> Any:
     """Per kernel of ``model`` that runs a record of ``database`` (and no other database), or of
     each of the ``candidates`` databases in its own build: its gain inside the model over
     tvmbench's default schedule, all builds timed in alternating blocks in one worker
     (``paired_gains_job``), as ``select_in_model`` judges them; with the untuned build's profile
     (``PairedGains``)."""
-    from tvmbench.backends import BackendConfig
     from tvmbench.profiling.kernels import PairedJob, paired_gains_job
 
     job = PairedJob(model=model, options=options, candidates=candidates,
-                    backend=BackendConfig(target=resolved, threads=threads, databases=(("--db", str(database)),)))
+                    backend=_tuned_backend(resolved, threads, database, precision))
     return _in_worker(paired_gains_job, job, threads, 3600.0, f"checking the tuned kernels of {model} in the model")
 
 

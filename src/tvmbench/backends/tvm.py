@@ -120,16 +120,13 @@ class TVMBackend(Backend):
 
     def _compile(self, model: LoadedModel) -> tuple[Any, Any, list[Any], dict[str, Any]]:
         """Import and compile (or take the cached library): (path, library, weights, facts)."""
-        from tvmbench.compile import compile_model, import_model, recurrent
+        from tvmbench.compile import compile_model
+        from tvmbench.compile.precision import import_at_precision
         from tvmbench.tuning.database import load_databases
 
         target = self.config.target
         precision = self.options.precision
-        imported = import_model(model, recurrent.registers(target) if precision == "fp32" else None)
-        if precision != "fp32":
-            from tvmbench.compile.precision import apply_precision
-
-            imported = dataclasses.replace(imported, mod=apply_precision(imported.mod, precision, target))
+        imported = import_at_precision(model, target, precision)
         self.imported = imported  # the Relax module as compiled (for the profiler's kernel facts)
         self.phases_s.update({f"{k}_s": v for k, v in imported.timings_s.items()})
         self.log(f"imported into Relax through {imported.frontend} ("

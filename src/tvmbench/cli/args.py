@@ -8,6 +8,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tvmbench.errors import UserError
+from tvmbench.tuning.config import PRECISIONS as TUNE_PRECISIONS
 
 
 def int_at_least(minimum: int, what: str) -> Callable[[str], int]:
@@ -95,7 +96,7 @@ def config_overrides(items: list[str] | None) -> dict[str, Any]:
     return out
 
 
-PRECISIONS = ["fp32", "fp16", "amp", "bf16"]  # as compile/precision.py (not imported here: no TVM)
+PRECISIONS = list(TUNE_PRECISIONS)  # as compile/precision.py (not imported here: no TVM)
 
 
 def add_model_args(p: argparse.ArgumentParser, package: bool = False) -> None:
@@ -260,7 +261,7 @@ def tune_config(args: argparse.Namespace) -> dict[str, Any]:
             "runner_number": args.runner_number, "runner_repeat": args.runner_repeat,
             "runner_min_repeat_ms": args.min_repeat_ms, "cpu_cache_flush": args.cpu_flush,
             "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers,
-            "top_k": args.top_k, "alpha": args.alpha}
+            "top_k": args.top_k, "alpha": args.alpha, "precision": getattr(args, "precision", "fp32")}
 
 
 def add_history_args(p: argparse.ArgumentParser) -> None:

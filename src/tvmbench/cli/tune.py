@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from tvmbench.cli.args import (
+    PRECISIONS,
     add_history_args,
     add_model_args,
     add_tune_args,
@@ -27,6 +28,7 @@ def add_tune_parser(sub: Any) -> None:
     tune = sub.add_parser("tune", help="tune a model's kernels with MetaSchedule into a persistent database")
     add_model_args(tune)
     add_tune_args(tune, trials_default=1000)
+    _add_precision_arg(tune)
     tune.add_argument("--db", default=None, help="database directory (default: one per target in the cache)")
     tune.add_argument("--output", "-o", default=None, help="write the tuning report JSON here")
     tune.add_argument("--quiet", "-q", action="store_true", help="no progress bar")
@@ -37,6 +39,12 @@ def add_tune_parser(sub: Any) -> None:
     add_verbose_arg(tune, "a line per batch of trials and MetaSchedule's per-task tables (on stderr)")
     add_history_args(tune)
     tune.set_defaults(handler=cmd_tune)
+
+
+def _add_precision_arg(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS,
+                   help="the build tuned: its kernels are the tasks (bf16: as 'run --precision bf16' builds it; a "
+                        "database tuned in fp32 has no records for a bf16 build's kernels)")
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
@@ -230,6 +238,7 @@ def add_db_parser(sub: Any) -> None:
                                             "tvmbench's default schedules (after an upgrade), without tuning")
     check.add_argument("path")
     add_model_args(check)
+    _add_precision_arg(check)
     add_history_args(check)
     compare = db_sub.add_parser("compare", help="per layer, two databases' best times, spreads, trials and "
                                                 "tuning minutes (also 'tvmbench tune report A B')")
@@ -255,6 +264,7 @@ def cmd_db(args: argparse.Namespace) -> int:
         warnings = make_console(stderr=True)
         report, _ = api.check_database(args.model, args.path, args.target, layout=args.layout,
                                        threads=args.threads or None, history=history_arg(args),
+                                       precision=args.precision,
                                        on_warning=lambda w: warnings.print(f"[yellow]warning:[/yellow] {w}"),
                                        **model_kwargs(args))
         print_tune_report(report, console)

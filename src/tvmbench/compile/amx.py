@@ -25,6 +25,7 @@ tile's reduction.
 
 from __future__ import annotations
 
+import re
 import string
 from typing import Any
 
@@ -295,8 +296,13 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     ``share``: the row tiles that read each panel of weights streamed from memory (the tiles
     channel-outer), whose tile function asks the next panel into L2 (PREFETCH_PANEL; 0: not
     streamed)."""
-    taps = "x".join(str(t) for t in window) if window else "1"
     share = share if PREFETCH_PANEL and window is None and not (flat or pair or wide) else 0
+    return _register(rows, tiles_a, depth, stride, window, flat, pair, wide, share)
+
+
+def _register(rows: int, tiles_a: int, depth: int, stride: int, window: tuple[int, int] | None, flat: bool,
+              pair: int, wide: int, share: int) -> str:
+    taps = "x".join(str(t) for t in window) if window else "1"
     name = (f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
             f"{f'_n{share}' if share else ''}")
     if name in _registered:
@@ -313,6 +319,25 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
     TensorIntrin.register(name, desc, impl, override=True)
     _registered.add(name)
     return name
+
+
+# ``register``'s names, read back (a window of one tap is never made: "w1" is no window).
+_NAME = re.compile(r"tvmbench_amx_bf16_(\d+)x(\d+)x(\d+)_s(\d+)_w([\dx]+)(_stem)?_p(\d+)_f(\d+)(?:_n(\d+))?")
+
+
+def register_named(name: str) -> bool:
+    """Register the intrinsic ``register`` named ``name`` (False: not one of its names). A tuning
+    record's trace names the intrinsic it tensorized with, and replaying it (applying a database,
+    in another process than the rule that made it) needs it registered: a bf16 build's in-model
+    check failed with "TensorIntrin ... is not registered"."""
+    m = _NAME.fullmatch(name)
+    if m is None:
+        return False
+    tiles_a, rows, depth, stride = (int(g) for g in m.group(1, 2, 3, 4))
+    window = None if m.group(5) == "1" else tuple(int(t) for t in m.group(5).split("x"))
+    _register(rows, tiles_a, depth, stride, window, bool(m.group(6)), int(m.group(7)), int(m.group(8)),
+              int(m.group(9) or 0))  # (as named, whatever PREFETCH_PANEL says now)
+    return True
 
 
 def _call(tiles_a: int, c: Any, sc: Any, a16: Any, lda: Any, a_outer: Any, a_inner: Any, b16: Any, sb: Any,

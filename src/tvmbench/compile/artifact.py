@@ -27,10 +27,9 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import pipeline, recurrent
+from tvmbench.compile import pipeline
 from tvmbench.compile.codegen import Built
-from tvmbench.compile.importer import import_model
-from tvmbench.compile.precision import apply_precision
+from tvmbench.compile.precision import import_at_precision
 from tvmbench.compile.schedules import TunedSchedules
 from tvmbench.errors import UserError
 from tvmbench.files import write_json_atomic
@@ -87,8 +86,8 @@ def build_artifact(model: LoadedModel, target: ResolvedTarget, out_dir: str | Pa
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
-    imported = import_model(model, recurrent.registers(target) if precision == "fp32" else None)
-    mod = apply_precision(imported.mod, precision, target)
+    imported = import_at_precision(model, target, precision)
+    mod = imported.mod
     schedules = schedules or TunedSchedules()
     database = schedules.union()
     built = pipeline.build(mod, target, database, cuda_graph=cuda_graph)

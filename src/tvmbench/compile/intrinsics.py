@@ -74,3 +74,22 @@ def import_tensor_intrin(target_kind: str) -> None:
         stub_cuda_tensor_intrin()
     with _bare_frame_inspection():  # (importing the CUDA module imports the package first)
         importlib.import_module(CUDA_INTRIN if target_kind == "cuda" else CUDA_INTRIN.rsplit(".", 1)[0])
+
+
+def register_tvmbench_intrinsics(text: str) -> list[str]:
+    """Register every tensor intrinsic of tvmbench's own (``bf16.DOT_16x2``, ``amx.register``'s)
+    that ``text`` (a tuning database's records) names, so its traces replay in this process: the
+    rules register them as they schedule, and a record applied without the rule running found
+    them missing. Returns the names registered."""
+    import re
+
+    from tvmbench.compile import amx, bf16
+
+    done = []
+    for name in sorted(set(re.findall(r'"(tvmbench_[a-z0-9_]+)"', text))):
+        if name == bf16.DOT_16x2:
+            bf16.register()
+        elif not amx.register_named(name):
+            continue
+        done.append(name)
+    return done

@@ -13,6 +13,7 @@ MS_STRATEGIES = ("evolutionary", "replay-trace")  # MetaSchedule's own search st
 STRATEGIES = (*MS_STRATEGIES, "random", "grid", "droplet", "dpmeta")
 COST_MODELS = ("xgb", "mlp", "random")
 SCHEDULERS = ("gradient", "round-robin")
+PRECISIONS = ("fp32", "fp16", "amp", "bf16")  # (``compile.precision.PRECISIONS``, without importing TVM's side)
 # Strategies whose candidates are timed with cold caches unless told otherwise (``TuneConfig.cold``).
 COLD_STRATEGIES = ("droplet", "dpmeta", "grid")
 COLD_REPEATS = 10  # single cold calls per candidate (each after a flush)
@@ -40,6 +41,9 @@ class TuneConfig:
     rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
     top_k: int = 3  # dpmeta: records per task Droplet starts from
     alpha: float = 0.05  # droplet / dpmeta: significance of Welch's test for accepting a move
+    # The build's precision (``--precision``): its kernels are the tasks, and the in-model check
+    # builds it so (a bf16 build's kernels are other workloads than fp32's).
+    precision: str = "fp32"
 
     def __post_init__(self) -> None:
         """Counts and times checked when the options are made (the CLI's argument types do it
@@ -58,6 +62,8 @@ class TuneConfig:
                 raise UserError(f"--{name.replace('_', '-')} must be one of {', '.join(allowed)}, got '{value}'")
         if not 0 < self.alpha < 1:
             raise UserError(f"--alpha must be between 0 and 1, got {self.alpha}")
+        if self.precision not in PRECISIONS:
+            raise UserError(f"--precision must be one of {', '.join(PRECISIONS)}, got '{self.precision}'")
 
     def cold(self) -> bool:
         """Whether candidates are timed with cold caches. Inside a model a kernel reads weights

@@ -96,9 +96,8 @@ def load_databases(sources: list[tuple[str, str]] | tuple[tuple[str, str], ...],
             info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning
         infos.append(info)
         if view is not None:
-            from tvm.s_tir import meta_schedule as ms
 
-            databases.append(ms.database.JSONDatabase(work_dir=str(view)))
+            databases.append(TuningDatabase(view).ms_database())
             digests.append(TuningDatabase(view).digest())
     return TunedSchedules(databases, "+".join(digests) or "none", infos)
 
@@ -272,8 +271,14 @@ class TuningDatabase:
         return workloads if name == WORKLOADS else records
 
     def ms_database(self) -> Any:
+        """The MetaSchedule database on these files, the tensor intrinsics its traces name
+        registered (``register_tvmbench_intrinsics``)."""
         from tvm.s_tir import meta_schedule as ms
 
+        from tvmbench.compile.intrinsics import register_tvmbench_intrinsics
+
+        path = self.path / RECORDS
+        register_tvmbench_intrinsics(path.read_text() if path.is_file() else "")
         return ms.database.JSONDatabase(work_dir=str(self.path))
 
     def digest(self) -> str:
@@ -408,9 +413,9 @@ def _is_list(line: str, min_len: int) -> bool:
 
 
 def _record_secs(record_line: str) -> float | None:
-    secs = json.loads(record_line)[1][1]
-    valid = [float(s) for s in secs or [] if s is not None]
-    return sum(valid) / len(valid) if valid else None
+    """A record's time (``repeat_stats``' median), seconds; None without times."""
+    stats = _record_stats(record_line)
+    return stats[0] if stats else None
 
 
 def _target_label(target_json: Any) -> str:
@@ -454,14 +459,20 @@ def show_database(db: TuningDatabase) -> list[dict[str, Any]]:
     return [{**r, "targets": sorted(r["targets"])} for r in per.values()]
 
 
-def _record_stats(record_line: str) -> tuple[float, float | None] | None:
-    """A record's mean time and the standard deviation of its repeats (None with one), seconds."""
+def repeat_stats(secs: list[float]) -> tuple[float, float | None]:
+    """(median, standard deviation) of a record's repeats (None with one). The median, not
+    MetaSchedule's mean: a cold-timed record is single calls, and one preempted call among ten
+    (1152 us among 3 us ones, a bf16 cast on the Xeon VM) made its mean 118 us and the task
+    "39.55x" faster tuned."""
     import statistics
 
+    return statistics.median(secs), statistics.stdev(secs) if len(secs) > 1 else None
+
+
+def _record_stats(record_line: str) -> tuple[float, float | None] | None:
+    """A record's time and spread (``repeat_stats``), seconds; None without times."""
     secs = [float(s) for s in json.loads(record_line)[1][1] or [] if s is not None]
-    if not secs:
-        return None
-    return statistics.fmean(secs), statistics.stdev(secs) if len(secs) > 1 else None
+    return repeat_stats(secs) if secs else None
 
 
 def _per_layer(db: TuningDatabase) -> dict[str, dict[str, Any]]:
@@ -745,7 +756,7 @@ def passed_over_lines(meta: dict[str, Any], workloads: list[str], records: list[
 @dataclass
 class Candidates:
     """One candidate database of the in-model check (``ranked_candidates``): its folder, and per
-    workload structural hash the schedule it holds (``record_key``) and that record's mean
+    workload structural hash the schedule it holds (``record_key``) and that record's median
     seconds alone."""
 
     path: Path

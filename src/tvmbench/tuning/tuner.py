@@ -18,13 +18,14 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tvmbench.compile import import_model, pipeline, recurrent
+from tvmbench.compile import pipeline
+from tvmbench.compile.precision import import_at_precision
 from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
 from tvmbench.tuning.config import COST_MODELS, MS_STRATEGIES, SCHEDULERS, STRATEGIES, TuneConfig
-from tvmbench.tuning.database import TuningDatabase
+from tvmbench.tuning.database import TuningDatabase, repeat_stats
 
 # A batch the search offers with nothing new in it is asked for again (tuning/unmeasured.py) only
 # when making it took less than this: a task whose space is exhausted gets no more of the budget.
@@ -207,8 +208,8 @@ class TuneReport:
                 "untunable": self.untunable}
 
 
-def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any], list[str]]:
-    """The model's tuning tasks, and the names of the kernels MetaSchedule cannot tune, which keep
+def extract_tasks(model: LoadedModel, target: ResolvedTarget, precision: str = "fp32") -> tuple[list[Any], list[str]]:
+    """The model's tuning tasks in a build at ``precision``, and the names of the kernels MetaSchedule cannot tune, which keep
     the default schedules: those computing with ``Let`` expressions (``passes/fast_math.py``'s
     exponential: softmax, SiLU, joined attentions), for which its task scheduler's FLOP estimate
     has no rule ("Do not have a default for prim.Let": ``tvmbench tune`` failed on every
@@ -220,8 +221,7 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any]
     def has_lets(task: Any) -> bool:
         return any(has_let(func.body) for func in task.dispatched[0].functions.values())
 
-    imported = import_model(model, recurrent.registers(target))
-    mod = pipeline.per_inference(pipeline.legalized(imported.mod, target))
+    mod = pipeline.per_inference(pipeline.legalized(import_at_precision(model, target, precision).mod, target))
     # (hand-scheduled kernels, the recurrent layers' time loops, are not tasks: MetaSchedule skips them too)
     tasks = [t for t in ms.relax_integration.extract_tasks(mod, target.tvm())
              if not t.mod.attrs.get("tirx.is_scheduled", False)]
@@ -232,7 +232,8 @@ def extract_tasks(model: LoadedModel, target: ResolvedTarget) -> tuple[list[Any]
 def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None
                   ) -> tuple[int, float | None, float | None]:
     """Trials in the database for a task (failed ones included when ``counts`` comes from the
-    file), its best measured latency and that record's standard deviation, in microseconds."""
+    file), its best measured latency (the median of a record's repeats) and that record's
+    standard deviation, in microseconds."""
     mod = task.dispatched[0]
     if not ms_db.has_workload(mod):
         return 0, None, None
@@ -240,18 +241,12 @@ def _task_records(ms_db: Any, task: Any, counts: dict[str, int] | None = None
     best: tuple[float, float | None] | None = None
     for r in records:
         if r.run_secs:
-            mean, std = _mean_std([float(s) for s in r.run_secs])
-            best = (mean, std) if best is None or mean < best[0] else best
+            median, std = repeat_stats([float(s) for s in r.run_secs])
+            best = (median, std) if best is None or median < best[0] else best
     trials = counts.get(_workload_key(task), len(records)) if counts is not None else len(records)
     if best is None:
         return trials, None, None
     return trials, best[0] * 1e6, (best[1] * 1e6 if best[1] is not None else None)
-
-
-def _mean_std(values: list[float]) -> tuple[float, float | None]:
-    import statistics
-
-    return statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None
 
 
 def _flops(task: Any) -> float:
@@ -404,7 +399,7 @@ def commit_default_schedules(tasks: list[Any], ms_db: Any, target: ResolvedTarge
         mod = t.dispatched[0]
         ms_db.commit_tuning_record(TuningRecord(sch.trace, ms_db.commit_workload(mod), run_secs=result.run_secs,
                                                 target=tvm_target, args_info=ArgInfo.from_prim_func(mod["main"])))
-        out[key] = sum(float(x) for x in result.run_secs) / len(result.run_secs) * 1e6
+        out[key] = repeat_stats([float(x) for x in result.run_secs])[0] * 1e6
     return out
 
 
@@ -582,7 +577,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     from tvmbench.tuning.build import cross_export, fast_build, local_builder
 
     start = time.monotonic()
-    tasks, untunable = extract_tasks(model, target)
+    tasks, untunable = extract_tasks(model, target, cfg.precision)
     if cfg.strategy == "grid":
         from tvmbench.tuning.grid import check_budget
 
