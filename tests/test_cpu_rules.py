@@ -2196,6 +2196,58 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
         "tvmbench_amx_bf16_2x16x64_s1_w3x3_p0_f9", "tvmbench_amx_bf16_2x16x80_s1_w7_p0_f7"}, sorted(amx._registered)
 
 
+def test_amx_tile_knobs_round_trip_and_every_move_builds_a_tile_kernel_with_the_same_numbers():
+    """A bf16 dense layer's AMX tile choices as tuning knobs (``tvmbench tune --precision bf16``:
+    Droplet searches around them): rows per A tile (the divisors of the row axis from
+    ``amx.MIN_ROWS`` to 16), one or two A tiles, channel- or row-outer, and the next panel asked
+    into L2. The values the default build read rebuild the default kernel; every move builds a
+    different kernel on tiles that, where this CPU has AMX, computes the default's numbers."""
+    import ml_dtypes
+    import tvm
+    import tvm_ffi
+
+    from tvmbench.compile import amx, bf16
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.precision import apply_precision
+    from tvmbench.tuning.droplet import KnobSpace
+
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    mod = apply_precision(import_model(load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles")).mod,
+                          "bf16", target)
+    legal = pipeline.per_inference(pipeline.legalized(mod, target))
+    func = next(f for gv, f in legal.functions.items() if gv.name_hint in bf16.bf16_kernels(legal) and "matmul" in gv.name_hint)
+    _, plain = pipeline.default_schedule(func, target)
+    with knob_set() as seen:
+        pipeline.default_schedule(func, target)
+    assert {"amx_rows", "amx_channel_outer", "amx_prefetch_panel"} <= {k.name for k in seen.seen}, seen.seen
+    with knob_set(seen.values()):
+        _, rebuilt = pipeline.default_schedule(func, target)
+    assert tvm_ffi.structural_equal(plain.mod, rebuilt.mod)
+    space = KnobSpace(func, target, timer=None, on_measured=None, known={})
+    moves = [m for position in range(space.knob_count()) for m in space.neighbours(space.start, position)]
+    assert len(moves) >= 3, moves
+
+    def run(sch):
+        main = sch.mod["main"].with_attr("global_symbol", "main")
+        lib = tvm.compile(tvm.IRModule({"main": main}), target=target.tvm())
+        assert "tdpbf16ps" in lib.mod.inspect_source("asm")
+        if not amx.usable(resolve_target("llvm", gpu_query=lambda: None).tvm()):
+            return None
+        rng = np.random.default_rng(0)
+        args = [tvm.runtime.tensor(rng.standard_normal([int(d) for d in b.shape]).astype(
+            ml_dtypes.bfloat16 if b.dtype == "bfloat16" else b.dtype)) for b in main.params]  # (0.27: a parameter is its buffer)
+        lib["main"](*args)
+        return args[-1].numpy().astype("float32")
+
+    expected = run(plain)
+    for move in moves:
+        sch = space.build(move)[0]
+        assert sch is not None and not tvm_ffi.structural_equal(sch.mod, plain.mod), move
+        got = run(sch)
+        if expected is not None:
+            np.testing.assert_allclose(got, expected, rtol=1e-2, atol=1e-2, err_msg=str(move))
+
+
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot run here")
 @pytest.mark.parametrize("name", [BF16_NET, f"{Path(__file__).parent}/mlp_model.py:build_winograd",
                                   f"{Path(__file__).parent}/mlp_model.py:build_bf16_residual",

@@ -82,7 +82,7 @@ class Amx(Rule):
             loops, tile = [h_outer if i == paired[0] else loop for i, loop in enumerate(loops)], [h_inner, m_inner]
         streamed = knob("amx_channel_outer", _channel_outer(found), (False, True))
         order = _tile_order(found, loops, n_outer, m_outer, streamed)
-        share = _panel_share(found, rows * tiles_a) if streamed else 0
+        share = _panel_share(found, rows * tiles_a) if streamed and knob("amx_prefetch_panel", True, (False, True)) else 0
         # (a window of two axes inside the tile, its sums held in the tiles; one of one axis, a 1x7
         # convolution's, a loop of tiles: each tap loads and stores the sums)
         taps = reductions[:-1] if window is None else []
@@ -209,7 +209,12 @@ def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool
     (stride, flat), = shapes
     window_extents = (tuple(extents[r] for r in reductions[:-1])
                       if len(reductions) == 3 or (flat or wides != {0}) and len(reductions) == 2 else None)
+    plain = window_extents is None and not flat and wides == {0}  # (a dense layer's or 1x1's tile: the knobs')
+    if plain:
+        rows = knob("amx_rows", rows, [r for r in range(amx.MIN_ROWS, amx.MAX_ROWS + 1) if extent % r == 0])
     tiles_a = 2 if (extent // rows) % 2 == 0 else 1
+    if plain and tiles_a == 2:
+        tiles_a = 2 if knob("amx_two_a_tiles", True, (False, True)) else 1
     paired = None if tiles_a == 2 or flat or not PAIRED_ROWS else _paired(found, a_read, rows_dim, window if window_extents else [])
     return rows, tiles_a, stride, window_extents, flat, paired, wides.pop()
 
