@@ -2,7 +2,7 @@
 
     .venv/bin/python benchmarks/tuning_strategies.py [--models resnet18,mobilenet_v2,bert-base-uncased]
         [--strategies evolutionary,droplet,dpmeta] [--budget 15] [--checkpoint 5] [--rounds 4]
-        [--out-dir results/tuning_strategies] [--reselect]
+        [--out-dir results/tuning_strategies] [--reselect] [--precision bf16]
 
 For each model and strategy: ``tvmbench tune`` into a fresh database with a ``--checkpoint``-minute
 search budget, a copy of the database as it stands then (``STRATEGY@5m``), then the same database
@@ -21,6 +21,7 @@ gain, every kernel at the FMA peak), and the per-layer table of each strategy's 
 (``tvmbench tune report``). Resumes: a database already tuned to a budget is not tuned again.
 Text models run at seq 128. ``--reselect`` runs every database's in-model check again with the
 current selection before measuring (into a copy of the results: it rewrites the verdicts).
+``--precision bf16``: every build, tuned and untuned, is the bf16 build (``tvmbench tune --precision``).
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ def options(model: str) -> list[str]:
     return ["--seq-length", "128"] if model in ZOO and ZOO[model].family == "text" else []
 
 
-def tune(model: str, strategy: str, db: Path, minutes: float, threads: int) -> None:
+def tune(model: str, strategy: str, db: Path, minutes: float, threads: int, precision: str) -> None:
     """Tune ``db`` for ``minutes`` more of search (a ``done-N`` marker makes a rerun skip it)."""
     marker = db / f".done-{minutes:g}"
     if marker.exists():
@@ -59,7 +60,7 @@ def tune(model: str, strategy: str, db: Path, minutes: float, threads: int) -> N
     print(f"== {model}: {strategy}, {minutes:g} more minutes into {db}", flush=True)
     tvmbench("tune", "--model", model, *options(model), "--target", "llvm", "--strategy", strategy,
              "--trials", "100000", "--time-budget", f"{minutes * 60:g}s", "--threads", str(threads),
-             "--db", str(db), "--quiet", "--no-history")
+             "--db", str(db), "--precision", precision, "--quiet", "--no-history")
     marker.touch()
 
 
@@ -72,7 +73,7 @@ def snapshot(src: Path, dest: Path) -> None:
             shutil.copy2(src / name, dest / name)
 
 
-def reselect(model: str, db: Path, threads: int) -> None:
+def reselect(model: str, db: Path, threads: int, precision: str) -> None:
     """Judge every record of ``db`` inside the model again with the current selection (the last
     check's verdict forgotten first): to measure a change of the selection on databases already
     tuned, without tuning them again."""
@@ -83,13 +84,13 @@ def reselect(model: str, db: Path, threads: int) -> None:
     with database.writing():
         forget_in_model(database)
     report = type("Report", (), {"tasks": []})()
-    check_in_model(report, database, model, target("llvm"), threads, model_options(model, seq_length=128 if
-                                                                                    options(model) else None))
+    check_in_model(report, database, model, target("llvm"), threads,
+                   model_options(model, seq_length=128 if options(model) else None), precision=precision)
     print(f"   {db.name}: in-model check done", flush=True)
 
 
 def measure_round(model: str, variants: dict[str, str | None], threads: int, blocks: int, block: int,
-                  reverse: bool) -> dict[str, float]:
+                  reverse: bool, precision: str = "fp32") -> dict[str, float]:
     """One process: build every variant, time them in alternating blocks; median ms per variant."""
     os.environ["TVM_NUM_THREADS"] = str(threads)
     from tvmbench.backends import BackendConfig
@@ -104,7 +105,7 @@ def measure_round(model: str, variants: dict[str, str | None], threads: int, blo
     # Build order (and so the cycle below) is reversed every other process, so no variant keeps
     # one position.
     for label, db in (reversed(variants.items()) if reverse else variants.items()):
-        backend = TVMBackend(BackendConfig(target=target, threads=threads,
+        backend = TVMBackend(BackendConfig(target=target, threads=threads, options={"precision": precision},
                                            databases=((("--db", db),) if db else ())))
         backend.prepare(loaded)
         for _ in range(5):
@@ -132,7 +133,8 @@ def measure(model: str, variants: dict[str, str | None], args: argparse.Namespac
     while len(rounds) < args.rounds:
         proc = subprocess.run([sys.executable, __file__, "--measure-round", json.dumps(
             {"model": model, "variants": variants, "threads": args.threads, "blocks": args.blocks,
-             "block": args.block, "reverse": len(rounds) % 2 == 1})], capture_output=True, text=True, check=True)
+             "block": args.block, "reverse": len(rounds) % 2 == 1, "precision": args.precision})],
+            capture_output=True, text=True, check=True)
         rounds.append(json.loads(proc.stdout.strip().splitlines()[-1]))
         out_file.write_text(json.dumps(rounds, indent=1))
         print(f"   round {len(rounds)}/{args.rounds}: " + ", ".join(f"{k} {v:.2f} ms" for k, v in rounds[-1].items()),
@@ -153,7 +155,7 @@ def print_ceiling(model: str, args: argparse.Namespace) -> None:
     from tvmbench import api
     from tvmbench.results.report import make_console, print_ceiling
 
-    profile = api.profile(model, "llvm", untuned=True, runs=30, threads=args.threads,
+    profile = api.profile(model, "llvm", untuned=True, runs=30, threads=args.threads, precision=args.precision,
                           seq_length=128 if options(model) else None)["tvm_untuned"]
     print(f"  the untuned build, profiled: {profile.end_to_end_ms:.2f} ms end to end, peak "
           f"{profile.peak_gflops:.0f} GFLOP/s", flush=True)
@@ -165,13 +167,13 @@ def run_model(model: str, args: argparse.Namespace) -> None:
     strategies = args.strategies.split(",")
     for strategy in strategies:
         db = root / strategy
-        tune(model, strategy, db, args.checkpoint, args.threads)
+        tune(model, strategy, db, args.checkpoint, args.threads, args.precision)
         snapshot(db, root / f"{strategy}@{args.checkpoint:g}m")
-        tune(model, strategy, db, args.budget - args.checkpoint, args.threads)
+        tune(model, strategy, db, args.budget - args.checkpoint, args.threads, args.precision)
     if args.reselect:
         for strategy in strategies:
             for db in (root / f"{strategy}@{args.checkpoint:g}m", root / strategy):
-                reselect(model, db, args.threads)
+                reselect(model, db, args.threads, args.precision)
     variants: dict[str, str | None] = {"untuned": None, CONTROL: None}
     for strategy in strategies:
         variants[f"{strategy}@{args.checkpoint:g}m"] = str(root / f"{strategy}@{args.checkpoint:g}m")
@@ -207,12 +209,14 @@ def main() -> int:
     parser.add_argument("--reselect", action="store_true",
                         help="judge the databases' records in the model again before measuring (delete "
                              "rounds.json to measure again)")
+    parser.add_argument("--precision", default="fp32", choices=("fp32", "bf16"),
+                        help="the build every variant is (bf16: tuned with 'tvmbench tune --precision bf16')")
     parser.add_argument("--measure-round", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.measure_round:
         job = json.loads(args.measure_round)
         print(json.dumps(measure_round(job["model"], job["variants"], job["threads"], job["blocks"], job["block"],
-                                       job["reverse"])))
+                                       job["reverse"], job.get("precision", "fp32"))))
         return 0
     if not 0 < args.checkpoint < args.budget:
         parser.error("--checkpoint must be between 0 and --budget")
