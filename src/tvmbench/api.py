@@ -581,7 +581,8 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
                                    config_overrides=dict(point.hf_config), seed=seed)
             point_settings = dict(settings)
             if point.tune:
-                point_settings["db"] = str((tuner or _tune_point)(point, options, resolved))
+                point_settings["db"] = str(tuner(point, options, resolved) if tuner else
+                                           _tune_point(point, options, resolved, settings.get("precision", "fp32")))
             result = run_benchmark(run_config(point.model, options, resolved, names, **point_settings), on_event)
             doc["points"].append({**result.to_json(), "model_type": point.type, "point_key": key})
             if on_result:
@@ -601,11 +602,12 @@ def compare(models: Sequence[str] | str | None = None, frameworks: Sequence[str]
     return doc
 
 
-def _tune_point(point: Any, options: ModelOptions, resolved: ResolvedTarget) -> Path:
-    """A comparison point's tuning with the default settings and its trials."""
+def _tune_point(point: Any, options: ModelOptions, resolved: ResolvedTarget, precision: str) -> Path:
+    """A comparison point's tuning with the default settings and its trials, of the build at the
+    comparison's ``precision``."""
     _, path = tune(point.model, resolved, batch_size=options.batch_size, seq_length=options.seq_length,
                    image_size=options.image_size, hf_config=options.config_overrides, seed=options.seed,
-                   trials=point.trials or 1000)
+                   trials=point.trials or 1000, precision=precision)
     return path
 
 

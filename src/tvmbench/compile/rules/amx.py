@@ -46,6 +46,17 @@ from tvmbench.compile.tir import as_int, coefficient
 # each row tile). Alone (session 86, Xeon VM), resnet50's 3x3 over 7x7 maps (4.7 MB of weights):
 # 0.58 ms row-outer, 0.22 channel-outer; its 1x1 over 56x56 maps (32 KB of weights) 0.17 and 0.32.
 CHANNEL_OUTER_WEIGHTS = 1.0
+# ... and a convolution with a window runs row-outer up to this factor: inside the model its
+# input is the previous layer's output, which that layer wrote row-outer, each core the rows it
+# now reads (in its own L2), where channel-outer has each core read every row. Droplet's bf16
+# records (``tvmbench tune --precision bf16``, session 90) flipped resnet18's 3x3 convolutions over
+# 28x28 maps (weights 1.3x the input) to row-outer, 1.32-1.43x each inside the model.
+# Same-process A/Bs (``benchmarks/rule_ab.py M rules.amx.CHANNEL_OUTER_WINDOW 1.0 --precision bf16
+# --block 5``, 4.0 over 1.0): inception_v3 1.079x, resnet34 1.073x, resnet18 1.036x, googlenet
+# 1.036x, resnet50 1.021x, resnet101 1.019x, the rest level (docs/performance.md, session 90).
+# resnet18 at 1.5, 2, 4, 8, 16: 1.025, 1.019, 1.047, 1.038, 1.023. Dense layers keep 1.0 (ViT's
+# at 4.0: 0.82x).
+CHANNEL_OUTER_WINDOW = 4.0
 # Where the row axis makes an odd number of tiles (a 14x14 map: one tile of 14 per row), the two A
 # tiles take two output rows (``amx._paired``), so each B tile serves two products: alone, tile
 # loads cost more than the products in such kernels (session 87).
@@ -162,8 +173,11 @@ def _panel_share(found: Match, tile_rows: int) -> int:
 
 
 def _channel_outer(found: Any) -> bool:
-    """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS)."""
-    return operand_bytes(found, rows_dependent=False) > CHANNEL_OUTER_WEIGHTS * operand_bytes(found, rows_dependent=True)
+    """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS; a convolution with a window:
+    CHANNEL_OUTER_WINDOW)."""
+    windowed = sum(k == "R" for k in found.kinds) > 1
+    factor = CHANNEL_OUTER_WINDOW if windowed else CHANNEL_OUTER_WEIGHTS
+    return operand_bytes(found, rows_dependent=False) > factor * operand_bytes(found, rows_dependent=True)
 
 
 def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None, int] | None:
