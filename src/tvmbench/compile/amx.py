@@ -302,6 +302,7 @@ def register(rows: int, tiles_a: int, depth: int, stride: int = 1, window: tuple
 
 def _register(rows: int, tiles_a: int, depth: int, stride: int, window: tuple[int, int] | None, flat: bool,
               pair: int, wide: int, share: int) -> str:
+    """``register`` with ``share`` as given (``register_named`` registers a record's name as it is)."""
     taps = "x".join(str(t) for t in window) if window else "1"
     name = (f"tvmbench_amx_bf16_{tiles_a}x{rows}x{depth}_s{stride}_w{taps}{'_stem' if flat else ''}_p{pair}_f{wide}"
             f"{f'_n{share}' if share else ''}")
