@@ -924,10 +924,12 @@ def build_bf16():
 
 
 def build_bf16_windows():
-    """Two bf16 3x3 convolutions on AMX tiles: 128 -> 128 channels over a 28x28 map (weights 295
-    KB, 1.3x its input) and 256 -> 256 over 14x14 (1.2 MB, 9x its input)."""
+    """bf16 convolutions on AMX tiles: 3x3s 128 -> 128 channels over a 28x28 map (weights 295 KB,
+    1.3x its input) and 256 -> 256 over 14x14 (1.2 MB, 9x its input), 1x1s 128 -> 256 with
+    stride 2 (weights 64 KB, under its input) and 256 -> 512 over 14x14 (256 KB, 2.6x its input)."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(128, 128, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.Conv2d(128, 256, 1, stride=2), torch.nn.ReLU(),
-                              torch.nn.Conv2d(256, 256, 3, padding=1))
+                              torch.nn.Conv2d(256, 256, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(256, 512, 1))
     return net.eval(), (torch.randn(1, 128, 28, 28),)

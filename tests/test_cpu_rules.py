@@ -2196,19 +2196,21 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
         "tvmbench_amx_bf16_2x16x64_s1_w3x3_p0_f9", "tvmbench_amx_bf16_2x16x80_s1_w7_p0_f7"}, sorted(amx._registered)
 
 
-@pytest.mark.parametrize("window_factor", [4.0, 1.0])
+@pytest.mark.parametrize("window_factor, maps", [(4.0, 1), (1.0, 1), (4.0, 0)])
 def test_an_amx_convolution_runs_row_outer_unless_its_weights_outweigh_its_input_by_the_window_factor(
-        monkeypatch, window_factor):
-    """A bf16 convolution with a window on AMX tiles runs row-outer (each core the rows the layer
-    before wrote) unless its weights outweigh its input by ``amx.CHANNEL_OUTER_WINDOW``: a 3x3 over
-    28x28 with 1.3x its input in weights row-outer, a 3x3 over 14x14 with 9x channel-outer; at the
-    factor of dense layers (1.0) both channel-outer."""
+        monkeypatch, window_factor, maps):
+    """A bf16 convolution with a window, or a 1x1 over a map, on AMX tiles runs row-outer (each
+    core the rows the layer before wrote) unless its weights outweigh its input by
+    ``amx.CHANNEL_OUTER_WINDOW``: a 3x3 over 28x28 with 1.3x its input in weights row-outer, a 3x3
+    over 14x14 with 9x channel-outer, a 1x1 over 14x14 with 2.6x row-outer; at the factor of
+    dense layers (1.0) all three channel-outer, and the 1x1 too without ``CHANNEL_OUTER_MAPS``."""
     from tvmbench.compile import bf16
     from tvmbench.compile.knobs import knob_set
     from tvmbench.compile.precision import apply_precision
     from tvmbench.compile.rules import amx as amx_rule
 
     monkeypatch.setattr(amx_rule, "CHANNEL_OUTER_WINDOW", window_factor)
+    monkeypatch.setattr(amx_rule, "CHANNEL_OUTER_MAPS", maps)
     target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
     mod = apply_precision(import_model(load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_windows")).mod,
                           "bf16", target)
@@ -2221,8 +2223,9 @@ def test_an_amx_convolution_runs_row_outer_unless_its_weights_outweigh_its_input
             knobs = {k.name: k.default for k in seen.seen}
             weights = [int(d) for d in func.params[1].shape]  # (packed: [N/32, KH, KW, input channels / 2, 32, 2])
             outer[weights[1], weights[3] * 2] = knobs["amx_channel_outer"]
-    # (by window and input channels; the 1x1 between them, weights 1/3 of its input: row-outer)
-    assert outer == {(3, 128): window_factor == 1.0, (3, 256): True, (1, 128): False}, outer
+    # (by window and input channels; the strided 1x1, weights under its input: row-outer)
+    assert outer == {(3, 128): window_factor == 1.0, (3, 256): True, (1, 128): False,
+                     (1, 256): window_factor == 1.0 or not maps}, outer
 
 
 def test_amx_tile_knobs_round_trip_and_every_move_builds_a_tile_kernel_with_the_same_numbers():

@@ -57,6 +57,12 @@ CHANNEL_OUTER_WEIGHTS = 1.0
 # resnet18 at 1.5, 2, 4, 8, 16: 1.025, 1.019, 1.047, 1.038, 1.023. Dense layers keep 1.0 (ViT's
 # at 4.0: 0.82x).
 CHANNEL_OUTER_WINDOW = 4.0
+# ... and so does a 1x1 convolution over a map (a spatial axis besides the tile rows: the reason
+# holds for any contraction batched over rows another kernel wrote). Droplet's mobilenet_v2
+# records ran its 1x1s over 14x14 maps row-outer (1.14x and 1.44x in the model). A/Bs (``rule_ab.py
+# M rules.amx.CHANNEL_OUTER_MAPS 0 --precision bf16 --block 5``, 1 over 0): mobilenet_v2 1.079x,
+# mnasnet1_0 1.070x, the other CNNs 0.991-1.015x, bert-base at batch 8 0.998x. 0: they keep 1.0.
+CHANNEL_OUTER_MAPS = 1
 # Where the row axis makes an odd number of tiles (a 14x14 map: one tile of 14 per row), the two A
 # tiles take two output rows (``amx._paired``), so each B tile serves two products: alone, tile
 # loads cost more than the products in such kernels (session 87).
@@ -173,10 +179,12 @@ def _panel_share(found: Match, tile_rows: int) -> int:
 
 
 def _channel_outer(found: Any) -> bool:
-    """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS; a convolution with a window:
-    CHANNEL_OUTER_WINDOW)."""
+    """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS; a convolution with a window, or
+    one over a map: CHANNEL_OUTER_WINDOW)."""
     windowed = sum(k == "R" for k in found.kinds) > 1
-    factor = CHANNEL_OUTER_WINDOW if windowed else CHANNEL_OUTER_WEIGHTS
+    mapped = any(k == "S" and i not in (found.n_axis, found.m_axis) and e > 1
+                 for i, (k, e) in enumerate(zip(found.kinds, found.extents, strict=True)))
+    factor = CHANNEL_OUTER_WINDOW if windowed or (mapped and CHANNEL_OUTER_MAPS) else CHANNEL_OUTER_WEIGHTS
     return operand_bytes(found, rows_dependent=False) > factor * operand_bytes(found, rows_dependent=True)
 
 
