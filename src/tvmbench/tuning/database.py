@@ -96,9 +96,9 @@ def load_databases(sources: list[tuple[str, str]] | tuple[tuple[str, str], ...],
             info["made"] = db.meta().get("pretuned", {})  # machine, budget and date of the tuning
         infos.append(info)
         if view is not None:
-
-            databases.append(TuningDatabase(view).ms_database())
-            digests.append(TuningDatabase(view).digest())
+            viewed = TuningDatabase(view)
+            databases.append(viewed.ms_database())
+            digests.append(viewed.digest())
     return TunedSchedules(databases, "+".join(digests) or "none", infos)
 
 

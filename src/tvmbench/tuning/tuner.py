@@ -209,11 +209,11 @@ class TuneReport:
 
 
 def extract_tasks(model: LoadedModel, target: ResolvedTarget, precision: str = "fp32") -> tuple[list[Any], list[str]]:
-    """The model's tuning tasks in a build at ``precision``, and the names of the kernels MetaSchedule cannot tune, which keep
-    the default schedules: those computing with ``Let`` expressions (``passes/fast_math.py``'s
-    exponential: softmax, SiLU, joined attentions), for which its task scheduler's FLOP estimate
-    has no rule ("Do not have a default for prim.Let": ``tvmbench tune`` failed on every
-    transformer)."""
+    """The model's tuning tasks in a build at ``precision``, and the names of the kernels
+    MetaSchedule cannot tune, which keep the default schedules: those computing with ``Let``
+    expressions (``passes/fast_math.py``'s exponential: softmax, SiLU, joined attentions), for
+    which its task scheduler's FLOP estimate has no rule ("Do not have a default for prim.Let":
+    ``tvmbench tune`` failed on every transformer)."""
     from tvm.s_tir import meta_schedule as ms
 
     from tvmbench.compile.tir import has_let
