@@ -837,6 +837,26 @@ def build_bf16_residual():
     return _Bf16Residual().eval(), (torch.randn(1, 3, 48, 48),)
 
 
+class _Bf16Pools(torch.nn.Module):
+    """Max pools in a bf16 build (``bf16_dense._pooled_casts``): a stem's ReLU output (32x32x64)
+    max-pooled for a bf16 1x1 convolution, and that pool's output read by another 1x1 and by a
+    stride-1 pool before a third (googlenet's branch pools)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 64, 3, padding=1)
+        self.a, self.b = torch.nn.Conv2d(64, 64, 1), torch.nn.Conv2d(64, 64, 1)
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2, 1)
+        return self.a(x) + self.b(torch.nn.functional.max_pool2d(x, 3, 1, 1))
+
+
+def build_bf16_pools():
+    torch.manual_seed(0)
+    return _Bf16Pools().eval(), (torch.randn(1, 3, 64, 64),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

@@ -2509,3 +2509,41 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
 
     _matches_pytorch_on(AVX2, model)
     _matches_pytorch_on(AVX2, classifier)
+
+
+def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_numbers(monkeypatch, tmp_path):
+    """Under --precision bf16 a max pool whose output only a bf16 convolution reads pools the bf16
+    copy of its input (``bf16_dense.BF16_POOLS``), keeping its running maximum in fp32: the stem
+    writes its ReLU output once, in bf16, and no kernel reads it in fp32; a branch's pool over a
+    pooled map reads the copy the other branch's convolution reads. Rounding is monotonic, so on a
+    host that runs bf16 the outputs are the same numbers, to the bit, as pooling in fp32."""
+    import importlib
+
+    import tvm
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.precision import apply_precision
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pools")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    outs = {}
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, "BF16_POOLS", value)
+        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
+                                                          target))
+        kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+        pooled = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "max_pool2d" in n}
+        assert len(pooled) == 2 and set(pooled.values()) == {"bfloat16" if value else "float32"}, pooled
+        stem_fp32 = [n for n, f in kernels.items() if any([int(d) for d in p.ty.shape] == [1, 64, 64, 64]
+                                                          and str(p.ty.dtype) == "float32" for p in f.params)]
+        assert len(stem_fp32) == (0 if value else 2), stem_fp32  # (off: the stem writes it, the pool reads it)
+        if HOST_BF16:
+            monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / str(value)))
+            backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
+            backend.prepare(model)
+            backend.run()
+            outs[value] = backend.outputs()
+    if HOST_BF16:
+        np.testing.assert_array_equal(outs[0][0], outs[1][0])
