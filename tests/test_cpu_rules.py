@@ -2547,3 +2547,40 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
             outs[value] = backend.outputs()
     if HOST_BF16:
         np.testing.assert_array_equal(outs[0][0], outs[1][0])
+
+
+HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+
+
+def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_threads_is_another(monkeypatch, tmp_path):
+    """The tile function reads the thread's tile configuration back (``sttilecfg``) and loads its
+    own only where that differs (``amx.KEEP_CONFIG``; ``ldtilecfg`` on every call cost 45-80 ns,
+    a third of a short tile's time); with 0, on every call. On a host with AMX the model of seven
+    tile kernels of five configurations, each call following one of another, gives the same bits
+    both ways: a kernel never runs under another's configuration."""
+    import tvm
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile import amx, bf16
+    from tvmbench.compile.precision import apply_precision
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    name = next(n for n in bf16.bf16_kernels(legal) if "matmul" in n)
+    outs = {}
+    for keep in (1, 0):
+        monkeypatch.setattr(amx, "KEEP_CONFIG", keep)
+        sch = pipeline.default_schedule(legal[name], target)[1]
+        asm = tvm.compile(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}),
+                          target=target.tvm()).mod.inspect_source("asm")
+        assert "ldtilecfg" in asm and ("sttilecfg" in asm) == bool(keep)
+        if HOST_AMX:
+            monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / str(keep)))
+            backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
+            backend.prepare(model)
+            backend.run()
+            outs[keep] = backend.outputs()
+    for one, other in zip(outs.get(1, []), outs.get(0, []), strict=True):
+        np.testing.assert_array_equal(one, other)

@@ -3,15 +3,16 @@
 AVX-512 BF16's ``vdpbf16ps`` (``compile/bf16.py``) issues on Intel at half its FMAs' rate, so a
 bf16 build there ran slower than fp32 (resnet50 0.73x, session 85). AMX multiplies a tile of up
 to 16 rows x 32 bf16 by a tile of 16 pairs x 16 columns into 16 x 16 fp32 sums in one
-``tdpbf16ps``: a C loop of four such products per step ran 1230 GFLOP/s on one core of the Xeon
-VM, against ~190 for fp32 FMAs (docs/performance.md, session 86).
+``tdpbf16ps``, every 16 cycles whatever its rows: on one core of the Xeon VM (session 91, C
+loops) the products alone ran 3.75 TFLOP/s (a 9-row tile 2.09, a 7-row one 1.65), with each
+step's four tile loads from L2 2.45, against ~240 GFLOP/s for fp32 FMAs (docs/performance.md).
 
 The weights are already in the layout AMX reads: ``passes/pack_weights.py`` packs a bf16 weight as
 ``[N/32, K/2, 32, 2]``, and 16 columns of one pack block (64 bytes of each 128-byte row) are a
 B tile (a block of 64, GPT-2's LM head, holds two tiles' columns). So ``rules/amx.py`` tiles a
 bf16 contraction in ``rows x 32`` outputs and one tensor intrinsic (:func:`register`) replaces
 each tile's reduction (its input channels, and a convolution's window of two axes) with one call
-of an LLVM IR function (:data:`LLVM_IR`, linked into the kernel by ``pragma_import_llvm``) that
+of an LLVM IR function (:func:`llvm_ir`, linked into the kernel by ``pragma_import_llvm``) that
 loads the tile's sums into tile registers, runs the window's taps, each in steps of 32 or 16 (two A
 tiles x two B tiles, four ``tdpbf16ps`` per step; a stem's window row in one), and stores
 them back.
@@ -19,12 +20,12 @@ them back.
 Linux hands AMX's 8 KB of tile state to a process only on request (``arch_prctl
 (ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)``; without it the first tile instruction is SIGILL), so
 the function asks once per process (a flag in the library), and loads the tile configuration
-(``ldtilecfg``: rows and bytes per tile, per thread) on each call, which costs little beside a
-tile's reduction.
+(``ldtilecfg``: rows and bytes per tile, per thread) where the thread's is another (KEEP_CONFIG).
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import string
 from typing import Any
@@ -120,7 +121,9 @@ configure:
   %pairs8 = trunc i64 %pairs to i8
   %bstep = mul i64 %ldb, %pairs
 ${config}
-  call void @llvm.x86.ldtilecfg(ptr %cfg)
+${load_config}
+  br label %configured
+configured:
   %c_row0 = getelementptr i8, ptr %c, i64 0
   %c_row1 = getelementptr i8, ptr %c, i64 %c_skip
   %a_row0 = getelementptr i8, ptr %a, i64 0
@@ -131,7 +134,7 @@ ${load}
 ${panel}
   br label %tap
 tap:
-  %j = phi i64 [0, %configure], [%j1, %tap_end]
+  %j = phi i64 [0, %configured], [%j1, %tap_end]
   %jo = udiv i64 %j, %inner
   %ji = urem i64 %j, %inner
   %a_off_o = mul i64 %jo, %a_outer
@@ -168,7 +171,25 @@ ${store}
 """)
 
 
-def _function(tiles_a: int, prefetch: bool = False) -> str:
+# The tile configuration is loaded only where the thread's differs (read back by ``sttilecfg``,
+# which costs next to nothing; another kernel's, or another library's, is never assumed away).
+# ``ldtilecfg`` on every call cost 45-80 ns (a C loop of the tile function's work, session 91): a
+# twelfth of a 3x3 convolution's tile over 64 channels, a third of a 1x1's over 64. 0: on every call.
+KEEP_CONFIG = 1
+_LOAD_CONFIG = """  call void @llvm.x86.ldtilecfg(ptr %cfg)"""
+_LOAD_CONFIG_IF_OTHER = """  %now = alloca [64 x i8], align 64
+  call void @llvm.x86.sttilecfg(ptr %now)
+  %want = load <8 x i64>, ptr %cfg, align 64
+  %have = load <8 x i64>, ptr %now, align 64
+  %differs = icmp ne <8 x i64> %want, %have
+  %differ_bits = bitcast <8 x i1> %differs to i8
+  %other = icmp ne i8 %differ_bits, 0
+  br i1 %other, label %load_config, label %configured
+load_config:
+  call void @llvm.x86.ldtilecfg(ptr %cfg)"""
+
+
+def _function(tiles_a: int, prefetch: bool = False, keep_config: bool = True) -> str:
     """The LLVM IR of ``function_name(tiles_a, prefetch)`` (``_FUNCTION``), in tile registers 0-3
     (sums), 4-5 (a), 6-7 (b); with 8 or 16 for ``kstep`` a single step per tap."""
     sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
@@ -189,6 +210,7 @@ def _function(tiles_a: int, prefetch: bool = False) -> str:
         name=function_name(tiles_a, prefetch), prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
         config=config, ptrs=ptrs, load=load, tap_a=tap_a, step_a=step_a, products=products, store=store,
         panel=panel, prefetch=ahead, extra=", i32 %next_panel" if prefetch else "",
+        load_config=_LOAD_CONFIG_IF_OTHER if keep_config else _LOAD_CONFIG,
         latch="step_end" if prefetch else "loop")
 
 
@@ -212,20 +234,27 @@ def function_name(tiles_a: int, prefetch: bool) -> str:
     return f"{LLVM_FUNCTION}{tiles_a}{'_next' if prefetch else ''}"
 
 
-# linkonce_odr: every kernel that uses them links a copy, and the copies merge.
-LLVM_IR = f"""
+def llvm_ir() -> str:
+    """The tile functions' LLVM IR (linked into each kernel by ``pragma_import_llvm``), as
+    KEEP_CONFIG sets them."""
+    return _llvm_ir(bool(KEEP_CONFIG))
+
+
+@functools.cache
+def _llvm_ir(keep_config: bool) -> str:
+    # (linkonce_odr: every kernel that uses them links a copy, and the copies merge)
+    functions = "\n".join(_function(tiles_a, prefetch, keep_config) for prefetch in (False, True) for tiles_a in (1, 2))
+    return f"""
 @tvmbench_amx_granted = linkonce_odr global i32 0
 declare i64 @syscall(i64, ...)
 declare void @llvm.memset.p0.i64(ptr, i8, i64, i1)
 declare void @llvm.x86.ldtilecfg(ptr)
+declare void @llvm.x86.sttilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
 declare void @llvm.prefetch.p0(ptr, i32 immarg, i32 immarg, i32 immarg)
-{_function(1)}
-{_function(2)}
-{_function(1, True)}
-{_function(2, True)}
+{functions}
 """
 
 _registered: set[str] = set()
