@@ -2584,3 +2584,58 @@ def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_thread
             outs[keep] = backend.outputs()
     for one, other in zip(outs.get(1, []), outs.get(0, []), strict=True):
         np.testing.assert_array_equal(one, other)
+
+
+def test_a_bf16_rounding_is_the_cpus_instruction_and_a_padded_copy_rounds_nothing(monkeypatch):
+    """A kernel's fp32 -> bf16 rounding of 16 lanes is ``vcvtneps2bf16`` (``passes/bf16_round.py``),
+    not TVM's six integer instructions, and a padded copy of bf16 values (widened, the padding
+    selected, rounded back: what each AMX convolution makes of its input) selects the bf16 bits
+    themselves, with neither. On a host with AVX-512 BF16 both give TVM's bits: round to nearest
+    even, ties included, for values across fp32's range."""
+    import importlib
+
+    import ml_dtypes
+    import tvm
+    from tvm import s_tir, te
+
+    from tvmbench.compile import codegen
+
+    bf16_round = importlib.import_module("tvmbench.compile.passes.bf16_round")
+    x = te.placeholder((64,), "float32", name="x")
+    w = te.placeholder((64,), "bfloat16", name="w")
+    y = te.compute((64,), lambda i: te.max(x[i] * 2.0, -1e30).astype("bfloat16"), name="y")
+    z = te.compute((80,), lambda i: te.if_then_else(i < 64, w[tvm.te.min(i, 63)].astype("float32"), 0.0)
+                   .astype("bfloat16"), name="z")
+    kernels = {}
+    for name, args in (("y", [x, y]), ("z", [w, z])):
+        sch = s_tir.Schedule(te.create_prim_func(args).with_attr("global_symbol", "main"))
+        sch.vectorize(sch.split(sch.get_loops(sch.get_sblock(name))[0], [None, 16])[1])
+        kernels[name] = sch.mod
+    rng = np.random.default_rng(0)
+    halfway = ((rng.integers(100, 150, 32, dtype=np.uint32) << 23 | rng.integers(0, 128, 32, dtype=np.uint32) << 16
+                | 0x8000).view(np.float32) / 2)  # (ties, before the * 2; normal numbers: the instruction flushes denormals)
+    values = np.concatenate([halfway, rng.standard_normal(24).astype("float32") * 1e3,
+                             np.float32([0, -0.0, 1e-30, 3e38, -3e38, 1, -1, 65504])]).astype("float32")
+    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids"}, gpu_query=lambda: None)
+    for on in (1, 0):
+        monkeypatch.setattr(bf16_round, "ROUND_BY_INSTRUCTION", on)
+        for name, mod in kernels.items():
+            for target in (spr, TARGET) if HOST_BF16 else (spr,):
+                with codegen.lowering_context():
+                    lib = tvm.tirx.build(mod, target=target.tvm(), pipeline=codegen.PIPELINE)
+                asm = lib.inspect_source("asm")
+                assert ("vcvtneps2bf16" in asm) == bool(on and name == "y"), (name, on)
+                assert ("vpsrld" in asm) == (not on and name == "y"), (name, on)  # (the integer rounding's shift)
+                if target is not TARGET:
+                    continue
+                inputs = values if name == "y" else values.astype(ml_dtypes.bfloat16)
+                out = tvm.runtime.tensor(np.ones(64 if name == "y" else 80, ml_dtypes.bfloat16))
+                lib["main"](tvm.runtime.tensor(inputs), out)
+                got = out.numpy().view(np.uint16)
+                if name == "y":  # (ml_dtypes: round to nearest even)
+                    with np.errstate(over="ignore"):  # (3e38 * 2: infinity, as in the kernel)
+                        expected = np.maximum(values * 2, np.float32(-1e30)).astype(ml_dtypes.bfloat16)
+                    np.testing.assert_array_equal(got, expected.view(np.uint16))
+                else:
+                    np.testing.assert_array_equal(got[:64], inputs.view(np.uint16))
+                    assert not got[64:].any()
