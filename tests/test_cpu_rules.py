@@ -2511,6 +2511,19 @@ def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_den
     _matches_pytorch_on(AVX2, classifier)
 
 
+def _bf16_outputs(model, monkeypatch, cache):
+    """``model``'s outputs from a bf16 build made now, in the compile cache ``cache`` (the cache's
+    key knows no monkeypatched constant)."""
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+
+    monkeypatch.setenv("TVMBENCH_CACHE", str(cache))
+    backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
+    backend.prepare(model)
+    backend.run()
+    return backend.outputs()
+
+
 def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_numbers(monkeypatch, tmp_path):
     """Under --precision bf16 a max pool whose output only a bf16 convolution reads pools the bf16
     copy of its input (``bf16_dense.BF16_POOLS``), keeping its running maximum in fp32: the stem
@@ -2521,8 +2534,6 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
 
     import tvm
 
-    from tvmbench.backends import BackendConfig
-    from tvmbench.backends.tvm import TVMBackend
     from tvmbench.compile.precision import apply_precision
 
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
@@ -2540,11 +2551,7 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
                                                           and str(p.ty.dtype) == "float32" for p in f.params)]
         assert len(stem_fp32) == (0 if value else 2), stem_fp32  # (off: the stem writes it, the pool reads it)
         if HOST_BF16:
-            monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / str(value)))
-            backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
-            backend.prepare(model)
-            backend.run()
-            outs[value] = backend.outputs()
+            outs[value] = _bf16_outputs(model, monkeypatch, tmp_path / str(value))
     if HOST_BF16:
         np.testing.assert_array_equal(outs[0][0], outs[1][0])
 
@@ -2560,8 +2567,6 @@ def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_thread
     both ways: a kernel never runs under another's configuration."""
     import tvm
 
-    from tvmbench.backends import BackendConfig
-    from tvmbench.backends.tvm import TVMBackend
     from tvmbench.compile import amx, bf16
     from tvmbench.compile.precision import apply_precision
 
@@ -2577,11 +2582,7 @@ def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_thread
                           target=target.tvm()).mod.inspect_source("asm")
         assert "ldtilecfg" in asm and ("sttilecfg" in asm) == bool(keep)
         if HOST_AMX:
-            monkeypatch.setenv("TVMBENCH_CACHE", str(tmp_path / str(keep)))
-            backend = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
-            backend.prepare(model)
-            backend.run()
-            outs[keep] = backend.outputs()
+            outs[keep] = _bf16_outputs(model, monkeypatch, tmp_path / str(keep))
     for one, other in zip(outs.get(1, []), outs.get(0, []), strict=True):
         np.testing.assert_array_equal(one, other)
 
@@ -2639,3 +2640,39 @@ def test_a_bf16_rounding_is_the_cpus_instruction_and_a_padded_copy_rounds_nothin
                 else:
                     np.testing.assert_array_equal(got[:64], inputs.view(np.uint16))
                     assert not got[64:].any()
+
+
+def test_an_amx_tile_whose_call_is_its_whole_reduction_starts_its_sums_at_zero(monkeypatch, tmp_path):
+    """Where a tile's reduction is one call of the tile function (a 3x3 window inside the tile, a
+    1x1's channels), the zeroing of its sums in memory is dropped after lowering and the call
+    starts them with ``tilezero`` (``passes/tile_sums.py``); with ``SUMS_FROM_ZERO`` 0 every sum
+    is zeroed in memory and loaded. On a host with AMX the model gives the same bits both ways."""
+    import importlib
+
+    import tvm
+
+    from tvmbench.compile import codegen
+    from tvmbench.compile.precision import apply_precision
+
+    tile_sums = importlib.import_module("tvmbench.compile.passes.tile_sums")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_windows")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    outs = {}
+    for on in (1, 0):
+        monkeypatch.setattr(tile_sums, "SUMS_FROM_ZERO", on)
+        zeroed = []
+        for func in legal.functions.values():
+            rule, sch = pipeline.default_schedule(func, target) if isinstance(func, tvm.tirx.PrimFunc) else (None, None)
+            if rule != "Amx":
+                continue
+            mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
+            with codegen.lowering_context():
+                asm = tvm.tirx.build(mod, target=target.tvm(), pipeline=codegen.PIPELINE).inspect_source("asm")
+            assert "tdpbf16ps" in asm
+            zeroed.append("tilezero" in asm)
+        assert zeroed == [bool(on)] * 4, zeroed  # (the 14x14 maps paired: two map rows, zeroed by two loops)
+        if HOST_AMX:
+            outs[on] = _bf16_outputs(model, monkeypatch, tmp_path / str(on))
+    for one, other in zip(outs.get(1, []), outs.get(0, []), strict=True):
+        np.testing.assert_array_equal(one, other)

@@ -176,6 +176,7 @@ ${store}
 # ``ldtilecfg`` on every call cost 45-80 ns (a C loop of the tile function's work, session 91): a
 # twelfth of a 3x3 convolution's tile over 64 channels, a third of a 1x1's over 64. 0: on every call.
 KEEP_CONFIG = 1
+ZERO_SUFFIX = "_z"
 _LOAD_CONFIG = """  call void @llvm.x86.ldtilecfg(ptr %cfg)"""
 _LOAD_CONFIG_IF_OTHER = """  %now = alloca [64 x i8], align 64
   call void @llvm.x86.sttilecfg(ptr %now)
@@ -189,12 +190,14 @@ load_config:
   call void @llvm.x86.ldtilecfg(ptr %cfg)"""
 
 
-def _function(tiles_a: int, prefetch: bool = False, keep_config: bool = True) -> str:
-    """The LLVM IR of ``function_name(tiles_a, prefetch)`` (``_FUNCTION``), in tile registers 0-3
-    (sums), 4-5 (a), 6-7 (b); with 8 or 16 for ``kstep`` a single step per tap."""
+def _function(tiles_a: int, prefetch: bool = False, keep_config: bool = True, zero: bool = False) -> str:
+    """The LLVM IR of ``function_name(tiles_a, prefetch, zero)`` (``_FUNCTION``), in tile registers
+    0-3 (sums: loaded, or with ``zero`` started at zero, ``passes/tile_sums.py``), 4-5 (a), 6-7 (b);
+    with 8 or 16 for ``kstep`` a single step per tap."""
     sums = [(0, 0, 0), (1, 0, 64)] + ([(2, 1, 0), (3, 1, 64)] if tiles_a == 2 else [])
     ptrs = "\n".join(f"  %c{t} = getelementptr i8, ptr %c_row{r}, i64 {off}" for t, r, off in sums)
-    load = "\n".join(f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
+    load = "\n".join(f"  call void @llvm.x86.tilezero(i8 {t})" if zero else
+                     f"  call void @llvm.x86.tileloadd64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
     store = "\n".join(f"  call void @llvm.x86.tilestored64(i8 {t}, ptr %c{t}, i64 %ldc)" for t, _, _ in sums)
     step_a = "\n".join(f"  %pa{r} = getelementptr i8, ptr %a_tap{r}, i64 %ak\n"
                        f"  call void @llvm.x86.tileloadd64(i8 {4 + r}, ptr %pa{r}, i64 %lda)" for r in range(tiles_a))
@@ -207,7 +210,7 @@ def _function(tiles_a: int, prefetch: bool = False, keep_config: bool = True) ->
                        f"  store i8 {'%pairs8' if t in (6, 7) else '%rows8'}, ptr %rowsp{t}" for t in range(8))
     panel, ahead = _prefetch() if prefetch else ("", "")
     return _FUNCTION.substitute(
-        name=function_name(tiles_a, prefetch), prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
+        name=function_name(tiles_a, prefetch, zero), prctl=_SYS_ARCH_PRCTL, perm=_ARCH_REQ_XCOMP_PERM, xtiledata=_XFEATURE_XTILEDATA,
         config=config, ptrs=ptrs, load=load, tap_a=tap_a, step_a=step_a, products=products, store=store,
         panel=panel, prefetch=ahead, extra=", i32 %next_panel" if prefetch else "",
         load_config=_LOAD_CONFIG_IF_OTHER if keep_config else _LOAD_CONFIG,
@@ -229,9 +232,10 @@ def _prefetch() -> tuple[str, str]:
     return panel, "\n".join([*lines, "  br label %step_end", "step_end:"])
 
 
-def function_name(tiles_a: int, prefetch: bool) -> str:
-    """The tile function of ``tiles_a`` A tiles, asking the next panel into L2 (``_prefetch``) or not."""
-    return f"{LLVM_FUNCTION}{tiles_a}{'_next' if prefetch else ''}"
+def function_name(tiles_a: int, prefetch: bool, zero: bool = False) -> str:
+    """The tile function of ``tiles_a`` A tiles, asking the next panel into L2 (``_prefetch``) or
+    not, its sums loaded or (``zero``) started at zero."""
+    return f"{LLVM_FUNCTION}{tiles_a}{'_next' if prefetch else ''}{ZERO_SUFFIX if zero else ''}"
 
 
 def llvm_ir() -> str:
@@ -243,7 +247,8 @@ def llvm_ir() -> str:
 @functools.cache
 def _llvm_ir(keep_config: bool) -> str:
     # (linkonce_odr: every kernel that uses them links a copy, and the copies merge)
-    functions = "\n".join(_function(tiles_a, prefetch, keep_config) for prefetch in (False, True) for tiles_a in (1, 2))
+    functions = "\n".join(_function(tiles_a, prefetch, keep_config, zero) for zero in (False, True)
+                          for prefetch in (False, True) for tiles_a in (1, 2))
     return f"""
 @tvmbench_amx_granted = linkonce_odr global i32 0
 declare i64 @syscall(i64, ...)
@@ -252,6 +257,7 @@ declare void @llvm.x86.ldtilecfg(ptr)
 declare void @llvm.x86.sttilecfg(ptr)
 declare void @llvm.x86.tileloadd64(i8 immarg, ptr, i64)
 declare void @llvm.x86.tilestored64(i8 immarg, ptr, i64)
+declare void @llvm.x86.tilezero(i8 immarg)
 declare void @llvm.x86.tdpbf16ps(i8 immarg, i8 immarg, i8 immarg)
 declare void @llvm.prefetch.p0(ptr, i32 immarg, i32 immarg, i32 immarg)
 {functions}

@@ -71,19 +71,20 @@ def _pipeline() -> tuple[Any, Any, Any]:
     """TVM's S-TIR pipeline, after ``opaque_and_simplified`` when ``SIMPLIFY_OPAQUE_BLOCKS``, the
     attention's key loops bounded by their masks (``passes/key_limits.py``), the next weight panel
     prefetched where the contraction rule marked it (``passes/prefetch.py``), small buffers
-    kept on the stack (``passes/stack_buffers.py``) and roundings to bf16 by the CPU's instruction
-    (``passes/bf16_round.py``)."""
+    kept on the stack (``passes/stack_buffers.py``), roundings to bf16 by the CPU's instruction
+    (``passes/bf16_round.py``) and AMX tiles' sums started at zero (``passes/tile_sums.py``)."""
     from tvmbench.compile.passes.bf16_casts import bind_cast_operands_pass
     from tvmbench.compile.passes.bf16_round import round_to_bf16_pass
     from tvmbench.compile.passes.key_limits import bound_key_loops_pass, truncate_key_loops_pass
     from tvmbench.compile.passes.prefetch import prefetch_pass
     from tvmbench.compile.passes.stack_buffers import stack_buffers_pass
+    from tvmbench.compile.passes.tile_sums import tile_sums_from_zero_pass
 
     lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     first = [opaque_and_simplified()] if SIMPLIFY_OPAQUE_BLOCKS else []
     return tvm.transform.Sequential([prefetch_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
                                      bound_key_loops_pass,
-                                     stack_buffers_pass, round_to_bf16_pass]), host, device
+                                     stack_buffers_pass, round_to_bf16_pass, tile_sums_from_zero_pass]), host, device
 
 
 tvm.tirx.compilation_pipeline.register_tir_pipeline(PIPELINE, _pipeline)

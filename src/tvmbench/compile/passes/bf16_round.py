@@ -70,7 +70,10 @@ def rounded(expr: Any) -> Any:
     if (not _is_call(bits, _REINTERPRET) or not isinstance(bias, tirx.Add) or _constant(bias.b) != 0x7FFF
             or not isinstance(bias.a, tirx.BitwiseAnd) or _constant(bias.a.b) != 1):
         return None
-    x = bits.args[0]
+    x, inner = bits.args[0], bias.a.a
+    if not (isinstance(inner, tirx.RShift) and _constant(inner.b) == 16 and _is_call(inner.a, _REINTERPRET)
+            and tvm_ffi.structural_equal(inner.a.args[0], x)):
+        return None  # (the tie's bit of another value)
     return x if str(x.ty).startswith("float32x") else None
 
 

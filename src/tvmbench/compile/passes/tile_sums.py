@@ -1,0 +1,129 @@
+"""TileSumsFromZero: an AMX tile's sums start at zero in the tile registers, not zeroed in memory.
+
+The AMX rule (``rules/amx.py``) tensorizes a tile's reduction into one call of the tile function
+(``compile/amx.py``), which loads the sums from the tile's buffer of fp32 sums, accumulates and
+stores them back; the reduction's initialisation, split off by ``write_back``, zeroes that buffer
+just before (a 28 x 32 tile: 56 vector stores, then four tile loads of the zeros). Where the call
+is the tile's whole reduction (a window inside the tile, a dense layer's channels: the call
+directly after the zeroing, not in a loop of taps), the zeroing loop is dropped after TVM's
+lowering and the call made to the function's variant that starts its sums with ``tilezero``
+(``amx.ZERO_SUFFIX``). The buffer must be the tile's own (allocated in the loop, zeroed whole, and
+the call's sums at its start): then every value the epilogue reads is one the call stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import tvm
+import tvm_ffi
+from tvm import tirx
+
+from tvmbench.compile import amx
+from tvmbench.compile.ir import kernel_pass
+
+# 0 keeps the zeroing in memory (``benchmarks/rule_ab.py M passes.tile_sums.SUMS_FROM_ZERO 0``).
+SUMS_FROM_ZERO = 1
+_CALL_EXTERN = tvm.ir.Op.get("tirx.call_extern")
+_ACCESS_PTR = tvm.ir.Op.get("tirx.tvm_access_ptr")
+
+
+def _zeroing(stmt: Any) -> tuple[Any, int] | None:
+    """(buffer, elements) where ``stmt`` is a nest of loops storing vectors of zeros into a flat
+    buffer, whole and in order from its start: ``for i in range(n): buf[i * L: i * L + L] =
+    Broadcast(0.0, L)``, or over two output rows (paired rows' tiles) ``for r, i in grid(2, n):
+    buf[r * n * L + i * L: ...]``."""
+    loops = []
+    while isinstance(stmt, tirx.For):
+        loops.append(stmt)
+        stmt = stmt.body
+    if not loops or not isinstance(stmt, tirx.BufferStore) or len(stmt.indices) != 1:
+        return None
+    value, index = stmt.value, stmt.indices[0]
+    if (not isinstance(value, tirx.Broadcast) or not isinstance(value.value, tirx.FloatImm)
+            or float(value.value.value) != 0.0 or not isinstance(index, tirx.Ramp)):
+        return None
+    elements, expected = int(value.lanes), tirx.IntImm("int32", 0)
+    for loop in reversed(loops):
+        if not isinstance(loop.min, tirx.IntImm) or int(loop.min) != 0 or not isinstance(loop.extent, tirx.IntImm):
+            return None
+        expected = expected + loop.loop_var * elements
+        elements *= int(loop.extent)
+    if not tvm.sym.Analyzer().can_prove_equal(index.base, expected):
+        return None
+    return stmt.buffer, elements
+
+
+def _names(pointer: Any, buffer: Any) -> bool:
+    """Whether ``pointer`` (an access pointer's variable) is ``buffer``'s: by name, within one
+    sequence of statements that allocates the buffer (after TVM's lowering the tensor
+    intrinsic's view of the sums passes a variable of its own, of the buffer's name)."""
+    return isinstance(pointer, tirx.Var) and str(pointer.name) == str(buffer.name)
+
+
+def _tile_call(stmt: Any, buffer: Any, elements: int) -> Any:
+    """The tile function's call in ``stmt`` whose sums are ``buffer``'s ``elements``, or None."""
+    call = stmt.value if isinstance(stmt, tirx.Evaluate) else None
+    if call is None or not isinstance(call, tvm.ir.Call) or not call.op.same_as(_CALL_EXTERN):
+        return None
+    name = str(call.args[0].value)
+    if not name.startswith(amx.LLVM_FUNCTION) or name.endswith(amx.ZERO_SUFFIX):
+        return None
+    sums = call.args[1]
+    if not (isinstance(sums, tvm.ir.Call) and sums.op.same_as(_ACCESS_PTR) and _names(sums.args[1], buffer)
+            and isinstance(sums.args[2], tirx.IntImm) and int(sums.args[2]) == 0
+            and isinstance(sums.args[3], tirx.IntImm) and int(sums.args[3]) == elements):
+        return None
+    # (the call's sums cover the buffer: rows of 32 fp32 back to back, the second A tile's after
+    # the first's; so every value the epilogue reads, the call stores)
+    ldc, c_skip, rows = (_constant(call.args[i]) for i in (2, 3, 17))
+    tiles_a = 2 if name[len(amx.LLVM_FUNCTION):].startswith("2") else 1
+    if ldc != 4 * amx.PACK or rows is None or tiles_a * rows * amx.PACK != elements or (
+            tiles_a == 2 and c_skip != rows * ldc):
+        return None
+    return call
+
+
+def _constant(expr: Any) -> int | None:
+    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
+
+
+def _elements(buffer: Any) -> int | None:
+    """A flat fp32 buffer's elements, else None."""
+    shape = buffer.shape
+    if len(shape) != 1 or not isinstance(shape[0], tirx.IntImm) or str(buffer.dtype) != "float32":
+        return None
+    return int(shape[0])
+
+
+def sums_from_zero(func: Any) -> Any:
+    """``func`` with each tile's zeroing loop dropped and its call starting from zero (the module's
+    docstring); ``func`` itself where there is none."""
+    if not SUMS_FROM_ZERO:
+        return func
+    changed = []
+
+    def on_seq(node: Any) -> Any:
+        stmts, before = list(node.seq), len(changed)
+        for i, stmt in enumerate(stmts[:-1]):
+            zeroed = _zeroing(stmt)
+            if zeroed is None or not any(isinstance(a, tirx.AllocBuffer) and a.buffer.same_as(zeroed[0])
+                                         and _elements(a.buffer) == zeroed[1] for a in stmts[:i]):
+                continue
+            for j in range(i + 1, len(stmts)):
+                call = _tile_call(stmts[j], *zeroed)
+                if call is not None:
+                    stmts[j] = tirx.Evaluate(tirx.call_extern("void", str(call.args[0].value) + amx.ZERO_SUFFIX,
+                                                              *call.args[1:]))
+                    stmts[i] = tirx.Evaluate(0)
+                    changed.append(call)
+                    break
+                if not isinstance(stmts[j], tirx.DeclBuffer):  # (only views between the two)
+                    break
+        return tirx.SeqStmt(stmts) if len(changed) > before else node
+
+    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, on_seq), order="pre")  # (pre: the variables as defined)
+    return func.with_body(body) if changed else func
+
+
+tile_sums_from_zero_pass = kernel_pass(sums_from_zero, "TileSumsFromZero")
