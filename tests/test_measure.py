@@ -1,4 +1,5 @@
 import itertools
+import os
 import time
 
 import numpy as np
@@ -411,6 +412,9 @@ def test_the_compute_roof_is_the_cores_fma_throughput_not_a_blas():
     peak = measure_compute_peak(1, seconds=0.05)
     assert peak.method.startswith("FMA loop") and peak.threads == 1
     assert lanes * 2 * 1 * 0.8 < peak.gflops < lanes * 2 * 2 * 6.0, peak
+    # (NumPy's OpenBLAS runs on the threads it started with, every core here: not a 1-thread SGEMM)
+    blas_threads = int(os.environ.get("OPENBLAS_NUM_THREADS") or len(os.sched_getaffinity(0)))
+    assert ("OpenBLAS" in peak.method) == (blas_threads == 1), peak.method
 
 
 def test_each_cache_level_gets_its_own_slope_and_a_kernel_the_slope_of_where_its_bytes_fit():
