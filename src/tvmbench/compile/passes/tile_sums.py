@@ -122,7 +122,7 @@ def sums_from_zero(func: Any) -> Any:
                     break
         return tirx.SeqStmt(stmts) if len(changed) > before else node
 
-    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, on_seq), order="pre")  # (pre: the variables as defined)
+    body = tvm_ffi.structural_map(func.body, (tirx.SeqStmt, on_seq), order="pre")
     return func.with_body(body) if changed else func
 
 
