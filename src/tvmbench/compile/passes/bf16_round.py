@@ -29,6 +29,7 @@ import tvm_ffi
 from tvm import tirx
 
 from tvmbench.compile.ir import kernel_pass
+from tvmbench.compile.tir import as_int
 from tvmbench.targets import has_bf16_dot
 
 # 0 leaves TVM's integer rounding (``benchmarks/rule_ab.py M passes.bf16_round.ROUND_BY_INSTRUCTION 0``).
@@ -49,9 +50,7 @@ _IF_THEN_ELSE = tvm.ir.Op.get("prim.if_then_else")
 
 def _constant(expr: Any) -> int | None:
     """An integer constant's value (also broadcast), else None."""
-    if isinstance(expr, tirx.Broadcast):
-        expr = expr.value
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
+    return as_int(expr.value if isinstance(expr, tirx.Broadcast) else expr)
 
 
 def _is_call(expr: Any, op: Any) -> bool:

@@ -21,6 +21,7 @@ from tvm import tirx
 
 from tvmbench.compile import amx
 from tvmbench.compile.ir import kernel_pass
+from tvmbench.compile.tir import as_int
 
 # 0 keeps the zeroing in memory (``benchmarks/rule_ab.py M passes.tile_sums.SUMS_FROM_ZERO 0``).
 SUMS_FROM_ZERO = 1
@@ -45,10 +46,10 @@ def _zeroing(stmt: Any) -> tuple[Any, int] | None:
         return None
     elements, expected = int(value.lanes), tirx.IntImm("int32", 0)
     for loop in reversed(loops):
-        if not isinstance(loop.min, tirx.IntImm) or int(loop.min) != 0 or not isinstance(loop.extent, tirx.IntImm):
+        if as_int(loop.min) != 0 or as_int(loop.extent) is None:
             return None
         expected = expected + loop.loop_var * elements
-        elements *= int(loop.extent)
+        elements *= as_int(loop.extent)
     if not tvm.sym.Analyzer().can_prove_equal(index.base, expected):
         return None
     return stmt.buffer, elements
@@ -71,12 +72,11 @@ def _tile_call(stmt: Any, buffer: Any, elements: int) -> Any:
         return None
     sums = call.args[1]
     if not (isinstance(sums, tvm.ir.Call) and sums.op.same_as(_ACCESS_PTR) and _names(sums.args[1], buffer)
-            and isinstance(sums.args[2], tirx.IntImm) and int(sums.args[2]) == 0
-            and isinstance(sums.args[3], tirx.IntImm) and int(sums.args[3]) == elements):
+            and as_int(sums.args[2]) == 0 and as_int(sums.args[3]) == elements):
         return None
     # (the call's sums cover the buffer: rows of 32 fp32 back to back, the second A tile's after
     # the first's; so every value the epilogue reads, the call stores)
-    ldc, c_skip, rows = (_constant(call.args[i]) for i in (2, 3, 17))
+    ldc, c_skip, rows = (as_int(call.args[i]) for i in (2, 3, 17))
     tiles_a = 2 if name[len(amx.LLVM_FUNCTION):].startswith("2") else 1
     if ldc != 4 * amx.PACK or rows is None or tiles_a * rows * amx.PACK != elements or (
             tiles_a == 2 and c_skip != rows * ldc):
@@ -84,16 +84,10 @@ def _tile_call(stmt: Any, buffer: Any, elements: int) -> Any:
     return call
 
 
-def _constant(expr: Any) -> int | None:
-    return int(expr.value) if isinstance(expr, tirx.IntImm) else None
-
-
 def _elements(buffer: Any) -> int | None:
     """A flat fp32 buffer's elements, else None."""
     shape = buffer.shape
-    if len(shape) != 1 or not isinstance(shape[0], tirx.IntImm) or str(buffer.dtype) != "float32":
-        return None
-    return int(shape[0])
+    return as_int(shape[0]) if len(shape) == 1 and str(buffer.dtype) == "float32" else None
 
 
 def sums_from_zero(func: Any) -> Any:
