@@ -1,6 +1,7 @@
 """Does `tvmbench diff` cry wolf? An A/A test of the history and its verdicts (issue 22).
 
     .venv/bin/python benchmarks/regression_aa.py [--model resnet18] [--builds 10] [--rounds 4] [--min-time S]
+    .venv/bin/python benchmarks/regression_aa.py --reference onnxruntime   # and judge TVM over a peer's turns
     .venv/bin/python benchmarks/regression_aa.py --rescore /tmp/aa-XXXX   # judge an earlier run's files again
 
 1. The same TVM build of the model (compiled once, from the cache afterwards) is measured
@@ -27,6 +28,12 @@ on the same runs: without the bridges (before session 75), the round medians wit
 (before session 37), the 5th percentiles with the probe left out, and raw round medians (before
 the probe). An "inconclusive" verdict (the two runs timed in no common host state, and nothing
 to bridge them) is no false alarm, and no catch either.
+
+With ``--reference FRAMEWORK`` every run also times that framework in lockstep turns with TVM, and
+the first method is ``tvmbench diff --relative-to FRAMEWORK``: TVM's time over the reference's in
+the turns next to it, round by round. On the Intel Xeon VM whole runs minutes apart move by 10 %
+with nothing the probe sees (a neighbour on the memory): the reference, running the same model on
+the same cores in the same seconds, moves with them (session 92).
 """
 
 from __future__ import annotations
@@ -47,9 +54,10 @@ import numpy as np
 HERE = Path(__file__).resolve().parent
 
 
-def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], min_time: float | None = None
-        ) -> dict:
-    cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--frameworks", "tvm", "--target", "llvm",
+def run(model: str, rounds: int, history: Path, out: Path, env: dict[str, str], min_time: float | None = None,
+        reference: str | None = None) -> dict:
+    frameworks = ",".join(["tvm", *([reference] if reference else [])])
+    cmd = [sys.executable, "-m", "tvmbench.cli", "run", "--model", model, "--frameworks", frameworks, "--target", "llvm",
            "--rounds", str(rounds), "--probe", "--history", str(history), "-o", str(out), "-q",
            *(["--min-time", f"{min_time:g}"] if min_time else [])]
     subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
@@ -85,9 +93,10 @@ def _turn_range(path: Path) -> str:
     return "/".join(ranges)
 
 
-def diff(a: Path, b: Path, history: Path) -> str:
+def diff(a: Path, b: Path, history: Path, relative_to: str | None = None) -> str:
     out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "diff", str(a), str(b), "--json", "--history",
-                          str(history)], capture_output=True, text=True)
+                          str(history), *(["--relative-to", relative_to] if relative_to else [])],
+                         capture_output=True, text=True)
     return json.loads(out.stdout)["changes"][0]["verdict"]
 
 
@@ -96,11 +105,11 @@ def measure(args: argparse.Namespace, history: Path, plain: list[Path], slowed: 
     base = {**os.environ}
     delay = 0.0
     for i in range(args.builds):
-        first = run(args.model, args.rounds, history, plain[i], base, args.min_time)["tvm_relax"]
+        first = run(args.model, args.rounds, history, plain[i], base, args.min_time, args.reference)["tvm_relax"]
         delay = delay or args.slowdown * float(np.percentile(first["samples_ms"], 5)) / 1e3
         slowed_env = {**base, "PYTHONPATH": os.pathsep.join([str(HERE / "aa_inject"), base.get("PYTHONPATH", "")]),
                       "TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"}
-        slow = run(args.model, args.rounds, history, slowed[i], slowed_env, args.min_time)["tvm_relax"]
+        slow = run(args.model, args.rounds, history, slowed[i], slowed_env, args.min_time, args.reference)["tvm_relax"]
         print(f"  pair {i}: {first['median_ms']:.3f} ms plain, {slow['median_ms']:.3f} ms slowed", flush=True)
     return delay
 
@@ -114,6 +123,8 @@ def main() -> None:
     parser.add_argument("--min-time", type=float, default=None,
                         help="each round's minimum timed seconds (tvmbench run --min-time; default its own, 3 s): "
                              "longer rounds see more of the host's states, so fewer pairs share none")
+    parser.add_argument("--reference", default=None, metavar="FRAMEWORK",
+                        help="also time this framework in each run, in lockstep turns with TVM")
     parser.add_argument("--rescore", type=Path, default=None, metavar="DIR",
                         help="measure nothing: judge again the files and history an earlier run left in DIR")
     args = parser.parse_args()
@@ -139,6 +150,10 @@ def main() -> None:
           if delay else "injected: ", f"medians {ratio - 1:+.1%}", sep="")
     methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
                 verdicts, caught)]
+    if args.reference:
+        methods.insert(0, (f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
+                           "lockstep turns)", [diff(a, b, history, args.reference) for a, b in pairs],
+                           [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]))
     for name, probe, quantile in (("the same without bridges (before session 75)", True, None),
                                   ("round medians within host states (before session 37)", True, 50),
                                   ("rounds' 5th percentiles without the probe", False, None),

@@ -213,6 +213,65 @@ def test_sides_in_different_host_states_are_judged_through_other_runs_that_saw_b
     assert json.loads(capsys.readouterr().out)["changes"][0]["verdict"] == "inconclusive"
 
 
+def lockstep_doc(tvm_ms: float, ref_ms: float, host: float, seed: int, rounds: int = 4, turns: int = 12,
+                 per: int = 10) -> dict:
+    """A run of tvm and onnxruntime in lockstep turns (tvm's turn, then onnxruntime's, a quarter
+    second each) on a host whose speed is ``host`` times the usual for the whole run (a neighbour
+    on the memory) and wanders 3 % from turn to turn, alike for both; 2 % noise per sample."""
+    rng = np.random.default_rng(seed)
+    doc = {"model": "m", "batch_size": 1, "seq_length": None, "image_size": None,
+           "frameworks": ["tvm", "onnxruntime"], "environment": {"cpu_model": "x"}}
+    times: dict[str, list] = {"tvm_relax": [[], []], "onnxruntime": [[], []]}
+    clock = 0.0
+    for _ in range(rounds):
+        for _ in range(turns):
+            wander = host * rng.lognormal(0, 0.03)
+            for key, ms in (("tvm_relax", tvm_ms), ("onnxruntime", ref_ms)):
+                times[key][0] += list(ms * wander * rng.lognormal(0, 0.02, per))
+                times[key][1].append([clock, clock + 0.25, per])
+                clock += 0.25
+    for key, (samples, spans) in times.items():
+        doc[key] = {"status": "ok", "median_ms": float(np.median(samples)), "samples_ms": samples,
+                    "lockstep_turns": spans, "rounds": {"count": rounds, "sizes": [turns * per] * rounds}}
+    return doc
+
+
+@pytest.mark.parametrize("tvm_b, host_b, absolute, relative", [
+    (10.0, 1.10, "slower", "no change"),  # the machine drifted 10 % between the runs: no regression
+    (11.0, 0.92, "no change", "slower"),  # a 10 % regression the machine's drift hid
+    (10.0, 1.0, "no change", "no change")])
+def test_diff_relative_to_a_framework_in_the_same_turns_divides_the_machines_drift_out(tvm_b, host_b, absolute,
+                                                                                       relative):
+    a = lockstep_doc(10.0, 14.0, 1.0, seed=1)
+    b = lockstep_doc(tvm_b, 14.0, host_b, seed=2)
+    assert [c.verdict for c in compare_runs([a], [b])] == [absolute, "slower" if host_b > 1.05 else "no change"
+                                                           if host_b > 0.95 else "faster"]
+    (change,) = compare_runs([a], [b], relative_to="onnxruntime")
+    assert (change.framework, change.verdict) == ("tvm", relative), (change.ratio, change.ci95)
+    assert "over onnxruntime" in change.basis
+
+
+def test_diff_relative_to_says_in_one_line_what_is_missing(tmp_path, capsys):
+    a, b = lockstep_doc(10.0, 14.0, 1.0, seed=1), lockstep_doc(11.0, 14.0, 1.0, seed=2)
+    for name, doc in (("a", a), ("b", b)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert main(["diff", *files, "--relative-to", "ort"]) == 1
+    assert "over onnxruntime's in the same lockstep turns" in capsys.readouterr().out
+    for extra, said in ((["--relative-to", "tflite"], "unknown framework 'tflite'"),
+                        (["--relative-to", "openvino"], "--frameworks tvm,openvino --rounds N")):
+        assert main(["diff", *files, *extra]) == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1, err
+    for doc in (a, b):
+        for r in ("tvm_relax", "onnxruntime"):
+            doc[r].pop("lockstep_turns")
+    (tmp_path / "a.json").write_text(json.dumps(a))
+    (tmp_path / "b.json").write_text(json.dumps(b))
+    assert main(["diff", *files, "--relative-to", "onnxruntime", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["changes"][0]["verdict"] == "inconclusive"
+
+
 def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ(tmp_path, capsys):
     a, b = run_doc(10.0, seed=1), run_doc(11.5, seed=2)
     b["environment"] = {"cpu_model": "another CPU"}

@@ -40,6 +40,11 @@ def add_history_parsers(sub: Any) -> None:
                       help="where the two sides were timed in different host states (the probe of --rounds), "
                            "judge them through the newest N other runs of the same point on this machine in the "
                            "history that saw those states (default 20; 0: never, such a pair is inconclusive)")
+    diff.add_argument("--relative-to", default=None, metavar="FRAMEWORK",
+                      help="judge each framework by its time over this one's, timed beside it in the same lockstep "
+                           "turns (both sides run with --frameworks tvm,FRAMEWORK --rounds N): a machine whose "
+                           "speed drifts between runs moves both alike. A change of FRAMEWORK itself reads as the "
+                           "opposite change of the others")
     diff.set_defaults(handler=cmd_diff)
     report = sub.add_parser("report", help="results as one self-contained HTML page (plots embedded), or Markdown")
     report.add_argument("results", nargs="*", default=["latest"],
@@ -117,7 +122,12 @@ def cmd_diff(args: argparse.Namespace) -> int:
         raise UserError(f"--band is a percentage from 0 to 100, got {args.band}")
     a, b = (_side(ref, args.history) for ref in (args.a, args.b))
     notes = comparability(a["environment"], b["environment"], a["machine"], b["machine"])
-    changes = compare_runs(a["runs"], b["runs"], args.band / 100, _bridges(a, b, args.history, args.bridges))
+    relative_to = args.relative_to = _framework_name(args.relative_to) if args.relative_to else None
+    changes = compare_runs(a["runs"], b["runs"], args.band / 100, _bridges(a, b, args.history, args.bridges),
+                           relative_to)
+    if not changes and relative_to:
+        raise UserError(f"--relative-to {relative_to}: no point of {args.a} and {args.b} has {relative_to} and another "
+                        f"framework timed on both sides; run both with --frameworks tvm,{relative_to} --rounds N")
     if not changes:
         raise UserError(f"{args.a} and {args.b} have no model point and framework in common to compare")
     regressed = [c for c in changes if c.verdict == "slower"]
@@ -127,6 +137,16 @@ def cmd_diff(args: argparse.Namespace) -> int:
     else:
         _print_diff(args, notes, changes, make_console())
     return EXIT_FAILED if regressed else EXIT_OK
+
+
+def _framework_name(name: str) -> str:
+    """A framework name as the results spell it (an alias resolved); one clear line when unknown."""
+    from tvmbench.backends import ALIASES, REGISTRY
+
+    name = ALIASES.get(name, name)
+    if name not in REGISTRY:
+        raise UserError(f"--relative-to: unknown framework {name!r}; choose from {', '.join(REGISTRY)}")
+    return name
 
 
 def _bridges(a: dict[str, Any], b: dict[str, Any], history_path: str | None, limit: int) -> list[dict[str, Any]]:
@@ -182,9 +202,15 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
                       *([c.host or "-"] if probed else []))
     console.print(table)
-    console.print(f"B / A: the ratio of the rounds' {ROUND_LEVEL}s where both sides ran --rounds (interference "
-                  "on a shared machine only adds time, so a round's fastest samples are the code's own), of the "
-                  "medians otherwise", soft_wrap=True)
+    if args.relative_to:
+        console.print(f"B / A: each framework's time over {args.relative_to}'s in the same lockstep turns, B's "
+                      f"over A's (the medians shown are the plain ones): a machine that drifted between the runs "
+                      f"moved both alike; a change of {args.relative_to} itself reads as the opposite change here",
+                      soft_wrap=True)
+    else:
+        console.print(f"B / A: the ratio of the rounds' {ROUND_LEVEL}s where both sides ran --rounds (interference "
+                      "on a shared machine only adds time, so a round's fastest samples are the code's own), of the "
+                      "medians otherwise", soft_wrap=True)
     if probed:
         console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins and paired work, "
                       "microseconds each) told which state the cores were in for each sample, and a host that "

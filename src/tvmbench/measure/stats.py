@@ -260,17 +260,40 @@ def turn_paired_ratio(baseline: Sequence[tuple[float, float, int]], candidate: S
     median's order-statistic interval (``median_ci``); over two rounds or more, Student's t over
     the rounds' medians on the log scale (processes as the units, as ``rounds_ratio_ci``). None
     with fewer than ``min_pairs`` pairs."""
-    pairs = pair_turns(baseline, candidate)
-    if len(pairs) < min_pairs:
+    logs, rounds = _paired_logs(baseline, candidate)
+    if len(logs) < min_pairs:
         return None
-    logs = np.array([math.log(baseline[i][1] / candidate[j][1]) for i, j in pairs])
-    rounds = sorted({baseline[i][2] for i, _ in pairs})
-    if len(rounds) < 2:
+    units = _round_units(logs, rounds)
+    if len(units) < 2:
         lo, hi = median_ci(logs, confidence)
-        return math.exp(float(np.median(logs))), math.exp(lo), math.exp(hi), len(pairs)
-    units = np.array([np.median(logs[[k for k, (i, _) in enumerate(pairs) if baseline[i][2] == r]]) for r in rounds])
+        return math.exp(float(np.median(logs))), math.exp(lo), math.exp(hi), len(logs)
     lo, hi = rounds_median_ci(np.exp(units), confidence)
-    return math.exp(float(units.mean())), lo, hi, len(pairs)
+    return math.exp(float(units.mean())), lo, hi, len(logs)
+
+
+def turn_paired_rounds(baseline: Sequence[tuple[float, float, int]], candidate: Sequence[tuple[float, float, int]]
+                       ) -> list[float] | None:
+    """baseline / candidate per round from lockstep turns (``turn_medians``): each round's median
+    of its paired turns' ratios (``pair_turns``), one value per round with a pair; None when no
+    turn pairs. The host's state, which moves a whole run by 10 % over minutes on a shared
+    machine (a neighbour on the memory), is nearly the same on both sides of each pair, so a
+    round's value keeps the two frameworks' relation and drops most of the host."""
+    logs, rounds = _paired_logs(baseline, candidate)
+    return [float(v) for v in np.exp(_round_units(logs, rounds))] if len(logs) else None
+
+
+def _paired_logs(baseline: Sequence[tuple[float, float, int]], candidate: Sequence[tuple[float, float, int]]
+                 ) -> tuple[np.ndarray, list[int]]:
+    """log(baseline / candidate) of each pair of neighbouring turns (``pair_turns``), and its round."""
+    pairs = pair_turns(baseline, candidate)
+    return (np.array([math.log(baseline[i][1] / candidate[j][1]) for i, j in pairs]),
+            [baseline[i][2] for i, _ in pairs])
+
+
+def _round_units(logs: np.ndarray, rounds: Sequence[int]) -> np.ndarray:
+    """The median of ``logs`` within each round, rounds in order."""
+    keys = np.asarray(rounds)
+    return np.array([np.median(logs[keys == r]) for r in sorted(set(rounds))])
 
 
 def speedup_ci(baseline_s: Sequence[float], candidate_s: Sequence[float], confidence: float = 0.95,

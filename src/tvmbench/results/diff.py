@@ -63,11 +63,13 @@ def verdict(low: float, high: float, band: float) -> str:
 
 
 def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float = DEFAULT_BAND,
-                 bridges: list[dict[str, Any]] | None = None) -> list[Change]:
+                 bridges: list[dict[str, Any]] | None = None, relative_to: str | None = None) -> list[Change]:
     """The changes from run documents ``a`` to ``b``, matched by model, batch, sequence and
     framework (points or frameworks on one side only are left out). ``bridges``: other run
     documents of the same machine (the history's), used only where the two sides were timed in
-    no common host state (``_bridged``)."""
+    no common host state (``_bridged``). ``relative_to``: a framework both sides timed in
+    lockstep turns with the others; each other framework is judged by its time over that one's
+    (``_relative_change``), and that framework itself is not judged."""
     from tvmbench.backends import result_key
 
     index = {_point(r): r for r in a}
@@ -76,9 +78,13 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
         old = index.get(_point(run))
         if old is None:
             continue
-        for fw in [f for f in run.get("frameworks", []) if f in old.get("frameworks", [])]:
+        for fw in [f for f in run.get("frameworks", []) if f in old.get("frameworks", []) and f != relative_to]:
             ra, rb = old.get(result_key(fw)) or {}, run.get(result_key(fw)) or {}
-            if _ok(ra) and _ok(rb):
+            if _ok(ra) and _ok(rb) and relative_to:
+                refs = (old.get(result_key(relative_to)) or {}, run.get(result_key(relative_to)) or {})
+                if _ok(refs[0]) and _ok(refs[1]):
+                    changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band))
+            elif _ok(ra) and _ok(rb):
                 others = [r for r in (o.get(result_key(fw)) or {} for o in bridges or []
                                       if _point(o) == _point(run) and fw in o.get("frameworks", []))
                           if _ok(r) and r.get("samples_ms") not in (ra.get("samples_ms"), rb.get("samples_ms"))]
@@ -118,6 +124,36 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
                   rb["median_ms"], ratio, ci, basis, said, host)
 
 
+def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[str, Any], dict[str, Any]],
+                     refs: tuple[dict[str, Any], dict[str, Any]], band: float) -> Change:
+    """``fw``'s change from A to B over ``ref``'s, each side's rounds as units: per round, the
+    median ratio of ``fw``'s lockstep turns to the ``ref`` turns next to them
+    (``stats.turn_paired_rounds``), compared between the sides by Welch's t on the logs. A
+    machine whose speed drifts by 10 % between runs minutes apart (a neighbour on the memory,
+    which no statistic of one framework's rounds can tell from a change of its code) moves both
+    frameworks of a turn pair alike; what is left is ``fw``'s change against ``ref``'s, so a
+    change of ``ref`` (another version) reads as the opposite change of ``fw``. "inconclusive"
+    when a side has fewer than two rounds with turn pairs (run both with ``--rounds``, in
+    lockstep)."""
+    from tvmbench.measure.stats import rounds_ratio_ci, turn_medians, turn_paired_rounds
+
+    units = []
+    for result, reference in zip(sides, refs, strict=True):
+        turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [],
+                              (r.get("rounds") or {}).get("sizes")) for r in (result, reference)]
+        units.append(turn_paired_rounds(*turns) if turns[0] and turns[1] else None)
+    ra, rb = sides
+    if units[0] is None or units[1] is None or min(len(units[0]), len(units[1])) < 2:
+        return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
+                      rb["median_ms"], math.nan, None, NO_RELATIVE_ROUNDS.format(ref=ref), "inconclusive")
+    ratio = math.exp(float(np.mean(np.log(units[1])) - np.mean(np.log(units[0]))))
+    low, high = rounds_ratio_ci(units[1], units[0])
+    basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale)"
+    return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
+                  rb["median_ms"], ratio, (low, high), basis, verdict(low, high, band))
+
+
+NO_RELATIVE_ROUNDS = "fewer than two rounds with lockstep turns of {ref} on a side"
 ROUND_QUANTILE = 5  # percent: a round's level for the verdicts (``round_level``)
 ROUND_LEVEL = f"{ROUND_QUANTILE}th percentile"
 
