@@ -936,6 +936,15 @@ def build_bf16_tiles():
                                  torch.randn(1, 3, 32, 32), torch.randn(1, 48, 14, 14))
 
 
+def build_bf16_squeeze():
+    """A squeeze to 16 channels (one vector of outputs) and an expansion back to 64, 1x1 each
+    (squeezenet's fire module, without the 3x3): ``bf16_dense.MIN_CONV_VECTORS_AMX``."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(64, 16, 1), torch.nn.ReLU(), torch.nn.Conv2d(16, 64, 1),
+                              torch.nn.ReLU())
+    return net.eval(), (torch.randn(1, 64, 14, 14),)
+
+
 def build_bf16():
     torch.manual_seed(0)
     net = _Bf16Net()

@@ -14,8 +14,8 @@ dense layer reading the same input (a layer's query, key and value projections).
 (attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
 A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
 instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
-(``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them stay
-fp32: the packed pairs need an even depth and whole vectors. So
+(``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them
+(``MIN_CONV_VECTORS_AMX`` where AMX's tiles take the products) stay fp32: the packed pairs need an even depth and whole vectors. So
 does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
 convolution (``fuse_expansion.joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
@@ -56,6 +56,12 @@ CAST_BEFORE_RESHAPES = 1
 # (16 outputs) against two: mobilenet_v2 0.990x (ba; far state 0.942x ab), efficientnet_b0
 # 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
 MIN_CONV_VECTORS = 2
+# ... and on a CPU with AMX tiles (their products are 16 outputs wide: one vector of them is a
+# whole tile). On the Intel Xeon VM (session 92, same-process A/Bs, `rule_ab.py M
+# passes.bf16_dense.MIN_CONV_VECTORS_AMX 2 --precision bf16 --runs 200 --block 5`, the value
+# against 2): squeezenet1_1 1.19x (its squeezes to 16 channels; the first max pool then pools
+# bf16), mobilenet_v2 1.09x (its projections to 16 channels).
+MIN_CONV_VECTORS_AMX = 1
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
 # (``fuse_expansion.joined_expansions``). In bf16 such an expansion ran alone (ExpandWindow
 # computes in fp32 and does not take a bf16 one) and wrote its fp32 output to memory:
@@ -107,9 +113,10 @@ def marked(mod: Any) -> bool:
 
 @mutator
 class _Bf16Dense(PyExprMutator):
-    def __init__(self, mod: Any, min_outputs: int, lanes: int) -> None:
+    def __init__(self, mod: Any, min_outputs: int, lanes: int, amx_tiles: bool) -> None:
         super().__init__(mod)
         self.min_outputs, self.lanes = min_outputs, lanes
+        self.conv_vectors = MIN_CONV_VECTORS_AMX if amx_tiles else MIN_CONV_VECTORS
         self.weights: set[Any] = set()
         self.fp32: set[Any] = set()  # calls left in fp32 (``fuse_expansion.joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
@@ -138,7 +145,7 @@ class _Bf16Dense(PyExprMutator):
                     or len(shape) != 4):
                 return call
             depth, outputs = shape[2], shape[3]
-        fewest = MIN_CONV_VECTORS * self.lanes if MIN_CONV_VECTORS and name == "relax.nn.conv2d" else self.min_outputs
+        fewest = self.conv_vectors * self.lanes if self.conv_vectors and name == "relax.nn.conv2d" else self.min_outputs
         stem = (BF16_STEMS and name == "relax.nn.conv2d" and depth <= NCHW_STEM_CHANNELS
                 and outputs >= BF16_STEMS * self.lanes and max(shape[:2]) <= BF16_STEM_WINDOW
                 and nchw_image(x, self.lookup_binding) is not None)
@@ -283,11 +290,12 @@ def _widened_max_pool(x: Any, size: list[int], strides: list[int], dilation: lis
     return te.compute(pooled.shape, lambda *i: pooled(*i).astype("bfloat16"), name="round")
 
 
-def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
+def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
     ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32);
-    ``lanes``: fp32 lanes of the target's vectors."""
+    ``lanes``: fp32 lanes of the target's vectors; ``amx_tiles``: the target has AMX's tile
+    products (``MIN_CONV_VECTORS_AMX``)."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
@@ -300,7 +308,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int) -> Any:
     def set_pools(mutator_: Any, func: Any) -> None:
         mutator_.pools = _pooled_casts(func) if BF16_POOLS else {}
 
-    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes), "Bf16Dense", before=set_weights)
+    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles), "Bf16Dense", before=set_weights)
     residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
     pools = builder_pass(_Bf16Pools, "Bf16Pools", before=set_pools)
 
