@@ -936,6 +936,24 @@ def build_bf16_tiles():
                                  torch.randn(1, 3, 32, 32), torch.randn(1, 48, 14, 14))
 
 
+class _Bf16Deep(torch.nn.Module):
+    """bf16 convolutions over input channels in half steps of AMX tiles (``amx.PAD_DEPTH``): a 3x3
+    from 48 channels with padding (14x14), and one from 80 without (19x19 -> 17x17: a prime of
+    rows, so over the map flattened, its sums in the output: ``tile_sums.FLAT_SUMS``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(48, 32, 3, padding=1), torch.nn.Conv2d(80, 64, 3)
+
+    def forward(self, x, y):
+        return torch.relu(self.a(x)), torch.relu(self.b(y))
+
+
+def build_bf16_deep():
+    torch.manual_seed(0)
+    return _Bf16Deep().eval(), (torch.randn(1, 48, 14, 14), torch.randn(1, 80, 19, 19))
+
+
 def build_bf16_squeeze():
     """A squeeze to 16 channels (one vector of outputs) and an expansion back to 64, 1x1 each
     (squeezenet's fire module, without the 3x3): ``bf16_dense.MIN_CONV_VECTORS_AMX``."""

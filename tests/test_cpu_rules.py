@@ -2667,6 +2667,57 @@ def test_a_bf16_rounding_is_the_cpus_instruction_and_a_padded_copy_rounds_nothin
                     assert not got[64:].any()
 
 
+def test_amx_convolutions_over_half_steps_read_zero_channels_and_flattened_sums_start_at_zero(monkeypatch, tmp_path):
+    """On AMX tiles a bf16 3x3 convolution that copies its input into a padded buffer anyway reads
+    48 or 80 input channels as 64 or 96 (``amx.PAD_DEPTH``: whole steps of 32, zero weights for
+    the added channels); the one over a flattened map, whose sums are rows of its output, starts
+    them with ``tilezero`` (``tile_sums.FLAT_SUMS``). Checked on the schedules and the code for
+    Sapphire Rapids; on a host with AMX, the outputs match PyTorch at bf16's tolerance either way,
+    and FLAT_SUMS changes no bit."""
+    import importlib
+
+    import tvm
+
+    from tvmbench.compile import amx, codegen
+    from tvmbench.compile.precision import apply_precision
+    from tvmbench.compile.rules import amx as amx_rule
+
+    tile_sums = importlib.import_module("tvmbench.compile.passes.tile_sums")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_deep")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    outs = {}
+    for pad_depth, flat_sums in ((1, 1), (0, 0), (1, 0)):
+        monkeypatch.setattr(amx, "PAD_DEPTH", pad_depth)
+        monkeypatch.setattr(tile_sums, "FLAT_SUMS", flat_sums)
+        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
+                                                          target))
+        seen = {}
+        for func in legal.functions.values():
+            found = amx_rule._matched(func, target.tvm()) if isinstance(func, tvm.tirx.PrimFunc) else None
+            if found is None:
+                continue
+            rule, sch = pipeline.default_schedule(func, target)
+            mod = tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")})
+            with codegen.lowering_context():
+                asm = tvm.tirx.build(mod, target=target.tvm(), pipeline=codegen.PIPELINE).inspect_source("asm")
+            seen[found[1][6] > 0] = (found[0].extents[-1], "tilezero" in asm)  # (flattened: the map's width)
+        assert seen == {False: (64 if pad_depth else 48, True), True: (96 if pad_depth else 80, bool(flat_sums))}, seen
+        if HOST_AMX:
+            outs[pad_depth, flat_sums] = _bf16_outputs(model, monkeypatch, tmp_path / f"{pad_depth}{flat_sums}")
+    if outs:
+        import torch
+
+        from tvmbench.measure import accuracy
+
+        with torch.no_grad():
+            reference = [t.numpy() for t in model.module(*[torch.from_numpy(v) for v in model.inputs.values()])]
+        for got in outs.values():
+            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
+            assert check["passed"], check
+        for one, other in zip(outs[1, 1], outs[1, 0], strict=True):
+            np.testing.assert_array_equal(one, other)
+
+
 def test_an_amx_tile_whose_call_is_its_whole_reduction_starts_its_sums_at_zero(monkeypatch, tmp_path):
     """Where a tile's reduction is one call of the tile function (a 3x3 window inside the tile, a
     1x1's channels), the zeroing of its sums in memory is dropped after lowering and the call

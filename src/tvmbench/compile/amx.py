@@ -45,6 +45,12 @@ MIN_DEPTH = 16
 # (``passes/pack_weights.py``), so that tiles take them: a tile product at up to twice the work
 # still runs several times the dot product's rate.
 PAD_OUTPUTS = 1
+# A bf16 convolution that copies its input into a padded buffer anyway (a window with padding, or
+# a flattened map) over input channels in half steps (48, 80: ``channel_steps`` takes 16 at a
+# time, each product at half its depth for the same 4.4 ns) reads them padded with zero channels to
+# whole steps of 32 in that copy, its weights padded with zero inputs at load time: inception_v3's
+# 3x3 from 80 channels over 73x73, 5 products per tap -> 3.
+PAD_DEPTH = 1
 MAX_ROWS = 16
 BLOCKS = (32, 64)  # weight pack blocks whose columns tiles of 32 take
 # The fewest rows an A tile may have: a row axis whose largest divisor up to 16 is smaller is

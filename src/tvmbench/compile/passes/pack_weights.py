@@ -63,10 +63,12 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         ob, kh, kw, ci, pb = (int(v) for v in wp.shape[:5])
         ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
+    deeper = 0 if nchw else ci - int(x.shape[3])  # (zero channels: ``_Pack.deeper``)
     if any(pad) or (nchw and str(x.dtype) != str(wp.dtype)):
-        before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, 0])
+        before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, deeper])
         same = str(x.dtype) == str(wp.dtype)
-        x = topi.nn.pad(x, before, after, name="pad") if same else _rounded_pad(x, before, after, wp.dtype)
+        x = (_deeper_pad(x, before, after) if deeper else topi.nn.pad(x, before, after, name="pad")) if same \
+            else _rounded_pad(x, before, after, wp.dtype)
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (w + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
@@ -87,6 +89,24 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         lambda n, y, z, o: te.sum(pixel(n, y, z).astype(out_dtype) * weight(o).astype(out_dtype),
                                   axis=[rc, rh, rw] if column_pairs else [rh, rw, rc]),
         name="conv2d_nhwc_packed")
+
+
+def _deeper_pad(x: Any, before: list[int], after: list[int]) -> Any:
+    """An NHWC ``x`` zero-padded in its rows and columns and given ``after[3]`` more channels that
+    copy the last real ones (their weights are zero: ``_Pack.deeper``; zeros there would make a
+    segment of constant bf16 vectors, which TVM's bf16 storage legalisation fails on)."""
+    import tvm
+
+    n, h, w, ci = (int(v) for v in x.shape)
+    clamp = lambda v, hi: te.max(te.min(v, hi - 1), 0)  # noqa: E731  (in bounds where not inside too)
+
+    def value(b: Any, y: Any, z: Any, c: Any) -> Any:
+        yy, zz = y - before[1], z - before[2]
+        inside = tvm.tirx.all(yy >= 0, yy < h, zz >= 0, zz < w)
+        at = tvm.tirx.if_then_else(c < ci, c, c - after[3])
+        return tvm.tirx.if_then_else(inside, x[b, clamp(yy, h), clamp(zz, w), at], tvm.tirx.const(0, x.dtype))
+
+    return te.compute((n, h + before[1] + after[1], w + before[2] + after[2], ci + after[3]), value, name="pad")
 
 
 def _rounded_pad(x: Any, before: list[int], after: list[int], dtype: str) -> Any:
@@ -338,6 +358,10 @@ class _Pack(PyExprMutator):
         # (a bf16 stem: pairs of window columns, an odd window padded with a zero column on the
         # right that reads one more column of padding)
         column_pairs = pairs and source is not None
+        deeper = self.deeper(a, shape, cblock, out) if pairs and source is None and window is None else 0
+        if deeper:  # (zero input channels to whole AMX steps, in the padded copy the kernel makes)
+            w = self.builder_.emit(relax.op.nn.pad(w, [0, 0, 0, 0, 0, deeper, 0, 0]))
+            shape = [*shape[:2], shape[2] + deeper, shape[3]]
         layout = ((lambda kh, kw, i, o: (o // cblock, i, kh, kw // 2, o % cblock, kw % 2)) if column_pairs
                   else (lambda kh, kw, i, o: (o // cblock, kh, kw, i // 2, o % cblock, i % 2)) if pairs
                   else (lambda kh, kw, i, o: (o // cblock, kh, kw, i, o % cblock)))
@@ -398,6 +422,18 @@ class _Pack(PyExprMutator):
         tiles cover its rows whole (0: none; None: not on AMX tiles): over columns of padding, not
         re-reads of the last column (``whole_tiles``), which a tile's rows would load out of bounds."""
         return tile_columns(width) if self.amx else None
+
+    def deeper(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> int:
+        """Zero input channels a bf16 convolution on AMX tiles reads beyond its own (``amx.PAD_DEPTH``):
+        up to whole steps of ``amx.STEP`` where its channels take half steps, it copies its input into
+        a padded buffer anyway (padding, or a flattened map) and whole steps take fewer products."""
+        ci = shape[2]
+        if not (self.amx and amx.PAD_DEPTH and cblock in amx.BLOCKS and ci > amx.HALF_STEP
+                and amx.channel_steps(ci) == (amx.HALF_STEP, ci // amx.HALF_STEP)):
+            return 0
+        extra = -ci % amx.STEP
+        copied = any(int(p) for p in a.padding) or self.flat_map(a, [*shape[:2], ci + extra, shape[3]], cblock, out)
+        return extra if copied and shape[0] * shape[1] > 1 else 0
 
     def flat_map(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> bool:
         """Whether a bf16 convolution runs over its padded map flattened (``amx.FLAT_MAPS``): on
@@ -510,8 +546,12 @@ def flat_conv(x: Any, wp: Any, pad: list[int], window: list[int], channels: int,
     tile's description has not."""
     from tvm import tirx
 
-    n, h, w, _ = (int(v) for v in x.shape)
+    n, h, w, ci = (int(v) for v in x.shape)
     ob, (half, pb), (kh, kw) = int(wp.shape[0]), (int(v) for v in wp.shape[-3:-1]), window
+    # (channels beyond the input's, ``_Pack.deeper``: their weights are zero, so they copy the last
+    # real ones, a vector's worth back, rather than zeros: a segment of constant bf16 vectors, once
+    # partitioned, fails TVM's bf16 storage legalisation)
+    deeper = 2 * half > ci
     top, left, bottom, right = pad
     wide, tall = w + left + right, h + top + bottom
     image, oh, ow = tall * wide, tall - kh + 1, wide - kw + 1
@@ -521,7 +561,8 @@ def flat_conv(x: Any, wp: Any, pad: list[int], window: list[int], channels: int,
     def value(q: Any, c: Any) -> Any:
         b, y, z = q // image, q % image // wide - top, q % wide - left
         inside = tirx.all(b < n, y >= 0, y < h, z >= 0, z < w)
-        return tirx.if_then_else(inside, x[clamp(b, n), clamp(y, h), clamp(z, w), c], tirx.const(0, x.dtype))
+        at = tirx.if_then_else(c < ci, c, c - (2 * half - ci)) if deeper else c
+        return tirx.if_then_else(inside, x[clamp(b, n), clamp(y, h), clamp(z, w), at], tirx.const(0, x.dtype))
 
     flat = te.compute((rows + (kh - 1) * wide + kw - 1, 2 * half), value, name="pad")
     rc = te.reduce_axis((0, 2 * half), "rc")
