@@ -907,9 +907,10 @@ class _Bf16Tiles(torch.nn.Module):
     (a prime: padded with zero rows to 48, three tiles of 16, ``amx.padded_rows``), a 7x7 stem
     over an image's 3 channels (a window row's 7 columns x 4 channels per product, the image laid
     out with each pixel's channels side by side, ``amx.stem_rows``; the sums held across the window
-    rows) and a 3x3 convolution over 48 input channels (in steps of 16) to 48
+    rows) and a 3x3 convolution over 48 input channels (read as 64 in its padded copy) to 48
     (padded to 64 with zero channels; with AMX direct, not Winograd). After the strided one, over
-    its 7x7 map, a 3x3 convolution to 80 channels (padded to 96) and a 7x1 one from them, both over
+    its 7x7 map, a 3x3 convolution to 80 channels (padded to 96) and a 7x1 one from them (reading
+    96), both over
     the padded map flattened (``amx.FLAT_MAPS``: rows of 7 are short tiles; a window of one axis
     whose taps are a map row apart)."""
 

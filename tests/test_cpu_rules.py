@@ -2172,7 +2172,7 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     call the tile function (``compile/amx.py``): a 1x1 convolution, a strided 3x3 one (its window
     inside the tile), a dense layer over 37 rows (padded with zero rows by PackWeights: a prime
     has no tile), a 7x7 stem over 3 channels (a window row per product) and a 3x3 convolution
-    from 48 channels (steps of 16) to 48 (padded to 64), direct where Zen 4 takes it to Winograd,
+    from 48 channels (read as 64 in its padded copy: ``amx.PAD_DEPTH``) to 48 (padded to 64), direct where Zen 4 takes it to Winograd,
     both over 14x14 maps in pairs of output rows, and over the strided one's 7x7 map a 3x3 and a 7x1
     convolution over the padded map flattened (16-row tiles across map rows); the dense layer's
     weights streamed, the next panel asked into L2 (``amx.PREFETCH_PANEL``); the convolution over 8
@@ -2218,7 +2218,7 @@ def test_bf16_products_on_a_cpu_with_amx_run_on_tiles_and_compile():
     # 7x1 window's taps 7 apart, a map without column padding)
     assert [n for n in amx._registered if "_n" in n] == ["tvmbench_amx_bf16_1x16x64_s1_w1_p0_f0_n3"], amx._registered
     assert {n for n in amx._registered if n.endswith(("_f9", "_f7"))} == {
-        "tvmbench_amx_bf16_2x16x64_s1_w3x3_p0_f9", "tvmbench_amx_bf16_2x16x80_s1_w7_p0_f7"}, sorted(amx._registered)
+        "tvmbench_amx_bf16_2x16x64_s1_w3x3_p0_f9", "tvmbench_amx_bf16_2x16x96_s1_w7_p0_f7"}  # (80 read as 96: PAD_DEPTH), sorted(amx._registered)
 
 
 @pytest.mark.parametrize("window_factor, maps", [(4.0, 1), (1.0, 1), (4.0, 0)])
