@@ -63,7 +63,7 @@ def packed_conv(x: Any, wp: Any, strides: list[int], pad: list[int], dilation: l
         ob, kh, kw, ci, pb = (int(v) for v in wp.shape[:5])
         ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
-    deeper = 0 if nchw else ci - int(x.shape[3])  # (zero channels: ``_Pack.deeper``)
+    deeper = 0 if nchw else ci - int(x.shape[3])  # (channels beyond the input's, their weights zero: ``_Pack.deeper``)
     if any(pad) or (nchw and str(x.dtype) != str(wp.dtype)):
         before, after = ([0, 0, top, left], [0, 0, bottom, right]) if nchw else ([0, top, left, 0], [0, bottom, right, deeper])
         same = str(x.dtype) == str(wp.dtype)
@@ -359,7 +359,7 @@ class _Pack(PyExprMutator):
         # right that reads one more column of padding)
         column_pairs = pairs and source is not None
         deeper = self.deeper(a, shape, cblock, out) if pairs and source is None and window is None else 0
-        if deeper:  # (zero input channels to whole AMX steps, in the padded copy the kernel makes)
+        if deeper:  # (input channels to whole AMX steps, their weights zero, in the padded copy the kernel makes)
             w = self.builder_.emit(relax.op.nn.pad(w, [0, 0, 0, 0, 0, deeper, 0, 0]))
             shape = [*shape[:2], shape[2] + deeper, shape[3]]
         layout = ((lambda kh, kw, i, o: (o // cblock, i, kh, kw // 2, o % cblock, kw % 2)) if column_pairs
@@ -424,9 +424,10 @@ class _Pack(PyExprMutator):
         return tile_columns(width) if self.amx else None
 
     def deeper(self, a: Any, shape: list[int], cblock: int, out: list[int] | None) -> int:
-        """Zero input channels a bf16 convolution on AMX tiles reads beyond its own (``amx.PAD_DEPTH``):
-        up to whole steps of ``amx.STEP`` where its channels take half steps, it copies its input into
-        a padded buffer anyway (padding, or a flattened map) and whole steps take fewer products."""
+        """Input channels a bf16 convolution on AMX tiles reads beyond its own, their weights zero
+        (``amx.PAD_DEPTH``): up to whole steps of ``amx.STEP`` where its channels take half steps, it
+        copies its input into a padded buffer anyway (padding, or a flattened map) and whole steps
+        take fewer products."""
         ci = shape[2]
         if not (self.amx and amx.PAD_DEPTH and cblock in amx.BLOCKS and ci > amx.HALF_STEP
                 and amx.channel_steps(ci) == (amx.HALF_STEP, ci // amx.HALF_STEP)):
