@@ -80,11 +80,13 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             continue
         for fw in [f for f in run.get("frameworks", []) if f in old.get("frameworks", []) and f != relative_to]:
             ra, rb = old.get(result_key(fw)) or {}, run.get(result_key(fw)) or {}
-            if _ok(ra) and _ok(rb) and relative_to:
+            if not (_ok(ra) and _ok(rb)):
+                continue
+            if relative_to:
                 refs = (old.get(result_key(relative_to)) or {}, run.get(result_key(relative_to)) or {})
                 if _ok(refs[0]) and _ok(refs[1]):
                     changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band))
-            elif _ok(ra) and _ok(rb):
+            else:
                 others = [r for r in (o.get(result_key(fw)) or {} for o in bridges or []
                                       if _point(o) == _point(run) and fw in o.get("frameworks", []))
                           if _ok(r) and r.get("samples_ms") not in (ra.get("samples_ms"), rb.get("samples_ms"))]
