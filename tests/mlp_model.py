@@ -857,6 +857,27 @@ def build_bf16_pools():
     return _Bf16Pools().eval(), (torch.randn(1, 3, 64, 64),)
 
 
+class _Bf16PoolBranch(torch.nn.Module):
+    """An Inception block in a bf16 build (``bf16_dense.BF16_POOL_READERS``): a stem's max pool
+    (33x33x64) read by two 1x1 convolutions and by a 3x3 average pool before a third
+    (inception_v3's ``branch_pool``)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = torch.nn.Conv2d(3, 64, 3)
+        self.a, self.b, self.c = (torch.nn.Conv2d(64, 32, 1) for _ in range(3))
+
+    def forward(self, x):
+        x = torch.nn.functional.max_pool2d(torch.relu(self.stem(x)), 3, 2)
+        a, b = self.a(x), self.b(x)
+        return torch.cat([a, b, self.c(torch.nn.functional.avg_pool2d(x, 3, 1, 1))], 1)
+
+
+def build_bf16_pool_branch():
+    torch.manual_seed(0)
+    return _Bf16PoolBranch().eval(), (torch.randn(1, 3, 69, 69),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

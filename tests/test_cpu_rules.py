@@ -2581,6 +2581,42 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
         np.testing.assert_array_equal(outs[0][0], outs[1][0])
 
 
+def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tmp_path):
+    """Under --precision bf16 a feature map read by bf16 convolutions and by an average pool (an
+    Inception block's ``branch_pool``) is written once, in bf16, and the average pool widens it
+    (``bf16_dense.BF16_POOL_READERS``); a max pool before such a block then pools bf16 too. With
+    0 both pools read fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
+    import importlib
+
+    import tvm
+
+    from tvmbench.compile.precision import apply_precision
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pool_branch")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, "BF16_POOL_READERS", value)
+        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
+                                                          target))
+        kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+        pools = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "pool2d" in n}
+        assert len(pools) == 2 and set(pools.values()) == {"bfloat16" if value else "float32"}, pools
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    if outs:
+        import torch
+
+        from tvmbench.measure import accuracy
+
+        with torch.no_grad():
+            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
+        for got in outs:
+            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
+            assert check["passed"], check
+
+
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 

@@ -82,6 +82,12 @@ KEEP_JOINED_EXPANSIONS = 1
 # cast kernel of its own) 2 against 1 (session 89, `--runs 150 --block 5`): resnet50 1.078x,
 # resnet101 1.101x, resnet152 1.106x, resnet18 1.072x, resnet34 1.058x, mobilenet_v2 1.012x.
 BF16_RESIDUALS = 2
+# ... and where its other readers are average pools too, as well as or instead of adds (1; 0:
+# adds only): Inception's blocks read their input with three convolutions and a 3x3 average pool
+# (``branch_pool``), which kept the block's input in fp32, and a max pool before such a block
+# (inception_v3's second stem pool, 35x35x192) pooled fp32 for it (``_pooled_casts`` takes a
+# pool only a cast reads). The average pool sums the widened bf16 values in fp32.
+BF16_POOL_READERS = 1
 # A network's stem (a convolution over the few channels of an NCHW image, PackWeights'
 # ``NCHW_STEM_CHANNELS``) with at least this many vectors of outputs reads bf16 too, in pairs of
 # neighbouring window columns (its 3 channels give no pairs of channels; an odd window is padded
@@ -183,14 +189,24 @@ class _Bf16Dense(PyExprMutator):
         return out
 
 
+def _widened_reader(value: Any) -> bool:
+    """``value`` may read a feature map's bf16 copy, widened (``_residual_casts``): an ``add``, or
+    an NHWC average pool (BF16_POOL_READERS)."""
+    if op_name(value) == "relax.add":
+        return True
+    return (bool(BF16_POOL_READERS) and op_name(value) == "relax.nn.avg_pool2d"
+            and str(value.attrs.layout) == "NHWC" and str(value.attrs.out_layout) == "NHWC")
+
+
 def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:
     """A ResNet block's output feeds the next block's first convolution, which reads it as bf16
     (``round_input``), and the next block's residual ``add``, which read the fp32 one: its
     producer wrote both, or the fp32 one for the cast to read again. In bf16 the 1x1 convolutions
     that end resnet50's first stages took twice OpenVINO's time, their 3.2 MB fp32 outputs and
     residuals going to memory. For each such NHWC feature map (a 4-d fp32 value over ``min_bytes``
-    whose users are its bf16 cast and ``add`` s after it), the cast's variable: the adds then read
-    the bf16 one, widened (``_Bf16Residuals``), and the producer writes bf16 alone."""
+    whose users are its bf16 cast and ``add`` s or average pools after it, ``_widened_reader``),
+    the cast's variable: those then read the bf16 one, widened (``_Bf16Residuals``), and the
+    producer writes bf16 alone."""
     order = {b.var: i for i, b in enumerate(bindings(func)) if isinstance(b, relax.VarBinding)}
     bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
     users, uses = users_of(bound), use_counts(func)
@@ -205,22 +221,27 @@ def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:
             continue
         others = [u for u in users.get(x, []) if u is not var]
         if (others and uses.get(x) == len(others) + 1
-                and all(op_name(bound[u]) == "relax.add" and order[u] > order[var] for u in others)):
+                and all(_widened_reader(bound[u]) and order[u] > order[var] for u in others)):
             found[x] = var
     return found
 
 
 @mutator
 class _Bf16Residuals(PyExprMutator):
-    """The residual ``add`` s of ``_residual_casts`` read their operand's bf16 copy, widened."""
+    """The residual ``add`` s (and average pools) of ``_residual_casts`` read their operand's
+    bf16 copy, widened."""
 
     def __init__(self, mod: Any) -> None:
         super().__init__(mod)
         self.casts: dict[Any, Any] = {}
 
     def visit_call_(self, call: Any) -> Any:
-        if op_name(call) != "relax.add" or not any(a in self.casts for a in call.args):
+        if not _widened_reader(call) or not any(a in self.casts for a in call.args):
             return super().visit_call_(call)
+        if op_name(call) == "relax.nn.avg_pool2d":  # (widened inside the pool's kernel: a cast
+            # before a pool stays a kernel of its own)
+            return self.builder_.call_te(_widened_pool, self.visit_expr(self.casts[call.args[0]]), "avg",
+                                         *_pool_attrs(call), primfunc_name_hint="avg_pool2d")
         args = [self.builder_.emit(relax.op.astype(self.visit_expr(self.casts[a]), "float32")) if a in self.casts
                 else self.visit_expr(a) for a in call.args]
         return relax.op.add(*args)
@@ -270,24 +291,30 @@ class _Bf16Pools(PyExprMutator):
         pool, copy = self.pools[binding.var]
         x = self.visit_expr(pool.args[0]) if copy is None else self.visit_expr(copy)
         xb = self.builder_.emit(relax.op.astype(x, "bfloat16")) if copy is None else x
-        a = pool.attrs
-        value = self.builder_.call_te(_widened_max_pool, xb, [int(k) for k in a.pool_size],
-                                      [int(s) for s in a.strides], [int(d) for d in a.dilation],
-                                      [int(p) for p in a.padding], bool(a.ceil_mode), primfunc_name_hint="max_pool2d")
+        value = self.builder_.call_te(_widened_pool, xb, "max", *_pool_attrs(pool), primfunc_name_hint="max_pool2d")
         self.set_var_remap(binding.var, self.builder_.emit(value, name_hint=binding.var.name))
 
 
-def _widened_max_pool(x: Any, size: list[int], strides: list[int], dilation: list[int], padding: list[int],
-                      ceil_mode: bool) -> Any:
-    """An NHWC max pool of bf16 ``x`` whose running maximum is fp32, rounded once at the end (an
-    exact rounding: the maximum is one of the bf16 values). Pooled in bf16, every step of the
-    window rounded the running maximum again, integer arithmetic on each vector (TVM's
-    BF16ComputeLegalize), and the pool took 0.041 ms where it reads 1.6 MB."""
+def _pool_attrs(pool: Any) -> tuple[list[int], list[int], list[int], list[int], bool, bool]:
+    """An NHWC pool's window, strides, dilation, padding, ceil mode and whether its average counts
+    the padding, as ``_widened_pool`` takes them."""
+    a = pool.attrs
+    return ([int(k) for k in a.pool_size], [int(s) for s in a.strides], [int(d) for d in a.dilation],
+            [int(p) for p in a.padding], bool(a.ceil_mode), bool(getattr(a, "count_include_pad", False)))
+
+
+def _widened_pool(x: Any, kind: str, size: list[int], strides: list[int], dilation: list[int], padding: list[int],
+                  ceil_mode: bool, count_include_pad: bool) -> Any:
+    """An NHWC pool of bf16 ``x`` in fp32: a max pool's running maximum, rounded once at the end
+    (an exact rounding: the maximum is one of the bf16 values), an average pool's sum, its fp32
+    average the output. Pooled in bf16, every step of the window rounded the running maximum
+    again, integer arithmetic on each vector (TVM's BF16ComputeLegalize), and the pool took
+    0.041 ms where it reads 1.6 MB."""
     from tvm import te, topi
 
     wide = te.compute(x.shape, lambda *i: x(*i).astype("float32"), name="widen")
-    pooled = topi.nn.pool2d(wide, size, strides, dilation, padding, "max", ceil_mode, "NHWC")
-    return te.compute(pooled.shape, lambda *i: pooled(*i).astype("bfloat16"), name="round")
+    pooled = topi.nn.pool2d(wide, size, strides, dilation, padding, kind, ceil_mode, "NHWC", count_include_pad)
+    return pooled if kind == "avg" else te.compute(pooled.shape, lambda *i: pooled(*i).astype("bfloat16"), name="round")
 
 
 def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
