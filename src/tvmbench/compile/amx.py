@@ -97,13 +97,6 @@ FLAT_MAPS = 1
 PREFETCH_PANEL = 1
 FLAT_MIN_DEPTH = 512
 FLAT_BELOW_ROWS = 10
-# A bf16 1x1 convolution (stride 1, no padding, outputs in whole blocks of 32) whose map rows
-# give A tiles of fewer rows than this (a 17x17 map: 18 columns in tiles of 9; 35x35: 7) is
-# computed as a dense layer over its pixels flattened (``passes/pack_weights.py``'s
-# ``pointwise_as_dense``), in tiles of 16 rows, the pixels padded with zero rows to whole tiles
-# (``padded_rows``). Alone, a 768 -> 192 1x1 took 0.078 ms over 17x17 (by rows), 0.038 over 16x16
-# (paired tiles of 16 rows): each pair of weight tiles loaded serves 9 rows, not 16. 0: by rows.
-FLAT_POINTWISE_BELOW = 12
 
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
@@ -301,20 +294,13 @@ def stem_rows(shape: list[int], dtype: str, attrs: Any) -> bool:
             and int(attrs.groups) == 1 and all(int(d) == 1 for d in attrs.dilation))
 
 
-def padded_rows(extent: int, least: int = MIN_ROWS) -> int | None:
+def padded_rows(extent: int) -> int | None:
     """The rows a dense layer computes so that A tiles cover them whole (``passes/pack_weights.py``
-    pads its input with zero rows), None where ``tile_rows`` finds a tile of at least ``least``
-    rows: ViT's 197 tokens (a prime) as 208, in 13 tiles of 16."""
-    if extent <= MAX_ROWS or (tile_rows(extent) or 0) >= least:
+    pads its input with zero rows), None where ``tile_rows`` finds a tile: ViT's 197 tokens (a
+    prime) as 208, in 13 tiles of 16."""
+    if extent <= MAX_ROWS or tile_rows(extent) is not None:
         return None
     return -(-extent // MAX_ROWS) * MAX_ROWS
-
-
-def flat_pointwise(width: int, depth: int, outputs: int) -> bool:
-    """Whether a bf16 1x1 convolution over map rows of ``width`` pixels runs as a dense layer over
-    its pixels (FLAT_POINTWISE_BELOW)."""
-    return (bool(FLAT_POINTWISE_BELOW) and outputs % PACK == 0 and channel_steps(depth) is not None
-            and (tile_rows(width) or 0) < FLAT_POINTWISE_BELOW)
 
 
 def usable(target: Any) -> bool:

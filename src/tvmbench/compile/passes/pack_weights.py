@@ -456,15 +456,10 @@ class _Pack(PyExprMutator):
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
-        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows no CONV_TILE_ROWS
-        divides; bf16 on AMX tiles where map rows make short tiles (``amx.flat_pointwise``)."""
-        if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or out is None:
+        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows no CONV_TILE_ROWS divides."""
+        if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or str(x.ty.dtype) != "float32" or out is None:
             return False
         if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or any(int(p) for p in a.padding):
-            return False
-        if self.amx and str(x.ty.dtype) == "bfloat16":
-            return amx.flat_pointwise(out[2], shape[2], shape[3])
-        if str(x.ty.dtype) != "float32":
             return False
         if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
             return False
@@ -523,7 +518,7 @@ class _Pack(PyExprMutator):
             rows = -(-m // 4) * 4
         rank = len(x.ty.shape)
         on_tiles = pairs and self.amx and amx.fits(int(w.ty.shape[0]), pb)
-        tiles = amx.padded_rows(m, amx.FLAT_POINTWISE_BELOW if conv else amx.MIN_ROWS) if on_tiles else None
+        tiles = amx.padded_rows(m) if on_tiles else None
         if on_tiles:  # (AMX tiles load their rows from memory: extra rows are zeros, not a re-read)
             rows = None
         if tiles:
