@@ -27,7 +27,7 @@ and 7), text models at seq 77, ViTs at their own size.
 ``--precision bf16``: TVM and OpenVINO in bf16 (on a CPU with AVX-512 BF16), ONNX Runtime fp32
 (it has no bf16 there: the best peer is then OpenVINO's bf16), outputs checked at bf16's tolerance.
 
-``--quick``: batch 1 at the default size only. ``--rounds N``: each point measured in N rounds of
+``--quick``: batch 1 at the default size only (``--batch N``: batch N there). ``--rounds N``: each point measured in N rounds of
 fresh workers, the frameworks' order alternating (one round's ratio moved by up to 7 % between
 runs an hour apart on the shared Xeon host). ``--lockstep``: the frameworks of a point take turns
 of a quarter second even in a single round (``measure/lockstep.py``), so a burst of interference
@@ -80,14 +80,16 @@ def odd_entry(name: str) -> ModelEntry:
     return ModelEntry(name=name, batch_size=[ODD_BATCH], seq_length=ODD_SEQ)
 
 
-def entries(name: str, quick: bool, odd: bool = False) -> list[ModelEntry]:
-    """The points of one model, as compare config entries."""
+def entries(name: str, quick: bool, odd: bool = False, batch: int | None = None) -> list[ModelEntry]:
+    """The points of one model, as compare config entries (``batch``: that batch alone, at the
+    default size, as ``quick`` is batch 1)."""
     if odd:
         return [odd_entry(name)]
+    quick = quick or batch is not None
+    batches = [batch or 1] if quick else [1, 8]
     if name.startswith(TORCHVISION_PREFIX):  # its own default size (ViTs take no other)
-        return [ModelEntry(name=name, batch_size=[1] if quick else [1, 8])]
+        return [ModelEntry(name=name, batch_size=batches)]
     zoo = ZOO[name]
-    batches = [1] if quick else [1, 8]
     if zoo.family == "cnn":
         sizes = [zoo.default_image_size] if quick else [zoo.default_image_size, 160, 320]
         return [ModelEntry(name=name, batch_size=batches, image_size=s) for s in sizes]
@@ -101,7 +103,7 @@ def entries(name: str, quick: bool, odd: bool = False) -> list[ModelEntry]:
 
 def measure(name: str, args: argparse.Namespace) -> None:
     out = Path(args.out_dir) / f"{name.replace('/', '_').replace(':', '_')}.json"
-    config = CompareConfig(models=entries(name, args.quick, args.odd),
+    config = CompareConfig(models=entries(name, args.quick, args.odd, args.batch),
                            global_settings=GlobalSettings(target="llvm", rounds=args.rounds))
     t0 = time.monotonic()
     print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
@@ -220,6 +222,7 @@ def main() -> int:
                              "with a comma-separated list of families (cnn, video, segmentation, "
                              "optical_flow, detection, or all), those families' models")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
+    parser.add_argument("--batch", type=int, help="only this batch size, at the default size (as --quick at batch 1)")
     parser.add_argument("--odd", action="store_true",
                         help="one point per model at odd shapes: batch 3, 193 px or seq 77")
     parser.add_argument("--out-dir", default="results/zoo_cpu")
