@@ -78,7 +78,10 @@ STEM_ROW = 32
 # by rows a loop of tiles that load and store the sums per tap, are inside the tile too); over at
 # least FLAT_MIN_DEPTH inputs (weights of 32 KB per block: below, they stay in L1, and the padding
 # rows and the separate epilogue cost more: SqueezeNet's 13x13 maps 0.46x alone); not 1x1 (by rows
-# they read the input in place, no copy). Products cost by rows, so maps of two tiles of 14 per row
+# they read the input in place, no copy; session 93 ran 1x1s with tiles under 12 rows as dense
+# layers over their pixels, padded to whole tiles: 0.87x squeezenet1_1, 0.96x mobilenet_v2,
+# 0.98x googlenet and resnet50, inception_v3 level, the padding copy eating what the tiles of 16
+# rows saved). Products cost by rows, so maps of two tiles of 14 per row
 # or paired rows stay by rows (alone flattened: 28x28 0.75x, 56x56 0.89x, 14x14 0.92x, 8x8 1x3
 # 0.79x). Same-process A/Bs (Xeon VM, session 88, ``benchmarks/rule_ab.py M amx.FLAT_MAPS 0
 # --precision bf16 --runs 100 --block 5``): inception_v3 1.105x, resnet34 1.053x, resnet18 1.047x,

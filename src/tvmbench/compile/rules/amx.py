@@ -63,6 +63,11 @@ CHANNEL_OUTER_WINDOW = 4.0
 # M rules.amx.CHANNEL_OUTER_MAPS 0 --precision bf16 --block 5``, 1 over 0): mobilenet_v2 1.079x,
 # mnasnet1_0 1.070x, the other CNNs 0.991-1.015x, bert-base at batch 8 0.998x. 0: they keep 1.0.
 CHANNEL_OUTER_MAPS = 1
+# ... whatever the factors, tiles run channel-outer where the weights are larger than one core's L2
+# (1; 0: the factors alone): row-outer, every row tile reads them all again from L3 or memory.
+# At batch 8 the input grows past the factors (resnet50's last 3x3 convolutions, 4.7 MB of weights
+# against 1.6 MB of input: 56 row tiles each reading 4.7 MB, 3.4 ms at 7 % of the peak).
+CHANNEL_OUTER_OVER_L2 = 1
 # Where the row axis makes an odd number of tiles (a 14x14 map: one tile of 14 per row), the two A
 # tiles take two output rows (``amx._paired``), so each B tile serves two products: alone, tile
 # loads cost more than the products in such kernels (session 87).
@@ -180,12 +185,13 @@ def _panel_share(found: Match, tile_rows: int) -> int:
 
 def _channel_outer(found: Any) -> bool:
     """Whether the tiles run channel-outer (CHANNEL_OUTER_WEIGHTS; a convolution with a window, or
-    one over a map: CHANNEL_OUTER_WINDOW)."""
+    one over a map: CHANNEL_OUTER_WINDOW; weights over L2: CHANNEL_OUTER_OVER_L2)."""
     windowed = sum(k == "R" for k in found.kinds) > 1
     mapped = any(k == "S" and i not in (found.n_axis, found.m_axis) and e > 1
                  for i, (k, e) in enumerate(zip(found.kinds, found.extents, strict=True)))
     factor = CHANNEL_OUTER_WINDOW if windowed or (mapped and CHANNEL_OUTER_MAPS) else CHANNEL_OUTER_WEIGHTS
-    return operand_bytes(found, rows_dependent=False) > factor * operand_bytes(found, rows_dependent=True)
+    weights = operand_bytes(found, rows_dependent=False)
+    return weights > factor * operand_bytes(found, rows_dependent=True) or bool(CHANNEL_OUTER_OVER_L2) and weights > found.l2
 
 
 def _tile_shape(found: Any) -> tuple[int, int, int, tuple[int, int] | None, bool, tuple[int, int] | None, int] | None:
