@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from tvmbench.compile import amx, bf16
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule, schedule_injective_block
@@ -38,6 +40,7 @@ from tvmbench.compile.rules.contraction import (
     weight_batch_axes,
     write_back,
 )
+from tvmbench.compile.tiles import largest_divisor
 from tvmbench.compile.tir import as_int, coefficient
 
 # Tiles run channel-outer (one 32-column panel of weights swept over every row tile of every image
@@ -68,6 +71,10 @@ CHANNEL_OUTER_MAPS = 1
 # At batch 8 the input grows past the factors (resnet50's last 3x3 convolutions, 4.7 MB of weights
 # against 1.6 MB of input: 56 row tiles each reading 4.7 MB, 3.4 ms at 7 % of the peak).
 CHANNEL_OUTER_OVER_L2 = 1
+# Channel-outer tiles over an input larger than this go in blocks of rows whose input is at most
+# this much (``_row_blocks``; 0: one block): each panel of weights sweeps a block's rows, the weights
+# read once per block, the block's input from L2.
+ROW_BLOCK_BYTES = 1 << 20
 # Where the row axis makes an odd number of tiles (a 14x14 map: one tile of 14 per row), the two A
 # tiles take two output rows (``amx._paired``), so each B tile serves two products: alone, tile
 # loads cost more than the products in such kernels (session 87).
@@ -105,6 +112,8 @@ class Amx(Rule):
         streamed = knob("amx_channel_outer", _channel_outer(found), (False, True))
         order = _tile_order(found, loops, n_outer, m_outer, streamed)
         share = _panel_share(found, rows * tiles_a) if streamed and knob("amx_prefetch_panel", True, (False, True)) else 0
+        if streamed:
+            order, share = _row_blocks(found, order, share)
         # (a window of two axes inside the tile, its sums held in the tiles; one of one axis, a 1x7
         # convolution's, a loop of tiles: each tap loads and stores the sums)
         taps = reductions[:-1] if window is None else []
@@ -170,6 +179,26 @@ def _tile_order(found: Match, loops: list[Any], n_outer: Any, m_outer: Any, chan
     batch = weight_batch_axes(found)
     return ([loops[i] for i in sorted(batch)] + [n_outer]
             + [loop for i, loop in enumerate(loops) if loop in outer and i not in batch] + [m_outer])
+
+
+def _row_blocks(found: Match, order: list[Any], share: int) -> tuple[list[Any], int]:
+    """Channel-outer tiles (``order``: the weights' panels outermost) sweep every row of the
+    input once per panel; an input larger than ROW_BLOCK_BYTES comes from L3 or memory for each.
+    Then the row tiles go in blocks of at most that much input, each panel sweeping a block's:
+    the weights are read once per block. (The fused loop is parallel: each core takes its half of
+    the blocks.) Returns the loops to fuse and the tiles that read a panel one after another."""
+    sch = found.sch
+    if not ROW_BLOCK_BYTES or weight_batch_axes(found) or len(order) < 2:
+        return order, share
+    tiles_ = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in order[1:]]))
+    per_tile = operand_bytes(found, rows_dependent=True) / tiles_
+    fit = max(int(ROW_BLOCK_BYTES // per_tile), 1)
+    block = knob("amx_row_block", largest_divisor(tiles_, fit), [d for d in range(1, tiles_ + 1) if tiles_ % d == 0])
+    if block >= tiles_ or 2 * block < min(fit, tiles_):
+        return order, share
+    row_block, row_in = sch.split(sch.fuse(*order[1:]) if len(order) > 2 else order[1], factors=[None, block])
+    sch.reorder(row_block, order[0])
+    return [row_block, order[0], row_in], block if share else 0
 
 
 def _panel_share(found: Match, tile_rows: int) -> int:
