@@ -878,6 +878,14 @@ def build_bf16_pool_branch():
     return _Bf16PoolBranch().eval(), (torch.randn(1, 3, 69, 69),)
 
 
+def build_bf16_streamed():
+    """A bf16 dense layer whose weights (2048 -> 768: 3 MB in bf16) are larger than L2 (1 or 2 MB)
+    and whose input (1024 rows: 4 MB) larger still (``rules/amx.py``'s CHANNEL_OUTER_OVER_L2 and
+    ROW_BLOCK_BYTES)."""
+    torch.manual_seed(0)
+    return torch.nn.Linear(2048, 768).eval(), (torch.randn(1024, 2048),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

@@ -2620,6 +2620,45 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 
+def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tmp_path):
+    """On AMX a dense layer whose weights are larger than L2 runs channel-outer even where its
+    input is larger still (``CHANNEL_OUTER_OVER_L2``: row-outer, every row tile read all the
+    weights again), and over that input in blocks of rows whose input fits ROW_BLOCK_BYTES (the
+    weights read once per block): 4 MB of input in 32 row tiles of 32 rows, blocks of 8 tiles.
+    Without either, row-outer, one block. On a host with AMX the outputs are the same bits
+    blocked or not, and match PyTorch's."""
+    import tvm
+
+    from tvmbench.compile.precision import apply_precision
+    from tvmbench.compile.rules import amx as amx_rule
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_streamed")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    name, func = next((gv.name_hint, f) for gv, f in legal.functions.items() if "matmul" in gv.name_hint)
+    seen, outs = {}, {}
+    for over_l2, block_bytes in ((1, 1 << 20), (0, 1 << 20), (1, 0)):
+        monkeypatch.setattr(amx_rule, "CHANNEL_OUTER_OVER_L2", over_l2)
+        monkeypatch.setattr(amx_rule, "ROW_BLOCK_BYTES", block_bytes)
+        found, _ = amx_rule._matched(func, target.tvm())
+        outer = amx_rule._channel_outer(found)
+        trace = str(pipeline.default_schedule(func, target)[1].trace)
+        seen[over_l2, block_bytes] = (outer, "factors=[None, 8]" in trace)
+        if HOST_AMX and outer:
+            outs[block_bytes] = _bf16_outputs(model, monkeypatch, tmp_path / str(block_bytes))
+    assert seen == {(1, 1 << 20): (True, True), (0, 1 << 20): (False, False), (1, 0): (True, False)}, (name, seen)
+    if outs:
+        import torch
+
+        from tvmbench.measure import accuracy
+
+        np.testing.assert_array_equal(outs[1 << 20][0], outs[0][0])
+        with torch.no_grad():
+            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
+        check = accuracy.compare(outs[0], reference, accuracy.tolerance_for("bfloat16"))
+        assert check["passed"], check
+
+
 def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_threads_is_another(monkeypatch, tmp_path):
     """The tile function reads the thread's tile configuration back (``sttilecfg``) and loads its
     own only where that differs (``amx.KEEP_CONFIG``; ``ldtilecfg`` on every call cost 45-80 ns,

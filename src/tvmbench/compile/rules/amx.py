@@ -182,23 +182,30 @@ def _tile_order(found: Match, loops: list[Any], n_outer: Any, m_outer: Any, chan
 
 
 def _row_blocks(found: Match, order: list[Any], share: int) -> tuple[list[Any], int]:
-    """Channel-outer tiles (``order``: the weights' panels outermost) sweep every row of the
-    input once per panel; an input larger than ROW_BLOCK_BYTES comes from L3 or memory for each.
-    Then the row tiles go in blocks of at most that much input, each panel sweeping a block's:
-    the weights are read once per block. (The fused loop is parallel: each core takes its half of
-    the blocks.) Returns the loops to fuse and the tiles that read a panel one after another."""
+    """Channel-outer tiles (``order``: the weights' panels outermost, then the row loops) sweep
+    every row of the input once per panel; an input larger than ROW_BLOCK_BYTES comes from L3 or
+    memory for each. Then the row tiles go in blocks of at most that much input, each panel
+    sweeping a block's: the weights are read once per block. A block is whole inner row loops and
+    a divisor of the next one out, so that each loop stays an axis of its own (a block cut from
+    the row loops fused made TVM bound the epilogue of a tile by the whole output: vgg16's
+    convolutions 10x slower). Returns the loops to fuse and the tiles that read a panel one after
+    another."""
     sch = found.sch
     if not ROW_BLOCK_BYTES or weight_batch_axes(found) or len(order) < 2:
         return order, share
-    tiles_ = int(np.prod([as_int(sch.get(loop).extent) or 1 for loop in order[1:]]))
-    per_tile = operand_bytes(found, rows_dependent=True) / tiles_
-    fit = max(int(ROW_BLOCK_BYTES // per_tile), 1)
-    block = knob("amx_row_block", largest_divisor(tiles_, fit), [d for d in range(1, tiles_ + 1) if tiles_ % d == 0])
-    if block >= tiles_ or 2 * block < min(fit, tiles_):
-        return order, share
-    row_block, row_in = sch.split(sch.fuse(*order[1:]) if len(order) > 2 else order[1], factors=[None, block])
-    sch.reorder(row_block, order[0])
-    return [row_block, order[0], row_in], block if share else 0
+    extents = [as_int(sch.get(loop).extent) or 1 for loop in order[1:]]
+    per_tile = operand_bytes(found, rows_dependent=True) / int(np.prod(extents))
+    inner = 1
+    for i in range(len(extents) - 1, -1, -1):
+        if inner * extents[i] * per_tile <= ROW_BLOCK_BYTES:
+            inner *= extents[i]
+            continue
+        part = largest_divisor(extents[i], max(int(ROW_BLOCK_BYTES // (inner * per_tile)), 1))
+        if 2 * part * inner * per_tile < ROW_BLOCK_BYTES:
+            return order, share  # (no divisor near the size: one block)
+        outer, within = sch.split(order[1 + i], factors=[None, part])
+        return [*order[1:1 + i], outer, order[0], within, *order[2 + i:]], inner * part if share else 0
+    return order, share
 
 
 def _panel_share(found: Match, tile_rows: int) -> int:
