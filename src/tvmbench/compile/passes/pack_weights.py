@@ -518,7 +518,7 @@ class _Pack(PyExprMutator):
             rows = -(-m // 4) * 4
         rank = len(x.ty.shape)
         on_tiles = pairs and self.amx and amx.fits(int(w.ty.shape[0]), pb)
-        tiles = amx.padded_rows(m) if on_tiles else None
+        tiles = amx.padded_rows(m, pairs=True) if on_tiles else None
         if on_tiles:  # (AMX tiles load their rows from memory: extra rows are zeros, not a re-read)
             rows = None
         if tiles:
