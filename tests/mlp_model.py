@@ -886,6 +886,13 @@ def build_bf16_streamed():
     return torch.nn.Linear(2048, 768).eval(), (torch.randn(1024, 2048),)
 
 
+def build_bf16_short_tiles():
+    """A bf16 dense layer over 200 rows: tiles of 10 rows, two per pair of weight tiles
+    (``amx.PAIR_ROWS``: padded to 224, pairs of tiles of 16)."""
+    torch.manual_seed(0)
+    return torch.nn.Linear(64, 64).eval(), (torch.randn(200, 64),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

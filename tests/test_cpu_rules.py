@@ -2659,6 +2659,41 @@ def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tm
         assert check["passed"], check
 
 
+def test_an_amx_dense_layer_over_rows_of_short_tiles_is_padded_to_pairs_of_whole_tiles(monkeypatch, tmp_path):
+    """On AMX a bf16 dense layer over 200 rows, whose tiles would be 10 rows (20 per pair of
+    weight tiles loaded), is padded with zero rows to 224, pairs of tiles of 16
+    (``amx.PAIR_ROWS``); with 0 it keeps its 200 rows. On a host with AMX the outputs match
+    PyTorch's either way."""
+    import tvm
+
+    from tvmbench.compile import amx
+    from tvmbench.compile.precision import apply_precision
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_short_tiles")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for pair_rows in (amx.PAIR_ROWS, 0):
+        monkeypatch.setattr(amx, "PAIR_ROWS", pair_rows)
+        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
+                                                          target))
+        name, func = next((gv.name_hint, f) for gv, f in legal.functions.items()
+                          if isinstance(f, tvm.tirx.PrimFunc) and "matmul" in gv.name_hint)
+        assert int(func.params[0].ty.shape[0]) == (224 if pair_rows else 200), name
+        assert amx.LLVM_FUNCTION in pipeline.default_schedule(func, target)[1].mod.script(), name
+        if HOST_AMX:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(pair_rows)))
+    if outs:
+        import torch
+
+        from tvmbench.measure import accuracy
+
+        with torch.no_grad():
+            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
+        for got in outs:
+            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
+            assert check["passed"], check
+
+
 def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_threads_is_another(monkeypatch, tmp_path):
     """The tile function reads the thread's tile configuration back (``sttilecfg``) and loads its
     own only where that differs (``amx.KEEP_CONFIG``; ``ldtilecfg`` on every call cost 45-80 ns,

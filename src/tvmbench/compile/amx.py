@@ -104,8 +104,11 @@ FLAT_BELOW_ROWS = 10
 # batch 8: 1576 rows, 197 tiles of 8, two A tiles of 8 per pair) has its rows padded with zeros
 # to whole pairs of tiles of 16 (``padded_rows``; 0: only rows no tile divides). Each pair of
 # weight tiles loaded then serves 32 rows, not 16: alone, 1x1 convolutions over 18 rows per
-# pair took 1.5-1.7x the time per row of those over 32 (docs/performance.md, session 93).
+# pair took 1.5-1.7x the time per row of those over 32 (docs/performance.md, session 93). Only
+# where the padding adds at most 1 / PAIR_ROWS_WASTE of the rows: products cost by rows, and
+# distilbert's 77 tokens as 96 (tiles of 11, unpaired) were 0.959x end to end.
 PAIR_ROWS = 24
+PAIR_ROWS_WASTE = 8
 
 _SYS_ARCH_PRCTL, _ARCH_REQ_XCOMP_PERM, _XFEATURE_XTILEDATA = 158, 0x1023, 18
 
@@ -307,16 +310,17 @@ def padded_rows(extent: int, pairs: bool = False) -> int | None:
     """The rows a dense layer computes so that A tiles cover them whole (``passes/pack_weights.py``
     pads its input with zero rows), None where ``tile_rows`` finds a tile: ViT's 197 tokens (a
     prime) as 208, in 13 tiles of 16. With ``pairs``, also where the tiles found give each pair of
-    weight tiles fewer than PAIR_ROWS rows (PAIR_ROWS): padded to whole pairs of tiles of 16."""
+    weight tiles fewer than PAIR_ROWS rows: padded to whole pairs of tiles of 16 (PAIR_ROWS_WASTE)."""
     rows = tile_rows(extent)
     if extent <= MAX_ROWS:
         return None
     if rows is None:
         return -(-extent // MAX_ROWS) * MAX_ROWS
     served = rows * (2 if (extent // rows) % 2 == 0 else 1)
-    if not (pairs and PAIR_ROWS and served < PAIR_ROWS and extent > 2 * MAX_ROWS):
+    padded = -(-extent // (2 * MAX_ROWS)) * 2 * MAX_ROWS
+    if not (pairs and PAIR_ROWS and served < PAIR_ROWS and PAIR_ROWS_WASTE * (padded - extent) <= extent):
         return None
-    return -(-extent // (2 * MAX_ROWS)) * 2 * MAX_ROWS
+    return padded
 
 
 def usable(target: Any) -> bool:
