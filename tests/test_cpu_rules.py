@@ -2549,6 +2549,32 @@ def _bf16_outputs(model, monkeypatch, cache):
     return backend.outputs()
 
 
+def _bf16_kernels(model, target):
+    """The kernels of ``model``'s bf16 build for ``target``, by name (schedules not applied)."""
+    import tvm
+
+    from tvmbench.compile.precision import apply_precision
+
+    legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
+    return {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+
+
+def _assert_bf16_matches_pytorch(model, outs):
+    """Each of ``outs`` (a bf16 build's outputs) matches PyTorch's at bf16's tolerance."""
+    if not outs:
+        return
+    import torch
+
+    from tvmbench.measure import accuracy
+
+    with torch.no_grad():
+        out = model.module(*[torch.from_numpy(v) for v in model.inputs.values()])
+    reference = [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+    for got in outs:
+        check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
+        assert check["passed"], check
+
+
 def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_numbers(monkeypatch, tmp_path):
     """Under --precision bf16 a max pool whose output only a bf16 convolution reads pools the bf16
     copy of its input (``bf16_dense.BF16_POOLS``), keeping its running maximum in fp32: the stem
@@ -2557,9 +2583,6 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
     host that runs bf16 the outputs are the same numbers, to the bit, as pooling in fp32."""
     import importlib
 
-    import tvm
-
-    from tvmbench.compile.precision import apply_precision
 
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pools")
@@ -2567,9 +2590,7 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
     outs = {}
     for value in (1, 0):
         monkeypatch.setattr(bf16_dense, "BF16_POOLS", value)
-        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
-                                                          target))
-        kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+        kernels = _bf16_kernels(model, target)
         pooled = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "max_pool2d" in n}
         assert len(pooled) == 2 and set(pooled.values()) == {"bfloat16" if value else "float32"}, pooled
         stem_fp32 = [n for n, f in kernels.items() if any([int(d) for d in p.ty.shape] == [1, 64, 64, 64]
@@ -2588,9 +2609,6 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     0 both pools read fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
     import importlib
 
-    import tvm
-
-    from tvmbench.compile.precision import apply_precision
 
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pool_branch")
@@ -2598,23 +2616,11 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     outs = []
     for value in (1, 0):
         monkeypatch.setattr(bf16_dense, "BF16_POOL_READERS", value)
-        legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target),
-                                                          target))
-        kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
-        pools = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "pool2d" in n}
+        pools = {n: str(f.params[0].ty.dtype) for n, f in _bf16_kernels(model, target).items() if "pool2d" in n}
         assert len(pools) == 2 and set(pools.values()) == {"bfloat16" if value else "float32"}, pools
         if HOST_BF16:
             outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
-    if outs:
-        import torch
-
-        from tvmbench.measure import accuracy
-
-        with torch.no_grad():
-            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
-        for got in outs:
-            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
-            assert check["passed"], check
+    _assert_bf16_matches_pytorch(model, outs)
 
 
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
@@ -2627,8 +2633,6 @@ def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tm
     weights read once per block): 4 MB of input in 32 row tiles of 32 rows, blocks of 8 tiles.
     Without either, row-outer, one block. On a host with AMX the outputs are the same bits
     blocked or not, and match PyTorch's."""
-    import tvm
-
     from tvmbench.compile.precision import apply_precision
     from tvmbench.compile.rules import amx as amx_rule
 
@@ -2647,16 +2651,9 @@ def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tm
         if HOST_AMX and outer:
             outs[block_bytes] = _bf16_outputs(model, monkeypatch, tmp_path / str(block_bytes))
     assert seen == {(1, 1 << 20): (True, True), (0, 1 << 20): (False, False), (1, 0): (True, False)}, (name, seen)
+    _assert_bf16_matches_pytorch(model, list(outs.values()))
     if outs:
-        import torch
-
-        from tvmbench.measure import accuracy
-
         np.testing.assert_array_equal(outs[1 << 20][0], outs[0][0])
-        with torch.no_grad():
-            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
-        check = accuracy.compare(outs[0], reference, accuracy.tolerance_for("bfloat16"))
-        assert check["passed"], check
 
 
 def test_an_amx_dense_layer_over_rows_of_short_tiles_is_padded_to_pairs_of_whole_tiles(monkeypatch, tmp_path):
@@ -2682,16 +2679,7 @@ def test_an_amx_dense_layer_over_rows_of_short_tiles_is_padded_to_pairs_of_whole
         assert amx.LLVM_FUNCTION in pipeline.default_schedule(func, target)[1].mod.script(), name
         if HOST_AMX:
             outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(pair_rows)))
-    if outs:
-        import torch
-
-        from tvmbench.measure import accuracy
-
-        with torch.no_grad():
-            reference = [model.module(*[torch.from_numpy(v) for v in model.inputs.values()]).numpy()]
-        for got in outs:
-            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
-            assert check["passed"], check
+    _assert_bf16_matches_pytorch(model, outs)
 
 
 def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_threads_is_another(monkeypatch, tmp_path):
@@ -2814,16 +2802,8 @@ def test_amx_convolutions_over_half_steps_read_zero_channels_and_flattened_sums_
         assert seen == {False: (64 if pad_depth else 48, True), True: (96 if pad_depth else 80, bool(flat_sums))}, seen
         if HOST_AMX:
             outs[pad_depth, flat_sums] = _bf16_outputs(model, monkeypatch, tmp_path / f"{pad_depth}{flat_sums}")
+    _assert_bf16_matches_pytorch(model, list(outs.values()))
     if outs:
-        import torch
-
-        from tvmbench.measure import accuracy
-
-        with torch.no_grad():
-            reference = [t.numpy() for t in model.module(*[torch.from_numpy(v) for v in model.inputs.values()])]
-        for got in outs.values():
-            check = accuracy.compare(got, reference, accuracy.tolerance_for("bfloat16"))
-            assert check["passed"], check
         for one, other in zip(outs[1, 1], outs[1, 0], strict=True):
             np.testing.assert_array_equal(one, other)
 
