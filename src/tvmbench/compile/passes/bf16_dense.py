@@ -88,6 +88,11 @@ BF16_RESIDUALS = 2
 # (inception_v3's second stem pool, 35x35x192) pooled fp32 for it (``_pooled_casts`` takes a
 # pool only a cast reads). The average pool sums the widened bf16 values in fp32.
 BF16_POOL_READERS = 1
+# A residual ``add`` operand that a bf16 convolution (and its bias) computes and nothing else
+# reads (ResNet's downsample branch) is rounded to bf16 there and widened by the add
+# (``_rounded_branches``; 0: it stays fp32), as OpenVINO stores every activation: at batch 8
+# resnet50's first downsample wrote 25.7 MB of fp32 for the block's last convolution to read.
+BF16_BRANCHES = 1
 # A network's stem (a convolution over the few channels of an NCHW image, PackWeights'
 # ``NCHW_STEM_CHANNELS``) with at least this many vectors of outputs reads bf16 too, in pairs of
 # neighbouring window columns (its 3 channels give no pairs of channels; an odd window is padded
@@ -226,6 +231,32 @@ def _residual_casts(func: Any, min_bytes: int) -> dict[Any, Any]:
     return found
 
 
+def _rounded_branches(func: Any, min_bytes: int) -> set[Any]:
+    """The operands of residual ``add`` s (two 4-d fp32 operands of one shape) that a bf16
+    convolution computes, directly or through one more ``add`` (its bias), that nothing else
+    reads, and whose other operand is computed after them: the kernel computing that one takes
+    the ``add``, so this one goes to memory. Each is stored in bf16 (BF16_BRANCHES), where its
+    fp32 bytes are over ``min_bytes`` under BF16_RESIDUALS 1."""
+    order = {b.var: i for i, b in enumerate(bindings(func)) if isinstance(b, relax.VarBinding)}
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    uses = use_counts(func)
+    found = set()
+    for value in bound.values():
+        if op_name(value) != "relax.add" or len(value.args) != 2 or any(a not in order for a in value.args):
+            continue
+        first, later = sorted(value.args, key=order.__getitem__)
+        shape = static_shape(first.ty)
+        if (shape is None or len(shape) != 4 or shape != static_shape(later.ty) or uses.get(first) != 1
+                or str(first.ty.dtype) != "float32" or (BF16_RESIDUALS == 1 and 4 * int(np.prod(shape)) <= min_bytes)):
+            continue
+        source = bound[first]
+        if op_name(source) == "relax.add" and source.args[0] in bound:
+            source = bound[source.args[0]]
+        if op_name(source) == "relax.nn.conv2d" and str(source.args[0].ty.dtype) == "bfloat16":
+            found.add(first)
+    return found
+
+
 @mutator
 class _Bf16Residuals(PyExprMutator):
     """The residual ``add`` s (and average pools) of ``_residual_casts`` read their operand's
@@ -234,9 +265,10 @@ class _Bf16Residuals(PyExprMutator):
     def __init__(self, mod: Any) -> None:
         super().__init__(mod)
         self.casts: dict[Any, Any] = {}
+        self.branches: set[Any] = set()  # (``_rounded_branches``)
 
     def visit_call_(self, call: Any) -> Any:
-        if not _widened_reader(call) or not any(a in self.casts for a in call.args):
+        if not _widened_reader(call) or not any(a in self.casts or a in self.branches for a in call.args):
             return super().visit_call_(call)
         if op_name(call) == "relax.nn.avg_pool2d":  # (widened inside the pool's kernel: a cast
             # before a pool stays a kernel of its own)
@@ -244,6 +276,11 @@ class _Bf16Residuals(PyExprMutator):
                                          *_pool_attrs(call), primfunc_name_hint="avg_pool2d")
         args = [self.builder_.emit(relax.op.astype(self.visit_expr(self.casts[a]), "float32")) if a in self.casts
                 else self.visit_expr(a) for a in call.args]
+        rounded = [i for i, a in enumerate(call.args) if a in self.branches]
+        if rounded:  # (widened inside the add's kernel: a cast after the round would join the producer's)
+            k = rounded[0]
+            return self.builder_.call_te(_widened_add, args[1 - k], self.builder_.emit(
+                relax.op.astype(args[k], "bfloat16")), primfunc_name_hint="add")
         return relax.op.add(*args)
 
 
@@ -295,6 +332,13 @@ class _Bf16Pools(PyExprMutator):
         self.set_var_remap(binding.var, self.builder_.emit(value, name_hint=binding.var.name))
 
 
+def _widened_add(x: Any, rounded: Any) -> Any:
+    """``x + rounded``, ``rounded`` bf16 widened to fp32 in the same kernel (``_rounded_branches``)."""
+    from tvm import te
+
+    return te.compute(x.shape, lambda *i: x(*i) + rounded(*i).astype("float32"), name="add")
+
+
 def _pool_attrs(pool: Any) -> tuple[list[int], list[int], list[int], list[int], bool, bool]:
     """An NHWC pool's window, strides, dilation, padding, ceil mode and whether its average counts
     the padding, as ``_widened_pool`` takes them."""
@@ -331,6 +375,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
 
     def set_casts(mutator_: Any, func: Any) -> None:
         mutator_.casts = _residual_casts(func, min_bytes) if BF16_RESIDUALS else {}
+        mutator_.branches = _rounded_branches(func, min_bytes) if BF16_RESIDUALS and BF16_BRANCHES else set()
 
     def set_pools(mutator_: Any, func: Any) -> None:
         mutator_.pools = _pooled_casts(func) if BF16_POOLS else {}
