@@ -893,6 +893,25 @@ def build_bf16_short_tiles():
     return torch.nn.Linear(64, 64).eval(), (torch.randn(200, 64),)
 
 
+class _Bf16Branch(torch.nn.Module):
+    """A ResNet block with a downsample branch in bf16 (``bf16_dense.BF16_BRANCHES``): the main
+    path and the branch (two bf16 1x1 convolutions to 32x32x128) meet in the residual add."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = torch.nn.Conv2d(64, 64, 1), torch.nn.Conv2d(64, 128, 1)
+        self.down = torch.nn.Conv2d(64, 128, 1)
+
+    def forward(self, x):
+        main = self.b(torch.relu(self.a(x)))
+        return torch.relu(main + self.down(x))
+
+
+def build_bf16_branch():
+    torch.manual_seed(0)
+    return _Bf16Branch().eval(), (torch.randn(1, 64, 32, 32),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

@@ -2623,6 +2623,30 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     _assert_bf16_matches_pytorch(model, outs)
 
 
+def test_a_bf16_residual_branch_is_stored_in_bf16_and_widened_by_the_add(monkeypatch, tmp_path):
+    """Under --precision bf16 the operand of a residual add that one bf16 convolution computes and
+    only the add reads (the path computed first: the kernel of the other takes the add) is
+    written in bf16 and widened inside the add's kernel (``bf16_dense.BF16_BRANCHES``); with 0 it
+    is written in fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
+    import importlib
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_branch")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, "BF16_BRANCHES", value)
+        block = {n: [str(p.ty.dtype) for p in f.params if [int(d) for d in p.ty.shape] == [1, 32, 32, 128]]
+                 for n, f in _bf16_kernels(model, target).items() if "conv2d" in n}
+        block = {n: dtypes for n, dtypes in block.items() if dtypes}
+        # (the branch's writer and the add's kernel, which reads it and writes the block's output)
+        assert sorted(block.values()) == ([["bfloat16"], ["bfloat16", "float32"]] if value
+                                          else [["float32"], ["float32", "float32"]]), block
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+
+
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 
