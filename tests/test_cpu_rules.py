@@ -2609,7 +2609,6 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     0 both pools read fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
     import importlib
 
-
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pool_branch")
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
