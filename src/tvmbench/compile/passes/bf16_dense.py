@@ -89,9 +89,10 @@ BF16_RESIDUALS = 2
 # pool only a cast reads). The average pool sums the widened bf16 values in fp32.
 BF16_POOL_READERS = 1
 # A residual ``add`` operand that a bf16 convolution (and its bias) computes and nothing else
-# reads (ResNet's downsample branch) is rounded to bf16 there and widened by the add
-# (``_rounded_branches``; 0: it stays fp32), as OpenVINO stores every activation: at batch 8
-# resnet50's first downsample wrote 25.7 MB of fp32 for the block's last convolution to read.
+# reads (of a ResNet block with a downsample, the path computed first) is rounded to bf16 there
+# and widened by the add (``_rounded_branches``; 0: it stays fp32), as OpenVINO stores every
+# activation: at batch 8 resnet50's first block wrote 25.7 MB of fp32 for the downsample's kernel
+# to read and add.
 BF16_BRANCHES = 1
 # A network's stem (a convolution over the few channels of an NCHW image, PackWeights'
 # ``NCHW_STEM_CHANNELS``) with at least this many vectors of outputs reads bf16 too, in pairs of
