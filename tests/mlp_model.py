@@ -886,6 +886,13 @@ def build_bf16_streamed():
     return torch.nn.Linear(2048, 768).eval(), (torch.randn(1024, 2048),)
 
 
+def build_bf16_streamed_conv():
+    """A bf16 3x3 convolution, 256 -> 256 channels (1.2 MB of weights in bf16: over a 1 MB L2), over
+    four 28x28 maps (1.8 MB of padded input): channel-outer in blocks of rows on AMX."""
+    torch.manual_seed(0)
+    return torch.nn.Conv2d(256, 256, 3, padding=1).eval(), (torch.randn(4, 256, 28, 28),)
+
+
 def build_bf16_short_tiles():
     """A bf16 dense layer over 200 rows: tiles of 10 rows, two per pair of weight tiles
     (``amx.PAIR_ROWS``: padded to 224, pairs of tiles of 16)."""

@@ -2679,6 +2679,31 @@ def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tm
         np.testing.assert_array_equal(outs[1 << 20][0], outs[0][0])
 
 
+def test_an_amx_convolution_in_blocks_of_rows_writes_back_tile_by_tile():
+    """A 3x3 convolution whose weights are over L2 runs channel-outer in blocks of rows
+    (``rules/amx.py``'s ``_row_blocks``) on AMX tiles, each tile writing back its own 28 x 32
+    outputs: no loop inside the parallel tile loop spans the output's channels or images. (Blocks
+    cut from the row loops fused could not be tensorized, and the kernel fell back to the dot
+    product: vgg16's convolutions 10x slower at batch 8.)"""
+    import tvm
+    import tvm_ffi
+
+    from tvmbench.compile import amx
+    from tvmbench.compile.rules import amx as amx_rule
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_streamed_conv")
+    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    func = next(f for n, f in _bf16_kernels(model, target).items() if "conv2d" in n)
+    assert amx_rule._channel_outer(amx_rule._matched(func, target.tvm())[0])
+    rule, sch = pipeline.default_schedule(func, target)
+    assert amx.LLVM_FUNCTION in sch.mod.script() and "factors=[None, " in str(sch.trace), rule
+    loops, extents = [], []
+    tvm_ffi.structural_walk(sch.mod["main"].body, [(tvm.tirx.For, loops.append)])
+    for tile_loop in (f for f in loops if f.kind == tvm.tirx.ForKind.PARALLEL and "tvmbench_amx" in str(f.annotations)):
+        tvm_ffi.structural_walk(tile_loop.body, [(tvm.tirx.For, lambda f: extents.append(int(f.extent)))])
+    assert extents and max(extents) <= 32, sorted(set(extents))
+
+
 def test_an_amx_dense_layer_over_rows_of_short_tiles_is_padded_to_pairs_of_whole_tiles(monkeypatch, tmp_path):
     """On AMX a bf16 dense layer over 200 rows, whose tiles would be 10 rows (20 per pair of
     weight tiles loaded), is padded with zero rows to 224, pairs of tiles of 16

@@ -187,9 +187,9 @@ def _row_blocks(found: Match, order: list[Any], share: int) -> tuple[list[Any], 
     memory for each. Then the row tiles go in blocks of at most that much input, each panel
     sweeping a block's: the weights are read once per block. A block is whole inner row loops and
     a divisor of the next one out, so that each loop stays an axis of its own (a block cut from
-    the row loops fused made TVM bound the epilogue of a tile by the whole output: vgg16's
-    convolutions 10x slower). Returns the loops to fuse and the tiles that read a panel one after
-    another."""
+    the row loops fused could not be tensorized, TVM's blockize refusing the tile's bindings, and
+    the kernels fell back to the dot product: vgg16's convolutions 10x slower). Returns the loops
+    to fuse and the tiles that read a panel one after another."""
     sch = found.sch
     if not ROW_BLOCK_BYTES or weight_batch_axes(found) or len(order) < 2:
         return order, share
