@@ -3,6 +3,7 @@ on a half-matched function into a decline, and the loop schedules several rules 
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import Any
 
@@ -17,6 +18,8 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, dtype_bits, select_cuts, uses
+
+_log = logging.getLogger(__name__)
 
 # Below this many output elements, a parallel loop costs more in thread wake-up than it saves.
 PARALLEL_MIN_ELEMENTS = 8192
@@ -57,14 +60,19 @@ def guarded(rule: Any) -> Any:
     mobilenet_v2's, for instance), and a tvmbench rule can meet a pattern its matcher let through
     that a schedule primitive then refuses; either would abort the whole compile. Each rule builds
     its own schedule from the untouched function, so declining leaves the function as it was for
-    the next rule. This is the one place where rule exceptions are swallowed.
+    the next rule. This is the one place where rule exceptions are swallowed, each logged at debug
+    level (logger ``tvmbench.compile.rules.base``): an AMX schedule that TVM refused once fell back
+    to the dot product unseen, 10x slower.
     """
 
     class Guarded(dl.ScheduleRule):
         def apply(self, func: Any, target: Any, tunable: bool) -> Any:
             try:
                 return rule.apply(func, target, tunable)
-            except Exception:
+            except Exception as error:
+                lines = str(error).strip().splitlines() or [type(error).__name__]
+                _log.debug("rule %s declined %s after an error: %s", type(rule).__name__,
+                           func.attrs.get("global_symbol", "a kernel") if func.attrs else "a kernel", lines[-1])
                 return None
 
     Guarded.__name__ = type(rule).__name__
