@@ -46,6 +46,10 @@ from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 ATTR = "tvmbench_precision"
 # An input is cast before the reshapes leading to it (``round_input``; 0: after them).
 CAST_BEFORE_RESHAPES = 1
+# ... and a concatenation that only the cast reads is made of its parts cast (1; 0: cast after):
+# each part's producer then writes bf16 and the concatenation copies half the bytes (SqueezeNet's
+# fire modules: two expand convolutions' fp32 outputs concatenated, then cast, a kernel of its own).
+CAST_BEFORE_CONCATS = 1
 # A convolution over this many vectors of outputs or more reads bf16 (PackWeights packs it in whole
 # blocks: its dot product needs the pairs); 0: as many as a dense layer (``min_outputs``, four
 # vectors on AVX-512). Same-process A/Bs of 0 against 2 (Zen 4, `rule_ab.py M
@@ -132,6 +136,7 @@ class _Bf16Dense(PyExprMutator):
         self.weights: set[Any] = set()
         self.fp32: set[Any] = set()  # calls left in fp32 (``fuse_expansion.joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
+        self.uses: dict[Any, int] = {}
 
     def visit_call_(self, call: Any) -> Any:
         if call in self.fp32:
@@ -172,6 +177,14 @@ class _Bf16Dense(PyExprMutator):
                                   "float32")
 
 
+    def _concat_of_casts(self, x: Any) -> Any | None:
+        """``x`` in bf16 as the concatenation of its parts cast (``_concat_parts``), or None."""
+        found = _concat_parts(self, x)
+        if found is None:
+            return None
+        parts, axis = found
+        return relax.op.concat([self.builder_.emit(relax.op.astype(p, "bfloat16")) for p in parts], axis=axis)
+
     def round_input(self, x: Any) -> Any:
         """``x`` in bf16, cast before the reshapes that lead to it (CAST_BEFORE_RESHAPES): the
         cast then follows the value's producer and joins its kernel's epilogue (T5's feed-forward
@@ -187,12 +200,25 @@ class _Bf16Dense(PyExprMutator):
             reshapes.append(bound)
             source = bound.args[0]
         if source not in self.rounded:
-            self.rounded[source] = self.builder_.emit(relax.op.astype(source, "bfloat16"))
+            joined = self._concat_of_casts(source)
+            self.rounded[source] = self.builder_.emit(relax.op.astype(source, "bfloat16") if joined is None else joined)
         out = self.rounded[source]
         for reshape in reversed(reshapes):
             out = self.builder_.emit(relax.op.reshape(out, reshape.args[1]))
         self.rounded[x] = out
         return out
+
+
+def _concat_parts(mutator_: Any, x: Any) -> tuple[list[Any], int] | None:
+    """(the parts, the axis) of ``x`` where it is a concatenation that nothing but its cast reads
+    (CAST_BEFORE_CONCATS), else None."""
+    bound = mutator_.lookup_binding(x) if CAST_BEFORE_CONCATS and isinstance(x, relax.Var) else None
+    if op_name(bound) != "relax.concat" or mutator_.uses.get(x) != 1:
+        return None
+    parts = bound.args[0]
+    if isinstance(parts, relax.Var):
+        parts = mutator_.lookup_binding(parts)
+    return (list(parts.fields), int(bound.attrs.axis)) if isinstance(parts, relax.Tuple) else None
 
 
 def _widened_reader(value: Any) -> bool:
@@ -371,7 +397,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
-        mutator_.weights, mutator_.rounded = weight_params(func), {}
+        mutator_.weights, mutator_.rounded, mutator_.uses = weight_params(func), {}, use_counts(func)
         mutator_.fp32 = joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
 
     def set_casts(mutator_: Any, func: Any) -> None:
