@@ -919,6 +919,26 @@ def build_bf16_branch():
     return _Bf16Branch().eval(), (torch.randn(1, 64, 32, 32),)
 
 
+class _Bf16Fire(torch.nn.Module):
+    """A SqueezeNet fire module in bf16 (``bf16_dense.CAST_BEFORE_CONCATS``): two expand
+    convolutions concatenated, the concatenation read only by the next bf16 convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.squeeze = torch.nn.Conv2d(64, 32, 1)
+        self.one, self.three = torch.nn.Conv2d(32, 64, 1), torch.nn.Conv2d(32, 64, 3, padding=1)
+        self.next = torch.nn.Conv2d(128, 32, 1)
+
+    def forward(self, x):
+        s = torch.relu(self.squeeze(x))
+        return self.next(torch.cat([torch.relu(self.one(s)), torch.relu(self.three(s))], 1))
+
+
+def build_bf16_fire():
+    torch.manual_seed(0)
+    return _Bf16Fire().eval(), (torch.randn(1, 64, 28, 28),)
+
+
 class _Bf16FewChannelWinograd(torch.nn.Module):
     """3x3 convolutions for bf16 Winograd (``winograd.BF16_MIN_CHANNELS``): 32 channels on a 96x96
     map (1.2 MB in fp32: over a 1 MB L2) stays direct; 48 channels there and 32 on a 24x24 map

@@ -2646,6 +2646,28 @@ def test_a_bf16_residual_branch_is_stored_in_bf16_and_widened_by_the_add(monkeyp
     _assert_bf16_matches_pytorch(model, outs)
 
 
+def test_a_bf16_concatenation_only_a_cast_reads_concatenates_bf16_parts(monkeypatch, tmp_path):
+    """Under --precision bf16 a concatenation that only a bf16 convolution reads (a fire module's
+    two expand outputs) is made of its parts cast: each expand convolution writes bf16 and the
+    concatenation copies bf16 (``bf16_dense.CAST_BEFORE_CONCATS``); with 0 it concatenates fp32
+    and casts after. On a host that runs bf16 the outputs match PyTorch's either way."""
+    import importlib
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_fire")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, "CAST_BEFORE_CONCATS", value)
+        # (the parts the concatenation's kernel reads; the Winograd 3x3's output kernel may be it)
+        parts = [str(p.ty.dtype) for n, f in _bf16_kernels(model, target).items() if "concat" in n
+                 for p in f.params if [int(d) for d in p.ty.shape] == [1, 28, 28, 64]]
+        assert parts and set(parts) == {"bfloat16" if value else "float32"}, parts
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+
+
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 
