@@ -176,14 +176,14 @@ class _Bf16Dense(PyExprMutator):
         return relax.op.nn.conv2d(xb, wb, a.strides, a.padding, a.dilation, 1, "NHWC", "HWIO", "NHWC",
                                   "float32")
 
-
     def _concat_of_casts(self, x: Any) -> Any | None:
-        """``x`` in bf16 as the concatenation of its parts cast (``_concat_parts``), or None."""
+        """``x`` in bf16 as the concatenation of its parts in bf16 (``_concat_parts``; each part's
+        copy kept for other readers, ``round_input``), or None."""
         found = _concat_parts(self, x)
         if found is None:
             return None
         parts, axis = found
-        return relax.op.concat([self.builder_.emit(relax.op.astype(p, "bfloat16")) for p in parts], axis=axis)
+        return relax.op.concat([self.round_input(p) for p in parts], axis=axis)
 
     def round_input(self, x: Any) -> Any:
         """``x`` in bf16, cast before the reshapes that lead to it (CAST_BEFORE_RESHAPES): the
