@@ -2559,6 +2559,24 @@ def _bf16_kernels(model, target):
     return {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
+def _bf16_switched(monkeypatch, tmp_path, switch, builder):
+    """For ``bf16_dense.<switch>`` 1, then 0: (the value, the kernels of ``mlp_model.<builder>``'s
+    bf16 build for Zen 4), for the caller's assertions; on a host that runs bf16 both builds'
+    outputs are then checked against PyTorch's."""
+    import importlib
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:{builder}")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, switch, value)
+        yield value, _bf16_kernels(model, target)
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+
+
 def _assert_bf16_matches_pytorch(model, outs):
     """Each of ``outs`` (a bf16 build's outputs) matches PyTorch's at bf16's tolerance."""
     if not outs:
@@ -2607,19 +2625,9 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     Inception block's ``branch_pool``) is written once, in bf16, and the average pool widens it
     (``bf16_dense.BF16_POOL_READERS``); a max pool before such a block then pools bf16 too. With
     0 both pools read fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
-    import importlib
-
-    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
-    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_pool_branch")
-    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
-    outs = []
-    for value in (1, 0):
-        monkeypatch.setattr(bf16_dense, "BF16_POOL_READERS", value)
-        pools = {n: str(f.params[0].ty.dtype) for n, f in _bf16_kernels(model, target).items() if "pool2d" in n}
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_POOL_READERS", "build_bf16_pool_branch"):
+        pools = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "pool2d" in n}
         assert len(pools) == 2 and set(pools.values()) == {"bfloat16" if value else "float32"}, pools
-        if HOST_BF16:
-            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
-    _assert_bf16_matches_pytorch(model, outs)
 
 
 def test_a_bf16_residual_branch_is_stored_in_bf16_and_widened_by_the_add(monkeypatch, tmp_path):
@@ -2627,23 +2635,13 @@ def test_a_bf16_residual_branch_is_stored_in_bf16_and_widened_by_the_add(monkeyp
     only the add reads (the path computed first: the kernel of the other takes the add) is
     written in bf16 and widened inside the add's kernel (``bf16_dense.BF16_BRANCHES``); with 0 it
     is written in fp32. On a host that runs bf16 the outputs match PyTorch's either way."""
-    import importlib
-
-    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
-    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_branch")
-    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
-    outs = []
-    for value in (1, 0):
-        monkeypatch.setattr(bf16_dense, "BF16_BRANCHES", value)
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_BRANCHES", "build_bf16_branch"):
         block = {n: [str(p.ty.dtype) for p in f.params if [int(d) for d in p.ty.shape] == [1, 32, 32, 128]]
-                 for n, f in _bf16_kernels(model, target).items() if "conv2d" in n}
+                 for n, f in kernels.items() if "conv2d" in n}
         block = {n: dtypes for n, dtypes in block.items() if dtypes}
         # (the branch's writer and the add's kernel, which reads it and writes the block's output)
         assert sorted(block.values()) == ([["bfloat16"], ["bfloat16", "float32"]] if value
                                           else [["float32"], ["float32", "float32"]]), block
-        if HOST_BF16:
-            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
-    _assert_bf16_matches_pytorch(model, outs)
 
 
 def test_a_bf16_concatenation_only_a_cast_reads_concatenates_bf16_parts(monkeypatch, tmp_path):
@@ -2651,21 +2649,11 @@ def test_a_bf16_concatenation_only_a_cast_reads_concatenates_bf16_parts(monkeypa
     two expand outputs) is made of its parts cast: each expand convolution writes bf16 and the
     concatenation copies bf16 (``bf16_dense.CAST_BEFORE_CONCATS``); with 0 it concatenates fp32
     and casts after. On a host that runs bf16 the outputs match PyTorch's either way."""
-    import importlib
-
-    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
-    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_fire")
-    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
-    outs = []
-    for value in (1, 0):
-        monkeypatch.setattr(bf16_dense, "CAST_BEFORE_CONCATS", value)
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "CAST_BEFORE_CONCATS", "build_bf16_fire"):
         # (the parts the concatenation's kernel reads; the Winograd 3x3's output kernel may be it)
-        parts = [str(p.ty.dtype) for n, f in _bf16_kernels(model, target).items() if "concat" in n
+        parts = [str(p.ty.dtype) for n, f in kernels.items() if "concat" in n
                  for p in f.params if [int(d) for d in p.ty.shape] == [1, 28, 28, 64]]
         assert parts and set(parts) == {"bfloat16" if value else "float32"}, parts
-        if HOST_BF16:
-            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
-    _assert_bf16_matches_pytorch(model, outs)
 
 
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
