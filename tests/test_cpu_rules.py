@@ -2002,11 +2002,12 @@ def test_bf16_dense_layers_and_convolutions_run_one_dot_product_per_pair_and_the
 
 
 @pytest.mark.parametrize("keep", [1, 0])
-def test_a_bf16_build_leaves_an_expansion_joined_into_its_window_in_fp32(monkeypatch, keep):
+def test_a_bf16_build_joins_an_expansion_into_its_window_in_fp32_or_in_bf16(monkeypatch, keep):
     """An inverted-residual block's 1x1 expansion (16 -> 96 channels at 60x60, 1.4 MB: over a
-    1 MB L2) stays fp32 under --precision bf16 and is joined into its depthwise convolution as in
-    fp32 (``bf16_dense.KEEP_JOINED_EXPANSIONS``); rounded to bf16 it ran alone and wrote its output
-    to memory."""
+    1 MB L2) is joined into its depthwise convolution under --precision bf16 as in fp32: kept in
+    fp32 (``bf16_dense.KEEP_JOINED_EXPANSIONS``, with BF16_JOINED_EXPANSIONS 0) or rounded to
+    bf16 (0: before ExpandWindow took bf16 pairs, such an expansion ran alone and wrote its output
+    to memory)."""
     import importlib
 
     import tvm
@@ -2018,14 +2019,15 @@ def test_a_bf16_build_leaves_an_expansion_joined_into_its_window_in_fp32(monkeyp
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
     monkeypatch.setattr(fuse_expansion, "PROJECTIONS", False)
     monkeypatch.setattr(bf16_dense, "KEEP_JOINED_EXPANSIONS", keep)
+    monkeypatch.setattr(bf16_dense, "BF16_JOINED_EXPANSIONS", 0)
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
     assert target.l2_bytes == 1 << 20
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_expand_stride1")
     legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
     kernels = {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     joined = [n for n in kernels if n.count("conv2d") == 2]
-    assert bool(joined) == bool(keep), list(kernels)
-    assert not any(reads_bf16(kernels[n]) for n in joined)
+    assert len(joined) == 1, list(kernels)
+    assert reads_bf16(kernels[joined[0]]) == (not keep)
     # (the projection's 24 outputs are fewer than PackWeights packs: fp32 either way)
     assert sum(reads_bf16(f) for n, f in kernels.items() if "conv2d" in n) == (0 if keep else 1), list(kernels)
 
@@ -2654,6 +2656,30 @@ def test_a_bf16_concatenation_only_a_cast_reads_concatenates_bf16_parts(monkeypa
         parts = [str(p.ty.dtype) for n, f in kernels.items() if "concat" in n
                  for p in f.params if [int(d) for d in p.ty.shape] == [1, 28, 28, 64]]
         assert parts and set(parts) == {"bfloat16" if value else "float32"}, parts
+
+
+def test_a_joined_bf16_expansion_runs_on_the_dot_product_where_its_channels_are_whole_vectors(monkeypatch, tmp_path):
+    """Under --precision bf16 an inverted residual's 1x1 expansion joined into its depthwise
+    window (96 channels at 60x60: bands of rows whose halo the map's edges clip) reads bf16 and
+    its register tiles are ``vdpbf16ps`` (``bf16_dense.BF16_JOINED_EXPANSIONS``); with 0 it stays
+    fp32 in the joined kernel. mnasnet's 72 channels (not whole vectors of the dot product's 16
+    lanes) stay fp32 and joined either way. On a host that runs bf16 the outputs match PyTorch's."""
+    from tvmbench.compile import bf16
+
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+
+    def joined(kernels):  # (the expansion's input dtype, whether its schedule calls the dot product)
+        found = {n: f for n, f in kernels.items() if "conv2d_nhwc_packed" in n and "_conv2d" in n.split("packed", 1)[1]}
+        assert len(found) == 1, sorted(kernels)
+        (name, func), = found.items()
+        rule, sch = pipeline.default_schedule(func, target)
+        assert rule in ("ExpandWindow", "WindowProject"), (name, rule)
+        return str(func.params[0].ty.dtype), bf16.LLVM_FUNCTION in sch.mod["main"].script()
+
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_JOINED_EXPANSIONS", "build_expand_stride1"):
+        assert joined(kernels) == (("bfloat16", True) if value else ("float32", False))
+    wide = load_model(f"{Path(__file__).parent}/mlp_model.py:build_expand_72")
+    assert joined(_bf16_kernels(wide, target)) == ("float32", False)
 
 
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False

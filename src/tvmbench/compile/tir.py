@@ -162,10 +162,20 @@ def reads_bf16(func: Any, reductions: bool = False) -> bool:
                if not reductions or any(int(v.iter_type) == COMM_REDUCE for v in block.iter_vars))
 
 
+def pair_step(read: Any) -> Any:
+    """The reduction variable of a bf16 weight packed in pairs of its steps (``w[..., k % 2]``,
+    passes/pack_weights.py under ``--precision bf16``) that ``read`` reads, else None."""
+    last = read.region[-1].min if read.source.dtype == "bfloat16" and len(read.region) >= 3 else None
+    if isinstance(last, tvm.tirx.FloorMod) and as_int(last.b) == 2 and isinstance(last.a, tvm.tirx.Var):
+        return last.a
+    return None
+
+
 def fusion_role(func: Any) -> str | None:
-    """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"window"`` for a
-    per-channel window reduction (depthwise convolution, pooling: two reduction axes of at most
-    7), else None: the two halves the expansion fusion joins (at any batch size)."""
+    """``"dot"`` for a 1x1 convolution (one reduction axis, NHWC output), ``"bf16_dot"`` for one
+    over bf16 operands (``--precision bf16``), ``"window"`` for a per-channel window reduction
+    (depthwise convolution, pooling: two reduction axes of at most 7), else None: the parts the
+    expansion fusion joins (at any batch size)."""
     try:
         found = single_reduction(func)
     except Exception:
@@ -174,8 +184,8 @@ def fusion_role(func: Any) -> str | None:
         return None
     reduce, shape = found
     if len(reduce) == 1:
-        # (not a bf16 one, --precision bf16: ExpandWindow and WindowProject compute in fp32)
-        return None if reads_bf16(func) else "dot"
+        # (a bf16 one joins only as an expansion: WindowProject's projection computes in fp32)
+        return "bf16_dot" if reads_bf16(func) else "dot"
     if len(reduce) == 2 and max(reduce) <= 7 and shape[1] >= 4 and shape[3] % 4 == 0:
         return "window"  # (channels in whole vectors of 4 lanes or more: ExpandWindow's tiles)
     return None

@@ -29,6 +29,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvmbench.compile import bf16
 from tvmbench.compile.ir import (
     bindings,
     builder_pass,
@@ -68,7 +69,7 @@ MIN_CONV_VECTORS = 2
 MIN_CONV_VECTORS_AMX = 1
 # A 1x1 expansion that FuseExpansionIntoWindow would join into its depthwise window stays fp32
 # (``fuse_expansion.joined_expansions``). In bf16 such an expansion ran alone (ExpandWindow
-# computes in fp32 and does not take a bf16 one) and wrote its fp32 output to memory:
+# computed in fp32 and did not take a bf16 one, until session 94) and wrote its fp32 output to memory:
 # mobilenet_v2's first (16 -> 96 channels at 112x112, a reduction of 16) at 22 % of its bound,
 # 0.45 ms, where the fp32 build's joined kernel did expansion and window together in the same
 # time. Left in fp32 they join again: same-process A/Bs on Zen 4 (``rule_ab.py M
@@ -76,6 +77,13 @@ MIN_CONV_VECTORS_AMX = 1
 # mobilenet_v2 1.085x / 1.101x (built ab / ba; 1.14x / 1.21x in the host's far state), at batch 8
 # 1.067x; torchvision's mobilenet_v3_large 1.059x; mnasnet1_0 1.008x, at batch 8 1.019x.
 KEEP_JOINED_EXPANSIONS = 1
+# ... unless its outputs are whole vectors of the dot product's 16 lanes and the target has no
+# AMX tiles (whose CPUs issue the dot product at half their FMAs' rate): then it reads bf16 inside
+# the joined kernel too (ExpandWindow's tiles of ``vdpbf16ps``; 0: fp32 as above). mobilenet_v2's
+# joined kernels had run at 66-78 % of the fp32 peak, 63 % of its time at batch 8. Same-process
+# A/Bs of 0 (Zen 5, `rule_ab.py M passes.bf16_dense.BF16_JOINED_EXPANSIONS 0 --precision bf16
+# --block 2`, session 94): mobilenet_v2 b8 1.256x, b1 1.079x; mnasnet1_0 b8 1.251x, b1 1.022x.
+BF16_JOINED_EXPANSIONS = 1
 # A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
 # once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
 # its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
@@ -388,6 +396,15 @@ def _widened_pool(x: Any, kind: str, size: list[int], strides: list[int], dilati
     return pooled if kind == "avg" else te.compute(pooled.shape, lambda *i: pooled(*i).astype("bfloat16"), name="round")
 
 
+def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool) -> set[Any]:
+    """The expansions FuseExpansionIntoWindow will join that stay fp32 (KEEP_JOINED_EXPANSIONS,
+    BF16_JOINED_EXPANSIONS)."""
+    joined = joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
+    if not BF16_JOINED_EXPANSIONS or amx_tiles:
+        return joined
+    return {c for c in joined if (static_shape(c.args[1].ty) or [0])[-1] % bf16.LANES}
+
+
 def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
@@ -398,7 +415,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded, mutator_.uses = weight_params(func), {}, use_counts(func)
-        mutator_.fp32 = joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
+        mutator_.fp32 = _fp32_expansions(func, min_bytes, amx_tiles)
 
     def set_casts(mutator_: Any, func: Any) -> None:
         mutator_.casts = _residual_casts(func, min_bytes) if BF16_RESIDUALS else {}

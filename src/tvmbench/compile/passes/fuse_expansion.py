@@ -30,7 +30,7 @@ from typing import Any
 import tvm
 from tvm import relax
 
-from tvmbench.compile import tir
+from tvmbench.compile import bf16, tir
 from tvmbench.compile.ir import bindings, calls, numel, op_name, static_shape, use_counts, users_of, variables
 from tvmbench.compile.passes.join import rewrite_chains
 from tvmbench.compile.rules.expand_window import band_choices
@@ -106,15 +106,18 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
         uses[var] = uses.get(var, 0) + 1
     binding = {b.var: b for b in bindings(func)}
 
-    def joinable(first: Any, first_role: str) -> bool:  # ``first``'s value feeds only the next kernel
+    def joinable(first: Any, *first_roles: str) -> bool:  # ``first``'s value feeds only the next kernel
         size = numel(first.ty)
-        return (first in binding and role(binding[first].value) == first_role and uses.get(first) == 1
+        return (first in binding and role(binding[first].value) in first_roles and uses.get(first) == 1
                 and size is not None and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes
                 and _vectors_fit(first, lanes))
 
+    def expansion(first: Any) -> bool:  # (a bf16 one in whole vectors of the dot product's 16 lanes)
+        return joinable(first, "dot") or (joinable(first, "bf16_dot") and _vectors_fit(first, bf16.LANES, 1))
+
     fused: list[list[Any]] = []
     for b in bindings(func):
-        if (role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and joinable(b.value.args[0], "dot")
+        if (role(b.value) == "window" and isinstance(b.value.args[0], relax.Var) and expansion(b.value.args[0])
                 and (WHOLE_MAP_BANDS or _bands(b.var))):
             fused.append([binding[b.value.args[0]], b])
     # the projections: each joins the chain of the window it reads, or the window alone
@@ -181,13 +184,12 @@ def _bands(value: Any) -> bool:
     return len(band_choices(int(height), int(height))[0]) > 1
 
 
-def _vectors_fit(expanded: Any, lanes: int) -> bool:
+def _vectors_fit(expanded: Any, lanes: int, parts: int = PARTIAL_VECTORS) -> bool:
     """Whether the expanded tensor's channels (its last axis) are whole vectors of
-    ``lanes // PARTIAL_VECTORS``."""
+    ``lanes // parts`` (any channels when ``parts`` is 0)."""
     shape = expanded.ty.shape
     channels = shape[-1] if shape is not None and len(shape) else None
-    return not PARTIAL_VECTORS or (isinstance(channels, tvm.tirx.IntImm)
-                                   and int(channels) % max(lanes // PARTIAL_VECTORS, 1) == 0)
+    return not parts or (isinstance(channels, tvm.tirx.IntImm) and int(channels) % max(lanes // parts, 1) == 0)
 
 
 def _name(chain: list[Any]) -> str:

@@ -250,10 +250,12 @@ def _buffer_shape(sch: Any, block: Any) -> list[int | None]:
 def register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, tile: Any, first_reduce: Any,
                         lanes: int, epilogue: Any) -> None:
     """Unroll and vectorise a register tile, accumulate it in a tile buffer written back once
-    (with ``epilogue`` applied) under ``tile``, and split off the initialisation."""
+    (with ``epilogue`` applied) under ``tile``, and split off the initialisation. ``lane`` None:
+    the block's lanes are a block inside it (a tensor intrinsic's, put on them after)."""
     sch.unroll(rows)
     sch.unroll(vecs)
-    sch.vectorize(lane)
+    if lane is not None:
+        sch.vectorize(lane)
     writeback = sch.cache_write(block, 0, "global")
     # Only an epilogue over the whole output joins the write-back (as in Contraction's
     # ``write_back``): a packed convolution's slice of its padded channels (mnasnet1_0's 40 of 48)
@@ -266,4 +268,5 @@ def register_tile_loops(sch: Any, block: Any, rows: Any, vecs: Any, lane: Any, t
     _, vec = sch.split(sch.get_loops(writeback)[-1], factors=[None, lanes])
     sch.vectorize(vec)
     init = sch.decompose_reduction(block, first_reduce)
-    sch.vectorize(sch.get_loops(init)[-1])
+    inner = sch.get_child_blocks(init) if lane is None else []
+    sch.vectorize(sch.get_loops(inner[0] if inner else init)[-1])

@@ -35,6 +35,7 @@ from tvmbench.compile.tir import (
     dtype_bits,
     is_copy,
     packed_block,
+    pair_step,
     uses,
 )
 from tvmbench.targets import cpu_l2_bytes, has_feature, near_l3
@@ -433,7 +434,7 @@ def match(func: Any, target: Any) -> Match | None:
     packs = _contiguous_packs(block, block.iter_vars[n_axis].var)
     if packs is None:
         return None
-    steps = [v for v in (_pair_step(r) for r in block.reads) if v is not None]
+    steps = [v for v in (pair_step(r) for r in block.reads) if v is not None]
     pairs = bool(steps)
     if pairs:  # (the pairs must be of the innermost reduction's steps: its loop is split in two)
         last = max(i for i, k in enumerate(kinds) if k == "R")
@@ -482,7 +483,7 @@ def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:
     within each tile when the tile divides P; the Ps are returned."""
     packs = []
     for read in block.reads:
-        region = read.region[:-1] if _pair_step(read) is not None else read.region
+        region = read.region[:-1] if pair_step(read) is not None else read.region
         for d, r in enumerate(region):
             last = d == len(region) - 1
             c = coefficient(r.min, n_var)
@@ -494,15 +495,6 @@ def _contiguous_packs(block: Any, n_var: Any) -> list[int] | None:
             elif (not last and c != 0) or (last and c not in (0, 1)):
                 return None
     return packs
-
-
-def _pair_step(read: Any) -> Any:
-    """The reduction variable of a bf16 weight packed in pairs of its steps (``w[..., k % 2]``,
-    passes/pack_weights.py under ``--precision bf16``), else None."""
-    last = read.region[-1].min if read.source.dtype == "bfloat16" and len(read.region) >= 3 else None
-    if isinstance(last, tvm.tirx.FloorMod) and as_int(last.b) == 2 and isinstance(last.a, tvm.tirx.Var):
-        return last.a
-    return None
 
 
 def padding(extents: list[int], n_axis: int, lanes: int) -> list[int] | None:

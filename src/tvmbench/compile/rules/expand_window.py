@@ -14,11 +14,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from tvmbench.compile import tiles
+from tvmbench.compile import bf16, tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
-from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits, is_copy, uses
+from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits, is_copy, pair_step, uses
 
 # Output rows of the window reduction per tile of the fused kernel: the expansion is recomputed
 # for the window's halo, (rows * stride + k - stride) / (rows * stride) of it.
@@ -79,6 +79,7 @@ class Joined:
     shape: list[int]  # the window's NHWC output (any batch)
     lanes: int
     kinds: str  # the window's iterator kinds
+    pairs: bool = False  # the convolution's lanes x pairs of bf16 steps are blocks (``_pair_blocks``)
 
 
 class ExpandWindow(Rule):
@@ -221,44 +222,81 @@ def tile_window(joined: Joined, vectors: int, rows: int, whole: bool = False, wh
 
 def _expansion_at(joined: Joined, task: Any) -> list[Any]:
     """The padded input (vectorised) and the 1x1 convolution moved inside each task; returns the
-    convolution's row, column, channel and reduction loops (after the image's unit loop)."""
+    convolution's row, column, channel and reduction loops (after the image's unit loop; over bf16
+    pairs, ``_pair_blocks``, the channels' loop steps by the dot product's 16 lanes)."""
     sch = joined.sch
     if joined.padded is not None:
         sch.compute_at(joined.padded, task, preserve_unit_loops=True)
         _, lane = sch.split(sch.get_loops(joined.padded)[-1], factors=[None, joined.lanes])
         sch.vectorize(lane)
+    _pair_blocks(joined)
     sch.compute_at(joined.dot, task, preserve_unit_loops=True)
     return list(sch.get_loops(joined.dot)[-4:])
+
+
+def _pair_blocks(joined: Joined) -> None:
+    """Over bf16 weights packed in pairs (``--precision bf16``, ``bf16_dense.BF16_JOINED_EXPANSIONS``):
+    the 1x1 convolution's 16 lanes x 2 reduction steps made a block of their own (``joined.dot``
+    becomes the block around them) before it moves into the tasks, for ``register_tile`` to put on
+    ``vdpbf16ps`` (``compile/bf16.py``). Blockized after the move, under the predicate the clipped
+    halo rows give the convolution, TVM's blockize bound the rows wrongly (bands of 7 rows computed
+    as if of 9) and tensorize refused the block."""
+    sch, dot = joined.sch, joined.dot
+    if joined.lanes != bf16.LANES or not any(pair_step(r) is not None for r in sch.get(dot).reads):
+        return
+    *_, channels, reduce = [loop for loop in sch.get_loops(dot) if (as_int(sch.get(loop).extent) or 0) > 1]
+    vec, lane = sch.split(channels, factors=[None, bf16.LANES])
+    step, pair = sch.split(reduce, factors=[None, 2])
+    sch.reorder(vec, step, lane, pair)
+    joined.dot, joined.pairs = sch.blockize(lane), True
+
+
+def _lanes(joined: Joined) -> list[int]:
+    """The split factor of the lanes in the convolution's channel loop (none over bf16 pairs)."""
+    return [] if joined.pairs else [joined.lanes]
 
 
 def tile_expansion(joined: Joined, task: Any, vectors: int, rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task, for the rows its band
     reads, the convolution in the same register tile shape as the window."""
-    sch, dot, lanes = joined.sch, joined.dot, joined.lanes
+    sch = joined.sch
     d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
     d_outer, d_inner = sch.split(d_cols, factors=[None, largest_divisor(as_int(sch.get(d_cols).extent) or 1, rows)])
-    d_vec, d_lane = sch.split(d_channels, factors=[vectors, lanes])
-    sch.reorder(d_rows, d_outer, d_reduce, d_inner, d_vec, d_lane)
-    register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_outer, d_reduce, lanes, None)
+    d_vec, *d_lane = sch.split(d_channels, factors=[vectors, *_lanes(joined)])
+    register_tile(joined, task, [d_rows, d_outer], d_reduce, d_inner, d_vec, d_lane)
 
 
 def tile_whole_expansion(joined: Joined, task: Any, budget: int, most_rows: int) -> None:
     """The padded input and the 1x1 convolution computed inside each task for all channels of the
     rows its band reads, in ``_expansion_tile``'s register tile (tuning may go up to ``budget``
     accumulators)."""
-    sch, dot, lanes = joined.sch, joined.dot, joined.lanes
+    sch, lanes = joined.sch, joined.lanes
     d_rows, d_cols, d_channels, d_reduce = _expansion_at(joined, task)
-    channels, cols = as_int(sch.get(d_channels).extent) or lanes, as_int(sch.get(d_cols).extent) or 1
+    channel_vectors = (as_int(sch.get(d_channels).extent) or lanes) // (1 if joined.pairs else lanes)
+    cols = as_int(sch.get(d_cols).extent) or 1
     most = expansion_accumulators(budget)
-    vectors = knob("expansion_vectors", _expansion_tile(channels // lanes, cols, most_rows, most)[0],
-                   [v for v in range(1, MAX_EXPANSION_VECTORS + 1) if (channels // lanes) % v == 0])
+    vectors = knob("expansion_vectors", _expansion_tile(channel_vectors, cols, most_rows, most)[0],
+                   [v for v in range(1, MAX_EXPANSION_VECTORS + 1) if channel_vectors % v == 0])
     limit = min(tiles.MAX_ROWS, max(budget // vectors, 1))  # (tuning's range)
     rows = knob("expansion_rows", _expansion_rows(vectors, cols, most_rows, most),
                 [r for r in range(1, limit + 1) if cols % r == 0])
     d_outer, d_inner = sch.split(d_cols, factors=[None, rows])
-    d_block, d_vec, d_lane = sch.split(d_channels, factors=[None, vectors, lanes])
-    sch.reorder(d_rows, d_outer, d_block, d_reduce, d_inner, d_vec, d_lane)
-    register_tile_loops(sch, dot, d_inner, d_vec, d_lane, d_block, d_reduce, lanes, None)
+    d_block, d_vec, *d_lane = sch.split(d_channels, factors=[None, vectors, *_lanes(joined)])
+    register_tile(joined, task, [d_rows, d_outer, d_block], d_reduce, d_inner, d_vec, d_lane)
+
+
+def register_tile(joined: Joined, task: Any, outer: list[Any], reduce: Any, rows: Any, vecs: Any,
+                  lane: list[Any]) -> None:
+    """The 1x1 convolution's register tile (``rows`` x ``vecs`` x ``lane``) under the ``outer``
+    loops, the last of which holds the tile; over bf16 pairs (no ``lane`` loop: ``_pair_blocks``)
+    each vector's block becomes one ``vdpbf16ps``, as in the contraction rule's tiles."""
+    sch, dot = joined.sch, joined.dot
+    sch.reorder(*outer, reduce, rows, vecs, *lane)
+    register_tile_loops(sch, dot, rows, vecs, lane[0] if lane else None, outer[-1], reduce, joined.lanes, None)
+    if joined.pairs:
+        bf16.register()
+        sch.tensorize(sch.get_loops(sch.get_child_blocks(dot)[0])[-2], bf16.DOT_16x2)
+        sch.annotate(task, "pragma_import_llvm", bf16.LLVM_IR)
 
 
 def expansion_accumulators(budget: int) -> int:
