@@ -1063,3 +1063,18 @@ def build_bf16_windows():
                               torch.nn.Conv2d(256, 256, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.Conv2d(256, 512, 1))
     return net.eval(), (torch.randn(1, 128, 28, 28),)
+
+
+def build_bf16_squeeze_excite():
+    """mobilenet_v3_large's third stage, small: a 1x1 expansion 24 -> 72, a depthwise 5x5 with
+    stride 2, a squeeze-excite block (72 -> 24 -> 72, biases, hard sigmoid) scaling it, the 1x1
+    projection 72 -> 40. The scale's kernel stores the projection's bf16 input padded to 80
+    channels."""
+    from torchvision.ops import SqueezeExcitation
+
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(
+        torch.nn.Conv2d(24, 72, 1), torch.nn.ReLU(),
+        torch.nn.Conv2d(72, 72, 5, stride=2, padding=2, groups=72), torch.nn.ReLU(),
+        SqueezeExcitation(72, 24, scale_activation=torch.nn.Hardsigmoid), torch.nn.Conv2d(72, 40, 1))
+    return net.eval(), (torch.randn(1, 24, 56, 56),)

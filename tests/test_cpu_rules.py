@@ -2682,6 +2682,31 @@ def test_a_joined_bf16_expansion_runs_on_the_dot_product_where_its_channels_are_
     assert joined(_bf16_kernels(wide, target)) == ("float32", False)
 
 
+def test_a_bf16_squeeze_excite_block_builds_and_rounds_no_sum_before_its_bias(tmp_path, monkeypatch):
+    """Under --precision bf16 for Zen 5 every kernel of a mobilenet_v3 block with a squeeze-excite
+    builds: the scale's epilogue, partitioned at the projection input's padding (72 of 80
+    channels), stores vectors of bf16 zeros, which TVM's legalisation left bf16 (the build failed;
+    ``bf16_casts.scalar_constant_stores``). The excitation's 1x1 convolutions (a 1x1 map, their
+    biases' shape) are not taken for residual branches: no kernel rounds their sums before the
+    bias. On a host that runs bf16 the outputs match PyTorch's."""
+    import tvm
+
+    from tvmbench.compile import codegen
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_squeeze_excite")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
+    kernels = _bf16_kernels(model, target)
+    assert any("_pad_" in n and n.endswith("_cast2") for n in kernels), sorted(kernels)  # (the padded store)
+    assert not [n for n in kernels if re.search(r"strided_slice\d*_cast\d*_add", n)], sorted(kernels)
+    for func in kernels.values():
+        _, sch = pipeline.default_schedule(func, target)
+        with codegen.lowering_context():
+            tvm.tirx.build(tvm.IRModule({"main": (sch.mod["main"] if sch else func).with_attr("global_symbol", "main")}),
+                           target=target.tvm(), pipeline=codegen.PIPELINE)
+    if HOST_BF16:
+        _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
+
+
 HOST_AMX = "amx_tile" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
 
 

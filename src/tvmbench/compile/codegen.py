@@ -71,9 +71,10 @@ def _pipeline() -> tuple[Any, Any, Any]:
     """TVM's S-TIR pipeline, after ``opaque_and_simplified`` when ``SIMPLIFY_OPAQUE_BLOCKS``, the
     attention's key loops bounded by their masks (``passes/key_limits.py``), the next weight panel
     prefetched where the contraction rule marked it (``passes/prefetch.py``), small buffers
-    kept on the stack (``passes/stack_buffers.py``), roundings to bf16 by the CPU's instruction
+    kept on the stack (``passes/stack_buffers.py``), vectors of bf16 constants stored one by one
+    (``passes/bf16_casts.py``: TVM's legalisation leaves them bf16), roundings to bf16 by the CPU's instruction
     (``passes/bf16_round.py``) and AMX tiles' sums started at zero (``passes/tile_sums.py``)."""
-    from tvmbench.compile.passes.bf16_casts import bind_cast_operands_pass
+    from tvmbench.compile.passes.bf16_casts import bind_cast_operands_pass, scalar_constant_stores_pass
     from tvmbench.compile.passes.bf16_round import round_to_bf16_pass
     from tvmbench.compile.passes.key_limits import bound_key_loops_pass, truncate_key_loops_pass
     from tvmbench.compile.passes.prefetch import prefetch_pass
@@ -81,7 +82,7 @@ def _pipeline() -> tuple[Any, Any, Any]:
     from tvmbench.compile.passes.tile_sums import tile_sums_from_zero_pass
 
     lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
-    first = [opaque_and_simplified()] if SIMPLIFY_OPAQUE_BLOCKS else []
+    first = [opaque_and_simplified(), scalar_constant_stores_pass] if SIMPLIFY_OPAQUE_BLOCKS else []
     return tvm.transform.Sequential([prefetch_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
                                      bound_key_loops_pass,
                                      stack_buffers_pass, round_to_bf16_pass, tile_sums_from_zero_pass]), host, device

@@ -41,3 +41,32 @@ def bind_cast_operands(func: Any) -> Any:
 
 
 bind_cast_operands_pass = kernel_pass(bind_cast_operands, "BindCastOperands")
+
+
+def scalar_constant_stores(func: Any) -> Any:
+    """``func`` with each vectorised loop that stores a bf16 constant made serial; the function
+    itself when there is none. TVM's bf16 legalisation turns a bf16 buffer into ``uint16`` and a
+    scalar bf16 constant into its bits, but leaves a vector of them (``bfloat16x8``), and the store
+    fails to build ("dtype mismatch on BufferStore"): an epilogue partitioned at the padding of its
+    channels (``rules/base.partition_at_cuts``) stores zeros in bf16 over the padded vectors, and
+    the SE blocks of torchvision's mobilenet_v3_large did not compile in bf16 (sessions 68-93).
+    The loop runs over padding only. Runs after ``codegen.opaque_and_simplified``, which folds
+    such a vector's value to the constant."""
+    changed = []
+
+    def on_loop(loop: Any) -> Any:
+        if loop.kind != tirx.ForKind.VECTORIZED:
+            return loop
+        stores: list[Any] = []
+        tvm_ffi.structural_walk(loop.body, (tirx.BufferStore, stores.append))
+        if not any(str(s.buffer.dtype) == "bfloat16" and isinstance(s.value, tirx.FloatImm) for s in stores):
+            return loop
+        changed.append(loop)
+        return tirx.For(loop.loop_var, loop.min, loop.extent, tirx.ForKind.SERIAL, loop.body, loop.thread_binding,
+                        loop.annotations)
+
+    body = tvm_ffi.structural_map(func.body, (tirx.For, on_loop))
+    return func.with_body(body) if changed else func
+
+
+scalar_constant_stores_pass = kernel_pass(scalar_constant_stores, "ScalarConstantStores")

@@ -271,10 +271,12 @@ def _rounded_branches(func: Any, min_bytes: int) -> set[Any]:
     convolution computes, directly or through one more ``add`` (its bias), that nothing else
     reads, and whose other operand is computed after them: the kernel computing that one takes
     the ``add``, so this one goes to memory. Each is stored in bf16 (BF16_BRANCHES), where its
-    fp32 bytes are over ``min_bytes`` under BF16_RESIDUALS 1."""
+    fp32 bytes are over ``min_bytes`` under BF16_RESIDUALS 1. Not a bias (an operand computed
+    from weights only): a squeeze-excite's 1x1 map has its bias's shape, and its rounded sum
+    before the bias made a kernel that failed to build (torchvision's mobilenet_v3_large)."""
     order = {b.var: i for i, b in enumerate(bindings(func)) if isinstance(b, relax.VarBinding)}
     bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
-    uses = use_counts(func)
+    uses, weights = use_counts(func), weight_params(func)
     found = set()
     for value in bound.values():
         if op_name(value) != "relax.add" or len(value.args) != 2 or any(a not in order for a in value.args):
@@ -282,6 +284,7 @@ def _rounded_branches(func: Any, min_bytes: int) -> set[Any]:
         first, later = sorted(value.args, key=order.__getitem__)
         shape = static_shape(first.ty)
         if (shape is None or len(shape) != 4 or shape != static_shape(later.ty) or uses.get(first) != 1
+                or weight_only(later, bound.get, weights)
                 or str(first.ty.dtype) != "float32" or (BF16_RESIDUALS == 1 and 4 * int(np.prod(shape)) <= min_bytes)):
             continue
         source = bound[first]
