@@ -59,8 +59,14 @@ CAST_BEFORE_CONCATS = 1
 # 1.034x, densenet121 1.028x (its 3x3s to 32 channels), googlenet 1.009x, inception_v3 1.008x,
 # torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector
 # (16 outputs) against two: mobilenet_v2 0.990x (ba; far state 0.942x ab), efficientnet_b0
-# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x.
-MIN_CONV_VECTORS = 2
+# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x: two on Zen 4 (MIN_CONV_VECTORS_CPUS).
+# Elsewhere one: on Zen 5 (session 94, `rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS 1
+# --precision bf16 --block 2`, one against two) squeezenet1_1 b8 1.087x / 1.151x (ab / ba; its
+# squeezes to 16 channels read bf16, so the fire modules' concatenations and the pools over them
+# are bf16 too), b1 1.018x; efficientnet_b0 b8 1.056x; mobilenet_v2 b8 1.031x, b1 1.021x;
+# mnasnet1_0 b8 1.021x; googlenet b8 1.007x.
+MIN_CONV_VECTORS = 1
+MIN_CONV_VECTORS_CPUS = {"znver4": 2}
 # ... and on a CPU with AMX tiles (their products are 16 outputs wide: one vector of them is a
 # whole tile). On the Intel Xeon VM (session 92, same-process A/Bs, `rule_ab.py M
 # passes.bf16_dense.MIN_CONV_VECTORS_AMX 2 --precision bf16 --runs 200 --block 5`, the value
@@ -137,10 +143,10 @@ def marked(mod: Any) -> bool:
 
 @mutator
 class _Bf16Dense(PyExprMutator):
-    def __init__(self, mod: Any, min_outputs: int, lanes: int, amx_tiles: bool) -> None:
+    def __init__(self, mod: Any, min_outputs: int, lanes: int, amx_tiles: bool, mcpu: str) -> None:
         super().__init__(mod)
         self.min_outputs, self.lanes = min_outputs, lanes
-        self.conv_vectors = MIN_CONV_VECTORS_AMX if amx_tiles else MIN_CONV_VECTORS
+        self.conv_vectors = MIN_CONV_VECTORS_AMX if amx_tiles else MIN_CONV_VECTORS_CPUS.get(mcpu, MIN_CONV_VECTORS)
         self.weights: set[Any] = set()
         self.fp32: set[Any] = set()  # calls left in fp32 (``fuse_expansion.joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
@@ -408,12 +414,12 @@ def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool) -> set[Any]:
     return {c for c in joined if (static_shape(c.args[1].ty) or [0])[-1] % bf16.LANES}
 
 
-def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
+def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False, mcpu: str = "") -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
     ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32);
     ``lanes``: fp32 lanes of the target's vectors; ``amx_tiles``: the target has AMX's tile
-    products (``MIN_CONV_VECTORS_AMX``)."""
+    products (``MIN_CONV_VECTORS_AMX``); ``mcpu``: the target's CPU (``MIN_CONV_VECTORS_CPUS``)."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
@@ -427,7 +433,8 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
     def set_pools(mutator_: Any, func: Any) -> None:
         mutator_.pools = _pooled_casts(func) if BF16_POOLS else {}
 
-    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles), "Bf16Dense", before=set_weights)
+    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles, mcpu), "Bf16Dense",
+                           before=set_weights)
     residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
     pools = builder_pass(_Bf16Pools, "Bf16Pools", before=set_pools)
 
