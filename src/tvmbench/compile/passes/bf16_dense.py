@@ -15,9 +15,11 @@ dense layer reading the same input (a layer's query, key and value projections).
 A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
 instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them
-(``MIN_CONV_VECTORS_AMX`` where AMX's tiles take the products) stay fp32: the packed pairs need an even depth and whole vectors. So
-does an inverted-residual block's expansion that FuseExpansionIntoWindow joins into its depthwise
-convolution (``fuse_expansion.joined_expansions``). A CNN's feature map over L2 that a bf16 convolution and
+(``MIN_CONV_VECTORS_AMX`` where AMX's tiles take the products, ``MIN_CONV_VECTORS_CPUS`` on Zen 4)
+stay fp32: the packed pairs need an even depth and whole vectors. So does an inverted-residual
+block's expansion that FuseExpansionIntoWindow joins into its depthwise convolution
+(``fuse_expansion.joined_expansions``) where its outputs are not whole vectors of the dot
+product's 16 lanes, or on AMX (``BF16_JOINED_EXPANSIONS``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
 """
 
