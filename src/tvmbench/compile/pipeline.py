@@ -80,8 +80,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
                    passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
-                                     vector_lanes(target.tvm(), 32), amx.usable(target.tvm()),
-                                     str(target.tvm().attrs.get("mcpu", "") or "")),
+                                     vector_lanes(target.tvm(), 32), amx.usable(target.tvm()), target.config.get("mcpu", "")),
                    # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(target),
                    *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),
