@@ -2686,6 +2686,32 @@ def test_a_joined_bf16_expansion_runs_on_the_dot_product_where_its_channels_are_
     assert joined(_bf16_kernels(wide, target)) == ("float32", False)
 
 
+def test_a_depthwise_convolution_reads_a_large_input_only_it_reads_as_bf16(monkeypatch, tmp_path):
+    """Under --precision bf16 a depthwise convolution whose fp32 input (a stem's 96x96x32, 1.2 MB:
+    over a 1 MB L2) nothing else reads reads that input's bf16 copy, widened in its own kernel,
+    and the stem writes bf16 (``bf16_dense.BF16_WINDOW_INPUTS``); with 0 both stay fp32. Alone (Zen
+    5) and joined with its fp32 projection (Zen 4: WindowProject) the window's kernel is scheduled
+    by its rule. On a host that runs bf16 the outputs match PyTorch's either way."""
+    import importlib
+
+    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_window_project")
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_dense, "BF16_WINDOW_INPUTS", value)
+        for mcpu, rule in (("znver5", "Contraction"), ("znver4", "WindowProject")):
+            target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+            kernels = _bf16_kernels(model, target)
+            (stem,) = [f for n, f in kernels.items() if n.startswith("fused_conv2d_nhwc_packed_add")]
+            (window,) = [f for n, f in kernels.items() if n.startswith("fused_conv2d_add")]
+            dtype = "bfloat16" if value else "float32"
+            assert (str(stem.params[-1].ty.dtype), str(window.params[0].ty.dtype)) == (dtype, dtype), sorted(kernels)
+            assert pipeline.default_schedule(window, target)[0] == rule
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+
+
 def test_a_bf16_squeeze_excite_block_builds_and_rounds_no_sum_before_its_bias(tmp_path, monkeypatch):
     """Under --precision bf16 for Zen 5 every kernel of a mobilenet_v3 block with a squeeze-excite
     builds: the scale's epilogue, partitioned at the projection input's padding (72 of 80

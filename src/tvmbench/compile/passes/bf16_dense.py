@@ -43,7 +43,7 @@ from tvmbench.compile.ir import (
     weight_only,
     weight_params,
 )
-from tvmbench.compile.passes.fuse_expansion import joined_expansions
+from tvmbench.compile.passes.fuse_expansion import CHEAP, joined_expansions
 from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 
 ATTR = "tvmbench_precision"
@@ -132,6 +132,13 @@ BF16_STEM_WINDOW = 7
 # values is the rounded maximum: the same numbers, and the producer (a stem's convolution and
 # ReLU) writes half the bytes.
 BF16_POOLS = 1
+# A depthwise convolution (fp32: no pairs of channels) whose input over ``min_bytes`` it alone
+# reads reads that input's bf16 copy, widened in its own kernel (``_window_casts``; 0: fp32), as
+# OpenVINO stores activations: the producer (a stem) writes half the bytes and the window, bound
+# by memory, reads half. mobilenet_v2's first depthwise over its stem's 112x112x32 at batch 8
+# read 12.8 MB at 41 GB/s (0.47 ms, 30 % of its bound). Not an expansion's output that
+# FuseExpansionIntoWindow joins into the window (``fuse_expansion.joined_expansions``).
+BF16_WINDOW_INPUTS = 1
 
 
 def mark(mod: Any) -> Any:
@@ -362,13 +369,23 @@ def _pooled_casts(func: Any) -> dict[Any, tuple[Any, Any]]:
 
 @mutator
 class _Bf16Pools(PyExprMutator):
-    """The casts of ``_pooled_casts`` become pools of the bf16 copy of the pools' input."""
+    """The casts of ``_pooled_casts`` become pools of the bf16 copy of the pools' input, and the
+    depthwise convolutions of ``_window_casts`` convolutions of their input's bf16 copy."""
 
     def __init__(self, mod: Any) -> None:
         super().__init__(mod)
         self.pools: dict[Any, tuple[Any, Any]] = {}
+        self.windows: set[Any] = set()  # (``_window_casts``)
 
     def visit_var_binding_(self, binding: Any) -> None:
+        if binding.var in self.windows:
+            conv = binding.value
+            xb = self.builder_.emit(relax.op.astype(self.visit_expr(conv.args[0]), "bfloat16"))
+            a = conv.attrs
+            value = self.builder_.call_te(_widened_conv, xb, self.visit_expr(conv.args[1]), a.strides, a.padding,
+                                          a.dilation, int(a.groups), primfunc_name_hint="conv2d")
+            self.set_var_remap(binding.var, self.builder_.emit(value, name_hint=binding.var.name))
+            return None
         if binding.var not in self.pools:
             return super().visit_var_binding_(binding)
         pool, copy = self.pools[binding.var]
@@ -376,6 +393,38 @@ class _Bf16Pools(PyExprMutator):
         xb = self.builder_.emit(relax.op.astype(x, "bfloat16")) if copy is None else x
         value = self.builder_.call_te(_widened_pool, xb, "max", *_pool_attrs(pool), primfunc_name_hint="max_pool2d")
         self.set_var_remap(binding.var, self.builder_.emit(value, name_hint=binding.var.name))
+
+
+def _window_casts(func: Any, min_bytes: int) -> set[Any]:
+    """The variables of the depthwise convolutions (NHWC, HWIO, one group per channel) whose 4-d
+    fp32 input, over ``min_bytes``, a binding computes and nothing else reads (BF16_WINDOW_INPUTS),
+    unless that input is, through cheap elementwise steps, an expansion FuseExpansionIntoWindow
+    joins."""
+    bound = {b.var: b.value for b in bindings(func) if isinstance(b, relax.VarBinding)}
+    uses, expansions = use_counts(func), joined_expansions(func, min_bytes)
+    found = set()
+    for var, value in bound.items():
+        x = value.args[0] if op_name(value) == "relax.nn.conv2d" else None
+        shape = static_shape(x.ty) if x in bound else None
+        if (shape is None or len(shape) != 4 or str(x.ty.dtype) != "float32" or uses.get(x) != 1
+                or 4 * int(np.prod(shape)) <= min_bytes or shape[3] < 2 or int(value.attrs.groups) != shape[3]
+                or (value.attrs.data_layout, value.attrs.kernel_layout, value.attrs.out_layout) != ("NHWC", "HWIO", "NHWC")):
+            continue
+        source = x
+        while op_name(bound.get(source)) in CHEAP and isinstance(bound[source].args[0], relax.Var):
+            source = bound[source].args[0]
+        if bound.get(source) not in expansions:
+            found.add(var)
+    return found
+
+
+def _widened_conv(x: Any, w: Any, strides: Any, padding: Any, dilation: Any, groups: int) -> Any:
+    """An NHWC convolution of bf16 ``x`` widened to fp32 in the same kernel (``_window_casts``),
+    as LegalizeOps writes a convolution (``topi.nn.conv``)."""
+    from tvm import te, topi
+
+    wide = te.compute(x.shape, lambda *i: x(*i).astype("float32"), name="widen")
+    return topi.nn.conv(wide, w, strides, padding, dilation, groups, "NHWC", "HWIO", "float32")
 
 
 def _widened_add(x: Any, rounded: Any) -> Any:
@@ -434,6 +483,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
 
     def set_pools(mutator_: Any, func: Any) -> None:
         mutator_.pools = _pooled_casts(func) if BF16_POOLS else {}
+        mutator_.windows = _window_casts(func, min_bytes) if BF16_WINDOW_INPUTS else set()
 
     rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles, mcpu), "Bf16Dense",
                            before=set_weights)
