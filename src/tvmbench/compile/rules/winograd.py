@@ -64,13 +64,35 @@ def _inline_casts(sch: Any, infos: list[Any]) -> list[Any]:
     return left
 
 
+# The zero padding of the transform's input is inlined into the transform (each tile reads the
+# map itself, zeros past its edges; 0: the padding is an elementwise loop of its own, a padded
+# copy of the map written and read again). densenet121's first dense block, in bf16 at batch 8
+# on Zen 5, padded 56x56x128 maps (13.8 MB) six times: its input transforms took 17 % of the
+# model. Same-process A/Bs of 0 (`rule_ab.py M rules.winograd.INLINE_PAD 0`, session 95, Zen 5):
+# densenet121 b8 bf16 1.088x [1.057-1.126], b8 fp32 1.084x, b1 fp32 1.021x; resnet18 b1 fp32
+# 1.018x; resnet50 b8 bf16 1.020x [0.996-1.043].
+INLINE_PAD = 1
+
+
+def _inlined(sch: Any, block: Any) -> bool:
+    """Whether ``block`` (a padding) could be inlined into its consumer, which it then is."""
+    try:
+        sch.compute_inline(block)
+    except s_tir.schedule.ScheduleError:
+        return False
+    return True
+
+
 def input_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any:
     """Tiles in parallel; per tile, vectors of channels with the tile positions unrolled inside.
-    The other blocks (the input's padding) are scheduled as elementwise loops."""
+    The input's padding is inlined (INLINE_PAD); other blocks are scheduled as elementwise loops."""
     transform = infos[index].block_rv
     lanes = vector_lanes(target, dtype_bits(sch.get(transform).writes[0].source.dtype))
     after = _inline_casts(sch, infos[index + 1:]) if INLINE_CAST else infos[index + 1:]
-    for info in infos[:index] + after:
+    before = infos[:index]
+    if INLINE_PAD:
+        before = [info for info in before if not _inlined(sch, info.block_rv)]
+    for info in before + after:
         schedule_injective_block(sch, info.block_rv, lanes)
     pos, tiles, channels = sch.get_loops(transform)
     width = vector_width(as_int(sch.get(channels).extent) or 1, lanes)
