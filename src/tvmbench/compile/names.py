@@ -7,6 +7,8 @@ FLAT_TRANSFORM = "transform_params_flat"
 # the Winograd rule (rules/winograd.py) schedules.
 WINOGRAD_INPUT = "winograd_input"
 WINOGRAD_OUTPUT = "winograd_output"
+# ... and of the input transform's zero padding, which the rule inlines into the transform.
+WINOGRAD_PAD = "winograd_pad"
 # ... and of the products between them, which the Contraction rule schedules.
 WINOGRAD_PRODUCT = "winograd_product"
 # ... and the output transform's annotation with a dilated convolution's dilation (rows, columns).

@@ -42,7 +42,7 @@ import numpy as np
 from tvmbench.compile import amx
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
-from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PRODUCT
+from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PAD, WINOGRAD_PRODUCT
 from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
 from tvmbench.compile.passes.pack_weights import whole_tiles
 from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
@@ -130,7 +130,7 @@ def _input_transform(x: Any, m: int, pad: list[int], tiles: tuple[int, int],
     dh, dw = dilation
     top, left = pad[0], pad[1]
     xp = topi.nn.pad(x, [0, top, left, 0], [0, (th // dh * m + 2) * dh - h - top, (tw // dw * m + 2) * dw - w - left, 0],
-                     name="winograd_pad")
+                     name=WINOGRAD_PAD)
 
     def value(pos: Any, t: Any, c: Any) -> Any:
         b, y, z = t // (th * tw), t // tw % th, t % tw

@@ -16,7 +16,7 @@ from typing import Any
 from tvm import s_tir
 from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 
-from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT
+from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PAD
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits
@@ -75,7 +75,10 @@ INLINE_PAD = 1
 
 
 def _inlined(sch: Any, block: Any) -> bool:
-    """Whether ``block`` (a padding) could be inlined into its consumer, which it then is."""
+    """Whether ``block`` is the transform's padding and could be inlined into it, which it then
+    is (not an output transform before it, in a kernel ``output_then_input`` did not take)."""
+    if not sch.get(block).name_hint.startswith(WINOGRAD_PAD):
+        return False
     try:
         sch.compute_inline(block)
     except s_tir.schedule.ScheduleError:
