@@ -965,19 +965,19 @@ def build_bf16_short_rows():
 
 
 def build_bf16_patch_stems():
-    """Three stems over a 3-channel image to 64 channels: a 7x7 window with stride 2 (a CNN's), a
-    4x4 one with stride 4 and no padding (ConvNeXt's) and an 8x8 patch embedding with stride 8 (a
-    ViT's; ``bf16_dense.BF16_STEM_WINDOW``)."""
+    """Four stems over a 3-channel image to 64 channels: a 7x7 window with stride 2 (a CNN's), an
+    11x11 one with stride 4 (AlexNet's), a 4x4 one with stride 4 and no padding (ConvNeXt's) and a
+    16x16 patch embedding with stride 16 (a ViT's; ``bf16_dense.BF16_STEM_WINDOW``)."""
     torch.manual_seed(0)
 
     class _Stems(torch.nn.Module):
         def __init__(self):
             super().__init__()
-            self.cnn, self.patches = torch.nn.Conv2d(3, 64, 7, 2, 3), torch.nn.Conv2d(3, 64, 8, 8)
-            self.patchify = torch.nn.Conv2d(3, 64, 4, 4)
+            self.cnn, self.patches = torch.nn.Conv2d(3, 64, 7, 2, 3), torch.nn.Conv2d(3, 64, 16, 16)
+            self.patchify, self.alexnet = torch.nn.Conv2d(3, 64, 4, 4), torch.nn.Conv2d(3, 64, 11, 4, 2)
 
         def forward(self, x, y, z):
-            return self.cnn(x), self.patches(y), self.patchify(z)
+            return self.cnn(x), self.patches(y), self.patchify(z), self.alexnet(x)
 
     return _Stems().eval(), (torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32))
 

@@ -125,8 +125,11 @@ BF16_STEMS = 4
 # (same-process A/B, session 71): with no padding to cast its image, the cast was inlined and the
 # dot product's tensorize failed (DLight's Reduction rule took it, without the dot product). With
 # the cast a stage of its own (``rules.contraction.BF16_CAST_STAGE``, session 72) 16 is level with
-# 7 (0.998x): the patch embedding is too small a part of a ViT to gain.
-BF16_STEM_WINDOW = 7
+# 7 (0.998x): the patch embedding is too small a part of a ViT to gain. 11: AlexNet's 11x11 stem
+# (stride 4, 12 columns with the zero one) in bf16, same-process A/Bs against 7 (Zen 5, session
+# 95, `rule_ab.py alexnet passes.bf16_dense.BF16_STEM_WINDOW 11 --precision bf16`): batch 8
+# 1.072x [1.064-1.089] / 1.081x (both build orders), batch 1 1.039x.
+BF16_STEM_WINDOW = 11
 # A max pool whose output only a bf16 cast reads pools the bf16 copy of its input instead
 # (``_pooled_casts``; 0: pools stay fp32). Rounding is monotonic, so the maximum of the rounded
 # values is the rounded maximum: the same numbers, and the producer (a stem's convolution and
