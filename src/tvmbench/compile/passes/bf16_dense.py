@@ -20,7 +20,8 @@ stay fp32: the packed pairs need an even depth and whole vectors. So does an inv
 block's expansion that FuseExpansionIntoWindow joins into its depthwise convolution
 (``fuse_expansion.joined_expansions``) where its outputs are not whole vectors of the dot
 product's 16 lanes, or on AMX (``BF16_JOINED_EXPANSIONS``). A CNN's feature map over L2 that a bf16 convolution and
-residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``).
+residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``),
+and so is a map over L2 that only a depthwise convolution reads, which widens it (``_window_casts``).
 """
 
 from __future__ import annotations

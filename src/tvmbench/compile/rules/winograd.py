@@ -70,7 +70,8 @@ def _inline_casts(sch: Any, infos: list[Any]) -> list[Any]:
 # on Zen 5, padded 56x56x128 maps (13.8 MB) six times: its input transforms took 17 % of the
 # model. Same-process A/Bs of 0 (`rule_ab.py M rules.winograd.INLINE_PAD 0`, session 95, Zen 5):
 # densenet121 b8 bf16 1.088x [1.057-1.126], b8 fp32 1.084x, b1 fp32 1.021x; resnet18 b1 fp32
-# 1.018x; resnet50 b8 bf16 1.020x [0.996-1.043].
+# 1.018x; resnet50 b8 bf16 1.020x [0.996-1.043]; with only the padding inlined (``_inlined``):
+# densenet121 b8 bf16 1.115x [1.080-1.144], resnet18 b1 fp32 1.039x [1.018-1.041].
 INLINE_PAD = 1
 
 
