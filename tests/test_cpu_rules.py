@@ -1049,7 +1049,8 @@ def test_a_linear_layer_on_a_strided_input_reads_one_packed_weight_not_a_copy_pe
     """PyTorch gives a linear layer on a non-contiguous 3-D input (attention's output) as a
     matmul of ``broadcast_to`` operands, which made the weights one copy per batch element, read
     unpacked (passes/matmul_broadcast.py). After the pipeline no broadcast is left, the kernel
-    reads the weight packed per register tile, and the model still matches PyTorch."""
+    reads the weight packed per register tile over the input's rows flattened (``FLATTEN_ROWS``:
+    a 2-D ``[30, 64]``, not ``[3, 10, 64]``), and the model still matches PyTorch."""
     import torch
     import tvm
 
@@ -1064,6 +1065,8 @@ def test_a_linear_layer_on_a_strided_input_reads_one_packed_weight_not_a_copy_pe
     kernels = {gv.name_hint: f for gv, f in mod.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
     assert not any("broadcast" in name for name in kernels), sorted(kernels)
     dense = [f.script() for name, f in kernels.items() if name.startswith("fused_matmul")]
+    assert [[int(d) for d in f.params[0].ty.shape] for n, f in kernels.items() if n.startswith("fused_matmul")] \
+        == [[30, 64]]
     block = _host_dense_block(96, 10)  # 96 output columns, packed per register tile
     assert len(dense) == 1 and "T.int64(3), T.int64(64), T.int64(96)" not in dense[0]
     assert f"T.Buffer((T.int64({96 // block}), T.int64(64), T.int64({block}))" in dense[0]
