@@ -2111,8 +2111,9 @@ def test_a_bf16_stem_pairs_window_columns_but_a_patch_embedding_stays_fp32():
     """Stems over an NCHW image with 64 outputs read bf16 in pairs of window columns
     (``bf16_dense.BF16_STEMS``), a 7x7 one, AlexNet's 11x11 and a 4x4 one without padding, each
     with the dot product, but not a 16x16 patch embedding (over ``BF16_STEM_WINDOW``: a ViT's ran
-    0.585x in bf16 pairs before the cast was a stage of its own, then level). Without padding no pad casts the image: the cast must stay a stage of its own, or the
-    dot product, which reads a bf16 buffer, fails and the kernel falls to DLight (ConvNeXt's)."""
+    0.585x in bf16 pairs before the cast was a stage of its own, then level). Without padding no
+    pad casts the image: the cast must stay a stage of its own, or the dot product, which reads a
+    bf16 buffer, fails and the kernel falls to DLight (ConvNeXt's)."""
     from tvmbench.compile.bf16 import LLVM_FUNCTION
     from tvmbench.compile.precision import apply_precision
     from tvmbench.compile.tir import reads_bf16
