@@ -1958,6 +1958,7 @@ HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cp
 
 
 @pytest.mark.parametrize("name, stems, dotted_kinds", [
+    # (the two 1x1s over 13-pixel rows run as dense layers, named as convolutions: pack_weights.BF16_CONV_AS_DENSE)
     (BF16_NET, 2, ["conv2d", "conv2d", "conv2d", "conv2d", "matmul"]),
     (BF16_NET, 4, ["conv2d", "conv2d", "conv2d", "matmul"]),
     # (Winograd: the 18x18 maps' products; direct: the 9x9 one (under winograd.BF16_MIN_EDGE),
@@ -2631,6 +2632,33 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
             outs[value] = _bf16_outputs(model, monkeypatch, tmp_path / str(value))
     if HOST_BF16:
         np.testing.assert_array_equal(outs[0][0], outs[1][0])
+
+
+def test_bf16_convolutions_pack_one_vector_blocks_and_pointwise_ones_over_odd_rows_run_as_dense(monkeypatch, tmp_path):
+    """Under --precision bf16 without AMX a convolution to 16 channels is packed in blocks of 16
+    (``pack_weights.BF16_ONE_VECTOR_BLOCKS``; 0: 32, half of them zeros, sliced off), and a 1x1
+    convolution over 13-pixel rows runs as a dense layer over its pixels
+    (``BF16_CONV_AS_DENSE``; 0: a convolution over 14 columns, sliced). Both builds match PyTorch
+    on a host that runs bf16."""
+    import importlib
+
+    pack = importlib.import_module("tvmbench.compile.passes.pack_weights")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_narrow_fire")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(pack, "BF16_ONE_VECTOR_BLOCKS", value)
+        monkeypatch.setattr(pack, "BF16_CONV_AS_DENSE", value)
+        kernels = _bf16_kernels(model, target)
+        convs = {n: f for n, f in kernels.items() if "conv2d_nhwc_packed" in n}
+        assert len(convs) == (1 if value else 2), sorted(kernels)
+        assert sum("matmul_packed" in n for n in kernels) == (1 if value else 0), sorted(kernels)
+        narrow = [f for f in convs.values() if int(f.params[-1].ty.shape[-1]) == 16]
+        blocks = [int(p.ty.shape[-2]) for f in narrow for p in f.params if len(p.ty.shape) == 6]
+        assert blocks == [16 if value else 32], blocks
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
 
 
 def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tmp_path):

@@ -200,6 +200,15 @@ CONV_TILE_ROWS: tuple[int, ...] = (4, 5, 6)
 # layers themselves keep their half blocks: with three padded mobile networks' layers of 24, 72
 # or 120 outputs ran 1.03-1.09x slower alone (mnasnet1_0, mobilenet_v2 level end to end).
 CONV_AS_DENSE_OVER_HALF_BLOCKS = True
+# A bf16 1x1 convolution (stride 1, no padding; not on AMX tiles) over rows that no tile from 4
+# to 8 divides (SqueezeNet's 13-pixel rows, Inception's 17 and 73) is computed as a dense layer
+# over its pixels too (0: a convolution over whole tiles of extra columns, ``whole_tiles``,
+# sliced off: 13 columns as 14, SqueezeNet's classifier 10 % more products).
+BF16_CONV_AS_DENSE = 1
+# A bf16 convolution with fewer output channels than a block, a multiple of the dot product's 16
+# lanes, is packed in a block of its own width (0: padded to the block with zero channels, sliced
+# off; SqueezeNet's 16-channel squeezes computed 32).
+BF16_ONE_VECTOR_BLOCKS = 1
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -352,6 +361,8 @@ class _Pack(PyExprMutator):
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
         if pairs and cblock % 16:
             cblock = self.block
+        if pairs and BF16_ONE_VECTOR_BLOCKS and channels < cblock and channels % 16 == 0 and not self.amx:
+            cblock = channels  # (SqueezeNet's 16-channel squeezes: one dot-product vector, not 32 padded)
         if pairs and self.amx and amx.PAD_OUTPUTS and source is None and cblock not in amx.BLOCKS \
                 and amx.channel_steps(shape[2]) is not None:
             cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
@@ -456,10 +467,15 @@ class _Pack(PyExprMutator):
 
     def pointwise_as_dense(self, a: Any, shape: list[int], x: Any, out: list[int] | None) -> bool:
         """Whether a 1x1 convolution is computed as a dense layer over its pixels, flattened
-        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows no CONV_TILE_ROWS divides."""
-        if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or str(x.ty.dtype) != "float32" or out is None:
+        (CONV_AS_DENSE): stride 1, no padding, fp32, on 16 registers over rows no CONV_TILE_ROWS divides;
+        bf16 without AMX over rows no tile from 4 to 8 divides (BF16_CONV_AS_DENSE)."""
+        if not CONV_AS_DENSE or shape[0] != 1 or shape[1] != 1 or out is None:
             return False
         if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or any(int(p) for p in a.padding):
+            return False
+        if str(x.ty.dtype) == "bfloat16":
+            return bool(BF16_CONV_AS_DENSE) and not self.amx and whole_tiles(out[2], fitted=True) is not None
+        if str(x.ty.dtype) != "float32":
             return False
         if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
             return False
@@ -523,7 +539,9 @@ class _Pack(PyExprMutator):
             rows = None
         if tiles:
             x = self.builder_.emit(relax.op.nn.pad(x, [0, 0] * (rank - 2) + [0, tiles - m, 0, 0]))
-        out = self.call_te(packed_matmul, x, packed, dtype, rows, primfunc_name_hint="matmul_packed")
+        # (a 1x1 convolution's is named for it: profiles and ``explain`` pair it with the peers' convolution)
+        out = self.call_te(packed_matmul, x, packed, dtype, rows,
+                           primfunc_name_hint="conv2d_1x1_matmul_packed" if conv else "matmul_packed")
         if rows or tiles:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[rank - 2], begin=[0], end=[m])
         if padded:
