@@ -796,8 +796,9 @@ class _Bf16Net(torch.nn.Module):
     too few outputs for ``bf16_dense.BF16_STEMS``; with 2, bf16 in pairs of window columns, its
     3-wide window padded to 4), a strided 3x3 onto 13x13 maps (no register tile divides 13:
     whole tiles over 14 columns), with batch norms folded into their weights (bf16), a depthwise
-    3x3 (fp32), two 1x1s (dense layers over the 169 pixels, ``pack_weights.BF16_CONV_AS_DENSE``;
-    the first's SiLU epilogue casts to bf16 for the second: its
+    3x3 (fp32), two 1x1s (no tile divides the 169 pixels either: convolutions, not
+    ``pack_weights.BF16_CONV_AS_DENSE``'s dense layers; the first's SiLU epilogue casts to bf16
+    for the second: its
     fast exp's ``Let`` once failed to vectorise, ``passes/bf16_casts.py``; the second's 32
     outputs, two vectors: bf16, ``bf16_dense.MIN_CONV_VECTORS``), then dense layers over the
     pixels as tokens, 32 -> 96 (bf16) and 96 -> 40 (fewer outputs than PackWeights packs: fp32)."""
@@ -1084,8 +1085,9 @@ def build_bf16_squeeze_excite():
 def build_bf16_narrow_fire():
     """SqueezeNet's last stage, small: a 3x3 convolution to 16 channels (one dot-product vector)
     and a 1x1 convolution 16 -> 64 over 13-pixel rows (no tile from 4 to 8 divides them), at
-    batch 2 (``pack_weights.BF16_ONE_VECTOR_BLOCKS``, ``BF16_CONV_AS_DENSE``)."""
+    batch 4 (a tile of 4 divides its 676 pixels) (``pack_weights.BF16_ONE_VECTOR_BLOCKS``,
+    ``BF16_CONV_AS_DENSE``)."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 16, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU())
-    return net.eval(), (torch.randn(2, 32, 13, 13),)
+    return net.eval(), (torch.randn(4, 32, 13, 13),)

@@ -1958,7 +1958,6 @@ HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cp
 
 
 @pytest.mark.parametrize("name, stems, dotted_kinds", [
-    # (the two 1x1s over 13-pixel rows run as dense layers, named as convolutions: pack_weights.BF16_CONV_AS_DENSE)
     (BF16_NET, 2, ["conv2d", "conv2d", "conv2d", "conv2d", "matmul"]),
     (BF16_NET, 4, ["conv2d", "conv2d", "conv2d", "matmul"]),
     # (Winograd: the 18x18 maps' products; direct: the 9x9 one (under winograd.BF16_MIN_EDGE),
@@ -2637,7 +2636,7 @@ def test_a_bf16_max_pool_reads_the_bf16_copy_of_its_input_and_gives_the_same_num
 def test_bf16_convolutions_pack_one_vector_blocks_and_pointwise_ones_over_odd_rows_run_as_dense(monkeypatch, tmp_path):
     """Under --precision bf16 without AMX a convolution to 16 channels is packed in blocks of 16
     (``pack_weights.BF16_ONE_VECTOR_BLOCKS``; 0: 32, half of them zeros, sliced off), and a 1x1
-    convolution over 13-pixel rows runs as a dense layer over its pixels
+    convolution over 13-pixel rows runs as a dense layer over its pixels, which a tile of 4 divides
     (``BF16_CONV_AS_DENSE``; 0: a convolution over 14 columns, sliced). Both builds match PyTorch
     on a host that runs bf16."""
     import importlib

@@ -201,9 +201,10 @@ CONV_TILE_ROWS: tuple[int, ...] = (4, 5, 6)
 # or 120 outputs ran 1.03-1.09x slower alone (mnasnet1_0, mobilenet_v2 level end to end).
 CONV_AS_DENSE_OVER_HALF_BLOCKS = True
 # A bf16 1x1 convolution (stride 1, no padding; not on AMX tiles) over rows that no tile from 4
-# to 8 divides (SqueezeNet's 13-pixel rows, Inception's 17 and 73) is computed as a dense layer
-# over its pixels too (0: a convolution over whole tiles of extra columns, ``whole_tiles``,
-# sliced off: 13 columns as 14, SqueezeNet's classifier 10 % more products).
+# to 8 divides (SqueezeNet's 13-pixel rows, Inception's 17) is computed as a dense layer over its
+# pixels too where such a tile divides all its pixels (batch 8: 8 x 13 x 13) (0: a convolution
+# over whole tiles of extra columns, ``whole_tiles``, sliced off: 13 columns as 14, SqueezeNet's
+# classifier 10 % more products).
 BF16_CONV_AS_DENSE = 1
 # A bf16 convolution with fewer output channels than a block, a multiple of the dot product's 16
 # lanes, is packed in a block of its own width (0: padded to the block with zero channels, sliced
@@ -474,7 +475,8 @@ class _Pack(PyExprMutator):
         if any(int(v) != 1 for v in [*a.strides, *a.dilation]) or any(int(p) for p in a.padding):
             return False
         if str(x.ty.dtype) == "bfloat16":
-            return bool(BF16_CONV_AS_DENSE) and not self.amx and whole_tiles(out[2], fitted=True) is not None
+            return (bool(BF16_CONV_AS_DENSE) and not self.amx and whole_tiles(out[2], fitted=True) is not None
+                    and whole_tiles(out[0] * out[1] * out[2]) is None)
         if str(x.ty.dtype) != "float32":
             return False
         if not self.sixteen_registers or any(out[2] % r == 0 for r in CONV_TILE_ROWS) or shape[3] < 2 * self.block:
