@@ -358,15 +358,8 @@ class _Pack(PyExprMutator):
         # SqueezeNet's last layer, a third of its time, ran at 40 % of the packed layers' speed):
         # zero channels pad the weights to whole blocks at load time and are sliced off the output.
         channels = shape[3]
-        cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
-        if pairs and cblock % 16:
-            cblock = self.block
-        if pairs and BF16_ONE_VECTOR_BLOCKS and channels < cblock and channels % 16 == 0 and not self.amx:
-            cblock = channels  # (SqueezeNet's 16-channel squeezes: one dot-product vector, not 32 padded)
-        if pairs and self.amx and amx.PAD_OUTPUTS and source is None and cblock not in amx.BLOCKS \
-                and amx.channel_steps(shape[2]) is not None:
-            cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
+        cblock = self.conv_block_for(shape, cblock, pairs, source is None)
         # (a bf16 stem: pairs of window columns, an odd window padded with a zero column on the
         # right that reads one more column of padding)
         column_pairs = pairs and source is not None
@@ -406,6 +399,22 @@ class _Pack(PyExprMutator):
         if padded:
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
+
+    def conv_block_for(self, shape: list[int], cblock: int, pairs: bool, unstemmed: bool) -> int:
+        """A convolution's packed block of output channels (weights ``shape``, HWIO), from the
+        rule's ``cblock``: three vectors where those divide (``odd_vector_block``); over bf16
+        pairs whole 16-lane vectors, one block of fewer channels (BF16_ONE_VECTOR_BLOCKS), or on
+        AMX tiles their 32 columns (``unstemmed``: not a stem over an NCHW image)."""
+        channels = shape[3]
+        cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
+        if pairs and cblock % 16:
+            cblock = self.block
+        if pairs and BF16_ONE_VECTOR_BLOCKS and channels < cblock and channels % 16 == 0 and not self.amx:
+            cblock = channels  # (SqueezeNet's 16-channel squeezes: one dot-product vector, not 32 padded)
+        if pairs and self.amx and amx.PAD_OUTPUTS and unstemmed and cblock not in amx.BLOCKS \
+                and amx.channel_steps(shape[2]) is not None:
+            cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
+        return cblock
 
     def stem_on_tiles(self, call: Any, image: Any, shape: list[int]) -> Any:
         """A bf16 stem on AMX tiles, a window row per product (``amx.stem_rows``): the image as
