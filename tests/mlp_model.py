@@ -1082,6 +1082,15 @@ def build_bf16_squeeze_excite():
     return net.eval(), (torch.randn(1, 24, 56, 56),)
 
 
+def build_bf16_13_rows():
+    """A 3x3 and a 1x1 convolution, 64 -> 64, over a 13x13 map (ResNet's layer3 at 193 px,
+    small): rows no tile from 4 to 8 divides (``tiles.LONG_PAIR_ACCUMULATORS``)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(64, 64, 1), torch.nn.ReLU())
+    return net.eval(), (torch.randn(1, 64, 13, 13),)
+
+
 def build_bf16_narrow_fire():
     """SqueezeNet's last stage, small: a 3x3 convolution to 16 channels (one dot-product vector)
     and a 1x1 convolution 16 -> 64 over 13-pixel rows (no tile from 4 to 8 divides them), at

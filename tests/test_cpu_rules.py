@@ -2660,6 +2660,29 @@ def test_bf16_convolutions_pack_one_vector_blocks_and_pointwise_ones_over_odd_ro
     _assert_bf16_matches_pytorch(model, outs)
 
 
+def test_bf16_convolutions_over_13_pixel_rows_take_tiles_of_13_rows_and_no_extra_columns(monkeypatch, tmp_path):
+    """Under --precision bf16 a convolution over 13-pixel rows (no tile from 4 to 8 divides them,
+    and a tile of bf16 pairs has no predicated form) is computed over its 13 columns in tiles of
+    two vectors x 13 rows (``tiles.LONG_PAIR_ACCUMULATORS``: 26 accumulators); with 0 over 14
+    columns in tiles of 7, sliced off. Both builds match PyTorch on a host that runs bf16."""
+    from tvmbench.compile.knobs import knob_set
+
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_13_rows")
+    target = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (26, 0):
+        monkeypatch.setattr(tiles, "LONG_PAIR_ACCUMULATORS", value)
+        convs = {n: f for n, f in _bf16_kernels(model, target).items() if "conv2d_nhwc_packed" in n}
+        assert len(convs) == 2 and all(("strided_slice" in n) == (not value) for n in convs), sorted(convs)
+        for f in convs.values():
+            with target.tvm(), knob_set() as knobs:
+                pipeline.default_schedule(f, target)
+            assert (knobs.values()["vectors"], knobs.values()["rows"]) == (2, 13 if value else 7), knobs.values()
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+
+
 def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tmp_path):
     """Under --precision bf16 a feature map read by bf16 convolutions and by an average pool (an
     Inception block's ``branch_pool``) is written once, in bf16, and the average pool widens it

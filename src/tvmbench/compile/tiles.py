@@ -170,6 +170,33 @@ def sixteen_registers(target: Any) -> bool:
     return accumulator_budget(target) <= MAX_ACCUMULATORS_16_REGS
 
 
+# A tile of bf16 pairs has no predicated form (the dot product cannot run under a predicate:
+# ``passes/pack_weights.whole_tiles`` computes extra columns instead). Where no tile from 4 to 8
+# rows divides the row axis but one from LONG_PAIR_MIN_ROWS to 13 does (13-pixel rows: ResNet's
+# 13x13 maps at 193 px, SqueezeNet's and AlexNet's at 224), a tile of bf16 pairs takes that many
+# rows of two vectors: up to LONG_PAIR_ACCUMULATORS accumulators (26 of 32 registers, with the two
+# weight vectors and the broadcast), where they were computed over whole tiles of extra columns
+# and sliced off (13 as 14). Alone (Zen 5, resnet50 b3 193 px, 3x3 256 -> 256 over 13x13): 2 x 13
+# 585 us against 661 over 14 columns in 2 x 7, one vector x 13 637 us. Same-process A/Bs of 0
+# (`rule_ab.py M tiles.LONG_PAIR_ACCUMULATORS 0 --precision bf16`, session 97, Zen 5): resnet152
+# b3 193 px 1.098x, resnet101 1.080x, resnet50 1.036x, alexnet b8 1.060x, b1 1.045x, squeezenet1_1
+# b1 1.057x, inception_v3 1.020x, resnet18 b3 193 px, googlenet, squeezenet1_1 b8 level. 9 rows
+# (27-pixel rows) against 13 only: alexnet 1.017x / 1.011x, squeezenet1_1 level. In fp32 (a
+# predicated tile of 7 there, no padding) the 13-row tile measured 0.98-1.00x: pairs only. 0: no
+# such tile.
+LONG_PAIR_ACCUMULATORS = 26
+LONG_PAIR_MIN_ROWS = 9
+
+
+def long_pair_rows(rows_extent: int) -> int | None:
+    """Rows of a two-vector tile of bf16 pairs over ``rows_extent`` rows that no tile from 4 to
+    8 rows divides (LONG_PAIR_ACCUMULATORS), else None."""
+    if not LONG_PAIR_ACCUMULATORS or largest_divisor(rows_extent, MAX_ROWS) >= 4:
+        return None
+    rows = largest_divisor(rows_extent, LONG_PAIR_ACCUMULATORS // 2)
+    return rows if rows >= max(LONG_PAIR_MIN_ROWS, MAX_ROWS + 1) else None
+
+
 def largest_divisor(n: int, limit: int) -> int:
     """The largest divisor of ``n`` that is at most ``limit`` (1 at worst)."""
     for d in range(min(n, limit), 0, -1):

@@ -21,7 +21,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile import amx
+from tvmbench.compile import amx, bf16
 from tvmbench.compile.ir import (
     TECache,
     bindings,
@@ -35,7 +35,7 @@ from tvmbench.compile.ir import (
 )
 from tvmbench.compile.passes import fuse_expansion
 from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
-from tvmbench.compile.tiles import half_vectors_full_rate, sixteen_registers, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, long_pair_rows, sixteen_registers, weight_block
 from tvmbench.targets import ResolvedTarget
 
 
@@ -233,12 +233,13 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
     return cblock
 
 
-def whole_tiles(rows: int, fitted: bool = False) -> int | None:
+def whole_tiles(rows: int, fitted: bool = False, pairs: bool = False) -> int | None:
     """The rows to compute so that register tiles cover them whole, where no tile from 4 to 8 rows
     divides ``rows`` (else None: a tile divides them): in tiles of 8 rows, or with ``fitted`` in
     the tile of 4 to 8 rows that wastes least for its FMAs per load (two vectors: a 9-column map
-    as 10 in tiles of 5, not 16 in tiles of 8)."""
-    if rows <= 8 or max(d for d in range(1, 9) if rows % d == 0) >= 4:
+    as 10 in tiles of 5, not 16 in tiles of 8). None too for a tile of bf16 ``pairs`` where a
+    longer one divides them (``tiles.long_pair_rows``: 13 columns as 13)."""
+    if rows <= 8 or max(d for d in range(1, 9) if rows % d == 0) >= 4 or (pairs and long_pair_rows(rows)):
         return None
     if not fitted:
         return -(-rows // 8) * 8
@@ -384,7 +385,10 @@ class _Pack(PyExprMutator):
         # (bf16 pairs: the dot product cannot run under a predicated last row tile, so whole
         # tiles over extra columns, sliced off)
         width = static_shape(call.ty)[2]
-        columns = whole_tiles(width, fitted=True) if pairs else None
+        # (or over 13 columns in tiles of 13 rows, where the tile is at most two vectors:
+        # tiles.long_pair_rows)
+        long = not self.amx and source is None and cblock <= 2 * bf16.LANES
+        columns = whole_tiles(width, fitted=True, pairs=long) if pairs else None
         extra = (self.amx_columns(width) if pairs and source is None and window is None and amx.fits(shape[2], cblock)
                  and all(int(d) == 1 for d in a.dilation) else None)
         if extra is not None:  # (AMX tiles load their rows from memory: real columns of padding instead)

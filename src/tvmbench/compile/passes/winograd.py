@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import amx
+from tvmbench.compile import amx, bf16
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PAD, WINOGRAD_PRODUCT
@@ -369,7 +369,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 v = emit(relax.op.astype(v, "bfloat16"))
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-                rows = whole_tiles(tiles, fitted=True)
+                rows = whole_tiles(tiles, fitted=True, pairs=not amx_tiles and block <= 2 * bf16.LANES)
                 if amx_tiles and amx.fits(w_shape[2], block):
                     # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
                     padded = amx.padded_rows(tiles)

@@ -611,6 +611,11 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     reserved = _window_registers(found, budget)
     if reserved:
         budget = DEPTHWISE_REGISTERS - 2  # (the input is read by the FMAs themselves; 2 spare)
+    long = (found.pairs and m_axis is not None and not reserved and budget >= tiles.MAX_ACCUMULATORS
+            and tiles.long_pair_rows(extents[m_axis]))
+    if long:  # (13 rows, which PackWeights left unpadded for it: pack_weights.whole_tiles)
+        most_rows = rows_wanted = long
+        budget = max(budget, 2 * long)
     span = rows_wanted == 1 or _wide_tile(found) or bool(SPAN_PAIRS and found.pairs)
     # (three vectors where the weights are packed in blocks of three, pack_weights.odd_vector_block,
     # or the vector axis is three vectors: a grouped convolution's group of three, grouped_conv.py)
