@@ -1083,12 +1083,17 @@ def build_bf16_squeeze_excite():
 
 
 def build_bf16_13_rows():
-    """A 3x3 and a 1x1 convolution, 64 -> 64, over a 13x13 map (ResNet's layer3 at 193 px,
-    small): rows no tile from 4 to 8 divides (``tiles.LONG_PAIR_ACCUMULATORS``)."""
+    """Rows no tile from 4 to 8 divides (``tiles.LONG_PAIR_ACCUMULATORS``): two 3x3 convolutions
+    over a 49x49 map (Winograd products over 13 x 13 tiles, to 32 and to 48 channels), one of
+    stride 4 to 13x13, then a 3x3 and a 1x1 convolution, 32 -> 32, over the 13x13 map (ResNet's
+    layer3 at 193 px, small)."""
     torch.manual_seed(0)
-    net = torch.nn.Sequential(torch.nn.Conv2d(64, 64, 3, padding=1), torch.nn.ReLU(),
-                              torch.nn.Conv2d(64, 64, 1), torch.nn.ReLU())
-    return net.eval(), (torch.randn(1, 64, 13, 13),)
+    net = torch.nn.Sequential(torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(32, 48, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(48, 32, 3, stride=4, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(32, 32, 3, padding=1), torch.nn.ReLU(),
+                              torch.nn.Conv2d(32, 32, 1), torch.nn.ReLU())
+    return net.eval(), (torch.randn(1, 32, 49, 49),)
 
 
 def build_bf16_narrow_fire():

@@ -2661,10 +2661,13 @@ def test_bf16_convolutions_pack_one_vector_blocks_and_pointwise_ones_over_odd_ro
 
 
 def test_bf16_convolutions_over_13_pixel_rows_take_tiles_of_13_rows_and_no_extra_columns(monkeypatch, tmp_path):
-    """Under --precision bf16 a convolution over 13-pixel rows (no tile from 4 to 8 divides them,
-    and a tile of bf16 pairs has no predicated form) is computed over its 13 columns in tiles of
-    two vectors x 13 rows (``tiles.LONG_PAIR_ACCUMULATORS``: 26 accumulators); with 0 over 14
-    columns in tiles of 7, sliced off. Both builds match PyTorch on a host that runs bf16."""
+    """Under --precision bf16 a convolution over 13-pixel rows, or a Winograd product over 13 x 13
+    tiles (no tile from 4 to 8 divides them, and a tile of bf16 pairs has no predicated form), is
+    computed over its 13 columns or 169 tiles in tiles of two vectors x 13 rows
+    (``tiles.LONG_PAIR_ACCUMULATORS``: 26 accumulators); with 0 over 14 columns in tiles of 7,
+    sliced off, and 176 tiles. A product to 48 channels (a three-vector tile, which 13 rows would
+    not fit) keeps the extra tiles either way: no kernel falls to another rule. On a host that runs
+    bf16 the long tiles' build matches PyTorch."""
     from tvmbench.compile.knobs import knob_set
 
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_13_rows")
@@ -2672,13 +2675,22 @@ def test_bf16_convolutions_over_13_pixel_rows_take_tiles_of_13_rows_and_no_extra
     outs = []
     for value in (26, 0):
         monkeypatch.setattr(tiles, "LONG_PAIR_ACCUMULATORS", value)
-        convs = {n: f for n, f in _bf16_kernels(model, target).items() if "conv2d_nhwc_packed" in n}
-        assert len(convs) == 2 and all(("strided_slice" in n) == (not value) for n in convs), sorted(convs)
-        for f in convs.values():
-            with target.tvm(), knob_set() as knobs:
-                pipeline.default_schedule(f, target)
-            assert (knobs.values()["vectors"], knobs.values()["rows"]) == (2, 13 if value else 7), knobs.values()
-        if HOST_BF16:
+        tiled, sliced = {}, set()  # (output shape: {(rule, vectors, rows)}) of the convolutions and products
+        for name, f in _bf16_kernels(model, target).items():
+            if "conv2d_nhwc_packed" in name or "winograd_product" in name:
+                with target.tvm(), knob_set() as knobs:
+                    rule, _ = pipeline.default_schedule(f, target)
+                shape = tuple(int(d) for d in f.params[-1].ty.shape)
+                tiled.setdefault(shape, set()).add((str(rule), knobs.values().get("vectors"),
+                                                    knobs.values().get("rows")))
+                if shape[1:3] == (13, 13):
+                    sliced.add("strided_slice" in name)
+        assert tiled == ({(1, 13, 13, 32): {("Contraction", 2, 13)}, (36, 169, 32): {("Contraction", 2, 13)},
+                          (36, 176, 48): {("Contraction", 3, 8)}} if value else
+                         {(1, 13, 13, 32): {("Contraction", 2, 7)}, (36, 176, 32): {("Contraction", 2, 8)},
+                          (36, 176, 48): {("Contraction", 3, 8)}}), tiled
+        assert sliced == {not value}, sliced
+        if HOST_BF16 and value:  # (the padded build's path is the one every other bf16 test runs)
             outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
     _assert_bf16_matches_pytorch(model, outs)
 

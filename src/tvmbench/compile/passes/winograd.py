@@ -369,7 +369,10 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 v = emit(relax.op.astype(v, "bfloat16"))
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-                rows = whole_tiles(tiles, fitted=True, pairs=not amx_tiles and block <= 2 * bf16.LANES)
+                # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_rows; three
+                # vectors, 48 channels, would not fit them)
+                long = not amx_tiles and (w_shape[3] % (2 * bf16.LANES) == 0 or w_shape[3] == bf16.LANES)
+                rows = whole_tiles(tiles, fitted=True, pairs=long)
                 if amx_tiles and amx.fits(w_shape[2], block):
                     # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
                     padded = amx.padded_rows(tiles)

@@ -624,7 +624,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if not any(n_vectors_total % v == 0 for v in offered if v > 1) and _multiplies(found):
         offered += tuple(v for v in range(3, ODD_AXIS_VECTORS + 1) if n_vectors_total % v == 0 and v not in offered)
     choices = [v for v in offered
-               if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)]
+               if n_vectors_total % v == 0 and all(_tiles_pack(p, v * width, width, span) for p in found.packs)
+               and (not long or v * long <= budget)]  # (a long tile has no predicated form: whole rows)
     if choices == [1] and width == found.lanes and _multiplies(found) and ONE_VECTOR_ROWS and not reserved:
         most_rows = max(most_rows, ONE_VECTOR_ROWS)
     dot = sum(1 for e, k in zip(extents, found.kinds, strict=True) if k == "R" and e > 1) == 1
