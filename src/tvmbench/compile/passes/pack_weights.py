@@ -233,13 +233,13 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
     return cblock
 
 
-def whole_tiles(rows: int, fitted: bool = False, pairs: bool = False) -> int | None:
+def whole_tiles(rows: int, fitted: bool = False, long: bool = False) -> int | None:
     """The rows to compute so that register tiles cover them whole, where no tile from 4 to 8 rows
     divides ``rows`` (else None: a tile divides them): in tiles of 8 rows, or with ``fitted`` in
     the tile of 4 to 8 rows that wastes least for its FMAs per load (two vectors: a 9-column map
-    as 10 in tiles of 5, not 16 in tiles of 8). None too for a tile of bf16 ``pairs`` where a
-    longer one divides them (``tiles.long_pair_rows``: 13 columns as 13)."""
-    if rows <= 8 or max(d for d in range(1, 9) if rows % d == 0) >= 4 or (pairs and long_pair_rows(rows)):
+    as 10 in tiles of 5, not 16 in tiles of 8). None too where a ``long`` tile of bf16 pairs may
+    take them and one divides them (``tiles.long_pair_rows``: 13 columns as 13)."""
+    if rows <= 8 or max(d for d in range(1, 9) if rows % d == 0) >= 4 or (long and long_pair_rows(rows)):
         return None
     if not fitted:
         return -(-rows // 8) * 8
@@ -388,7 +388,7 @@ class _Pack(PyExprMutator):
         # (or over 13 columns in tiles of 13 rows, where the tile is at most two vectors:
         # tiles.long_pair_rows)
         long = not self.amx and source is None and cblock <= 2 * bf16.LANES
-        columns = whole_tiles(width, fitted=True, pairs=long) if pairs else None
+        columns = whole_tiles(width, fitted=True, long=long) if pairs else None
         extra = (self.amx_columns(width) if pairs and source is None and window is None and amx.fits(shape[2], cblock)
                  and all(int(d) == 1 for d in a.dilation) else None)
         if extra is not None:  # (AMX tiles load their rows from memory: real columns of padding instead)

@@ -372,7 +372,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_rows; three
                 # vectors, 48 channels, would not fit them)
                 long = not amx_tiles and (w_shape[3] % (2 * bf16.LANES) == 0 or w_shape[3] == bf16.LANES)
-                rows = whole_tiles(tiles, fitted=True, pairs=long)
+                rows = whole_tiles(tiles, fitted=True, long=long)
                 if amx_tiles and amx.fits(w_shape[2], block):
                     # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
                     padded = amx.padded_rows(tiles)
