@@ -188,6 +188,13 @@ LONG_PAIR_ACCUMULATORS = 26
 LONG_PAIR_MIN_ROWS = 9
 
 
+def long_pair_vectors(channels: int, lanes: int = 16) -> bool:
+    """Whether a long tile of bf16 pairs could cover ``channels`` output channels (padded to
+    their packed blocks): one vector, or whole pairs of vectors. At three (48 channels) 13 rows
+    would not fit the registers, and a tile of pairs has no predicated rows to fall back on."""
+    return channels == lanes or channels % (2 * lanes) == 0
+
+
 def long_pair_rows(rows_extent: int) -> int | None:
     """Rows of a two-vector tile of bf16 pairs over ``rows_extent`` rows that no tile from 4 to
     8 rows divides (LONG_PAIR_ACCUMULATORS), else None."""

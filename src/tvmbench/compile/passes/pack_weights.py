@@ -21,7 +21,7 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile import amx, bf16
+from tvmbench.compile import amx
 from tvmbench.compile.ir import (
     TECache,
     bindings,
@@ -35,7 +35,13 @@ from tvmbench.compile.ir import (
 )
 from tvmbench.compile.passes import fuse_expansion
 from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
-from tvmbench.compile.tiles import half_vectors_full_rate, long_pair_rows, sixteen_registers, weight_block
+from tvmbench.compile.tiles import (
+    half_vectors_full_rate,
+    long_pair_rows,
+    long_pair_vectors,
+    sixteen_registers,
+    weight_block,
+)
 from tvmbench.targets import ResolvedTarget
 
 
@@ -387,7 +393,7 @@ class _Pack(PyExprMutator):
         width = static_shape(call.ty)[2]
         # (or over 13 columns in tiles of 13 rows, where the tile is at most two vectors:
         # tiles.long_pair_rows)
-        long = not self.amx and source is None and cblock <= 2 * bf16.LANES
+        long = not self.amx and source is None and long_pair_vectors(-(-channels // cblock) * cblock)
         columns = whole_tiles(width, fitted=True, long=long) if pairs else None
         extra = (self.amx_columns(width) if pairs and source is None and window is None and amx.fits(shape[2], cblock)
                  and all(int(d) == 1 for d in a.dilation) else None)

@@ -39,13 +39,13 @@ from typing import Any
 
 import numpy as np
 
-from tvmbench.compile import amx, bf16
+from tvmbench.compile import amx
 from tvmbench.compile.ir import TECache, builder_pass, out_dtype, static_shape
 from tvmbench.compile.names import WINOGRAD_DILATION as DILATION
 from tvmbench.compile.names import WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PAD, WINOGRAD_PRODUCT
 from tvmbench.compile.passes.grouped_conv import pack_block, padded_group
 from tvmbench.compile.passes.pack_weights import whole_tiles
-from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, long_pair_vectors, vector_lanes, weight_block
 from tvmbench.targets import ResolvedTarget
 
 # Output tile edge m: 4 (4x fewer multiplies, 2.25x more data through the product) or 2 (2.25x
@@ -369,10 +369,8 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                 v = emit(relax.op.astype(v, "bfloat16"))
                 u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
                                                    lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-                # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_rows; three
-                # vectors, 48 channels, would not fit them)
-                long = not amx_tiles and (w_shape[3] % (2 * bf16.LANES) == 0 or w_shape[3] == bf16.LANES)
-                rows = whole_tiles(tiles, fitted=True, long=long)
+                # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_vectors)
+                rows = whole_tiles(tiles, fitted=True, long=not amx_tiles and long_pair_vectors(w_shape[3]))
                 if amx_tiles and amx.fits(w_shape[2], block):
                     # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
                     padded = amx.padded_rows(tiles)
