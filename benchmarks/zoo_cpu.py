@@ -171,6 +171,7 @@ def summarize(out_dir: Path) -> int:
                              "lockstep turns"),
                          "cv": {fw: (p.get("tvm_relax" if fw == "tvm" else fw) or {}).get("cv") for fw in ("tvm", best)},
                          "compile_s": _compile_s(entry) if p["batch_size"] == 1 else None,
+                         "warnings": (entry.get("info") or {}).get("warnings") or [],
                          "failed": "; ".join(f"{fw}: {(p.get(k) or {}).get('error', '')[:160]}"
                                              for fw, k in (("tvm", "tvm_relax"), *((f, f) for f in PEERS))
                                              if (p.get(k) or {}).get("status") not in (None, "ok"))})
@@ -210,6 +211,9 @@ def summarize(out_dir: Path) -> int:
         print(f"  not matched: {r['model']} {r['point']}")
     for r in (r for r in rows if r["failed"]):
         print(f"  failed: {r['model']} {r['point']} {r['failed']}")
+    for r in rows:  # (a kernel left to the fallback schedule, a bf16 one without its dot product)
+        for w in r["warnings"]:
+            print(f"  TVM build warning: {r['model']} {r['point']}: {w}")
     return 0
 
 

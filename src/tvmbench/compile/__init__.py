@@ -77,29 +77,36 @@ def cache_key(imported: ImportedModel, target: ResolvedTarget, db_digest: str, c
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()[:24]
 
 
-class _Bf16Check:
-    """``pipeline.build``'s hooks for a ``--precision bf16`` build: which kernels' products read
-    bf16 (asked before scheduling), then which of them the schedule left without the dot product
-    (``bf16.without_dot``), as a warning kept in the cached build's meta.json."""
+class _BuildChecks:
+    """``pipeline.build``'s hooks that catch a kernel scheduled many times slower than it should
+    be, as warnings kept in the cached build's meta.json: a matmul or convolution left without
+    vectors (``vector_check.py``, CPU targets) and, for ``--precision bf16``, a kernel whose
+    products read bf16 left without the dot product (``bf16.without_dot``). Each asks which
+    kernels to watch before scheduling and checks them after."""
 
     def __init__(self, mod: Any, then: Callable[[Any], None], target: ResolvedTarget) -> None:
         from tvmbench.compile.bf16 import slower_than_fp32
         from tvmbench.compile.passes.bf16_dense import marked
 
         self.bf16, self.then = marked(mod), then  # (then: the legalized module's other hook)
+        self.cpu = target.kind == "llvm"
         self.kernels: list[str] = []
+        self.contractions: dict[str, float] = {}
         slow = slower_than_fp32(target.tvm()) if self.bf16 else None
         self.warnings: list[str] = [slow] if slow else []
 
     def legalized(self, mod: Any) -> None:
-        from tvmbench.compile import pipeline
+        from tvmbench.compile import pipeline, vector_check
         from tvmbench.compile.bf16 import bf16_kernels
 
-        if self.bf16:
-            self.kernels = bf16_kernels(pipeline.per_inference(mod))
+        if self.bf16 or self.cpu:
+            kernels = pipeline.per_inference(mod)
+            self.kernels = bf16_kernels(kernels) if self.bf16 else []
+            self.contractions = vector_check.contraction_flops(kernels) if self.cpu else {}
         self.then(mod)
 
     def scheduled(self, mod: Any) -> None:
+        from tvmbench.compile import vector_check
         from tvmbench.compile.bf16 import without_dot
 
         slow = without_dot(self.kernels, mod)
@@ -108,6 +115,9 @@ class _Bf16Check:
                 f"{len(slow)} kernel(s) read bf16 without the bf16 dot product and run many times slower than "
                 f"they should ({', '.join(slow[:3])}{', ...' if len(slow) > 3 else ''}): please report the model; "
                 "--precision fp32 avoids it")
+        scalar = [n for n in vector_check.scalar_contractions(self.contractions, mod) if n not in slow]
+        if scalar:
+            self.warnings.append(vector_check.warning(scalar, self.contractions))
 
 
 def _cached_meta(folder: Path, warnings: list[str]) -> dict[str, Any] | None:
@@ -173,7 +183,7 @@ def compile_model(imported: ImportedModel, target: ResolvedTarget, schedules: Tu
             info["tasks_covered"] = next(applied) if info.get("applied_records") else 0
         db_info.update({"tasks": total, "tasks_with_records": together})
 
-    check = _Bf16Check(imported.mod, count_tuned, target)
+    check = _BuildChecks(imported.mod, count_tuned, target)
     if not hit:
         t0 = time.perf_counter()
         built = pipeline.build(imported.mod, target, database, cuda_graph, on_legalized=check.legalized,
