@@ -20,8 +20,10 @@ panel again. A batched contraction's tiles (a grouped convolution's, ``[G, Co/B,
 weights, each group's tiles together: ``rules.contraction.BATCH_FIRST``) prefetch the next panel
 of their own group. The addresses index the weights as one flat buffer (no divisions per
 prefetch). Requires the tile's accumulators in registers across the call
-(``passes/stack_buffers.py``). Measurements: docs/performance.md, "The next weight panel
-prefetched" and "A grouped convolution's groups one after another".
+(``passes/stack_buffers.py``). bf16 tiles prefetch too (their weights packed in pairs of steps,
+read by the dot product through its own buffer: the weights are found among the parameters).
+Measurements: docs/performance.md, "The next weight panel prefetched", "A grouped
+convolution's groups one after another" and "bf16 tiles prefetch their next panel".
 """
 
 from __future__ import annotations
@@ -79,7 +81,9 @@ def _marks(func: Any) -> tuple[Any, list[Any], Any, tuple[int, int, int, int, in
     if len(parallel) != 1:
         return None
     name, inner, blocks, row_tiles, tiles, batch, repeats = str(marked[0].annotations[KEY]).split(",")
-    found: list[Any] = []
+    # (a parameter's buffer: a tensorized tile, the bf16 dot product's, loads the weights through
+    # the intrinsic's own buffer, under another name)
+    found: list[Any] = [p for p in func.params if getattr(p, "name", None) == name]
     tvm_ffi.structural_walk(func.body, [(tvm.ir.expr.TensorLoad, lambda load: found.append(load.source)
                                          if getattr(load.source, "name", None) == name else None)])
     if not found or len(found[0].shape) < 3 or int(row_tiles) < MIN_ROW_TILES \

@@ -232,6 +232,12 @@ WINDOW_BLOCK_ROWS = 7
 # dense layers, weights from memory): 7.6 % (768 -> 3072 + GELU), 3.6 % (3072 -> 768), 5-6 %
 # (768 -> 768) faster; in the models docs/performance.md, "The next weight panel prefetched".
 PREFETCH_NEXT_PANEL = 1
+# ... and so do bf16 tiles (``--precision bf16``), whose weights are packed in pairs of steps,
+# ``[N/block, K/2, block, 2]`` (0: only fp32 ones, as before session 98). Zen 5 host, same-process
+# A/Bs in bf16, blocks of 10: bert-base 1.114x / 1.110x (both build orders), t5-base 1.126x,
+# vgg16 1.052x, resnet50 1.046x, ViT 1.022x, inception_v3 1.019x; densenet161, mobilenet_v2 and
+# resnet50 at batch 8 level.
+PREFETCH_PAIRS = 1
 # A row axis shorter than this, whole in the tile, gets rows of the next-outer axis stacked on
 # it, up to MAX_STACKED_ROWS rows in all (``_stack``). Only stacks that divide the height: on
 # resnet50's 5x5 maps at 160 px a predicated stack of 2 (10 rows, 3 sweeps) ran its kernels
@@ -949,7 +955,8 @@ def _prefetch_marks(found: Match, tile: Tile, outer_spatial: list[Any], n_outer:
     if len(weights) != 1 or len(weights[0].shape) < 3 \
             or weight_batch_axes(found) - (_batch_axes(found) if batched else set()):
         return None
-    lanes = as_int(weights[0].shape[-1]) or 0
+    # (bf16 weights packed in pairs, ``[N/block, K/2, block, 2]``: the block is the next-to-last)
+    lanes = as_int(weights[0].shape[-2 if found.pairs and PREFETCH_PAIRS else -1]) or 0
     columns = tile.vectors * tile.width
     if not lanes or lanes not in found.packs or columns % lanes or not knob("prefetch", PREFETCH_NEXT_PANEL, (0, 1)):
         return None
