@@ -2384,6 +2384,7 @@ def test_a_matmul_no_rule_takes_is_named_in_a_compile_warning(monkeypatch):
                                   "one element at a time"), warning
         assert "fused_matmul_packed_add_relu" in warning and "fused_matmul_packed1_add1" in warning, warning
         assert compile_model(imported, TARGET).warnings == warnings  # (from the cache: its meta.json)
+    assert compile_model(imported, TARGET, use_cache=False).warnings == []  # (and the cache holds this one)
 
 
 @pytest.mark.skipif(not HOST_BF16, reason="this CPU has no AVX-512 BF16 (vdpbf16ps): bf16 builds cannot be made here")
