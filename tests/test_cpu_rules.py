@@ -3124,3 +3124,57 @@ def test_a_rule_that_raises_declines_and_says_why_in_the_debug_log(caplog):
         assert guarded(Refused()).apply(copy, tvm.target.Target("llvm"), False) is None
     assert "Refused declined copy_kernel after an error: ScheduleError: the bindings can not be blockized" \
         in caplog.text, caplog.text
+
+
+def test_a_bf16_attention_reads_bf16_q_k_v_and_runs_both_products_on_the_dot_product(monkeypatch, tmp_path):
+    """Under --precision bf16 a joined attention reads q, k and v as bf16, written so by the
+    transposes that split the heads, and rounds its probabilities (``passes/bf16_attention.py``):
+    both products are ``vdpbf16ps`` over pairs of rows interleaved in registers
+    (``bf16.DOT_16x2_ROWS``), the softmax stays fp32. With 0, on an AMX target (whose dot product
+    issues at half its FMAs' rate), and where the probabilities are an output too (the products
+    then stay apart, where no rule tiles bf16 operands), it stays fp32. Where the dot product cannot
+    be put on the tiles (here: the intrinsic swapped for the packed-pairs one) the rule computes
+    the bf16 operands widened on vector FMAs instead, no product left without vectors. 45 tokens
+    padded to 48, heads of 12 (v padded to 16 columns); on a host that runs bf16 the outputs match
+    PyTorch's both ways. Under a causal mask the task's key loops are marked for the key limits
+    either way (in bf16 they had read the score tile's width off the pair's loop: 16 times too
+    wide, so the attention skipped nothing)."""
+    import importlib
+
+    from tvmbench.compile import bf16
+    from tvmbench.compile.tir import reads_bf16
+    from tvmbench.compile.vector_check import scalar_products
+
+    bf16_attention = importlib.import_module("tvmbench.compile.passes.bf16_attention")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_attention_45_heads_of_12")
+    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+
+    def attention(target):
+        (func,) = [f for n, f in _bf16_kernels(model, target).items() if n.startswith("fused_attention")]
+        return func
+
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(bf16_attention, "ENABLED", value)
+        func = attention(ZEN4)
+        dtypes = [str(p.ty.dtype) for p in func.params]
+        assert dtypes.count("bfloat16") == 3 * value, dtypes  # (q, k, v; the mask and output fp32)
+        rule, sch = pipeline.default_schedule(func, ZEN4)
+        script = sch.mod["main"].script()
+        assert rule == "Attention" and script.count(f'"{bf16.LLVM_ROWS_FUNCTION}"') == 2 * value, script
+        causal = load_model(f"{Path(__file__).parent}/mlp_model.py:build_causal_attention")
+        (masked,) = [f for n, f in _bf16_kernels(causal, ZEN4).items() if n.startswith("fused_attention")]
+        assert "tvmbench.key_limits_task" in pipeline.default_schedule(masked, ZEN4)[1].mod["main"].script()
+        if HOST_BF16:
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
+    _assert_bf16_matches_pytorch(model, outs)
+    monkeypatch.setattr(bf16_attention, "ENABLED", 1)
+    assert "bfloat16" not in [str(p.ty.dtype) for p in attention(spr).params]
+    scores_out = load_model(f"{Path(__file__).parent}/mlp_model.py:build_attention_scores_out")
+    kernels = _bf16_kernels(scores_out, ZEN4)
+    assert [n for n, f in kernels.items() if reads_bf16(f, reductions=True)] == [n for n in kernels if "packed" in n]
+    monkeypatch.setattr(bf16, "DOT_16x2_ROWS", bf16.DOT_16x2)
+    rule, sch = pipeline.default_schedule(func := attention(ZEN4), ZEN4)
+    assert rule == "Attention" and bf16.LLVM_FUNCTION not in sch.mod["main"].script()
+    assert str(func.params[0].ty.dtype) == "bfloat16" and not scalar_products(sch.mod["main"])
+    assert scalar_products(func)  # (the check can fail: the unscheduled products have no vectors)

@@ -34,13 +34,24 @@ from tvmbench.errors import UserError
 from tvmbench.targets import AMD_CPUS, has_bf16_dot
 
 DOT_16x2 = "tvmbench_dot_16x2_bf16f32"
+# The same product over two rows of 16 values (``b[2, 16]``, rows any stride apart: a matrix as
+# the model laid it out, not packed in pairs), interleaved in registers (one ``vpermt2w``) before
+# the dot product: an attention's k and v, which computed tensors write per inference
+# (``passes/bf16_attention.py``).
+DOT_16x2_ROWS = "tvmbench_dot_16x2_rows_bf16f32"
 LLVM_FUNCTION = "tvmbench_dpbf16ps"
+LLVM_ROWS_FUNCTION = "tvmbench_dpbf16ps_rows"
 # linkonce_odr: every kernel that uses it links a copy, and the copies merge.
 LLVM_IR = f"""
 define linkonce_odr <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <32 x i16> %b) alwaysinline {{
   %x = bitcast <16 x i32> %a to <32 x bfloat>
   %w = bitcast <32 x i16> %b to <32 x bfloat>
   %r = call <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float> %acc, <32 x bfloat> %x, <32 x bfloat> %w)
+  ret <16 x float> %r
+}}
+define linkonce_odr <16 x float> @{LLVM_ROWS_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <16 x i16> %b0, <16 x i16> %b1) alwaysinline {{
+  %b = shufflevector <16 x i16> %b0, <16 x i16> %b1, <32 x i32> <{", ".join(f"i32 {i}, i32 {i + 16}" for i in range(16))}>
+  %r = call <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <32 x i16> %b)
   ret <16 x float> %r
 }}
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
@@ -120,7 +131,45 @@ def register() -> None:
                 T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 32)])
 
     TensorIntrin.register(DOT_16x2, desc, impl, override=True)
+    TensorIntrin.register(DOT_16x2_ROWS, *_rows_intrinsic(), override=True)
     _registered = True
+
+
+def _rows_intrinsic() -> tuple[Any, Any]:
+    """(description, implementation) of :data:`DOT_16x2_ROWS`."""
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        stride = T.int64()
+        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        b = T.match_buffer(b_h, (2, 16), "bfloat16", offset_factor=1, strides=[stride, 1])
+        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(c[0:16], a[0:2], b[0:2, 0:16])
+            T.writes(c[0:16])
+            for i, k in T.grid(16, 2):
+                with T.sblock("update"):
+                    vi, vk = T.axis.remap("SR", [i, k])
+                    c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vk, vi], "float32")
+
+    @T.prim_func(s_tir=True)
+    def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        stride = T.int64()
+        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        b = T.match_buffer(b_h, (2, 16), "bfloat16", offset_factor=1, strides=[stride, 1])
+        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
+        with T.sblock("root"):
+            T.reads(c[0:16], a[0:2], b[0:2, 0:16])
+            T.writes(c[0:16])
+            a16 = T.decl_buffer((2,), "uint16", data=a.data, elem_offset=a.elem_offset)
+            b16 = T.decl_buffer((stride + 16,), "uint16", data=b.data, elem_offset=b.elem_offset)
+            c[T.ramp(0, 1, 16)] = T.call_pure_extern(
+                "float32x16", LLVM_ROWS_FUNCTION, c[T.ramp(0, 1, 16)],
+                T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 16)],
+                b16[T.ramp(stride, 1, 16)])
+
+    return desc, impl
 
 
 def bf16_kernels(legal: Any) -> list[str]:

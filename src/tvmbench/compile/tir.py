@@ -193,14 +193,24 @@ def fusion_role(func: Any) -> str | None:
 
 def is_product_sum(block: Any) -> bool:
     """Whether a reduction block accumulates the product of two loads (``c = c + a * b``): a
-    matmul or a convolution, not a max or a plain sum."""
+    matmul or a convolution, not a max or a plain sum. Each load may be widened (``c += f32(a) *
+    f32(b)``: bf16 operands accumulated in fp32, ``--precision bf16``)."""
+    return product_operands(block) is not None
+
+
+def product_operands(block: Any) -> tuple[Any, Any] | None:
+    """The two loads a product-sum block multiplies (``is_product_sum``), each without its
+    widening cast; None for any other block."""
     body = block.body
     if not isinstance(body, tvm.tirx.BufferStore) or not isinstance(body.value, tvm.tirx.Add):
-        return False
+        return None
     load = tvm.ir.expr.TensorLoad  # (``tvm.tirx.BufferLoad`` is a constructor function in 0.27)
     acc, product = body.value.a, body.value.b
-    return (isinstance(acc, load) and acc.source.same_as(body.buffer) and isinstance(product, tvm.tirx.Mul)
-            and isinstance(product.a, load) and isinstance(product.b, load))
+    if not (isinstance(acc, load) and acc.source.same_as(body.buffer) and isinstance(product, tvm.tirx.Mul)):
+        return None
+    operands = [x.value if isinstance(x, tvm.tirx.Cast) and str(x.ty) == str(acc.ty) else x
+                for x in (product.a, product.b)]
+    return (operands[0], operands[1]) if all(isinstance(x, load) for x in operands) else None
 
 
 def contraction_output(func: Any) -> list[int] | None:

@@ -44,6 +44,7 @@ from tvmbench.compile.ir import (
     weight_only,
     weight_params,
 )
+from tvmbench.compile.passes.bf16_attention import bf16_attention
 from tvmbench.compile.passes.fuse_expansion import CHEAP, joined_expansions
 from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 
@@ -493,9 +494,13 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
                            before=set_weights)
     residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
     pools = builder_pass(_Bf16Pools, "Bf16Pools", before=set_pools)
+    attention = bf16_attention(lanes)
 
     @tvm.ir.transform.module_pass(opt_level=0, name="Bf16DenseIfMarked")
     def pass_(mod: Any, ctx: Any) -> Any:
-        return pools(residuals(rewrite(mod))) if marked(mod) else mod
+        if not marked(mod):
+            return mod
+        mod = pools(residuals(rewrite(mod)))
+        return mod if amx_tiles else attention(mod)
 
     return pass_

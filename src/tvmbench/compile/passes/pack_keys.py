@@ -25,7 +25,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import bindings, builder_pass, drop_uncalled, use_counts
 from tvmbench.compile.rules.attention import score_tile_keys
-from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, reduction_kinds
+from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, product_operands, reduction_kinds
 
 # Off: keys stay as the model's transpose wrote them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -49,9 +49,8 @@ def key_operand(func: Any) -> int | None:
         return None
     reduced = [iv.var for iv in scores.iter_vars if iv.iter_type == tirx.IterVar.CommReduce]
     store = scores.body
-    product = store.value.b
     by_buffer = {p: i for i, p in enumerate(func.params)}  # (TVM 0.27: a parameter is its buffer)
-    for load in (product.a, product.b):
+    for load in product_operands(scores) or ():
         if load.source in by_buffer and len(load.indices) >= 2 and len(reduced) == 1 \
                 and load.indices[-2].same_as(reduced[0]) and load.indices[-1].same_as(store.indices[-1]):
             return by_buffer[load.source]
