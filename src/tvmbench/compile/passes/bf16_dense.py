@@ -10,8 +10,10 @@ bf16), out_dtype=float32)``, an NHWC convolution over HWIO weights (not grouped)
 ``astype`` depends on weights only, so LiftTransformParams rounds the weights once at load time;
 the input's is an elementwise step FuseOps joins to its producer where it can (a layer norm
 writes its output in bf16 beside the fp32 one the residual reads). One ``astype`` serves every
-dense layer reading the same input (a layer's query, key and value projections). Everything else
-(attention's own products, norms, activations, depthwise and grouped convolutions) stays fp32.
+dense layer reading the same input (a layer's query, key and value projections). An attention's
+own two products read bf16 too on targets without AMX (``passes/bf16_attention.py``, applied by
+this pass after the rest). Everything else (norms, activations, softmax, depthwise and grouped
+convolutions) stays fp32.
 A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
 instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them
