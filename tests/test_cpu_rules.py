@@ -3178,3 +3178,4 @@ def test_a_bf16_attention_reads_bf16_q_k_v_and_runs_both_products_on_the_dot_pro
     assert rule == "Attention" and bf16.LLVM_FUNCTION not in sch.mod["main"].script()
     assert str(func.params[0].ty.dtype) == "bfloat16" and not scalar_products(sch.mod["main"])
     assert scalar_products(func)  # (the check can fail: the unscheduled products have no vectors)
+

@@ -95,29 +95,50 @@ def slower_than_fp32(target: Any) -> str | None:
 
 
 def register() -> None:
-    """Register :data:`DOT_16x2` with TVM (once per process)."""
+    """Register :data:`DOT_16x2` and :data:`DOT_16x2_ROWS` with TVM (once per process)."""
     global _registered
     if _registered:
         return
     from tvm.s_tir import TensorIntrin
+
+    TensorIntrin.register(DOT_16x2, *_intrinsic(rows=False), override=True)
+    TensorIntrin.register(DOT_16x2_ROWS, *_intrinsic(rows=True), override=True)
+    _registered = True
+
+
+def _intrinsic(rows: bool) -> tuple[Any, Any]:
+    """(description, implementation) of :data:`DOT_16x2` (``b[16, 2]``, the pairs adjacent: packed
+    weights) or, ``rows``, of :data:`DOT_16x2_ROWS` (``b[2, 16]``, two rows any stride apart).
+    (TVMScript evaluates the Python ``if`` s here when it parses: two functions each.)"""
     from tvm.script import tirx as T
 
+    shape = (2, 16) if rows else (16, 2)
+
     @T.prim_func(s_tir=True)
-    def desc(a: T.Buffer((2,), "bfloat16", offset_factor=1), b: T.Buffer((16, 2), "bfloat16", offset_factor=1),
-             c: T.Buffer((16,), "float32", offset_factor=1)) -> None:
+    def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        stride = T.int64()
+        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
+        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
         with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:16, 0:2])
+            T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
             T.writes(c[0:16])
             for i, k in T.grid(16, 2):
                 with T.sblock("update"):
                     vi, vk = T.axis.remap("SR", [i, k])
-                    c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vi, vk], "float32")
+                    if rows:
+                        c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vk, vi], "float32")
+                    else:
+                        c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vi, vk], "float32")
 
     @T.prim_func(s_tir=True)
-    def impl(a: T.Buffer((2,), "bfloat16", offset_factor=1), b: T.Buffer((16, 2), "bfloat16", offset_factor=1),
-             c: T.Buffer((16,), "float32", offset_factor=1)) -> None:
+    def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
+        stride = T.int64()
+        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
+        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
         with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:16, 0:2])
+            T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
             T.writes(c[0:16])
             # (uint16 views of the bf16 operands, loaded as values with their aliasing facts: TVM's
             # bf16 legalisation would compute in fp32 what it loads as bf16. The broadcast pair is
@@ -125,49 +146,17 @@ def register() -> None:
             # two calls per tile and a store per step; without, resnet50 1.050x, mobilenet_v2
             # 1.084x, squeezenet1_1 1.080x, bert-base 1.020x in bf16, session 98)
             a16 = T.decl_buffer((2,), "uint16", data=a.data, elem_offset=a.elem_offset)
-            b16 = T.decl_buffer((32,), "uint16", data=b.data, elem_offset=b.elem_offset)
-            c[T.ramp(0, 1, 16)] = T.call_pure_extern(
-                "float32x16", LLVM_FUNCTION, c[T.ramp(0, 1, 16)],
-                T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 32)])
-
-    TensorIntrin.register(DOT_16x2, desc, impl, override=True)
-    TensorIntrin.register(DOT_16x2_ROWS, *_rows_intrinsic(), override=True)
-    _registered = True
-
-
-def _rows_intrinsic() -> tuple[Any, Any]:
-    """(description, implementation) of :data:`DOT_16x2_ROWS`."""
-    from tvm.script import tirx as T
-
-    @T.prim_func(s_tir=True)
-    def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        stride = T.int64()
-        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
-        b = T.match_buffer(b_h, (2, 16), "bfloat16", offset_factor=1, strides=[stride, 1])
-        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
-        with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:2, 0:16])
-            T.writes(c[0:16])
-            for i, k in T.grid(16, 2):
-                with T.sblock("update"):
-                    vi, vk = T.axis.remap("SR", [i, k])
-                    c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vk, vi], "float32")
-
-    @T.prim_func(s_tir=True)
-    def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
-        stride = T.int64()
-        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
-        b = T.match_buffer(b_h, (2, 16), "bfloat16", offset_factor=1, strides=[stride, 1])
-        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
-        with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:2, 0:16])
-            T.writes(c[0:16])
-            a16 = T.decl_buffer((2,), "uint16", data=a.data, elem_offset=a.elem_offset)
-            b16 = T.decl_buffer((stride + 16,), "uint16", data=b.data, elem_offset=b.elem_offset)
-            c[T.ramp(0, 1, 16)] = T.call_pure_extern(
-                "float32x16", LLVM_ROWS_FUNCTION, c[T.ramp(0, 1, 16)],
-                T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 16)],
-                b16[T.ramp(stride, 1, 16)])
+            if rows:
+                b16 = T.decl_buffer((stride + 16,), "uint16", data=b.data, elem_offset=b.elem_offset)
+                c[T.ramp(0, 1, 16)] = T.call_pure_extern(
+                    "float32x16", LLVM_ROWS_FUNCTION, c[T.ramp(0, 1, 16)],
+                    T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 16)],
+                    b16[T.ramp(stride, 1, 16)])
+            else:
+                b16 = T.decl_buffer((32,), "uint16", data=b.data, elem_offset=b.elem_offset)
+                c[T.ramp(0, 1, 16)] = T.call_pure_extern(
+                    "float32x16", LLVM_FUNCTION, c[T.ramp(0, 1, 16)],
+                    T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 32)])
 
     return desc, impl
 
