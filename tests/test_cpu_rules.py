@@ -3179,3 +3179,31 @@ def test_a_bf16_attention_reads_bf16_q_k_v_and_runs_both_products_on_the_dot_pro
     assert str(func.params[0].ty.dtype) == "bfloat16" and not scalar_products(sch.mod["main"])
     assert scalar_products(func)  # (the check can fail: the unscheduled products have no vectors)
 
+
+def test_a_bf16_value_widened_inside_a_bound_cast_operand_keeps_its_value():
+    """BindCastOperands (``passes/bf16_casts.py``) binds a bf16 store's operand that holds a
+    ``Let`` to a variable; a bf16 value widened inside that operand (a residual stored in bf16,
+    added back after a SiLU: torchvision's EfficientNetV2 under --precision bf16) must widen by
+    its bits: TVM legalises the bf16 arithmetic of stores, not of a ``LetStmt``'s value, and the
+    widening became a numeric conversion of the 16 bits as an integer (outputs off by 5e4)."""
+    import ml_dtypes
+    import tvm
+    from tvm import s_tir, te, tirx
+
+    from tvmbench.compile import codegen
+
+    x = te.placeholder((64,), "float32", name="x")
+    r = te.placeholder((64,), "bfloat16", name="r")
+    v = tirx.Var("v", "float32")
+    y = te.compute((64,), lambda i: (tirx.Let(v, x[i] * 0.5, v * v) + r[i].astype("float32")).astype("bfloat16"),
+                   name="y")
+    sch = s_tir.Schedule(te.create_prim_func([x, r, y]).with_attr("global_symbol", "main"))
+    sch.vectorize(sch.split(sch.get_loops(sch.get_sblock("y"))[0], [None, 16])[1])
+    with codegen.lowering_context():
+        lib = tvm.tirx.build(sch.mod, target=TARGET.tvm(), pipeline=codegen.PIPELINE)
+    rng = np.random.default_rng(0)
+    xs, rs = rng.standard_normal(64).astype("float32"), rng.standard_normal(64).astype(ml_dtypes.bfloat16)
+    out = tvm.runtime.tensor(np.zeros(64, ml_dtypes.bfloat16))
+    lib["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(rs), out)
+    expected = ((xs * 0.5) ** 2 + rs.astype("float32")).astype(ml_dtypes.bfloat16).astype("float32")
+    np.testing.assert_allclose(out.numpy().astype("float32"), expected, rtol=1e-2, atol=1e-2)
