@@ -7,15 +7,15 @@ against OpenVINO's 20.0 ms in bf16 (session 98, `tvmbench explain`), which round
 every matmul. Here ``softmax(q @ k) @ v`` becomes ``softmax(bf16(q) @ bf16(k)) @ bf16(v)`` with
 the probabilities rounded too (``matmul(.., out_dtype=float32)``, fp32 sums): the softmax itself
 stays fp32. The casts join the kernels that write q, k and v (their heads' transposes), which
-then write half the bytes; FuseAttention joins the attention as before, PackKeys lays k and v out
-in pairs of reduction steps, and the Attention rule computes both products with the dot product
-(``compile/bf16.py``).
+then write half the bytes; FuseAttention joins the attention and PackKeys lays k out in panels as
+before, and the Attention rule computes both products with the dot product over pairs of rows of
+k and v interleaved in registers (``bf16.DOT_16x2_ROWS``).
 
 An attention, as this pass finds it in stage 1: a ``matmul`` of two computed tensors whose first
 operand comes, through operators that are not matmuls and a softmax among them, from exactly one
 other ``matmul`` of two computed tensors. Both products' reductions (the head dimension, the keys)
-must be even (pairs), the keys whole vectors (FuseAttention's condition, or the attention would
-stay unjoined). Not on CPUs with AMX tiles: there the dot product issues at half the FMAs' rate
+must be even (pairs), the keys whole vectors and the scores and probabilities used on the way
+alone (FuseAttention's conditions, or the attention would stay unjoined). Not on CPUs with AMX tiles: there the dot product issues at half the FMAs' rate
 (``bf16.slower_than_fp32``), and the fp32 attention is as fast.
 """
 
