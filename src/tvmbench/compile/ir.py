@@ -128,6 +128,22 @@ def calls(func: Any, name: str) -> list[Any]:
     return found
 
 
+def cast_before_reshapes(mutator_: Any, x: Any, cast: Any, through: bool = True) -> Any:
+    """``x`` cast, the cast put before the reshapes that lead to ``x`` (``through``): ``cast(source)``
+    (the caller emits it) reshaped again as ``x`` was, so that FuseOps joins the cast to the
+    value's producer, whose kernel then writes the cast value, instead of a kernel of its own."""
+    from tvm import relax
+
+    reshapes, source = [], x
+    while through and isinstance(source, relax.Var) and op_name(mutator_.lookup_binding(source)) == "relax.reshape":
+        reshapes.append(mutator_.lookup_binding(source))
+        source = reshapes[-1].args[0]
+    out = cast(source)
+    for reshape in reversed(reshapes):
+        out = mutator_.builder_.emit(relax.op.reshape(out, reshape.args[1]))
+    return out
+
+
 def weight_params(func: Any) -> set[Any]:
     """The parameters after ``num_input``: the weights (empty when the function does not say)."""
     n_inputs = int(func.attrs["num_input"]) if func.attrs and "num_input" in func.attrs else None

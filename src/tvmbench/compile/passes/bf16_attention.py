@@ -29,6 +29,7 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 from tvmbench.compile.ir import (
     bindings,
     builder_pass,
+    cast_before_reshapes,
     op_name,
     static_shape,
     use_counts,
@@ -102,29 +103,19 @@ def attentions(func: Any, lanes: int) -> dict[Any, Any]:
 
 @mutator
 class _Bf16Attention(PyExprMutator):
-    def __init__(self, mod: Any, lanes: int) -> None:
+    def __init__(self, mod: Any) -> None:
         super().__init__(mod)
-        self.lanes = lanes
         self.products: dict[Any, Any] = {}
 
     def visit_var_binding_(self, binding: Any) -> None:
         if binding.var not in self.products:
             return super().visit_var_binding_(binding)
-        a, b = (self._rounded(self.visit_expr(x)) for x in binding.value.args)
+        # (cast before the reshapes leading to each operand, as Bf16Dense's inputs)
+        a, b = (cast_before_reshapes(self, self.visit_expr(x),
+                                     lambda source: self.builder_.emit(relax.op.astype(source, "bfloat16")))
+                for x in binding.value.args)
         self.set_var_remap(binding.var, self.builder_.emit(relax.op.matmul(a, b, out_dtype="float32"),
                                                            name_hint=binding.var.name))
-
-    def _rounded(self, x: Any) -> Any:
-        """``x`` in bf16, cast before the reshapes leading to it (as Bf16Dense's inputs): the cast
-        joins the producer's kernel."""
-        reshapes, source = [], x
-        while isinstance(source, relax.Var) and op_name(self.lookup_binding(source)) == "relax.reshape":
-            reshapes.append(self.lookup_binding(source))
-            source = reshapes[-1].args[0]
-        out = self.builder_.emit(relax.op.astype(source, "bfloat16"))
-        for reshape in reversed(reshapes):
-            out = self.builder_.emit(relax.op.reshape(out, reshape.args[1]))
-        return out
 
 
 def bf16_attention(lanes: int) -> Any:
@@ -134,4 +125,4 @@ def bf16_attention(lanes: int) -> Any:
     def find(mutator_: Any, func: Any) -> None:
         mutator_.products = attentions(func, lanes) if ENABLED else {}
 
-    return builder_pass(lambda mod: _Bf16Attention(mod, lanes), "Bf16Attention", before=find)
+    return builder_pass(_Bf16Attention, "Bf16Attention", before=find)

@@ -38,6 +38,7 @@ from tvmbench.compile import bf16
 from tvmbench.compile.ir import (
     bindings,
     builder_pass,
+    cast_before_reshapes,
     from_weights,
     op_name,
     static_shape,
@@ -222,19 +223,15 @@ class _Bf16Dense(PyExprMutator):
         and a cast in a kernel of its own), and one cast serves every reshape of it."""
         if x in self.rounded:
             return self.rounded[x]
-        reshapes, source = [], x
-        while CAST_BEFORE_RESHAPES and isinstance(source, relax.Var):
-            bound = self.lookup_binding(source)
-            if op_name(bound) != "relax.reshape":
-                break
-            reshapes.append(bound)
-            source = bound.args[0]
-        if source not in self.rounded:
-            joined = self._concat_of_casts(source)
-            self.rounded[source] = self.builder_.emit(relax.op.astype(source, "bfloat16") if joined is None else joined)
-        out = self.rounded[source]
-        for reshape in reversed(reshapes):
-            out = self.builder_.emit(relax.op.reshape(out, reshape.args[1]))
+
+        def cast(source: Any) -> Any:
+            if source not in self.rounded:
+                joined = self._concat_of_casts(source)
+                self.rounded[source] = self.builder_.emit(relax.op.astype(source, "bfloat16") if joined is None
+                                                          else joined)
+            return self.rounded[source]
+
+        out = cast_before_reshapes(self, x, cast, bool(CAST_BEFORE_RESHAPES))
         self.rounded[x] = out
         return out
 
