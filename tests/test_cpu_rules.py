@@ -3207,3 +3207,50 @@ def test_a_bf16_value_widened_inside_a_bound_cast_operand_keeps_its_value():
     lib["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(rs), out)
     expected = ((xs * 0.5) ** 2 + rs.astype("float32")).astype(ml_dtypes.bfloat16).astype("float32")
     np.testing.assert_allclose(out.numpy().astype("float32"), expected, rtol=1e-2, atol=1e-2)
+
+
+def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups_channels(monkeypatch, tmp_path):
+    """Under --precision bf16 a grouped convolution in the ``channels`` form (a vector over a
+    group's output channels: RegNet's, ResNeXt's wide stages) reads bf16 pairs of each group's input
+    channels, the weights packed ``[G, Co/B, KH, KW, Ci/2, B, 2]``, directly (12x12 maps, under
+    ``winograd.BF16_MIN_EDGE``; stride 2, groups of 56 padded to 64) or as a Winograd product
+    (16x16); both call the dot product. Groups of 8 (the ``groups`` form, a vector over the
+    groups) stay fp32, and no kernel reads bf16 without the dot product. With
+    ``grouped_conv.BF16_GROUPS`` and ``winograd.BF16_GROUPED_PRODUCT`` 0, and on an AMX target,
+    every grouped convolution stays fp32. On a host that runs bf16 the outputs match PyTorch's.
+    (RegNets had run 0.73-0.96x of OpenVINO's bf16 with these in fp32.)"""
+    import importlib
+
+    from tvmbench.compile.bf16 import LLVM_FUNCTION
+    from tvmbench.compile.tir import reads_bf16
+
+    grouped_conv = importlib.import_module("tvmbench.compile.passes.grouped_conv")
+    winograd = importlib.import_module("tvmbench.compile.passes.winograd")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_grouped_winograd")
+    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    outs = []
+    for value in (1, 0):
+        monkeypatch.setattr(grouped_conv, "BF16_GROUPS", value)
+        monkeypatch.setattr(winograd, "BF16_GROUPED_PRODUCT", value)
+        kernels = _bf16_kernels(model, ZEN4)
+        scheduled = {n: pipeline.default_schedule(f, ZEN4)[1] for n, f in kernels.items()}
+        dotted = sorted(n for n, sch in scheduled.items() if sch is not None and LLVM_FUNCTION in sch.mod.script())
+        grouped = sorted(n for n in kernels if "conv2d_grouped" in n)
+        assert len(grouped) == 3, list(kernels)  # (12x12, the narrow groups, stride 2)
+        wanted = sorted([n for n in grouped if n != _narrow(kernels, grouped)] + [n for n in kernels if "product" in n])
+        assert dotted == (wanted if value else []), (dotted, list(kernels))
+        assert all(len(kernels[n].params[1].shape) == 7 for n in wanted if "grouped" in n) or not value
+        slow = [n for n, f in kernels.items() if reads_bf16(f, reductions=True) and n not in dotted]
+        assert not slow, slow
+        if HOST_BF16 and value:  # (the fp32 grouped kernels' outputs: test_grouped_3x3_convolutions_...)
+            outs.append(_bf16_outputs(model, monkeypatch, tmp_path))
+    _assert_bf16_matches_pytorch(model, outs)
+    monkeypatch.setattr(grouped_conv, "BF16_GROUPS", 1)
+    monkeypatch.setattr(winograd, "BF16_GROUPED_PRODUCT", 1)
+    assert not [n for n, f in _bf16_kernels(model, spr).items() if ("grouped" in n or "product" in n) and reads_bf16(f)]
+
+
+def _narrow(kernels, grouped):
+    """Of the grouped kernels, the one in the groups form (its weights ``[KH, KW, Ci, Co, G]``, 5-D)."""
+    (name,) = [n for n in grouped if len(kernels[n].params[1].shape) == 5]
+    return name

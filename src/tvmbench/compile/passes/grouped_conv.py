@@ -42,18 +42,26 @@ from typing import Any
 from tvm import relax, te, topi
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
+from tvmbench.compile import amx
 from tvmbench.compile.ir import TECache, builder_pass, op_name, out_dtype, static_shape, use_counts
-from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, vector_width
+from tvmbench.compile.passes.bf16_dense import marked
+from tvmbench.compile.passes.pack_weights import whole_tiles
+from tvmbench.compile.tiles import half_vectors_full_rate, long_pair_vectors, vector_lanes, vector_width
 from tvmbench.targets import ResolvedTarget
 
 
 def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: list[int], dtype: str,
-                 groups_inner: bool) -> Any:
+                 groups_inner: bool, columns: int | None = None) -> Any:
     """The grouped convolution over 5-D operands (TE): ``x [N, H, W, G, Ci]``, ``w [KH, KW, Ci,
-    G, Co]`` (or packed, ``[G, Co/B, KH, KW, Ci, B]``) giving ``[N, OH, OW, G, Co]``, or with
-    ``groups_inner`` ``x [N, H, W, Ci, G]``, ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``."""
+    G, Co]`` (or packed, ``[G, Co/B, KH, KW, Ci, B]``, or in bf16 pairs of input channels,
+    ``[G, Co/B, KH, KW, Ci/2, B, 2]``) giving ``[N, OH, OW, G, Co]``, or with ``groups_inner``
+    ``x [N, H, W, Ci, G]``, ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``. ``columns``:
+    compute this many output columns, the extra ones re-reading the last (whole register tiles,
+    which the bf16 dot product needs; the caller slices them off)."""
     _, h, wd, _, _ = (int(v) for v in x.shape)
-    kh, kw, ci = (int(v) for v in (w.shape[2:5] if len(w.shape) == 6 else w.shape[:3]))
+    packed, pairs = len(w.shape) >= 6, len(w.shape) == 7
+    kh, kw, ci = (int(v) for v in (w.shape[2:5] if packed else w.shape[:3]))
+    ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
     if any(pad):
         x = topi.nn.pad(x, [0, top, left, 0, 0], [0, bottom, right, 0, 0], name="pad")
@@ -62,17 +70,22 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
 
     def at(n: Any, y: Any, z: Any) -> tuple[Any, Any]:
+        z = te.min(z, ow - 1) if columns else z
         return n, y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1]
 
     if groups_inner:
         return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, o, g: te.sum(
             x[(*at(n, y, z), rc, g)].astype(dtype) * w[rh, rw, rc, o, g].astype(dtype), axis=[rh, rw, rc]),
             name="conv2d_grouped")
-    if len(w.shape) == 6:  # packed: [G, Co/B, KH, KW, Ci, B]
+    if packed:
         b = int(w.shape[5])
-        return te.compute((x.shape[0], oh, ow, w.shape[0], w.shape[1] * b), lambda n, y, z, g, o: te.sum(
-            x[(*at(n, y, z), g, rc)].astype(dtype) * w[g, o // b, rh, rw, rc, o % b].astype(dtype),
-            axis=[rh, rw, rc]), name="conv2d_grouped")
+
+        def weight(g: Any, o: Any) -> Any:
+            return w[g, o // b, rh, rw, rc // 2, o % b, rc % 2] if pairs else w[g, o // b, rh, rw, rc, o % b]
+
+        return te.compute((x.shape[0], oh, columns or ow, w.shape[0], w.shape[1] * b), lambda n, y, z, g, o: te.sum(
+            x[(*at(n, y, z), g, rc)].astype(dtype) * weight(g, o).astype(dtype), axis=[rh, rw, rc]),
+            name="conv2d_grouped")
     return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, g, o: te.sum(
         x[(*at(n, y, z), g, rc)].astype(dtype) * w[rh, rw, rc, g, o].astype(dtype), axis=[rh, rw, rc]),
         name="conv2d_grouped")
@@ -161,9 +174,10 @@ def groups_inner(groups: int, out_per_group: int, lanes: int, half_vectors: bool
 class _Grouped(PyExprMutator):
     uses: dict[Any, int] = {}  # (of the function being rewritten, read before it: ``grouped_conv_nhwc``)
 
-    def __init__(self, mod: Any, lanes: int, half_vectors: bool) -> None:
+    def __init__(self, mod: Any, lanes: int, half_vectors: bool, bf16: bool) -> None:
         super().__init__(mod)
         self.lanes, self.half = lanes, half_vectors
+        self.bf16 = bf16 and bool(BF16_GROUPS) and marked(mod)  # (``_channels_form``)
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
@@ -183,31 +197,53 @@ class _Grouped(PyExprMutator):
         kh, kw, ci, o = ws
         co = o // g
         inner = groups_inner(g, co, self.lanes, self.half)
+        if not inner:
+            return self._channels_form(call, g)
         emit = self.builder_.emit
-        permuted = self._channels_permuted(x, g, ci) if inner and PERMUTE_PRODUCER else None
+        permuted = self._channels_permuted(x, g, ci) if PERMUTE_PRODUCER else None
         if permuted is not None:  # (its producer writes the channels in [Ci, G] order already)
             x5 = emit(relax.op.reshape(permuted, [n, h, wd, ci, g]))
-            w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
-        elif inner:
-            x5 = emit(relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci]), [0, 1, 2, 4, 3]))
-            w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
         else:
-            x5 = emit(relax.op.reshape(x, [n, h, wd, g, ci]))
-            w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
-            wide = padded_group(co, self.lanes, self.half)
-            if wide != co:  # (zero weights: a weight-only pad, done at load time)
-                w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
-            block = pack_block(wide, self.lanes, self.half)
-            if block:  # (weight-only too)
-                w5 = emit(relax.op.permute_dims(relax.op.reshape(w5, [kh, kw, ci, g, wide // block, block]),
-                                                [3, 4, 0, 1, 2, 5]))
+            x5 = emit(relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci]), [0, 1, 2, 4, 3]))
+        w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
         out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
                                  [int(v) for v in a.padding], [int(v) for v in a.dilation],
-                                 out_dtype(call, x), inner, primfunc_name_hint="conv2d_grouped"))
-        if inner:
-            out5 = emit(relax.op.permute_dims(out5, [0, 1, 2, 4, 3]))
-        elif wide != co:
-            out5 = emit(relax.op.strided_slice(out5, axes=[4], begin=[0], end=[co]))
+                                 out_dtype(call, x), True, primfunc_name_hint="conv2d_grouped"))
+        return relax.op.reshape(emit(relax.op.permute_dims(out5, [0, 1, 2, 4, 3])), outs)
+
+    def _channels_form(self, call: Any, g: int) -> Any:
+        """The ``channels`` form: each group's output channels padded to whole vectors
+        (``padded_group``) and its weights packed (``pack_block``), weight-only work done at load
+        time; under ``--precision bf16`` (not on AMX targets) over bf16 pairs of each group's input
+        channels, where they pair and the block is whole vectors of the dot product
+        (BF16_GROUPS)."""
+        a, (x, w) = call.attrs, call.args
+        emit = self.builder_.emit
+        n, h, wd, _ = static_shape(x.ty)
+        kh, kw, ci, o = static_shape(w.ty)
+        _, _, ow, _ = outs = static_shape(call.ty)
+        co, dtype = o // g, out_dtype(call, x)
+        wide = padded_group(co, self.lanes, self.half)
+        block = pack_block(wide, self.lanes, self.half)
+        pairs = bool(self.bf16 and block and block % 16 == 0 and ci % 2 == 0 and dtype == "float32"
+                     and str(x.ty.dtype) == str(w.ty.dtype) == "float32")
+        x5 = emit(relax.op.reshape(emit(relax.op.astype(x, "bfloat16")) if pairs else x, [n, h, wd, g, ci]))
+        w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
+        if wide != co:  # (zero weights: a weight-only pad, done at load time)
+            w5 = emit(relax.op.nn.pad(w5, [0, 0, 0, 0, 0, 0, 0, 0, 0, wide - co]))
+        if block:  # (weight-only too)
+            w5 = emit(relax.op.permute_dims(relax.op.reshape(w5, [kh, kw, ci, g, wide // block, block]),
+                                            [3, 4, 0, 1, 2, 5]))
+        columns = None
+        if pairs:
+            w5 = emit(relax.op.layout_transform(emit(relax.op.astype(w5, "bfloat16")),
+                                                lambda gr, ob, y, z, c, p: (gr, ob, y, z, c // 2, p, c % 2)))
+            columns = whole_tiles(ow, fitted=True, long=long_pair_vectors(wide))
+        out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides], [int(v) for v in a.padding],
+                                 [int(v) for v in a.dilation], dtype, False, columns,
+                                 primfunc_name_hint="conv2d_grouped"))
+        if wide != co or columns:
+            out5 = emit(relax.op.strided_slice(out5, axes=[2, 4], begin=[0, 0], end=[ow, co]))
         return relax.op.reshape(out5, outs)
 
     def _chain(self, value: Any, channels: int) -> tuple[list[Any], Any] | None:
@@ -275,6 +311,9 @@ class _Grouped(PyExprMutator):
         return out5, g, co
 
 
+# Under --precision bf16, the ``channels`` form over bf16 pairs of each group's input channels
+# (``_Grouped._channels_form``; 0: grouped convolutions stay fp32).
+BF16_GROUPS = 1
 # 0 (for A/Bs): the groups form transposes its input to [Ci, G] in a kernel of its own.
 PERMUTE_PRODUCER = 1
 PER_CHANNEL = {"relax.add", "relax.multiply", "relax.subtract", "relax.maximum", "relax.minimum", "relax.nn.relu"}
@@ -317,5 +356,6 @@ def _prune(mutator_: Any, mod: Any) -> Any:
 def grouped_conv_nhwc(target: ResolvedTarget) -> Any:
     """The pass (after ConvertLayout, which gives NHWC/HWIO)."""
     lanes, half = vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm())
-    return builder_pass(lambda mod: _Grouped(mod, lanes, half), "GroupedConvNHWC",
+    bf16 = not amx.usable(target.tvm())  # (on AMX targets grouped convolutions stay fp32: no rule tiles them)
+    return builder_pass(lambda mod: _Grouped(mod, lanes, half, bf16), "GroupedConvNHWC",
                         before=lambda m, f: setattr(m, "uses", use_counts(f)), after=_prune)

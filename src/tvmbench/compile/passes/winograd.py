@@ -212,17 +212,25 @@ def _grouped_weight_transform(w: Any, g: Any, block: int) -> Any:
         name="winograd_weight")
 
 
-def _grouped_product(v: Any, u: Any, out_dtype: str) -> Any:
+def _grouped_product(v: Any, u: Any, out_dtype: str, rows: int | None = None) -> Any:
     """``M[pos, t, grp, o] = sum_c V[pos, t, grp, c] U[pos, grp, o // block, c, o % block]``: one
-    matrix product per tile position and group."""
+    matrix product per tile position and group; with bf16 ``U`` packed in pairs of channels,
+    ``[pos, grp, O/block, C/2, block, 2]``, and ``rows``, as ``_batch_product``."""
     from tvm import te
 
-    _, groups, nb, channels, block = (int(d) for d in u.shape)
-    rc = te.reduce_axis((0, channels), "rc")
+    pairs = len(u.shape) == 6
+    _, groups, nb, channels, block = (int(d) for d in u.shape[:5])
+    rc = te.reduce_axis((0, 2 * channels if pairs else channels), "rc")
+
+    def weight(pos: Any, grp: Any, o: Any) -> Any:
+        return (u[pos, grp, o // block, rc // 2, o % block, rc % 2] if pairs
+                else u[pos, grp, o // block, rc, o % block])
+
+    tiles = int(v.shape[1])
     return te.compute(
-        (v.shape[0], v.shape[1], groups, nb * block),
-        lambda pos, t, grp, o: te.sum(v[pos, t, grp, rc].astype(out_dtype)
-                                      * u[pos, grp, o // block, rc, o % block].astype(out_dtype), axis=rc),
+        (v.shape[0], rows or tiles, groups, nb * block),
+        lambda pos, t, grp, o: te.sum(v[pos, te.min(t, tiles - 1) if rows else t, grp, rc].astype(out_dtype)
+                                      * weight(pos, grp, o).astype(out_dtype), axis=rc),
         name=WINOGRAD_PRODUCT)
 
 
@@ -275,6 +283,8 @@ def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: 
 # Under --precision bf16, the products of the (non-grouped) Winograd convolutions over bf16 pairs:
 # the input and the weights transformed in fp32, then rounded (0: the products stay fp32).
 BF16_PRODUCT = 1
+# ... and of the grouped ones (``_grouped``; not on AMX targets, whose rules take no grouped product).
+BF16_GROUPED_PRODUCT = 1
 # Under --precision bf16, Winograd takes the 3x3 convolutions at all (0: they stay direct, bf16).
 BF16_WINOGRAD = 1
 # ... and only those whose output map's edge is at least this; smaller maps stay direct, bf16: on a
@@ -349,7 +359,8 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             dtype = out_dtype(call, x)
             tiles = x_shape[0] * th * tw
             if int(a.groups) > 1:
-                return _grouped(self.builder_.emit, self.call_te, call, found, dtype, lanes, half)
+                pairs = bool(self.bf16 and BF16_GROUPED_PRODUCT and not amx_tiles)
+                return _grouped(self.builder_.emit, self.call_te, call, found, dtype, lanes, half, pairs)
             # The register tile's output-channel block, or half of it when the channels are not
             # a multiple of it (48 channels: one vector per tile instead of two).
             full = weight_block(target, tiles, True)
@@ -384,11 +395,12 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
 
 
 def _grouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dtype: str, lanes: int,
-             half: bool) -> Any:
+             half: bool, bf16: bool = False) -> Any:
     """A grouped convolution's Winograd kernels: its weights ``[3, 3, Ci, G * Co]`` as ``[3, 3,
     Ci, G, Co]``, each group's output channels padded to whole vectors as the direct grouped
     kernel pads them (``grouped_conv.padded_group``), the product over (position, group) pairs,
-    and the padding sliced off after it, in its epilogue."""
+    and the padding sliced off after it, in its epilogue. With ``bf16`` the product reads bf16
+    pairs of each group's channels where they pair and fill the dot product's vectors."""
     from tvm import relax
 
     m, th, tw = found
@@ -407,8 +419,14 @@ def _grouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dt
     v = emit(call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), primfunc_name_hint=WINOGRAD_INPUT))
     positions, tiles = (m + 2) ** 2, x_shape[0] * th * tw
     v = emit(relax.op.reshape(v, [positions, tiles, groups, ci]))
-    prod = emit(call_te(_grouped_product, v, u, dtype, primfunc_name_hint=WINOGRAD_PRODUCT))
-    if wide != co:
-        prod = emit(relax.op.strided_slice(prod, axes=[3], begin=[0], end=[co]))
+    rows = None
+    if bf16 and ci % 2 == 0 and block % 16 == 0 and dtype == "float32":  # (as the ungrouped product's)
+        v = emit(relax.op.astype(v, "bfloat16"))
+        u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
+                                           lambda pos, grp, ob, c, p: (pos, grp, ob, c // 2, p, c % 2)))
+        rows = whole_tiles(tiles, fitted=True, long=long_pair_vectors(wide))
+    prod = emit(call_te(_grouped_product, v, u, dtype, rows, primfunc_name_hint=WINOGRAD_PRODUCT))
+    if wide != co or rows:
+        prod = emit(relax.op.strided_slice(prod, axes=[1, 3], begin=[0, 0], end=[tiles, co]))
     prod = emit(relax.op.reshape(prod, [positions, tiles, groups * co]))
     return call_te(_output_transform, prod, m, tuple(static_shape(call.ty)), (th, tw), primfunc_name_hint=WINOGRAD_OUTPUT)
