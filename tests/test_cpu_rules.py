@@ -709,7 +709,8 @@ LANES = tiles.vector_lanes(TARGET.tvm(), 32)
 def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, groups, stride, inner, monkeypatch):
     """32 groups of 4 channels vectorise over the groups (inputs in [Ci, G] order, which the 1x1
     convolution before them writes itself); 4
-    groups of 16 over a group's channels; 2 groups of two and a half vectors over a group's
+    groups of 16 over a group's channels (the former's register tile over a group's 4 output
+    channels stacked over output columns: ``contraction._crossed``); 2 groups of two and a half vectors over a group's
     channels padded to three vectors (RegNet's widths), the padding sliced off; the last two with
     their weights packed per group, the batch norm's shift and the ReLU fused into the kernel
     ahead of the output's reshape to NHWC. Either way the Contraction rule claims the kernel (vectorised
@@ -759,6 +760,17 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     assert sch is not None
     script = sch.mod.script()
     assert "T.vectorized" in script and "T.parallel" in script
+    if inner:  # rows over a group's 4 output channels stacked over output columns, in one vector,
+        # the cores splitting the map (CROSSED_STACKS, _crossed_tile); without, no stack
+        from tvmbench.compile.knobs import knob_set
+
+        for crossed in (0, 1):
+            monkeypatch.setattr(contraction, "CROSSED_STACKS", crossed)
+            with TARGET.tvm(), knob_set({}) as ks:
+                Contraction().schedule(grouped[0], TARGET.tvm())
+            chosen = ks.values()
+            stacked = (chosen["rows"], chosen["vectors"], chosen.get("row_stack", 1) > 1, chosen.get("spatial_outer"))
+            assert stacked == (4, 1, True, True) if crossed else not stacked[2], chosen
     if stride == 2:  # 144 taps, 26 multiply-adds per input element: no copy of the padded input
         # on 32 vector registers; on 16 (AVX2) the copy, whose loads carry no bounds check
         copied = tiles.accumulator_budget(TARGET.tvm()) <= tiles.MAX_ACCUMULATORS_16_REGS

@@ -244,6 +244,11 @@ PREFETCH_PAIRS = 1
 # 0-35 % slower alone than one row of 5.
 STACK_ROWS_BELOW = 8
 MAX_STACKED_ROWS = 12
+# ... and a crossed stack (``_crossed``: a grouped convolution's ``groups`` form, rows over a
+# group's output channels, stacked over output columns) too (0: not stacked), in one vector where
+# that stacks more columns (CROSSED_ONE_VECTOR; 0: the vectors register_tile chose).
+CROSSED_STACKS = 1
+CROSSED_ONE_VECTOR = 1
 # A single-row tile (a GEMV: a classifier at batch 1) may span two packed weight blocks, so each
 # thread streams two weight panels at once: alone, alexnet's 9216 -> 4096 layer read its 151 MB
 # from memory at 29.5 against 28.1 GB/s; in the models (same-process A/Bs, both build orders)
@@ -668,6 +673,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
         vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows, dot)
         most_rows = max(most_rows, rows)
+    if m_axis is not None and rows == extents[m_axis]:
+        vectors = _crossed_vectors(found, vectors, rows, choices, budget, reserved)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
@@ -760,20 +767,29 @@ def _stack(found: Match, rows: int, vectors: int, budget: int) -> int:
     more FMAs per weight load. Timed alone (inception_v3 at 160 px, its 3x3 maps, 2 threads,
     rows of 3 against 3 x 3): its 1x1 and 1x3/3x1 convolutions 20-50 % faster (42.1 -> 21.2 us,
     113.7 -> 89.3 us), the 3x3 448 -> 384 one, whose 6 MB of weights come from memory, level
-    (285 -> 302 us); in the model 1.021x and 1.007x (both build orders, batch 1), 1.016x at batch 8."""
-    h_axis = _stack_axis(found)
-    if h_axis is None or rows != found.extents[found.m_axis] or rows >= STACK_ROWS_BELOW:
+    (285 -> 302 us); in the model 1.021x and 1.007x (both build orders, batch 1), 1.016x at batch 8.
+    A crossed stack (``_crossed``) may fill the accumulators, its rows up to ``tiles.MAX_ROWS``."""
+    legal = _stack_choices(found, rows, vectors, budget)
+    if not legal:
         return 1
-    height = found.extents[h_axis]
-    legal = [s for s in range(1, height + 1) if s * rows <= MAX_STACKED_ROWS and s * rows * vectors <= budget
-             and height % s == 0]
-    best = min(legal, key=lambda s: (-(-height // s), s)) if legal else 1
-    return knob("row_stack", best, legal or [1])
+    height = found.extents[_stack_axis(found)]
+    best = min(legal, key=lambda s: (-(-height // s), s))
+    return knob("row_stack", best, legal)
+
+
+def _stack_choices(found: Match, rows: int, vectors: int, budget: int) -> list[int]:
+    """The stacks ``_stack`` may choose from (those that divide the height), [] where none applies."""
+    h_axis = _stack_axis(found)
+    crossed = h_axis is not None and _crossed(found, h_axis)
+    if h_axis is None or rows != found.extents[found.m_axis] or rows >= STACK_ROWS_BELOW + crossed:
+        return []
+    height, most = found.extents[h_axis], budget if crossed else MAX_STACKED_ROWS
+    return [s for s in range(1, height + 1) if s * rows <= most and s * rows * vectors <= budget and height % s == 0]
 
 
 def _stack_axis(found: Match) -> int | None:
     """The output's axis outside the row axis (a map's height), when the vector operands do not
-    depend on it (their loads then serve its rows too)."""
+    depend on it (their loads then serve its rows too), or the stack is crossed (``_crossed``)."""
     block, rank = found.block, len(found.block.writes[0].region)
     if found.m_axis is None or rank < 3:
         return None
@@ -783,8 +799,43 @@ def _stack_axis(found: Match) -> int | None:
     n_var, h_var = block.iter_vars[found.n_axis].var, block.iter_vars[axis].var
     for r in block.reads:
         if any(uses(x.min, n_var) for x in r.region) and any(uses(x.min, h_var) for x in r.region):
-            return None
+            return axis if CROSSED_STACKS and _crossed(found, axis) else None
     return axis
+
+
+def _crossed(found: Match, h_axis: int) -> bool:
+    """Whether every vector operand depends on the row axis or on the stacked axis, not both,
+    and some on each: a grouped convolution's ``groups`` form (``passes/grouped_conv.py``), its
+    output ``[N, OH, OW, Co, G]`` vectorised over the groups, rows over a group's output channels
+    (its weights' loads) stacked over output columns (its input's loads). Each weight vector then
+    serves the stacked columns and each input vector the rows."""
+    block = found.block
+    n_var, m_var, h_var = (block.iter_vars[i].var for i in (found.n_axis, found.m_axis, h_axis))
+    vector = [r for r in block.reads if any(uses(x.min, n_var) for x in r.region)]
+    on = [(any(uses(x.min, m_var) for x in r.region), any(uses(x.min, h_var) for x in r.region)) for r in vector]
+    return (True, False) in on and (False, True) in on and (True, True) not in on
+
+
+def _crossed_tile(found: Match, tile: Tile) -> bool:
+    """Whether ``tile`` stacks crossed rows (``_crossed``): its tiles go spatial-outer, the cores
+    splitting the map, not the groups. Channel-outer, the two cores took one 16-lane vector of
+    resnext50_32x4d's 32 groups each and wrote the halves of the same cache lines of its bf16
+    output: the kernel ran 7x slower (500 against 60-70 us) in some processes (false sharing)."""
+    h_axis = _stack_axis(found) if tile.stack > 1 else None
+    return h_axis is not None and _crossed(found, h_axis)
+
+
+def _crossed_vectors(found: Match, vectors: int, rows: int, choices: list[int], budget: int, reserved: int) -> int:
+    """One vector instead of ``vectors`` where that lets a crossed stack (``_crossed``) go
+    deeper: a crossed tile's loads per FMA do not depend on its vectors (each vector loads
+    its rows' weights and its columns' inputs), its weights' traffic falls with the stack.
+    resnext50_32x4d's groups of 4 (56x56) and 8 (28x28), timed alone (fp32, Zen 5): 4 rows x 2
+    vectors 93 us, with one vector 4 x 4 columns 59 us; 8 x 2 vectors 180 us, 8 x 2 columns of
+    one 129 us (CROSSED_ONE_VECTOR)."""
+    if not CROSSED_ONE_VECTOR or vectors == 1 or 1 not in choices:
+        return vectors
+    deepest = lambda v: max(_stack_choices(found, rows, v, budget - reserved * v) or [1])  # noqa: E731
+    return 1 if deepest(1) > deepest(vectors) else vectors
 
 
 def _wide_tile(found: Match) -> bool:
@@ -898,13 +949,14 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
                 others: list[tuple[int, Any]]) -> tuple[list[Any], list[Any], bool]:
     """The order of the tiles: (batch loops, outermost; the other tile loops in order, the
     channel tiles' first or last; whether channel-outer). Spatial-outer (the channel tiles
-    innermost) where the weights fit SPATIAL_OUTER_WEIGHT_BYTES, else channel-outer, and then a
+    innermost) where the weights fit SPATIAL_OUTER_WEIGHT_BYTES or the rows are crossed
+    (``_crossed_tile``), else channel-outer, and then a
     batch of independent contractions (``_batch_axes``: BATCH_FIRST) outside both, each batch's
     tiles together."""
     if m_outer is None:
         return [], [n_outer] + [loop for _, loop in others], False
     weight_batch = weight_batch_axes(found) if ROWS_BEFORE_BATCH else set()
-    spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(weight_batch))
+    spatial = _weights_fit(found) or (ROWS_BEFORE_BATCH == 2 and bool(weight_batch)) or _crossed_tile(found, tile)
     # (one channel tile, a three-vector tile over 48 channels: both orders are the same loops)
     several = found.extents[found.n_axis] > tile.vectors * tile.width
     channel_outer = not knob("spatial_outer", spatial, (False, True) if several else (spatial,))
