@@ -3266,3 +3266,45 @@ def _narrow(kernels, grouped):
     """Of the grouped kernels, the one in the groups form (its weights ``[KH, KW, Ci, Co, G]``, 5-D)."""
     (name,) = [n for n in grouped if len(kernels[n].params[1].shape) == 5]
     return name
+
+
+def test_a_bf16_grouped_convolution_over_the_groups_reads_a_pair_in_every_lane(monkeypatch, tmp_path):
+    """Under --precision bf16 the ``groups`` form (32 groups of 4: a vector over the groups, as
+    ResNeXt's first stages) reads its input as bf16 pairs of each group's channels, ``[N, H, W,
+    Ci/2, G, 2]``, which the 1x1 convolution before it writes in that order itself (no transpose
+    kernel), and its weights ``[KH, KW, Ci/2, Co, G, 2]``: one ``vdpbf16ps`` over two vector
+    operands (``bf16.DOT_16x2_BOTH``) per 16 groups and pair, no bf16 product without it. With
+    ``grouped_conv.BF16_GROUPS_INNER`` 0 it stays fp32. On a host that runs bf16 the outputs match
+    PyTorch's."""
+    import importlib
+
+    import torch
+
+    from tvmbench.compile.bf16 import LLVM_BOTH_FUNCTION
+    from tvmbench.compile.tir import reads_bf16
+    from tvmbench.models.base import LoadedModel
+
+    grouped_conv = importlib.import_module("tvmbench.compile.passes.grouped_conv")
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
+    model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(128, 32, 1),
+                        options=ModelOptions())
+    transposes = []
+    for value in (1, 0):
+        monkeypatch.setattr(grouped_conv, "BF16_GROUPS_INNER", value)
+        kernels = _bf16_kernels(model, ZEN4)
+        (name,) = [n for n in kernels if "conv2d_grouped" in n]
+        operand = kernels[name].params[0]
+        assert ([int(d) for d in operand.ty.shape], str(operand.ty.dtype)) == (
+            ([1, 12, 12, 2, 32, 2], "bfloat16") if value else ([1, 12, 12, 4, 32], "float32"))
+        transposes.append(sum("transpose" in n for n in kernels))  # (the image's and the output's layout)
+        if value:
+            scheduled = {n: pipeline.default_schedule(f, ZEN4)[1] for n, f in kernels.items()}
+            assert LLVM_BOTH_FUNCTION in scheduled[name].mod.script()
+            slow = [n for n, f in kernels.items() if reads_bf16(f, reductions=True)
+                    and "tvmbench_dpbf16ps" not in scheduled[n].mod.script()]
+            assert not slow, slow
+    assert transposes[0] == transposes[1] <= 2, transposes
+    if HOST_BF16:
+        monkeypatch.setattr(grouped_conv, "BF16_GROUPS_INNER", 1)
+        _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])

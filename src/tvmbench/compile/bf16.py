@@ -39,8 +39,13 @@ DOT_16x2 = "tvmbench_dot_16x2_bf16f32"
 # the dot product: an attention's k and v, which computed tensors write per inference
 # (``passes/bf16_attention.py``).
 DOT_16x2_ROWS = "tvmbench_dot_16x2_rows_bf16f32"
+# ... and over 16 pairs of each operand (``a[16, 2]``, ``b[16, 2]``, both packed in pairs): a
+# grouped convolution's ``groups`` form, whose input and weights both run along the vector's
+# lanes (the groups; ``passes/grouped_conv.py``).
+DOT_16x2_BOTH = "tvmbench_dot_16x2_both_bf16f32"
 LLVM_FUNCTION = "tvmbench_dpbf16ps"
 LLVM_ROWS_FUNCTION = "tvmbench_dpbf16ps_rows"
+LLVM_BOTH_FUNCTION = "tvmbench_dpbf16ps_both"
 # linkonce_odr: every kernel that uses it links a copy, and the copies merge.
 LLVM_IR = f"""
 define linkonce_odr <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <32 x i16> %b) alwaysinline {{
@@ -52,6 +57,11 @@ define linkonce_odr <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> 
 define linkonce_odr <16 x float> @{LLVM_ROWS_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <16 x i16> %b0, <16 x i16> %b1) alwaysinline {{
   %b = shufflevector <16 x i16> %b0, <16 x i16> %b1, <32 x i32> <{", ".join(f"i32 {i}, i32 {i + 16}" for i in range(16))}>
   %r = call <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %a, <32 x i16> %b)
+  ret <16 x float> %r
+}}
+define linkonce_odr <16 x float> @{LLVM_BOTH_FUNCTION}(<16 x float> %acc, <32 x i16> %a, <32 x i16> %b) alwaysinline {{
+  %x = bitcast <32 x i16> %a to <16 x i32>
+  %r = call <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %x, <32 x i16> %b)
   ret <16 x float> %r
 }}
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
@@ -95,7 +105,8 @@ def slower_than_fp32(target: Any) -> str | None:
 
 
 def register() -> None:
-    """Register :data:`DOT_16x2` and :data:`DOT_16x2_ROWS` with TVM (once per process)."""
+    """Register :data:`DOT_16x2`, :data:`DOT_16x2_ROWS` and :data:`DOT_16x2_BOTH` with TVM (once
+    per process)."""
     global _registered
     if _registered:
         return
@@ -103,30 +114,38 @@ def register() -> None:
 
     TensorIntrin.register(DOT_16x2, *_intrinsic(rows=False), override=True)
     TensorIntrin.register(DOT_16x2_ROWS, *_intrinsic(rows=True), override=True)
+    TensorIntrin.register(DOT_16x2_BOTH, *_intrinsic(rows=False, both=True), override=True)
     _registered = True
 
 
-def _intrinsic(rows: bool) -> tuple[Any, Any]:
+def _intrinsic(rows: bool, both: bool = False) -> tuple[Any, Any]:
     """(description, implementation) of :data:`DOT_16x2` (``b[16, 2]``, the pairs adjacent: packed
-    weights) or, ``rows``, of :data:`DOT_16x2_ROWS` (``b[2, 16]``, two rows any stride apart).
-    (TVMScript evaluates the Python ``if`` s here when it parses: two functions each.)"""
+    weights), or, ``rows``, of :data:`DOT_16x2_ROWS` (``b[2, 16]``, two rows any stride apart), or,
+    ``both``, of :data:`DOT_16x2_BOTH` (``a[16, 2]`` too, a pair per lane instead of one broadcast).
+    (TVMScript evaluates the Python ``if`` s here when it parses: three functions each.)"""
     from tvm.script import tirx as T
 
     shape = (2, 16) if rows else (16, 2)
+    a_shape = (16, 2) if both else (2,)
 
     @T.prim_func(s_tir=True)
     def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         stride = T.int64()
-        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        a = T.match_buffer(a_h, a_shape, "bfloat16", offset_factor=1)
         b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
         c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
         with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
+            if both:
+                T.reads(c[0:16], a[0:16, 0:2], b[0:16, 0:2])
+            else:
+                T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
             T.writes(c[0:16])
             for i, k in T.grid(16, 2):
                 with T.sblock("update"):
                     vi, vk = T.axis.remap("SR", [i, k])
-                    if rows:
+                    if both:
+                        c[vi] = c[vi] + T.cast(a[vi, vk], "float32") * T.cast(b[vi, vk], "float32")
+                    elif rows:
                         c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vk, vi], "float32")
                     else:
                         c[vi] = c[vi] + T.cast(a[vk], "float32") * T.cast(b[vi, vk], "float32")
@@ -134,19 +153,26 @@ def _intrinsic(rows: bool) -> tuple[Any, Any]:
     @T.prim_func(s_tir=True)
     def impl(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         stride = T.int64()
-        a = T.match_buffer(a_h, (2,), "bfloat16", offset_factor=1)
+        a = T.match_buffer(a_h, a_shape, "bfloat16", offset_factor=1)
         b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
         c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
         with T.sblock("root"):
-            T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
+            if both:
+                T.reads(c[0:16], a[0:16, 0:2], b[0:16, 0:2])
+            else:
+                T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
             T.writes(c[0:16])
             # (uint16 views of the bf16 operands, loaded as values with their aliasing facts: TVM's
             # bf16 legalisation would compute in fp32 what it loads as bf16. The broadcast pair is
             # not bound to a name: so bound, it became a 4-byte buffer from TVM's workspace pool,
             # two calls per tile and a store per step; without, resnet50 1.050x, mobilenet_v2
             # 1.084x, squeezenet1_1 1.080x, bert-base 1.020x in bf16, session 98)
-            a16 = T.decl_buffer((2,), "uint16", data=a.data, elem_offset=a.elem_offset)
-            if rows:
+            a16 = T.decl_buffer((32 if both else 2,), "uint16", data=a.data, elem_offset=a.elem_offset)
+            if both:
+                b16 = T.decl_buffer((32,), "uint16", data=b.data, elem_offset=b.elem_offset)
+                c[T.ramp(0, 1, 16)] = T.call_pure_extern(
+                    "float32x16", LLVM_BOTH_FUNCTION, c[T.ramp(0, 1, 16)], a16[T.ramp(0, 1, 32)], b16[T.ramp(0, 1, 32)])
+            elif rows:
                 b16 = T.decl_buffer((stride + 16,), "uint16", data=b.data, elem_offset=b.elem_offset)
                 c[T.ramp(0, 1, 16)] = T.call_pure_extern(
                     "float32x16", LLVM_ROWS_FUNCTION, c[T.ramp(0, 1, 16)],

@@ -55,16 +55,18 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
     """The grouped convolution over 5-D operands (TE): ``x [N, H, W, G, Ci]``, ``w [KH, KW, Ci,
     G, Co]`` (or packed, ``[G, Co/B, KH, KW, Ci, B]``, or in bf16 pairs of input channels,
     ``[G, Co/B, KH, KW, Ci/2, B, 2]``) giving ``[N, OH, OW, G, Co]``, or with ``groups_inner``
-    ``x [N, H, W, Ci, G]``, ``w [KH, KW, Ci, Co, G]`` giving ``[N, OH, OW, Co, G]``. ``columns``:
-    compute this many output columns, the extra ones re-reading the last (whole register tiles,
-    which the bf16 dot product needs; the caller slices them off)."""
-    _, h, wd, _, _ = (int(v) for v in x.shape)
-    packed, pairs = len(w.shape) >= 6, len(w.shape) == 7
+    ``x [N, H, W, Ci, G]``, ``w [KH, KW, Ci, Co, G]`` (in bf16 pairs: ``x [N, H, W, Ci/2, G, 2]``,
+    ``w [KH, KW, Ci/2, Co, G, 2]``) giving ``[N, OH, OW, Co, G]``. ``columns``: compute this many
+    output columns, the extra ones re-reading the last (whole register tiles, which the bf16 dot
+    product needs; the caller slices them off)."""
+    h, wd = int(x.shape[1]), int(x.shape[2])
+    packed, pairs = not groups_inner and len(w.shape) >= 6, len(w.shape) == (6 if groups_inner else 7)
     kh, kw, ci = (int(v) for v in (w.shape[2:5] if packed else w.shape[:3]))
     ci = 2 * ci if pairs else ci
     top, left, bottom, right = pad
     if any(pad):
-        x = topi.nn.pad(x, [0, top, left, 0, 0], [0, bottom, right, 0, 0], name="pad")
+        rest = [0] * (len(x.shape) - 3)
+        x = topi.nn.pad(x, [0, top, left, *rest], [0, bottom, right, *rest], name="pad")
     oh = (h + top + bottom - (kh - 1) * dilation[0] - 1) // strides[0] + 1
     ow = (wd + left + right - (kw - 1) * dilation[1] - 1) // strides[1] + 1
     rh, rw, rc = te.reduce_axis((0, kh), "rh"), te.reduce_axis((0, kw), "rw"), te.reduce_axis((0, ci), "rc")
@@ -74,9 +76,14 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
         return n, y * strides[0] + rh * dilation[0], z * strides[1] + rw * dilation[1]
 
     if groups_inner:
+        def product(n: Any, y: Any, z: Any, o: Any, g: Any) -> Any:
+            if pairs:
+                return (x[(*at(n, y, z), rc // 2, g, rc % 2)].astype(dtype)
+                        * w[rh, rw, rc // 2, o, g, rc % 2].astype(dtype))
+            return x[(*at(n, y, z), rc, g)].astype(dtype) * w[rh, rw, rc, o, g].astype(dtype)
+
         return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, o, g: te.sum(
-            x[(*at(n, y, z), rc, g)].astype(dtype) * w[rh, rw, rc, o, g].astype(dtype), axis=[rh, rw, rc]),
-            name="conv2d_grouped")
+            product(n, y, z, o, g), axis=[rh, rw, rc]), name="conv2d_grouped")
     if packed:
         b = int(w.shape[5])
 
@@ -84,8 +91,8 @@ def grouped_conv(x: Any, w: Any, strides: list[int], pad: list[int], dilation: l
             return w[g, o // b, rh, rw, rc // 2, o % b, rc % 2] if pairs else w[g, o // b, rh, rw, rc, o % b]
 
         return te.compute((x.shape[0], oh, columns or ow, w.shape[0], w.shape[1] * b), lambda n, y, z, g, o: te.sum(
-            x[(*at(n, y, z), g, rc)].astype(dtype) * weight(g, o).astype(dtype), axis=[rh, rw, rc]),
-            name="conv2d_grouped")
+            x[(*at(n, y, z), g, rc)].astype(dtype) * weight(g, o).astype(dtype),
+            axis=[rh, rw, rc]), name="conv2d_grouped")
     return te.compute((x.shape[0], oh, ow, w.shape[3], w.shape[4]), lambda n, y, z, g, o: te.sum(
         x[(*at(n, y, z), g, rc)].astype(dtype) * w[rh, rw, rc, g, o].astype(dtype), axis=[rh, rw, rc]),
         name="conv2d_grouped")
@@ -200,12 +207,21 @@ class _Grouped(PyExprMutator):
         if not inner:
             return self._channels_form(call, g)
         emit = self.builder_.emit
-        permuted = self._channels_permuted(x, g, ci) if PERMUTE_PRODUCER else None
-        if permuted is not None:  # (its producer writes the channels in [Ci, G] order already)
+        pairs = bool(self.bf16 and BF16_GROUPS_INNER and ci % 2 == 0 and g % 16 == 0 and out_dtype(call, x) == "float32"
+                     and str(x.ty.dtype) == str(w.ty.dtype) == "float32")
+        permuted = self._channels_permuted(x, g, ci, pairs) if PERMUTE_PRODUCER else None
+        if pairs:  # (pairs of a group's input channels, adjacent in each lane: [Ci/2, G, 2])
+            x6 = permuted if permuted is not None else emit(
+                relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci // 2, 2]), [0, 1, 2, 4, 3, 5]))
+            x5 = emit(relax.op.reshape(emit(relax.op.astype(x6, "bfloat16")), [n, h, wd, ci // 2, g, 2]))
+            w5 = emit(relax.op.astype(emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci // 2, 2, g, co]),
+                                                                 [0, 1, 2, 5, 4, 3])), "bfloat16"))
+        elif permuted is not None:  # (its producer writes the channels in [Ci, G] order already)
             x5 = emit(relax.op.reshape(permuted, [n, h, wd, ci, g]))
         else:
             x5 = emit(relax.op.permute_dims(relax.op.reshape(x, [n, h, wd, g, ci]), [0, 1, 2, 4, 3]))
-        w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
+        if not pairs:
+            w5 = emit(relax.op.permute_dims(relax.op.reshape(w, [kh, kw, ci, g, co]), [0, 1, 2, 4, 3]))
         out5 = emit(self.call_te(grouped_conv, x5, w5, [int(v) for v in a.strides],
                                  [int(v) for v in a.padding], [int(v) for v in a.dilation],
                                  out_dtype(call, x), True, primfunc_name_hint="conv2d_grouped"))
@@ -258,25 +274,27 @@ class _Grouped(PyExprMutator):
             value = bound.args[0]
         return None
 
-    def _replay(self, out: Any, chain: list[Any], g: int, c: int) -> Any:
-        """The ops of ``chain`` applied to ``out``, whose channels are in ``[C, G]`` order: their
-        per-channel operands reordered from ``[G, C]`` (weight-only, done at load time)."""
+    def _replay(self, out: Any, chain: list[Any], g: int, c: int, pairs: bool = False) -> Any:
+        """The ops of ``chain`` applied to ``out``, whose channels are in ``[C, G]`` order (with
+        ``pairs``, ``[C/2, G, 2]``): their per-channel operands reordered from ``[G, C]``
+        (weight-only, done at load time)."""
         for op in reversed(chain):
-            others = [_permute_last(self.builder_.emit, a, g, c) if _varies(a) else a for a in op.args[1:]]
+            others = [_permute_last(self.builder_.emit, a, g, c, pairs) if _varies(a) else a for a in op.args[1:]]
             out = self.builder_.emit(relax.Call(op.op, [out, *others], op.attrs, op.ty_args))
         return out
 
-    def _channels_permuted(self, x: Any, g: int, ci: int) -> Any | None:
-        """``x`` computed with its channels in ``[Ci, G]`` order, where an ungrouped NHWC
-        convolution and per-channel ops, each read only here, made it: the convolution's output
-        channels permuted in its weights. None where ``x`` is anything else."""
+    def _channels_permuted(self, x: Any, g: int, ci: int, pairs: bool = False) -> Any | None:
+        """``x`` computed with its channels in ``[Ci, G]`` order (with ``pairs``, ``[Ci/2, G,
+        2]``), where an ungrouped NHWC convolution and per-channel ops, each read only here, made
+        it: the convolution's output channels permuted in its weights. None where ``x`` is
+        anything else."""
         found = self._chain(x, g * ci)
         if found is None or op_name(found[1]) != "relax.nn.conv2d" or not _ungrouped_nhwc(found[1]):
             return None
         chain, conv = found
-        w = _permute_last(self.builder_.emit, conv.args[1], g, ci)
+        w = _permute_last(self.builder_.emit, conv.args[1], g, ci, pairs)
         return self._replay(self.builder_.emit(relax.Call(conv.op, [conv.args[0], w], conv.attrs, conv.ty_args)),
-                            chain, g, ci)
+                            chain, g, ci, pairs)
 
     def _reads_permuted(self, conv: Any) -> Any:
         """``conv`` (ungrouped) reading the ``[Co, G]``-ordered output of a groups-form grouped
@@ -314,6 +332,10 @@ class _Grouped(PyExprMutator):
 # Under --precision bf16, the ``channels`` form over bf16 pairs of each group's input channels
 # (``_Grouped._channels_form``; 0: grouped convolutions stay fp32).
 BF16_GROUPS = 1
+# ... and the ``groups`` form (a vector over 16 or more groups: ResNeXt's groups of 4 and 8) over
+# bf16 pairs of each group's input channels, its input in ``[Ci/2, G, 2]`` order (the dot product
+# over two vector operands: ``bf16.DOT_16x2_BOTH``; 0: fp32).
+BF16_GROUPS_INNER = 1
 # 0 (for A/Bs): the groups form transposes its input to [Ci, G] in a kernel of its own.
 PERMUTE_PRODUCER = 1
 PER_CHANNEL = {"relax.add", "relax.multiply", "relax.subtract", "relax.maximum", "relax.minimum", "relax.nn.relu"}
@@ -337,11 +359,13 @@ def _per_channel(arg: Any, channels: int) -> bool:
     return shape is not None and all(d == 1 for d in shape[:-1]) and (not shape or shape[-1] in (1, channels))
 
 
-def _permute_last(emit: Any, t: Any, g: int, ci: int) -> Any:
-    """``t`` with its last axis of ``g * ci`` reordered from ``[G, Ci]`` to ``[Ci, G]``."""
+def _permute_last(emit: Any, t: Any, g: int, ci: int, pairs: bool = False) -> Any:
+    """``t`` with its last axis of ``g * ci`` reordered from ``[G, Ci]`` to ``[Ci, G]`` (with
+    ``pairs``, to ``[Ci/2, G, 2]``)."""
     shape = static_shape(t.ty)
-    split = emit(relax.op.reshape(t, [*shape[:-1], g, ci]))
-    axes = list(range(len(shape) - 1)) + [len(shape), len(shape) - 1]
+    r = len(shape) - 1
+    split = emit(relax.op.reshape(t, [*shape[:-1], g, ci // 2, 2] if pairs else [*shape[:-1], g, ci]))
+    axes = list(range(r)) + ([r + 1, r, r + 2] if pairs else [r + 1, r])
     return emit(relax.op.reshape(relax.op.permute_dims(split, axes), shape))
 
 
