@@ -22,6 +22,7 @@ TARGET = resolve_target("llvm", gpu_query=lambda: None)
 WIDE_RUNS = tiles.vector_lanes(TARGET.tvm(), 32) == 16
 WIDE = TARGET if WIDE_RUNS else resolve_target({"kind": "llvm", "mcpu": "znver4"}, gpu_query=lambda: None)
 ZEN4 = resolve_target({"kind": "llvm", "mcpu": "znver4"}, gpu_query=lambda: None)  # (AVX-512 BF16, no AMX)
+SPR = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)  # (AMX)
 _IMPORTED: dict[str, tuple] = {}
 
 
@@ -2284,7 +2285,7 @@ def test_an_amx_convolution_runs_row_outer_unless_its_weights_outweigh_its_input
 
     monkeypatch.setattr(amx_rule, "CHANNEL_OUTER_WINDOW", window_factor)
     monkeypatch.setattr(amx_rule, "CHANNEL_OUTER_MAPS", maps)
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     mod = apply_precision(import_model(load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_windows")).mod,
                           "bf16", target)
     legal = pipeline.per_inference(pipeline.legalized(mod, target))
@@ -2316,7 +2317,7 @@ def test_amx_tile_knobs_round_trip_and_every_move_builds_a_tile_kernel_with_the_
     from tvmbench.compile.precision import apply_precision
     from tvmbench.tuning.droplet import KnobSpace
 
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     mod = apply_precision(import_model(load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles")).mod,
                           "bf16", target)
     legal = pipeline.per_inference(pipeline.legalized(mod, target))
@@ -2877,7 +2878,7 @@ def test_amx_weights_over_l2_run_channel_outer_in_blocks_of_rows(monkeypatch, tm
     from tvmbench.compile.rules import amx as amx_rule
 
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_streamed")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
     name, func = next((gv.name_hint, f) for gv, f in legal.functions.items() if "matmul" in gv.name_hint)
     seen, outs = {}, {}
@@ -2909,7 +2910,7 @@ def test_an_amx_convolution_in_blocks_of_rows_writes_back_tile_by_tile():
     from tvmbench.compile.rules import amx as amx_rule
 
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_streamed_conv")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     func = next(f for n, f in _bf16_kernels(model, target).items() if "conv2d" in n)
     assert amx_rule._channel_outer(amx_rule._matched(func, target.tvm())[0])
     rule, sch = pipeline.default_schedule(func, target)
@@ -2932,7 +2933,7 @@ def test_an_amx_dense_layer_over_rows_of_short_tiles_is_padded_to_pairs_of_whole
     from tvmbench.compile.precision import apply_precision
 
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_short_tiles")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     outs = []
     for pair_rows in (amx.PAIR_ROWS, 0):
         monkeypatch.setattr(amx, "PAIR_ROWS", pair_rows)
@@ -2959,7 +2960,7 @@ def test_an_amx_tile_function_loads_the_tile_configuration_only_where_the_thread
     from tvmbench.compile.precision import apply_precision
 
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_tiles")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
     name = next(n for n in bf16.bf16_kernels(legal) if "matmul" in n)
     outs = {}
@@ -3047,7 +3048,7 @@ def test_amx_convolutions_over_half_steps_read_zero_channels_and_flattened_sums_
 
     tile_sums = importlib.import_module("tvmbench.compile.passes.tile_sums")
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_deep")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     outs = {}
     for pad_depth, flat_sums in ((1, 1), (0, 0), (1, 0)):
         monkeypatch.setattr(amx, "PAD_DEPTH", pad_depth)
@@ -3087,7 +3088,7 @@ def test_an_amx_tile_whose_call_is_its_whole_reduction_starts_its_sums_at_zero(m
 
     tile_sums = importlib.import_module("tvmbench.compile.passes.tile_sums")
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_windows")
-    target = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
+    target = SPR
     legal = pipeline.per_inference(pipeline.legalized(apply_precision(import_model(model).mod, "bf16", target), target))
     outs = {}
     for on in (1, 0):
@@ -3159,7 +3160,6 @@ def test_a_bf16_attention_reads_bf16_q_k_v_and_runs_both_products_on_the_dot_pro
 
     bf16_attention = importlib.import_module("tvmbench.compile.passes.bf16_attention")
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_attention_45_heads_of_12")
-    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
 
     def attention(target):
         (func,) = [f for n, f in _bf16_kernels(model, target).items() if n.startswith("fused_attention")]
@@ -3181,7 +3181,7 @@ def test_a_bf16_attention_reads_bf16_q_k_v_and_runs_both_products_on_the_dot_pro
             outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
     _assert_bf16_matches_pytorch(model, outs)
     monkeypatch.setattr(bf16_attention, "ENABLED", 1)
-    assert "bfloat16" not in [str(p.ty.dtype) for p in attention(spr).params]
+    assert "bfloat16" not in [str(p.ty.dtype) for p in attention(SPR).params]
     scores_out = load_model(f"{Path(__file__).parent}/mlp_model.py:build_attention_scores_out")
     kernels = _bf16_kernels(scores_out, ZEN4)
     assert [n for n, f in kernels.items() if reads_bf16(f, reductions=True)] == [n for n in kernels if "packed" in n]
@@ -3239,7 +3239,6 @@ def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups
     grouped_conv = importlib.import_module("tvmbench.compile.passes.grouped_conv")
     winograd = importlib.import_module("tvmbench.compile.passes.winograd")
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_grouped_winograd")
-    spr = resolve_target({"kind": "llvm", "mcpu": "sapphirerapids", "num-cores": 2}, gpu_query=lambda: None)
     outs = []
     for value in (1, 0):
         monkeypatch.setattr(grouped_conv, "BF16_GROUPS", value)
@@ -3259,7 +3258,7 @@ def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups
     _assert_bf16_matches_pytorch(model, outs)
     monkeypatch.setattr(grouped_conv, "BF16_GROUPS", 1)
     monkeypatch.setattr(winograd, "BF16_GROUPED_PRODUCT", 1)
-    assert not [n for n, f in _bf16_kernels(model, spr).items() if ("grouped" in n or "product" in n) and reads_bf16(f)]
+    assert not [n for n, f in _bf16_kernels(model, SPR).items() if ("grouped" in n or "product" in n) and reads_bf16(f)]
 
 
 def _narrow(kernels, grouped):

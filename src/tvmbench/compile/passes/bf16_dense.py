@@ -12,8 +12,9 @@ the input's is an elementwise step FuseOps joins to its producer where it can (a
 writes its output in bf16 beside the fp32 one the residual reads). One ``astype`` serves every
 dense layer reading the same input (a layer's query, key and value projections). An attention's
 own two products read bf16 too on targets without AMX (``passes/bf16_attention.py``, applied by
-this pass after the rest). Everything else (norms, activations, softmax, depthwise and grouped
-convolutions) stays fp32.
+this pass after the rest), and so do grouped convolutions, which GroupedConvNHWC (before this
+pass) writes over bf16 pairs itself (``passes/grouped_conv.py``, ``passes/winograd.py``'s grouped
+products). Everything else (norms, activations, softmax, depthwise convolutions) stays fp32.
 A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
 instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them

@@ -33,6 +33,13 @@ lanes of the target's vectors, the channels counted padded (ties: ``channels``, 
 transposes). The weight pads, reshapes and transposes are weight-only, so LiftTransformParams
 moves them to load time; the activation reshapes are free views. (Measured: docs/performance.md,
 "Every torchvision classifier".)
+
+Under ``--precision bf16`` (not on AMX targets) both forms read bf16 pairs of each group's input
+channels, as ``pack_weights.py`` packs ungrouped convolutions: the ``channels`` form's weights
+``[G, Co/B, KH, KW, Ci/2, B, 2]`` against the broadcast input pair (``bf16.DOT_16x2``), the
+``groups`` form's input ``[N, H, W, Ci/2, G, 2]`` and weights ``[KH, KW, Ci/2, Co, G, 2]``, a pair
+per lane in both (``bf16.DOT_16x2_BOTH``). (docs/performance.md, "Zen 5: grouped convolutions in
+bf16".)
 """
 
 from __future__ import annotations
