@@ -191,7 +191,7 @@ class _Grouped(PyExprMutator):
     def __init__(self, mod: Any, lanes: int, half_vectors: bool, bf16: bool) -> None:
         super().__init__(mod)
         self.lanes, self.half = lanes, half_vectors
-        self.bf16 = bf16 and bool(BF16_GROUPS) and marked(mod)  # (``_channels_form``)
+        self.bf16 = bf16 and marked(mod)  # (``--precision bf16``, not on AMX: ``_pairs``)
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
@@ -214,8 +214,7 @@ class _Grouped(PyExprMutator):
         if not inner:
             return self._channels_form(call, g)
         emit = self.builder_.emit
-        pairs = bool(self.bf16 and BF16_GROUPS_INNER and ci % 2 == 0 and g % 16 == 0 and out_dtype(call, x) == "float32"
-                     and str(x.ty.dtype) == str(w.ty.dtype) == "float32")
+        pairs = bool(BF16_GROUPS_INNER and g % 16 == 0 and self._pairs(call, ci))
         permuted = self._channels_permuted(x, g, ci, pairs) if PERMUTE_PRODUCER else None
         if pairs:  # (pairs of a group's input channels, adjacent in each lane: [Ci/2, G, 2])
             x6 = permuted if permuted is not None else emit(
@@ -234,6 +233,13 @@ class _Grouped(PyExprMutator):
                                  out_dtype(call, x), True, primfunc_name_hint="conv2d_grouped"))
         return relax.op.reshape(emit(relax.op.permute_dims(out5, [0, 1, 2, 4, 3])), outs)
 
+    def _pairs(self, call: Any, ci: int) -> bool:
+        """Whether ``call`` (fp32 operands and output) may read bf16 pairs of a group's ``ci``
+        input channels: a bf16 build for a target without AMX and an even ``ci``."""
+        x, w = call.args
+        return bool(self.bf16 and ci % 2 == 0 and out_dtype(call, x) == "float32"
+                    and str(x.ty.dtype) == str(w.ty.dtype) == "float32")
+
     def _channels_form(self, call: Any, g: int) -> Any:
         """The ``channels`` form: each group's output channels padded to whole vectors
         (``padded_group``) and its weights packed (``pack_block``), weight-only work done at load
@@ -248,8 +254,7 @@ class _Grouped(PyExprMutator):
         co, dtype = o // g, out_dtype(call, x)
         wide = padded_group(co, self.lanes, self.half)
         block = pack_block(wide, self.lanes, self.half)
-        pairs = bool(self.bf16 and block and block % 16 == 0 and ci % 2 == 0 and dtype == "float32"
-                     and str(x.ty.dtype) == str(w.ty.dtype) == "float32")
+        pairs = bool(BF16_GROUPS and block and block % 16 == 0 and self._pairs(call, ci))
         x5 = emit(relax.op.reshape(emit(relax.op.astype(x, "bfloat16")) if pairs else x, [n, h, wd, g, ci]))
         w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
         if wide != co:  # (zero weights: a weight-only pad, done at load time)
