@@ -49,6 +49,23 @@ def test_every_call_in_the_readme_binds_to_the_api():
     assert calls >= 5
 
 
+HOST_BF16 = "avx512_bf16" in Path("/proc/cpuinfo").read_text() if Path("/proc/cpuinfo").exists() else False
+
+
+@pytest.mark.skipif(not HOST_BF16, reason="TVM's bf16 build needs a CPU with AVX-512 BF16")
+def test_a_bf16_miss_is_judged_again_by_pytorch_under_autocast():
+    """TVM's bf16 outputs checked at a bound of half their error miss, so PyTorch runs once more
+    under bf16 autocast and the verdict comes from TVM's error against twice PyTorch's own."""
+    result = tvmbench.run(MLP, ["tvm", "pytorch"], "llvm", runs=3, warmup=1, history=False, isolate=False,
+                          precision="bf16")
+    err = result.results["tvm"].accuracy["max_rel_err"]
+    judged = tvmbench.run(MLP, ["tvm", "pytorch"], "llvm", runs=3, warmup=1, history=False, isolate=False,
+                          precision="bf16", rtol=err / 2, atol=1e-12).results["tvm"].accuracy
+    own = judged["bfloat16"]
+    assert judged["judged_by"] == "pytorch bfloat16" and own["pytorch_max_rel_err"] > 1e-4  # bf16, not fp32 again
+    assert judged["passed"] is (judged["max_rel_err"] <= max(err / 2, 2 * own["pytorch_max_rel_err"]))
+
+
 def test_user_mistakes_raise_one_line_errors_before_any_work():
     with pytest.raises(UserError, match="unknown model"):
         tvmbench.run("resnet-18-typo", target_spec="llvm")

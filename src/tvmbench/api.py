@@ -185,13 +185,14 @@ def run_benchmark(cfg: RunConfig, on_event: Events | None = None) -> RunResult:
     """Measure every framework of ``cfg`` and build the result (the machine's state is recorded
     before the first worker starts)."""
     from tvmbench.measure import environment
-    from tvmbench.measure.runner import float64_reference
+    from tvmbench.measure.runner import float64_reference, reduced_reference
     from tvmbench.results.build import build_result
 
     env = environment.collect(cfg.threads)
     order, raw, ref_outputs, source = run_frameworks(cfg, on_event)
     exact = float64_reference(cfg, raw, ref_outputs, source, on_event)
-    return build_result(cfg, order, raw, ref_outputs, env, source, exact)
+    reduced = reduced_reference(cfg, raw, ref_outputs, source, on_event)
+    return build_result(cfg, order, raw, ref_outputs, env, source, exact, reduced)
 
 
 def run(model: str, frameworks: Sequence[str] | str | None = None, target_spec: Any = "auto", *,

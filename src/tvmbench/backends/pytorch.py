@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -42,6 +44,14 @@ class PyTorchOptions(BackendOptions):
     # The model and its floating-point inputs in float64: the exact outputs a narrow accuracy
     # miss is judged against (``accuracy.arbitrate``); never timed.
     float64: bool = False
+    # "bfloat16" or "float16": the model run under torch.autocast at that precision, PyTorch's own
+    # reduced-precision outputs, whose error a framework's reduced-precision miss is judged by
+    # (``accuracy.arbitrate_reduced``); never timed.
+    autocast: str | None = None
+
+    def validate(self) -> None:
+        if self.autocast not in (None, "bfloat16", "float16"):
+            raise UserError(f"autocast={self.autocast!r}: PyTorch autocasts to bfloat16 or float16")
 
 
 class PyTorchBackend(Backend):
@@ -77,10 +87,14 @@ class PyTorchBackend(Backend):
         self.inputs = tuple(t.to(self.device) for t in self.host_inputs)
         self._sync = torch.cuda.synchronize if self.device.type == "cuda" else (lambda: None)
         self._no_grad = torch.inference_mode
+        if self.options.autocast:
+            dtype = getattr(torch, self.options.autocast)
+            self._no_grad = lambda: _both(torch.inference_mode(), torch.autocast(self.device.type, dtype=dtype))
         self._out: Any = None
         # (the version as a plain str: a TorchVersion makes whoever unpickles it import torch)
         self.info = {"device": str(self.device), "version": str(torch.__version__), "mode": "eager",
-                     "threads": torch.get_num_threads(), **({"dtype": "float64"} if self.options.float64 else {})}
+                     "threads": torch.get_num_threads(), **({"dtype": "float64"} if self.options.float64 else {}),
+                     **({"autocast": self.options.autocast} if self.options.autocast else {})}
 
     def run(self) -> None:
         with self._no_grad():
@@ -112,3 +126,9 @@ class PyTorchBackend(Backend):
     def close(self) -> None:
         self.module = None
         self._out = None
+
+
+@contextlib.contextmanager
+def _both(first: Any, second: Any) -> Iterator[None]:
+    with first, second:
+        yield

@@ -104,12 +104,53 @@ def arbitrate(check: dict[str, Any], outputs: Sequence[np.ndarray], reference: S
     theirs = compare(reference, exact, tolerance)
     if "outputs" not in ours or "outputs" not in theirs:  # shapes differ: no second opinion
         return {**check, "float64": {"passed": None, "reason": ours.get("reason") or theirs.get("reason")}}
-    verdicts = []
-    for o, r in zip(ours["outputs"], theirs["outputs"], strict=True):
-        bound = max(tolerance.rtol, ROUNDING * r["max_rel_err"])
-        verdicts.append(o["cosine"] >= tolerance.min_cosine and (o["max_abs_err"] <= tolerance.atol
-                                                                or o["max_rel_err"] <= bound))
-    passed = all(verdicts)
+    passed = all(_within(o, r, tolerance, ROUNDING) for o, r in zip(ours["outputs"], theirs["outputs"], strict=True))
     return {**check, "passed": passed, "judged_by": "float64", "float64": {
         "passed": passed, "max_rel_err": ours["max_rel_err"], "reference_fp32_max_rel_err": theirs["max_rel_err"],
         "cosine": ours["cosine"], "rounding_factor": ROUNDING}}
+
+
+def _within(ours: dict[str, Any], theirs: dict[str, Any], tolerance: Tolerance, factor: float) -> bool:
+    """One output's errors (``ours``) within the tolerance, or no worse than ``factor`` times those of
+    a computation that rounds as it should (``theirs``): its relative error and its distance from
+    a cosine of 1 each at most ``factor`` times the other's."""
+    min_cosine = min(tolerance.min_cosine, 1 - factor * (1 - theirs["cosine"]))
+    return ours["cosine"] >= min_cosine and (ours["max_abs_err"] <= tolerance.atol or
+                                             ours["max_rel_err"] <= max(tolerance.rtol, factor * theirs["max_rel_err"]))
+
+
+REDUCED = 2.0  # a 16-bit miss within this many times PyTorch's own error at that precision passes
+
+
+def reduced_miss(check: dict[str, Any]) -> bool:
+    """Whether a failed check (at a bf16 or fp16 tolerance) compared outputs that PyTorch's own
+    reduced-precision outputs can judge: every output the reference's shape and finite."""
+    return check.get("passed") is False and bool(check.get("outputs"))
+
+
+def arbitrate_reduced(check: dict[str, Any], reduced: Sequence[np.ndarray], reference: Sequence[np.ndarray],
+                      precision: str, tolerance: Tolerance) -> dict[str, Any]:
+    """``check`` (a framework computing in ``precision`` against PyTorch's float32) judged again by
+    what that precision does to this model: ``reduced`` are PyTorch's outputs under
+    ``torch.autocast`` at ``precision``. Some models (deep networks with random weights and
+    normalised activations, a segmentation head's per-pixel outputs) amplify bf16's rounding until
+    PyTorch's own bf16 misses the fixed bound (cosine 0.82 for FCN-ResNet50); a framework
+    whose error is within REDUCED times PyTorch's rounds as that precision does, and a framework
+    computing something else still fails. Both errors are recorded under ``precision``."""
+    theirs = compare(reduced, reference, tolerance)
+    if "outputs" not in theirs:
+        return {**check, precision: {"passed": None, "reason": theirs.get("reason")}}
+    passed = all(_within(o, r, tolerance, REDUCED) for o, r in zip(check["outputs"], theirs["outputs"], strict=True))
+    return {**check, "passed": passed, "judged_by": f"pytorch {precision}", precision: {
+        "passed": passed, "pytorch_max_rel_err": theirs["max_rel_err"], "pytorch_cosine": theirs["cosine"],
+        "factor": REDUCED}}
+
+
+def second_opinion(check: dict[str, Any]) -> dict[str, Any] | None:
+    """The second reference's record a check was judged by (``float64``, ``bfloat16`` or
+    ``float16``, with ``precision`` naming it), or None."""
+    for precision in ("float64", "bfloat16", "float16"):
+        judged = check.get(precision) or {}
+        if judged.get("passed") is not None or judged.get("reason"):
+            return {**judged, "precision": precision}
+    return None

@@ -217,15 +217,21 @@ def backend_config(cfg: RunConfig, **options: Any) -> BackendConfig:
                          use_cache=cfg.use_cache, options={**cfg.backend_options, **options})
 
 
-def tolerance_of(cfg: RunConfig, framework: str) -> accuracy.Tolerance:
-    """The tolerance ``framework``'s outputs are checked at: bf16's or fp16's for a framework that
-    honours a reduced ``--precision``, else fp32's (with the run's overrides)."""
+def precision_of(cfg: RunConfig, framework: str) -> str:
+    """The precision ``framework`` computes in: "bfloat16" or "float16" for a framework that
+    honours a reduced ``--precision``, else "float32"."""
     from tvmbench.backends import load_class
 
     precision = cfg.backend_options.get("precision", "fp32")
-    reduced = precision != "fp32" and load_class(framework).reduced_precision
-    return accuracy.tolerance_for(("bfloat16" if precision == "bf16" else "float16") if reduced else "float32",
-                                  cfg.tolerance)
+    if precision == "fp32" or not load_class(framework).reduced_precision:
+        return "float32"
+    return "bfloat16" if precision == "bf16" else "float16"
+
+
+def tolerance_of(cfg: RunConfig, framework: str) -> accuracy.Tolerance:
+    """The tolerance ``framework``'s outputs are checked at: that of its precision, with the run's
+    overrides."""
+    return accuracy.tolerance_for(precision_of(cfg, framework), cfg.tolerance)
 
 
 def float64_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_outputs: list[Any] | None,
@@ -236,14 +242,45 @@ def float64_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_out
     something else (``accuracy.arbitrate``). None when nothing missed narrowly."""
     if source != REFERENCE or ref_outputs is None:
         return None
-    misses = [fw for fw, o in raw.items() if fw != REFERENCE and not fw.startswith("_") and o.ok
-              for tol in [tolerance_of(cfg, fw)] if tol == accuracy.tolerance_for("float32", cfg.tolerance)
-              and accuracy.narrow_miss(accuracy.compare(o.value.outputs, ref_outputs, tol), tol)]
+    misses = _misses(cfg, raw, ref_outputs, lambda check, tol, precision: precision == "float32"
+                     and accuracy.narrow_miss(check, tol))
     if not misses:
         return None
+    return _second_reference(cfg, f"{', '.join(misses)} missed the float32 reference narrowly: computing it in "
+                                  "float64", on_event, float64=True)
+
+
+def reduced_reference(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_outputs: list[Any] | None,
+                      source: str | None, on_event: Events | None = None) -> isolation.Outcome | None:
+    """PyTorch's outputs under ``torch.autocast`` at the run's reduced precision, computed only
+    when some framework computing in that precision missed PyTorch's float32 outputs
+    (``accuracy.reduced_miss``): what that precision itself does to this model, which
+    ``accuracy.arbitrate_reduced`` judges the miss by. None when nothing missed."""
+    if source != REFERENCE or ref_outputs is None:
+        return None
+    misses = _misses(cfg, raw, ref_outputs, lambda check, tol, precision: precision != "float32"
+                     and accuracy.reduced_miss(check))
+    if not misses:
+        return None
+    precision = precision_of(cfg, misses[0])
+    return _second_reference(cfg, f"{', '.join(misses)} missed the float32 reference in {precision}: computing "
+                                  f"it with PyTorch's {precision} (autocast)", on_event, autocast=precision)
+
+
+def _misses(cfg: RunConfig, raw: dict[str, isolation.Outcome], ref_outputs: list[Any],
+            missed: Callable[[dict[str, Any], accuracy.Tolerance, str], bool]) -> list[str]:
+    """The frameworks whose outputs' check against the reference (at their tolerance, computing
+    in their precision) ``missed`` says deserves a second reference."""
+    return [fw for fw, o in raw.items() if fw != REFERENCE and not fw.startswith("_") and o.ok
+            for tol in [tolerance_of(cfg, fw)]
+            if missed(accuracy.compare(o.value.outputs, ref_outputs, tol), tol, precision_of(cfg, fw))]
+
+
+def _second_reference(cfg: RunConfig, why: str, on_event: Events | None, **options: Any) -> isolation.Outcome:
+    """PyTorch's outputs once more, untimed, with ``options`` (its float64 or autocast run)."""
     events = on_event or (lambda fw, msg: None)
-    events(REFERENCE, f"{', '.join(misses)} missed the float32 reference narrowly: computing it in float64")
-    job = FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_config(cfg, float64=True), cfg.timer, timed=False)
+    events(REFERENCE, why)
+    job = FrameworkJob(REFERENCE, cfg.model, cfg.options, backend_config(cfg, **options), cfg.timer, timed=False)
     return _run_job(cfg, job, events)
 
 

@@ -7,17 +7,19 @@ from typing import Any
 
 from tvmbench.measure import accuracy, environment, isolation, stats
 from tvmbench.measure.records import FrameworkRun
-from tvmbench.measure.runner import REFERENCE, RunConfig, tolerance_of
+from tvmbench.measure.runner import REFERENCE, RunConfig, precision_of, tolerance_of
 from tvmbench.results.records import FrameworkResult, RunResult, Speedup
 
 
 def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outcome],
                  ref_outputs: list[Any] | None, env: dict[str, Any], source: str | None = REFERENCE,
-                 exact: isolation.Outcome | None = None) -> RunResult:
+                 exact: isolation.Outcome | None = None, reduced: isolation.Outcome | None = None) -> RunResult:
     """The run's result from each framework's outcome (``raw``, by framework; ``_reference`` for
     reference outputs computed without timing) and the reference outputs, which came from
     ``source`` (PyTorch, a peer, or "package": the package's stored outputs). ``exact``: PyTorch
-    in float64, when a framework missed narrowly (``runner.float64_reference``)."""
+    in float64, when a framework missed narrowly (``runner.float64_reference``); ``reduced``:
+    PyTorch under autocast, when a framework computing in bf16 or fp16 missed
+    (``runner.reduced_reference``)."""
     runs: list[FrameworkRun] = [o.value for o in raw.values() if o.ok]
     model_info = next((r.model for r in runs), {})
     flops = next((r.flops for r in runs if r.flops is not None), None)
@@ -27,11 +29,14 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         tolerance = tolerance_of(cfg, fw)
         results[fw] = framework_result(raw[fw], ref_outputs, tolerance, batch, flops, fw == source)
         acc = results[fw].accuracy
+        precision = precision_of(cfg, fw)
         if exact is not None and ref_outputs is not None and accuracy.narrow_miss(acc, tolerance):
             results[fw].accuracy = (accuracy.arbitrate(acc, raw[fw].value.outputs, ref_outputs, exact.value.outputs,
-                                                       tolerance) if exact.ok else
-                                    {**acc, "float64": {"passed": None, "reason": "PyTorch could not run the model "
-                                                        f"in float64: {exact.error.get('message', '')}"}})
+                                                       tolerance) if exact.ok else _unjudged(acc, "float64", exact))
+        elif reduced is not None and precision != "float32" and ref_outputs is not None and accuracy.reduced_miss(acc):
+            results[fw].accuracy = (accuracy.arbitrate_reduced(acc, reduced.value.outputs, ref_outputs, precision,
+                                                               tolerance) if reduced.ok else
+                                    _unjudged(acc, precision, reduced))
         if source != REFERENCE and ref_outputs is not None and fw != source and results[fw].accuracy:
             results[fw].accuracy["reference_from"] = ("the package's stored outputs for its inputs"
                                                       if source == "package" else source)
@@ -46,6 +51,25 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
         tuning_database=tvm_db or None, model_info={**model_info, "flops": flops},
         measurement=_method(cfg), environment=env, warnings=_warnings(cfg, env, results, speedups),
         outputs={fw: raw[fw].value.outputs for fw in order if raw[fw].ok})
+
+
+def _sensitive(results: dict[str, FrameworkResult]) -> list[str]:
+    """A warning where reduced-precision outputs passed only by PyTorch's own error at that
+    precision: the model itself loses that much there, so its outputs are far from float32's."""
+    judged = {fw: accuracy.second_opinion(r.accuracy or {}) for fw, r in results.items()
+              if (r.accuracy or {}).get("passed") and (r.accuracy or {}).get("judged_by", "").startswith("pytorch")}
+    if not judged:
+        return []
+    second = next(iter(judged.values()))
+    return [f"{', '.join(sorted(judged))}: outputs within {second['factor']:g}x PyTorch's own {second['precision']} "
+            f"error, not within the fixed bound: this model loses that much in {second['precision']} "
+            f"(PyTorch's cosine to its float32 outputs {second['pytorch_cosine']:.4f})"]
+
+
+def _unjudged(acc: dict[str, Any], precision: str, second: isolation.Outcome) -> dict[str, Any]:
+    """A miss left as it was: PyTorch could not compute the second reference at ``precision``."""
+    message = (second.error or {}).get("message", "")
+    return {**acc, precision: {"passed": None, "reason": f"PyTorch could not run the model in {precision}: {message}"}}
 
 
 def _method(cfg: RunConfig) -> dict[str, Any]:
@@ -77,6 +101,7 @@ def _warnings(cfg: RunConfig, env: dict[str, Any], results: dict[str, FrameworkR
         if full:
             noisy.append(f"{', '.join(full)} ran in fp32 (no --precision {precision} there): against the "
                          f"{precision} frameworks, their times are not like for like")
+        noisy += _sensitive(results)
     remote = sorted(fw for fw, r in results.items() if r.info.get("remote"))
     emulated = sorted(fw for fw in remote if results[fw].info["remote"].get("emulated"))
     if emulated:
