@@ -959,6 +959,15 @@ def build_bf16_few_channel_winograd():
     return _Bf16FewChannelWinograd().eval(), tuple(torch.randn(1, c, e, e) for c, e in ((32, 96), (48, 96), (32, 24)))
 
 
+def build_bf16_five_vector_winograd():
+    """A 3x3 convolution from 128 to 80 channels on a 28x28 map (raft_small's motion encoder): in
+    bf16 a Winograd product over 49 tiles and five 16-lane vectors, whose tile of pairs must take
+    rows that divide 49 (``contraction.PAIRS_WHOLE_ROWS``)."""
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Conv2d(128, 80, 3, padding=1), torch.nn.ReLU()).eval(), \
+        (torch.randn(1, 128, 28, 28),)
+
+
 def build_bf16_short_rows():
     """A 3x3 convolution from 16 to 64 channels on a 55x55 map (squeezenet1_1's fire modules):
     direct in bf16, its register tile's rows are 5, what divides 55 (``contraction.SPAN_PAIRS``)."""

@@ -3261,6 +3261,30 @@ def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups
     assert not [n for n, f in _bf16_kernels(model, SPR).items() if ("grouped" in n or "product" in n) and reads_bf16(f)]
 
 
+def test_a_bf16_product_whose_rows_no_tile_of_its_vectors_divides_takes_whole_rows(monkeypatch, tmp_path):
+    """A tile of bf16 pairs has no predicated form: a Winograd product over 49 tiles and 5 vectors
+    takes rows that divide 49 and calls the dot product, where 5 vectors x 4 rows failed to
+    tensorize and left the kernel to the fallback schedule (raft_small in bf16: 90 of 137 ms).
+    On a host that runs bf16 the outputs match PyTorch's."""
+    import importlib
+
+    from tvmbench.compile.bf16 import LLVM_FUNCTION
+    from tvmbench.compile.knobs import knob_set
+
+    contraction = importlib.import_module("tvmbench.compile.rules.contraction")
+    model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_five_vector_winograd")
+    (product,) = [f for n, f in _bf16_kernels(model, ZEN4).items() if "winograd_product" in n]
+    assert [int(d) for d in product.params[2].shape] == [36, 49, 80]
+    with ZEN4.tvm(), knob_set() as chosen:
+        rule, sch = pipeline.default_schedule(product, ZEN4)
+    assert LLVM_FUNCTION in sch.mod.script() and 49 % chosen.values()["rows"] == 0, chosen.values()
+    monkeypatch.setattr(contraction, "PAIRS_WHOLE_ROWS", False)
+    rule, sch = pipeline.default_schedule(product, ZEN4)
+    assert sch is None or LLVM_FUNCTION not in sch.mod.script()
+    monkeypatch.setattr(contraction, "PAIRS_WHOLE_ROWS", True)
+    _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)] if HOST_BF16 else [])
+
+
 def _narrow(kernels, grouped):
     """Of the grouped kernels, the one in the groups form (its weights ``[KH, KW, Ci, Co, G]``, 5-D)."""
     (name,) = [n for n in grouped if len(kernels[n].params[1].shape) == 5]

@@ -706,14 +706,34 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if m_axis is not None and 1 in choices and not reserved and width == found.lanes and _multiplies(found):
         vectors, rows = _rows_for_l2(found, vectors, rows, extents[m_axis], budget, most_rows, dot)
         most_rows = max(most_rows, rows)
+    if found.pairs and m_axis is not None and extents[m_axis] % rows and PAIRS_WHOLE_ROWS:
+        vectors, rows = _whole_pair_rows(extents[m_axis], choices, budget - reserved, most_rows)
     if m_axis is not None and rows == extents[m_axis]:
         vectors = _crossed_vectors(found, vectors, rows, choices, budget, reserved)
-    # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers)
+    # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers;
+    # over bf16 pairs whole row tiles only)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
         rows = knob("rows", rows, [r for r in range(1, min(max(tiles.MAX_ROWS, most_rows), extents[m_axis]) + 1)
-                                   if r * vectors + reserved * vectors <= budget or r == 1])
+                                   if (r * vectors + reserved * vectors <= budget or r == 1)
+                                   and not (found.pairs and extents[m_axis] % r)])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
+
+
+# Over bf16 pairs, a tile that would leave a partial row tile becomes the whole-row tile of most
+# accumulators (``_whole_pair_rows``).
+PAIRS_WHOLE_ROWS = True
+
+
+def _whole_pair_rows(rows_extent: int, choices: list[int], budget: int, most_rows: int) -> tuple[int, int]:
+    """(vectors, rows) of a tile over bf16 pairs whose rows divide the row axis, the most
+    accumulators first. The dot product has no predicated form, and PackWeights pads only a
+    convolution's columns to whole tiles (``pack_weights.whole_tiles``): raft_small's Winograd
+    product over 49 tiles and 80 channels (5 vectors) took 5 vectors x 4 rows, failed to
+    tensorize and ran on the fallback schedule at 5 GFLOP/s, two thirds of the model's time."""
+    cap = max(tiles.MAX_ROWS, most_rows)
+    return max(((v, tiles.largest_divisor(rows_extent, min(cap, max(1, budget // v)))) for v in choices),
+               key=lambda t: (t[0] * t[1], t[1]))
 
 
 def _panel_bytes(found: Match, vectors: int) -> int:
