@@ -1760,6 +1760,32 @@ def test_output_channels_narrower_than_a_block_are_packed_padded_where_half_vect
     _assert_matches_torch(model, module, x)
 
 
+def test_a_convolution_to_fewer_than_four_channels_is_packed_in_one_vector_of_padded_channels():
+    """A 3x3 convolution to 2 channels (RAFT's flow head) and one to 1 (FCOS's centerness): the
+    contraction rule's vector axis needs 4, so in HWIO they ran on the fallback schedule one
+    multiply-add at a time. Packed as one 16-lane block of zero channels, the rule tiles them
+    and the padding is sliced off inside the kernel; the model matches PyTorch."""
+    import torch
+
+    class Heads(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.flow, self.centerness = torch.nn.Conv2d(32, 2, 3, padding=1), torch.nn.Conv2d(32, 1, 3, padding=1)
+
+        def forward(self, x):
+            return self.flow(x) + self.centerness(x)
+
+    torch.manual_seed(0)
+    module = Heads().eval()
+    x = np.random.default_rng(0).standard_normal((1, 32, 12, 12), dtype="float32")
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    _, target, mod = legalized[1]
+    convs = {gv.name_hint: f for gv, f in pipeline.per_inference(mod).functions.items() if "conv2d" in gv.name_hint}
+    assert sorted([int(d) for d in f.params[1].ty.shape] for f in convs.values()) == [[1, 3, 3, 32, 16]] * 2, convs
+    assert [pipeline.default_schedule(f, target)[0] for f in convs.values()] == ["Contraction"] * 2
+    _assert_matches_torch(model, module, x)
+
+
 def _per_tile(func, values):
     """``values(realize, loads)`` (expressions over the loops of a scheduled kernel: ``realize``
     its ``_update`` block, ``loads`` the buffer loads in its loops and block, block variables

@@ -148,6 +148,12 @@ THREE_VECTOR_BLOCKS = True
 # 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
 # mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
+# A convolution with fewer output channels than this (the contraction rule's vector axis needs
+# 4: ``rules.contraction.match``) is packed in one vector's block of zero-padded channels, sliced
+# off the output. In HWIO no rule took it and it ran on the fallback schedule, one multiply-add at
+# a time: RAFT's flow heads (128 or 256 -> 2 channels, 3x3) 0.87 ms a call, 12 calls an inference;
+# FCOS's centerness head (256 -> 1) over its five pyramid levels.
+FEW_OUTPUTS = 4
 # Dense layers on 16 vector registers (AVX2) are packed in blocks of three vectors (24 fp32
 # columns) where those divide the outputs and the rows are 4 or more (``dense_block``): the
 # contraction rule then tiles them 3 vectors x 4 rows, 12 accumulators and 12 FMAs per 7 loads,
@@ -355,6 +361,8 @@ class _Pack(PyExprMutator):
             return self.stem_on_tiles(call, source, shape)
         if source is not None:  # a stem: packed even as a single block (equal to HWIO), to read NCHW
             cblock = min(cblock, shape[3])
+        elif shape[3] < FEW_OUTPUTS:
+            cblock = self.block // 2
         elif shape[3] < 2 * cblock and not self.narrow(shape[3], cblock) and str(w.ty.dtype) != "bfloat16":
             return call  # (a bf16 one is packed: Bf16Dense took it, and the dot product needs the pairs)
         in_place = SLICES_IN_PLACE and source is None and not any(int(p) for p in a.padding)
