@@ -674,7 +674,7 @@ def test_a_predicated_tile_on_16_registers_holds_few_enough_accumulators_not_to_
     assert spills[tiles.PREDICATED_ACCUMULATORS_16_REGS] == 0 and spills[12] > 0, spills
 
 
-def _assert_matches_torch(model, module, x):
+def _assert_matches_torch(model, module, *x):
     """The model built for this machine's target gives the torch module's output for ``x``."""
     import torch
 
@@ -685,7 +685,7 @@ def _assert_matches_torch(model, module, x):
     backend.prepare(model)
     backend.run()
     with torch.no_grad():
-        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(backend.outputs()[0], module(*map(torch.from_numpy, x)).numpy(), rtol=1e-4, atol=1e-4)
 
 
 class _GroupedBlock:
@@ -955,7 +955,7 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
     backend.run()
     assert len(parts) == 1 and len(parts[0]) == 2 and all(len(p.functions) >= 2 for p in parts[0])
     with torch.no_grad():
-        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(backend.outputs()[0], module(*map(torch.from_numpy, x)).numpy(), rtol=1e-4, atol=1e-4)
 
     # Lowering: once blocks are opaque and simplified, each input's segment of the partitioned
     # concat reads that input alone (no select chain left for CompactBufferAllocation).
@@ -1784,6 +1784,29 @@ def test_a_convolution_to_fewer_than_four_channels_is_packed_in_one_vector_of_pa
     assert sorted([int(d) for d in f.params[1].ty.shape] for f in convs.values()) == [[1, 3, 3, 32, 16]] * 2, convs
     assert [pipeline.default_schedule(f, target)[0] for f in convs.values()] == ["Contraction"] * 2
     _assert_matches_torch(model, module, x)
+
+
+def test_a_batched_product_over_seven_computed_columns_takes_a_zero_column_and_a_vector():
+    """MViT's relative-position products (``[56, 448, 96] x [56, 96, 7]``): no vector width divides
+    7 columns, so the contraction rule took none and the product ran on the fallback schedule.
+    The computed operand is padded to 8 columns, the product tiled over 8-lane vectors and the
+    extra column sliced off inside the kernel; the model matches PyTorch."""
+    import torch
+
+    from tvmbench.models.base import LoadedModel
+
+    class RelPos(torch.nn.Module):
+        def forward(self, q, table):
+            return torch.matmul(q, torch.relu(table))
+
+    model = LoadedModel(name="relpos", family="cnn", module=RelPos().eval(), options=ModelOptions(), inputs={
+        "q": np.random.default_rng(0).standard_normal((4, 48, 24), dtype="float32"),
+        "table": np.random.default_rng(1).standard_normal((4, 24, 7), dtype="float32")})
+    mod = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    (name, product), = [(gv.name_hint, f) for gv, f in mod.functions.items() if "matmul" in gv.name_hint]
+    assert "strided_slice" in name and [int(d) for d in product.params[1].ty.shape] == [4, 24, 8], name
+    assert pipeline.default_schedule(product, TARGET)[0] == "Contraction"
+    _assert_matches_torch(model, model.module, model.inputs["q"], model.inputs["table"])
 
 
 def _per_tile(func, values):

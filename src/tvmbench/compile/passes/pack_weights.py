@@ -148,6 +148,9 @@ THREE_VECTOR_BLOCKS = True
 # 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
 # mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
+# Batched products over computed columns that no 4-lane vector divides take zero columns
+# (``_Pack.whole_columns``).
+NARROW_COLUMNS = True
 # A convolution with fewer output channels than this (the contraction rule's vector axis needs
 # 4: ``rules.contraction.match``) is packed in one vector's block of zero-padded channels, sliced
 # off the output. In HWIO no rule took it and it ran on the fallback schedule, one multiply-add at
@@ -540,10 +543,27 @@ class _Pack(PyExprMutator):
         x, w = call.args
         block = self.block
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
+        if shape is not None and len(shape) > 2 and numel(x.ty) is not None and NARROW_COLUMNS:
+            return self.whole_columns(call, shape)
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
                 or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
             return call
         return self.dense(x, w, shape[1], out_dtype(call, x))
+
+    def whole_columns(self, call: Any, shape: list[int]) -> Any:
+        """A batched product whose columns no vector of 4 lanes or more divides (MViT's
+        relative-position products, ``[56, 448, 96] x [56, 96, 7]`` and ``x 14``): the second
+        operand padded with zero columns to a multiple of 4, the extra columns sliced off. With 7
+        or 14 columns the contraction rule found no vector width, and they ran on the fallback
+        schedule one multiply-add at a time."""
+        n = shape[-1]
+        if n % 4 == 0 or n >= 2 * self.block or str(call.args[1].ty.dtype) != "float32":
+            return call
+        x, w = call.args
+        padded = self.builder_.emit(relax.op.nn.pad(w, [0, 0] * (len(shape) - 1) + [0, -n % 4]))
+        out = self.builder_.emit(relax.op.matmul(x, padded, out_dtype=call.attrs.out_dtype))
+        rank = len(static_shape(call.ty))
+        return relax.op.strided_slice(out, axes=[rank - 1], begin=[0], end=[n])
 
     def dense(self, x: Any, w: Any, n: int, dtype: str, conv: bool = False) -> Any:
         """``x @ w`` (``w``: ``[K, n]``) over the weight packed in ``dense_block``'s blocks
