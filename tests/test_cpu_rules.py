@@ -955,7 +955,7 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
     backend.run()
     assert len(parts) == 1 and len(parts[0]) == 2 and all(len(p.functions) >= 2 for p in parts[0])
     with torch.no_grad():
-        np.testing.assert_allclose(backend.outputs()[0], module(*map(torch.from_numpy, x)).numpy(), rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(backend.outputs()[0], module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-4)
 
     # Lowering: once blocks are opaque and simplified, each input's segment of the partitioned
     # concat reads that input alone (no select chain left for CompactBufferAllocation).
