@@ -56,8 +56,8 @@ def build_result(cfg: RunConfig, order: list[str], raw: dict[str, isolation.Outc
 def _sensitive(results: dict[str, FrameworkResult]) -> list[str]:
     """A warning where reduced-precision outputs passed only by PyTorch's own error at that
     precision: the model itself loses that much there, so its outputs are far from float32's."""
-    judged = {fw: accuracy.second_opinion(r.accuracy or {}) for fw, r in results.items()
-              if (r.accuracy or {}).get("passed") and (r.accuracy or {}).get("judged_by", "").startswith("pytorch")}
+    judged = {fw: second for fw, r in results.items() if (r.accuracy or {}).get("passed")
+              for second in [accuracy.second_opinion(r.accuracy)] if second and second["precision"] != "float64"}
     if not judged:
         return []
     second = next(iter(judged.values()))
