@@ -718,6 +718,19 @@ def build_conv3d():
     return _Conv3d().eval(), (torch.randn(2, 3, 9, 10, 11),)
 
 
+def build_winograd_conv3d():
+    """A 3x3x3 convolution wide enough for Winograd (64 channels, 14x14 maps), with batch norm and
+    ReLU, over two clips of 5 frames: Conv3dAsConv2d's frames side by side as 192 channels."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv3d(64, 32, 3, padding=1, bias=False), torch.nn.BatchNorm3d(32),
+                                 torch.nn.ReLU()).eval()
+    norm = module[1]
+    with torch.no_grad():
+        norm.running_mean.uniform_(-1, 1)
+        norm.running_var.uniform_(0.5, 2)
+    return module, (torch.randn(2, 64, 5, 14, 14),)
+
+
 
 class _Dilated(torch.nn.Module):
     """DeepLabV3's atrous pyramid at small scale: 3x3 convolutions dilated 2, 5 and 9 (padded as

@@ -1111,6 +1111,44 @@ def test_3d_convolutions_become_2d_convolutions_over_the_time_steps_and_stay_exa
     assert result["passed"], result
 
 
+def test_a_3x3x3_convolution_transforms_each_frame_once_and_stays_exact(monkeypatch):
+    """Conv3dAsConv2d puts the three frames a 3x3x3 convolution reads side by side as channels, so
+    Winograd transformed every frame three times (r3d_18's first stage: input transforms 29 of
+    108 ms). Each frame is now transformed once, the product summing over the three it reads
+    (``winograd.FRAMES_ONCE``): two clips of 5 frames padded to 7 give 14 transformed frames of 64
+    channels, not 10 of 192. In bf16 the product reads the frames' bf16 pairs."""
+    import importlib
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+
+    winograd = importlib.import_module("tvmbench.compile.passes.winograd")
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_winograd_conv3d")
+
+    def transformed():
+        legal = pipeline.legalized(import_model(model).mod, TARGET)
+        (f,) = [f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "winograd_input" in gv.name_hint]
+        shape = [int(d) for d in f.params[-1].ty.shape]  # (positions x tiles x channels)
+        return int(np.prod(shape[:-1])), shape[-1]
+
+    assert transformed() == (16 * 14 * 49, 64)  # (14x14 maps: F(2, 3), 7x7 tiles)
+    monkeypatch.setattr(winograd, "FRAMES_ONCE", False)
+    assert transformed() == (16 * 10 * 49, 192)
+    monkeypatch.undo()
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    if "avx512_bf16" in Path("/proc/cpuinfo").read_text():  # (a bf16 build runs here)
+        bf16 = TVMBackend(BackendConfig(target=TARGET, threads=2, options={"precision": "bf16"}))
+        bf16.prepare(model)
+        bf16.run()
+        with torch.no_grad():
+            reference = model.module(*map(torch.from_numpy, model.inputs.values())).numpy()
+        result = accuracy.compare(bf16.outputs(), [reference], accuracy.tolerance_for("bfloat16"))
+        assert result["passed"], result
+
+
 def test_dilated_convolutions_compute_only_the_taps_that_land_on_the_input_and_stay_exact():
     """DeepLabV3's atrous pyramid computed all nine taps of convolutions dilated past the map
     (115 ms of 304). DilatedBands splits each output into bands whose valid taps are fixed, one

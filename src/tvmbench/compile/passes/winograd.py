@@ -77,6 +77,10 @@ DILATED = True
 # the direct grouped kernel's), hence the minimum.
 GROUPED = True
 GROUP_MIN_CHANNELS = 48
+# 3-d convolutions (Conv3dAsConv2d: the ``kt`` frames a 3x3x3 one reads, side by side as channels)
+# transform each input frame once and sum over the frames in the product (``time_frames``,
+# ``_frames_product``); 0: the concatenated frames are transformed, each frame ``kt`` times.
+FRAMES_ONCE = True
 
 
 @functools.cache
@@ -157,7 +161,9 @@ def _tile_rows(tile: Any, i: Any, m: int, d: int) -> Any:
 
 def _output_transform(prod: Any, m: int, out_shape: tuple[int, int, int, int], tiles: tuple[int, int],
                       dilation: tuple[int, int] = (1, 1)) -> Any:
-    """``Y[b, h, w, o]`` from the products ``M[(xi, nu), t, o]``: ``A^T M A`` of tile ``t``."""
+    """``Y[b, h, w, o]`` from the products ``M[(xi, nu), t, o]`` (or a 3-d convolution's ``M[(xi,
+    nu), clip, step, t, o]``, ``_frames_product``, image ``b`` a clip's step): ``A^T M A`` of tile
+    ``t``."""
     from tvm import te
 
     at, _, _ = transform_matrices(m)
@@ -169,10 +175,16 @@ def _output_transform(prod: Any, m: int, out_shape: tuple[int, int, int, int], t
         return y // m if d == 1 else y // d // m * d + y % d
 
     def value(b: Any, h: Any, w: Any, o: Any) -> Any:
-        t = b * th * tw + tile_of(h, dh) * tw + tile_of(w, dw)
+        t = tile_of(h, dh) * tw + tile_of(w, dw)
+
+        def read(pos: int) -> Any:  # (M [pos, tiles, o], or [pos, clips, steps, tiles of one image, o])
+            if len(prod.shape) == 3:
+                return prod[pos, b * th * tw + t, o]
+            steps = int(prod.shape[2])
+            return prod[pos, b // steps, b % steps, t, o]
 
         def column(xi: int) -> Any:  # (M A)[xi, w % m]
-            return _select(w // dw % m, [_combination(at[j], [prod[xi * alpha + nu, t, o] for nu in range(alpha)])
+            return _select(w // dw % m, [_combination(at[j], [read(xi * alpha + nu) for nu in range(alpha)])
                                          for j in range(m)])
 
         columns = [column(xi) for xi in range(alpha)]
@@ -257,6 +269,62 @@ def _batch_product(v: Any, u: Any, out_dtype: str, rows: int | None = None) -> A
         name=WINOGRAD_PRODUCT)
 
 
+def _frames_product(v: Any, u: Any, out_dtype: str, kt: int, steps: int, rows: int | None = None) -> Any:
+    """``M[pos, b, t, i, o] = sum_(dt, c) V[pos, b, t + dt, i, c] U[pos, o // block, dt * C + c, o %
+    block]``: a 3-d convolution's product (``time_frames``) over each frame's transform ``V [pos,
+    N, T, tiles, C]``, output step ``t`` reading frames ``t .. t + kt - 1``; ``U`` and ``rows`` as
+    ``_batch_product``'s (``U``'s channels frame-major, as Conv3dAsConv2d orders them)."""
+    from tvm import te
+
+    pairs = len(u.shape) == 5
+    _, nb, _, block = (int(d) for d in u.shape[:4])
+    positions, images, _, tiles, channels = (int(d) for d in v.shape)
+    rdt, rc = te.reduce_axis((0, kt), "rdt"), te.reduce_axis((0, channels), "rc")
+
+    def weight(pos: Any, o: Any) -> Any:
+        if pairs:
+            return u[pos, o // block, rdt * (channels // 2) + rc // 2, o % block, rc % 2]
+        return u[pos, o // block, rdt * channels + rc, o % block]
+
+    return te.compute(
+        (positions, images, steps, rows or tiles, nb * block),
+        lambda pos, b, t, i, o: te.sum(v[pos, b, t + rdt, te.min(i, tiles - 1) if rows else i, rc].astype(out_dtype)
+                                       * weight(pos, o).astype(out_dtype), axis=[rdt, rc]),
+        name=WINOGRAD_PRODUCT)
+
+
+def time_frames(lookup: Any, x: Any) -> tuple[Any, int] | None:
+    """``(frames, kt)`` where ``x`` is Conv3dAsConv2d's input to a 2-d convolution: ``kt``
+    consecutive frames of ``frames [N, T, H, W, C]`` (unstrided in time) side by side as channels,
+    ``[N * To, H, W, kt * C]``; else None. ``lookup``: the mutator's binding lookup."""
+    from tvm import relax
+
+    def op(expr: Any, name: str) -> Any:
+        bound = lookup(expr) if isinstance(expr, relax.Var) else None
+        return bound if isinstance(bound, relax.Call) and getattr(bound.op, "name", "") == name else None
+
+    def ints(arg: Any) -> list[int]:
+        return [int(getattr(v, "value", v)) for v in (arg.fields if isinstance(arg, relax.Tuple) else arg)]
+
+    reshape = op(x, "relax.reshape")
+    cat = None if reshape is None else op(reshape.args[0], "relax.concat")
+    if cat is None or int(cat.attrs.axis) != 4 or not isinstance(cat.args[0], relax.Tuple):
+        return None
+    slices = [op(f, "relax.strided_slice") for f in cat.args[0].fields]
+    if any(s is None for s in slices) or not all(s.args[0].same_as(slices[0].args[0]) for s in slices):
+        return None
+    shape = static_shape(slices[0].ty)
+    if shape is None or len(shape) != 5:
+        return None
+    n, steps, h, w, c = shape
+    if static_shape(x.ty) != [n * steps, h, w, len(slices) * c]:  # (clips' steps as images, frames as channels)
+        return None
+    for dt, s in enumerate(slices):
+        if (ints(s.args[1]), ints(s.args[2]), ints(s.args[3]), ints(s.args[4])) != ([1], [dt], [dt + steps], [1]):
+            return None
+    return slices[0].args[0], len(slices)
+
+
 def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: list[int],
          dilation: list[int], groups: int, tile: int | None = None) -> tuple[int, int, int] | None:
     """(m, tile rows, tile columns) when an NHWC/HWIO convolution of these shapes is worth a
@@ -325,7 +393,6 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
     """The Relax pass: NHWC/HWIO 3x3 stride-1 convolutions that ``plan`` accepts become the three
     Winograd kernels, with the weight transform left for LiftTransformParams."""
     import tvm
-    from tvm import relax
     from tvm.relax.expr_functor import PyExprMutator, mutator
 
     from tvmbench.compile.passes.bf16_dense import marked
@@ -367,31 +434,58 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
             block = next((b for b in (full, full // 2) if b >= 4 and w_shape[3] % b == 0), None)
             if block is None:
                 return call
-            _, _, g = transform_matrices(m)
-            emit = self.builder_.emit
-            u = emit(self.call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
-                                  primfunc_name_hint="winograd_weight"))
-            dilation = (int(a.dilation[0]), int(a.dilation[1]))
-            v = emit(self.call_te(_input_transform, x, m, [int(p) for p in a.padding], (th, tw), dilation,
-                                  primfunc_name_hint=WINOGRAD_INPUT))
-            rows = None
-            if self.bf16 and BF16_PRODUCT and w_shape[2] % 2 == 0 and block % 16 == 0 and dtype == "float32":
-                # (transformed in fp32, rounded after: the transforms' sums keep their precision)
-                v = emit(relax.op.astype(v, "bfloat16"))
-                u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
-                                                   lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
-                # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_vectors)
-                rows = whole_tiles(tiles, fitted=True, long=not amx_tiles and long_pair_vectors(w_shape[3]))
-                if amx_tiles and amx.fits(w_shape[2], block):
-                    # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
-                    padded = amx.padded_rows(tiles)
-                    v = emit(relax.op.nn.pad(v, [0, 0, 0, padded - tiles, 0, 0])) if padded else v
-                    rows = None
-            prod = emit(self.call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint=WINOGRAD_PRODUCT))
-            return self.call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation,
-                                primfunc_name_hint=WINOGRAD_OUTPUT)
+            frames = time_frames(self.lookup_binding, x) if FRAMES_ONCE and [int(v) for v in a.dilation] == [1, 1] else None
+            return _ungrouped(self.builder_.emit, self.call_te, call, found, dtype, block,
+                              bool(self.bf16 and BF16_PRODUCT), amx_tiles, frames)
 
     return builder_pass(Rewrite, "WinogradConv3x3")
+
+
+def _ungrouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dtype: str, block: int,
+               bf16: bool, amx_tiles: bool, frames: tuple[Any, int] | None) -> Any:
+    """An ungrouped convolution's Winograd kernels, its weights packed in ``block`` output
+    channels; with ``bf16`` the product over bf16 pairs. ``frames`` (``time_frames``): the
+    convolution is a 3-d one's, its input ``kt`` frames side by side as channels; each frame is
+    then transformed once, not ``kt`` times, and the product reads the ``kt`` it sums."""
+    from tvm import relax
+
+    m, th, tw = found
+    a, (x, w) = call.attrs, call.args
+    x_shape, w_shape, out_shape = static_shape(x.ty), static_shape(w.ty), static_shape(call.ty)
+    tiles = x_shape[0] * th * tw
+    _, _, g = transform_matrices(m)
+    u = emit(call_te(_weight_transform, w, relax.const(g.astype(str(w.ty.dtype))), block,
+                     primfunc_name_hint="winograd_weight"))
+    dilation = (int(a.dilation[0]), int(a.dilation[1]))
+    source = x
+    if frames is not None:  # (every frame of the 3-d convolution's input, each transformed once)
+        n, steps, h, wd, c = static_shape(frames[0].ty)
+        source = emit(relax.op.reshape(frames[0], [n * steps, h, wd, c]))
+    v = emit(call_te(_input_transform, source, m, [int(p) for p in a.padding], (th, tw), dilation,
+                     primfunc_name_hint=WINOGRAD_INPUT))
+    if frames is not None:
+        v = emit(relax.op.reshape(v, [(m + 2) ** 2, n, steps, th * tw, c]))
+    rows = None
+    if bf16 and (w_shape[2] if frames is None else c) % 2 == 0 and block % 16 == 0 and dtype == "float32":
+        # (transformed in fp32, rounded after: the transforms' sums keep their precision)
+        v = emit(relax.op.astype(v, "bfloat16"))
+        u = emit(relax.op.layout_transform(emit(relax.op.astype(u, "bfloat16")),
+                                           lambda pos, ob, c, p: (pos, ob, c // 2, p, c % 2)))
+        # (or in tiles of 13 rows of one or two vectors: tiles.long_pair_vectors)
+        rows = whole_tiles(tiles if frames is None else th * tw, fitted=True,
+                           long=not amx_tiles and long_pair_vectors(w_shape[3]))
+        if amx_tiles and amx.fits(w_shape[2], block) and frames is None:
+            # (AMX tiles load their rows from memory: zero rows where no tile divides, never a re-read)
+            padded = amx.padded_rows(tiles)
+            v = emit(relax.op.nn.pad(v, [0, 0, 0, padded - tiles, 0, 0])) if padded else v
+            rows = None
+    if frames is None:
+        prod = emit(call_te(_batch_product, v, u, dtype, rows, primfunc_name_hint=WINOGRAD_PRODUCT))
+    else:
+        steps_out = x_shape[0] // n
+        prod = emit(call_te(_frames_product, v, u, dtype, frames[1], steps_out, rows,
+                            primfunc_name_hint=WINOGRAD_PRODUCT))
+    return call_te(_output_transform, prod, m, tuple(out_shape), (th, tw), dilation, primfunc_name_hint=WINOGRAD_OUTPUT)
 
 
 def _grouped(emit: Any, call_te: Any, call: Any, found: tuple[int, int, int], dtype: str, lanes: int,

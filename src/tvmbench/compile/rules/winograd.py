@@ -132,7 +132,8 @@ def output_transform(sch: Any, infos: list[Any], index: int, target: Any) -> Any
     """Every block inlined into the epilogue's last (over the same output), whose rows and
     columns are split into output tiles of ``m``: tiles in parallel, positions unrolled."""
     transform = sch.get(infos[index].block_rv)
-    products = [r.source for r in transform.reads if len(r.source.shape) == 3]
+    # (M [positions, tiles, o], or a 3-d convolution's [positions, clips, steps, tiles, o])
+    products = [r.source for r in transform.reads if len(r.source.shape) in (3, 5)]
     alpha = math.isqrt(as_int(products[0].shape[0]) or 0) if products else 0
     m = alpha - 2
     shape = buffer_shape(transform.writes[0].source)
