@@ -718,6 +718,19 @@ def build_conv3d():
     return _Conv3d().eval(), (torch.randn(2, 3, 9, 10, 11),)
 
 
+def build_video_stem():
+    """S3D's stem (a 1x7x7 stride-(1, 2, 2) convolution over a clip's 3 channels) with batch norm
+    and ReLU, then a temporal 3x1x1 convolution, over two clips of 4 frames."""
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv3d(3, 64, (1, 7, 7), stride=(1, 2, 2), padding=(0, 3, 3), bias=False),
+                                 torch.nn.BatchNorm3d(64), torch.nn.ReLU(),
+                                 torch.nn.Conv3d(64, 64, (3, 1, 1), padding=(1, 0, 0))).eval()
+    with torch.no_grad():
+        module[1].running_mean.uniform_(-1, 1)
+        module[1].running_var.uniform_(0.5, 2)
+    return module, (torch.randn(2, 3, 4, 32, 32),)
+
+
 def build_winograd_conv3d():
     """A 3x3x3 convolution wide enough for Winograd (64 channels, 14x14 maps), with batch norm and
     ReLU, over two clips of 5 frames: Conv3dAsConv2d's frames side by side as 192 channels."""

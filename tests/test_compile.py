@@ -1149,6 +1149,34 @@ def test_a_3x3x3_convolution_transforms_each_frame_once_and_stays_exact(monkeypa
         assert result["passed"], result
 
 
+def test_a_video_stem_reads_the_clips_frames_as_nchw_images_and_stays_exact():
+    """An image's stem reads the NCHW image (in bf16 over pairs of window columns: its 3 channels
+    pair with nothing); a video model's stem (S3D's 1x7x7 over the clip's 3 channels) read the clip
+    transposed to NDHWC, and in bf16 over its channels padded to 4. It now reads the clip's frames
+    as NCHW images ``[N * T, C, H, W]`` (``pack_weights.CLIP_STEMS``), in bf16 over window column
+    pairs too."""
+    from pathlib import Path
+
+    import tvm
+
+    from tvmbench.compile import pipeline
+    from tvmbench.compile.precision import apply_precision
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_video_stem")
+    zen4 = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
+
+    def convolutions(mod, target):  # (each convolution kernel's input and weight shapes)
+        legal = pipeline.per_inference(pipeline.legalized(mod, target))
+        return [[[int(d) for d in p.ty.shape] for p in f.params[:2]] for gv, f in legal.functions.items()
+                if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint]
+
+    assert [8, 3, 32, 32] in [image for image, _ in convolutions(import_model(model).mod, TARGET)]
+    bf16 = convolutions(apply_precision(import_model(model).mod, "bf16", zen4), zen4)
+    assert [[8, 3, 32, 32], [2, 3, 7, 4, 32, 2]] in bf16, bf16  # (the 7 columns and a zero one in 4 pairs)
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
 def test_dilated_convolutions_compute_only_the_taps_that_land_on_the_input_and_stay_exact():
     """DeepLabV3's atrous pyramid computed all nine taps of convolutions dilated past the map
     (115 ms of 304). DilatedBands splits each output into bands whose valid taps are fixed, one

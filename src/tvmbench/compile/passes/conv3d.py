@@ -69,7 +69,10 @@ def _channels_last(call: Any, xs: list[int], ws: list[int], out: list[int]) -> A
         return _temporal(call, xs, ws, out)
     if pad[0] or pad[3]:
         x = relax.op.nn.pad(x, [0, 0, pad[0], pad[3], 0, 0, 0, 0, 0, 0])
-    slices = [relax.op.strided_slice(x, [1], [dt * dil], [dt * dil + st * (to - 1) + 1], [st]) for dt in range(kt)]
+    if kt == 1 and st == 1 and to == xs[1]:  # (every frame: no slice, so a stem sees the clip, nchw_image)
+        slices = [x]
+    else:
+        slices = [relax.op.strided_slice(x, [1], [dt * dil], [dt * dil + st * (to - 1) + 1], [st]) for dt in range(kt)]
     frames = relax.op.concat(slices, 4) if kt > 1 else slices[0]  # [N, To, H, W, kt * C]
     if g > 1 and kt > 1:  # each group's channels together, frame-major within the group
         frames = relax.op.reshape(frames, [n * to * h * wd, kt, g, cg])

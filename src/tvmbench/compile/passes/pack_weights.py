@@ -131,6 +131,10 @@ def _rounded_pad(x: Any, before: list[int], after: list[int], dtype: str) -> Any
 # A convolution over at most this many input channels whose input is a transpose from NCHW (the
 # model's image, which ConvertLayout transposes for the stem) reads the NCHW tensor itself.
 NCHW_STEM_CHANNELS = 4
+# ... and so does a video model's stem over the frames of an NCDHW clip (``nchw_image``): S3D's
+# 1x7x7 one, in bf16 then over pairs of window columns like an image's (0: it reads the clip
+# transposed to NDHWC, in bf16 over its 3 channels padded to 4).
+CLIP_STEMS = 1
 # A convolution over a slice of a tensor's rows and columns reads the tensor in place (off: the
 # slice is copied first; for A/Bs, ``benchmarks/rule_ab.py``).
 SLICES_IN_PLACE = True
@@ -353,6 +357,7 @@ class _Pack(PyExprMutator):
                 or shape is None or numel(x.ty) is None):
             return call
         source = nchw_image(x, self.lookup_binding) if shape[2] <= NCHW_STEM_CHANNELS else None
+        source = None if source is None else stem_source(source, self.builder_.emit)
         if source is None and not joinable and self.pointwise_as_dense(a, shape, x, out):
             m = out[0] * out[1] * out[2]
             x2 = self.builder_.emit(relax.op.reshape(x, [m, shape[2]]))
@@ -707,14 +712,36 @@ def _joinable(func: Any) -> set[Any]:
 
 def nchw_image(x: Any, lookup: Callable[[Any], Any]) -> Any | None:
     """The NCHW tensor ``x`` is a transpose of (``permute_dims`` to NHWC), or a bf16 rounding of
-    one (Bf16Dense's of a stem's input), else None; ``lookup``: a mutator's ``lookup_binding``."""
-    bound = lookup(x) if isinstance(x, relax.Var) else None
-    rounded = op_name(bound) == "relax.astype" and str(bound.attrs.dtype) == "bfloat16"
-    if rounded and isinstance(bound.args[0], relax.Var):
-        bound = lookup(bound.args[0])
-    if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != [0, 2, 3, 1]:
+    one (Bf16Dense's of a stem's input), else None; ``lookup``: a mutator's ``lookup_binding``.
+    A video's frames as images (Conv3dAsConv2d's ``[N * T, H, W, C]`` of an NCDHW clip transposed
+    to NDHWC, rounded before or after the reshape): the NCDHW clip (``stem_source`` makes it NCHW
+    images)."""
+
+    def unrounded(expr: Any) -> Any:
+        bound = lookup(expr) if isinstance(expr, relax.Var) else None
+        if op_name(bound) == "relax.astype" and str(bound.attrs.dtype) == "bfloat16" and isinstance(bound.args[0], relax.Var):
+            return lookup(bound.args[0])
+        return bound
+
+    bound, axes = unrounded(x), [0, 2, 3, 1]
+    if CLIP_STEMS and op_name(bound) == "relax.reshape":  # (a clip's frames)
+        shape = static_shape(bound.args[0].ty)
+        if shape is None or len(shape) != 5 or static_shape(bound.ty) != [shape[0] * shape[1], *shape[2:]]:
+            return None
+        bound, axes = unrounded(bound.args[0]), [0, 2, 3, 4, 1]
+    if op_name(bound) != "relax.permute_dims" or [int(v) for v in bound.attrs.axes] != axes:
         return None
     return bound.args[0]
+
+
+def stem_source(image: Any, emit: Callable[[Any], Any]) -> Any:
+    """``nchw_image``'s tensor as NCHW images: a clip ``[N, C, T, H, W]`` as ``[N * T, C, H, W]``
+    (a transpose of its frames, which the stem's padding and rounding join), an image as it is."""
+    shape = static_shape(image.ty)
+    if len(shape) != 5:
+        return image
+    n, c, t, h, w = shape
+    return emit(relax.op.reshape(emit(relax.op.permute_dims(image, [0, 2, 1, 3, 4])), [n * t, c, h, w]))
 
 
 def _ints(expr: Any) -> list[int] | None:
