@@ -1177,6 +1177,29 @@ def test_a_video_stem_reads_the_clips_frames_as_nchw_images_and_stays_exact():
     assert result["passed"], result
 
 
+def test_a_3d_convolutions_batch_norm_and_bias_join_its_kernels_epilogue(monkeypatch):
+    """Conv3dAsConv2d unfolds its 2-d convolution's output to the clip's 5-D shape, and the batch
+    norm, ReLU and bias after that reshape ran as a kernel of their own (FuseOps does not fuse a
+    reshape into the convolution), which wrote and read every 3-d convolution's output once more.
+    They now move in front of the unfold (``reshape_last.UNFOLDED``), into the epilogue."""
+    import importlib
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    reshape_last = importlib.import_module("tvmbench.compile.passes.reshape_last")
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_video_stem")
+
+    def apart():  # (kernels of elementwise arithmetic without a convolution)
+        legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+        return [gv.name_hint for gv in legal.get_global_vars()
+                if "conv2d" not in gv.name_hint and any(op in gv.name_hint for op in ("add", "multiply", "relu"))]
+
+    assert apart() == []
+    monkeypatch.setattr(reshape_last, "UNFOLDED", 0)
+    assert apart(), "without it, the batch norm and the bias run apart"
+
+
 def test_dilated_convolutions_compute_only_the_taps_that_land_on_the_input_and_stay_exact():
     """DeepLabV3's atrous pyramid computed all nine taps of convolutions dilated past the map
     (115 ms of 304). DilatedBands splits each output into bands whose valid taps are fixed, one

@@ -40,6 +40,10 @@ from tvmbench.compile.ir import builder_pass, op_name, static_shape
 
 # Unary ops move in front of any reshape of a computed value, not only a merge of the last axes.
 ANY_RESHAPE_UNARY = 1
+# Binary ops move in front of Conv3dAsConv2d's unfold of its 2-d convolution's output (``[N * T,
+# H, W, C] -> [N, T, H, W, C]``): a 3-d convolution's batch norm and residual add join its kernel's
+# epilogue instead of a kernel of their own (0: they stay after the unfold).
+UNFOLDED = 1
 UNARY = {"relax.nn.relu", "relax.clip", "relax.sigmoid", "relax.tanh", "relax.nn.silu", "relax.nn.gelu",
          "relax.nn.gelu_tanh", "relax.nn.leakyrelu", "relax.negative", "relax.exp"}
 BINARY = {"relax.add", "relax.subtract", "relax.multiply", "relax.divide", "relax.maximum", "relax.minimum"}
@@ -68,6 +72,17 @@ def _merged(value: Any) -> tuple[Any, list[int]] | None:
     return value.args[0], inner
 
 
+def _unfolded(value: Any) -> tuple[Any, list[int]] | None:
+    """(the 4-D tensor, its shape) when ``value`` reshapes it to 5-D keeping its last axis:
+    Conv3dAsConv2d's output, its clips' steps unfolded from the images (UNFOLDED)."""
+    if not UNFOLDED or op_name(value) != "relax.reshape":
+        return None
+    inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
+    if inner is None or outer is None or len(inner) != 4 or len(outer) != 5 or inner[-1] != outer[-1]:
+        return None
+    return value.args[0], inner
+
+
 @mutator
 class _Sink(PyExprMutator):
     def __init__(self, mod: Any, splits: bool = False) -> None:
@@ -84,7 +99,7 @@ class _Sink(PyExprMutator):
             computed = isinstance(source, relax.Var) and self.lookup_binding(source) is not None
             shape = static_shape(source.ty)
             return (source, shape) if computed and shape is not None else None
-        return merged or (_split(bound) if self.splits else None)
+        return merged or (_split(bound) if self.splits else None) or _unfolded(bound)
 
     def _operand(self, other: Any, shape: list[int], outer: list[int] | None = None) -> Any | None:
         """``other`` broadcast over the 5-D ``shape``: itself when it is a scalar or all ones, a
@@ -92,6 +107,12 @@ class _Sink(PyExprMutator):
         split's 2-D ``shape`` (``outer``: the NHWC shape it was reshaped to), a per-channel vector
         reshaped to ``[1, C]``, a tensor of the whole NHWC shape (a residual) to ``[M, C]``."""
         dims = static_shape(other.ty)
+        if len(shape) == 4 and outer is not None and len(outer) == 5:  # (an unfold's: per channel, or whole)
+            if dims == outer:
+                return self.builder_.emit(relax.op.reshape(other, shape))
+            if dims is None or any(d != 1 for d in dims[:-1]) or (dims and dims[-1] not in (1, shape[-1])):
+                return None
+            return self.builder_.emit(relax.op.reshape(other, [1, 1, 1, dims[-1]])) if dims else other
         if len(shape) == 2 and outer is not None:
             if dims == outer:
                 return self.builder_.emit(relax.op.reshape(other, shape))
