@@ -2121,8 +2121,8 @@ def test_a_bf16_build_joins_an_expansion_into_its_window_in_fp32_or_in_bf16(monk
     joined = [n for n in kernels if n.count("conv2d") == 2]
     assert len(joined) == 1, list(kernels)
     assert reads_bf16(kernels[joined[0]]) == (not keep)
-    # (the projection's 24 outputs are fewer than PackWeights packs: fp32 either way)
-    assert sum(reads_bf16(f) for n, f in kernels.items() if "conv2d" in n) == (0 if keep else 1), list(kernels)
+    # (the projection's 24 outputs, over one vector of the dot product: bf16 either way)
+    assert sum(reads_bf16(f) for n, f in kernels.items() if "conv2d" in n) == (1 if keep else 2), list(kernels)
 
 
 @pytest.mark.parametrize("residuals, l2", [(2, None), (0, None), (1, 2 << 20), (2, 2 << 20)])
@@ -2238,18 +2238,18 @@ def test_the_bf16_check_reads_kernels_without_a_root_block():
     assert bf16_kernels(tvm.IRModule({"cumsum": cumsum})) == []
 
 
-def test_a_bf16_convolution_to_one_vector_of_outputs_runs_on_amx_tiles_or_the_dot_product_but_fp32_on_zen4():
+def test_a_bf16_convolution_to_one_vector_of_outputs_runs_on_amx_tiles_or_the_dot_product():
     """A 1x1 convolution to 16 channels is one AMX tile wide: on a CPU with AMX it reads bf16 and
-    calls the tile function (``bf16_dense.MIN_CONV_VECTORS_AMX``); on Zen 5 it reads bf16 and its
-    tiles are the dot product (``MIN_CONV_VECTORS``); on Zen 4, where one vector of outputs
-    measured no faster than fp32 (``MIN_CONV_VECTORS_CPUS``), it stays fp32. Schedules only."""
+    calls the tile function (``bf16_dense.MIN_CONV_VECTORS_AMX``); on Zen 5 and Zen 4 it reads
+    bf16 and its tiles are the dot product (``MIN_CONV_VECTORS``; Zen 4 kept it fp32 until session
+    102). Schedules only."""
     import tvm
 
     from tvmbench.compile import amx, bf16
     from tvmbench.compile.precision import apply_precision
 
     path = f"{Path(__file__).parent}/mlp_model.py:build_bf16_squeeze"
-    for cpu, squeeze in (("sapphirerapids", "amx"), ("znver5", "dot"), ("znver4", "fp32")):
+    for cpu, squeeze in (("sapphirerapids", "amx"), ("znver5", "dot"), ("znver4", "dot")):
         target = resolve_target({"kind": "llvm", "mcpu": cpu, "num-cores": 2}, gpu_query=lambda: None)
         legal = pipeline.per_inference(pipeline.legalized(
             apply_precision(import_model(load_model(path)).mod, "bf16", target), target))
@@ -2257,9 +2257,6 @@ def test_a_bf16_convolution_to_one_vector_of_outputs_runs_on_amx_tiles_or_the_do
                   if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint
                   and int(f.params[-1].ty.shape[-1]) == 16]
         assert len(narrow) == 1, (cpu, [gv.name_hint for gv in legal.functions])
-        if squeeze == "fp32":
-            assert narrow[0] not in bf16.bf16_kernels(legal), cpu
-            continue
         rule, sch = pipeline.default_schedule(legal[narrow[0]], target)
         called = amx.LLVM_FUNCTION if squeeze == "amx" else bf16.LLVM_FUNCTION
         assert narrow[0] in bf16.bf16_kernels(legal) and called in sch.mod.script(), (cpu, rule)
@@ -2865,9 +2862,10 @@ def test_a_joined_bf16_expansion_runs_on_the_dot_product_where_its_channels_are_
 def test_a_depthwise_convolution_reads_a_large_input_only_it_reads_as_bf16(monkeypatch, tmp_path):
     """Under --precision bf16 a depthwise convolution whose fp32 input (a stem's 96x96x32, 1.2 MB:
     over a 1 MB L2) nothing else reads reads that input's bf16 copy, widened in its own kernel,
-    and the stem writes bf16 (``bf16_dense.BF16_WINDOW_INPUTS``); with 0 both stay fp32. Alone (Zen
-    5) and joined with its fp32 projection (Zen 4: WindowProject) the window's kernel is scheduled
-    by its rule. On a host that runs bf16 the outputs match PyTorch's either way."""
+    and the stem writes bf16 (``bf16_dense.BF16_WINDOW_INPUTS``); with 0 both stay fp32. The window
+    runs alone (its projection to 24 channels reads bf16: not joined) on Zen 5 and Zen 4 (which
+    kept such projections fp32 and joined them, WindowProject, until session 102). On a host that
+    runs bf16 the outputs match PyTorch's either way."""
     import importlib
 
     bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
@@ -2875,7 +2873,7 @@ def test_a_depthwise_convolution_reads_a_large_input_only_it_reads_as_bf16(monke
     outs = []
     for value in (1, 0):
         monkeypatch.setattr(bf16_dense, "BF16_WINDOW_INPUTS", value)
-        for mcpu, rule in (("znver5", "Contraction"), ("znver4", "WindowProject")):
+        for mcpu, rule in (("znver5", "Contraction"), ("znver4", "Contraction")):
             target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
             kernels = _bf16_kernels(model, target)
             (stem,) = [f for n, f in kernels.items() if n.startswith("fused_conv2d_nhwc_packed_add")]

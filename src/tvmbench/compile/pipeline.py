@@ -41,7 +41,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "191"
+PIPELINE_VERSION = "192"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -80,7 +80,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
                      if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
                    passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
-                                     vector_lanes(target.tvm(), 32), amx.usable(target.tvm()), target.config.get("mcpu", "")),
+                                     vector_lanes(target.tvm(), 32), amx.usable(target.tvm())),
                    # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(target),
                    *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),

@@ -18,7 +18,7 @@ products). Everything else (norms, activations, softmax, depthwise convolutions)
 A layer whose reduction (its input channels) is odd (a stem's pairs are of window columns
 instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights packs
 (``min_outputs``) and a convolution with fewer than ``MIN_CONV_VECTORS`` vectors of them
-(``MIN_CONV_VECTORS_AMX`` where AMX's tiles take the products, ``MIN_CONV_VECTORS_CPUS`` on Zen 4)
+(``MIN_CONV_VECTORS_AMX`` where AMX's tiles take the products)
 stay fp32: the packed pairs need an even depth and whole vectors. So does an inverted-residual
 block's expansion that FuseExpansionIntoWindow joins into its depthwise convolution
 (``fuse_expansion.joined_expansions``) where its outputs are not whole vectors of the dot
@@ -67,14 +67,17 @@ CAST_BEFORE_CONCATS = 1
 # 1.034x, densenet121 1.028x (its 3x3s to 32 channels), googlenet 1.009x, inception_v3 1.008x,
 # torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector
 # (16 outputs) against two: mobilenet_v2 0.990x (ba; far state 0.942x ab), efficientnet_b0
-# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x: two on Zen 4 (MIN_CONV_VECTORS_CPUS).
-# Elsewhere one: on Zen 5 (session 94, `rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS 1
+# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x: two on Zen 4, then. Elsewhere one: on Zen 5 (session 94, `rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS 1
 # --precision bf16 --block 2`, one against two) squeezenet1_1 b8 1.087x / 1.151x (ab / ba; its
 # squeezes to 16 channels read bf16, so the fire modules' concatenations and the pools over them
 # are bf16 too), b1 1.018x; efficientnet_b0 b8 1.056x; mobilenet_v2 b8 1.031x, b1 1.021x;
 # mnasnet1_0 b8 1.021x; googlenet b8 1.007x.
+# One on Zen 4 too since session 102: after the Zen 5 sessions' work on such convolutions, same-
+# process A/Bs there of one against two (`rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS_ZEN4 1
+# --precision bf16`, the constant since removed): squeezenet1_1 b8 1.032x / 1.131x (ab / ba), b1
+# 1.032x; mobilenet_v2 b8 1.078x, b1 1.014x; mnasnet1_0 b8 1.019x; efficientnet_b0 b8 1.061x
+# [0.959-1.182]; googlenet b8 1.002x.
 MIN_CONV_VECTORS = 1
-MIN_CONV_VECTORS_CPUS = {"znver4": 2}
 # ... and on a CPU with AMX tiles (their products are 16 outputs wide: one vector of them is a
 # whole tile). On the Intel Xeon VM (session 92, same-process A/Bs, `rule_ab.py M
 # passes.bf16_dense.MIN_CONV_VECTORS_AMX 2 --precision bf16 --runs 200 --block 5`, the value
@@ -161,10 +164,10 @@ def marked(mod: Any) -> bool:
 
 @mutator
 class _Bf16Dense(PyExprMutator):
-    def __init__(self, mod: Any, min_outputs: int, lanes: int, amx_tiles: bool, mcpu: str) -> None:
+    def __init__(self, mod: Any, min_outputs: int, lanes: int, amx_tiles: bool) -> None:
         super().__init__(mod)
         self.min_outputs, self.lanes = min_outputs, lanes
-        self.conv_vectors = MIN_CONV_VECTORS_AMX if amx_tiles else MIN_CONV_VECTORS_CPUS.get(mcpu, MIN_CONV_VECTORS)
+        self.conv_vectors = MIN_CONV_VECTORS_AMX if amx_tiles else MIN_CONV_VECTORS
         self.weights: set[Any] = set()
         self.fp32: set[Any] = set()  # calls left in fp32 (``fuse_expansion.joined_expansions``)
         self.rounded: dict[Any, Any] = {}  # input -> its bf16 copy
@@ -470,12 +473,12 @@ def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool) -> set[Any]:
     return {c for c in joined if (static_shape(c.args[1].ty) or [0])[-1] % bf16.LANES}
 
 
-def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False, mcpu: str = "") -> Any:
+def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
     """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
     ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
     ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32);
     ``lanes``: fp32 lanes of the target's vectors; ``amx_tiles``: the target has AMX's tile
-    products (``MIN_CONV_VECTORS_AMX``); ``mcpu``: the target's CPU (``MIN_CONV_VECTORS_CPUS``)."""
+    products (``MIN_CONV_VECTORS_AMX``)."""
     import tvm
 
     def set_weights(mutator_: Any, func: Any) -> None:
@@ -490,7 +493,7 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
         mutator_.pools = _pooled_casts(func) if BF16_POOLS else {}
         mutator_.windows = _window_casts(func, min_bytes) if BF16_WINDOW_INPUTS else set()
 
-    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles, mcpu), "Bf16Dense",
+    rewrite = builder_pass(lambda mod: _Bf16Dense(mod, min_outputs, lanes, amx_tiles), "Bf16Dense",
                            before=set_weights)
     residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
     pools = builder_pass(_Bf16Pools, "Bf16Pools", before=set_pools)
