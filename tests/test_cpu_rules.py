@@ -1741,6 +1741,37 @@ def test_an_inverted_residual_over_partial_vectors_runs_over_zero_channels_to_wh
     _assert_matches_torch(model, module, x)
 
 
+def test_a_window_over_58_channels_runs_over_64_even_where_half_vectors_are_fast(monkeypatch):
+    """ShuffleNetV2's branch (1x1 to 58 channels, depthwise 3x3, 1x1) ran its depthwise
+    convolution in vectors of 2 lanes on Zen 4 (58 = 2 x 29), where PadWindowChannels did not run
+    (half vectors are fast there). It now pads to whole half vectors there (``HALF_VECTORS``):
+    64 channels on Zen 4 as on Skylake; without it Zen 4 keeps 58. The model matches PyTorch on
+    this machine's target."""
+    import importlib
+
+    import torch
+
+    pad = importlib.import_module("tvmbench.compile.passes.pad_window_channels")
+    torch.manual_seed(0)
+    module = torch.nn.Sequential(torch.nn.Conv2d(24, 58, 1), torch.nn.BatchNorm2d(58), torch.nn.ReLU(),
+                                 torch.nn.Conv2d(58, 58, 3, padding=1, groups=58), torch.nn.BatchNorm2d(58),
+                                 torch.nn.Conv2d(58, 58, 1), torch.nn.ReLU()).eval()
+    x = np.random.default_rng(0).standard_normal((1, 24, 12, 12), dtype="float32")
+
+    def windows(mod):  # (the depthwise kernel's HWIO weights' channels)
+        return [int(f.params[1].ty.shape[3]) for gv, f in pipeline.per_inference(mod).functions.items()
+                if "conv2d" in gv.name_hint and len(f.params) > 1 and len(f.params[1].ty.shape) == 4
+                and int(f.params[1].ty.shape[2]) == 1 and int(f.params[1].ty.shape[0]) == 3]
+
+    model, legalized = _legalized_on_zen4_and_skylake(module, x)
+    assert [windows(mod) for _, _, mod in legalized] == [[64], [64]]
+    monkeypatch.setattr(pad, "HALF_VECTORS", 0)
+    _, (zen4, *_) = _legalized_on_zen4_and_skylake(module, x)
+    assert windows(zen4[2]) == [58]
+    monkeypatch.undo()
+    _assert_matches_torch(model, module, x)
+
+
 def test_output_channels_narrower_than_a_block_are_packed_padded_where_half_vectors_are_slow():
     """24 output channels (three 8-lane vectors) are packed as one 32-channel block of two 16-lane
     vectors on Skylake's AVX-512, and 40 (five) as one 48-channel block of three, the padded

@@ -41,7 +41,7 @@ from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "192"
+PIPELINE_VERSION = "193"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -77,8 +77,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    passes.winograd_conv3x3(target),  # (before GroupedConvNHWC: it takes wide groups)
                    passes.grouped_conv_nhwc(target),
                    *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
-                   *([passes.pad_window_channels(vector_lanes(target.tvm(), 32))]
-                     if PAD_WINDOW_CHANNELS and not half_vectors_full_rate(target.tvm()) else []),
+                   *([passes.pad_window_channels(vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm()))]
+                     if PAD_WINDOW_CHANNELS else []),
                    passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
                                      vector_lanes(target.tvm(), 32), amx.usable(target.tvm())),
                    # (--precision bf16 only: compile/bf16.py)

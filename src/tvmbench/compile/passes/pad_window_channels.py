@@ -8,7 +8,8 @@ any finite value) that the projection multiplies by zero. The result is the same
 Why: a vector axis of 72 channels is nine 8-lane vectors, and where 512-bit FMAs run at twice
 the rate of 256-bit ones (Zen 5, Intel's AVX-512 cores; not Zen 4, which splits them:
 ``tiles.half_vectors_full_rate``) the block's depthwise and projection ran at half the rate in
-every FMA. Two of mnasnet's 49x49 blocks (24 -> 72 -> 24, batch 3) as a test model, each build
+every FMA. On Zen 4 channels are padded to whole half vectors only (``HALF_VECTORS``):
+ShuffleNetV2's 58 (2 x 29) and 116 (4 x 29) ran its windows in vectors of 2 and 4 lanes. Two of mnasnet's 49x49 blocks (24 -> 72 -> 24, batch 3) as a test model, each build
 timed apart (Zen 5, `tvmbench run --model blocks.py:...`): 0.737 ms with 72 channels, 0.640 ms
 with 80 (11 % more FLOPs), 0.687 ms with 96; its stride-2 5x5 block (24 -> 72 -> 40) 0.340
 against 0.223 ms. Same-process A/Bs (`benchmarks/rule_ab.py M pipeline.PAD_WINDOW_CHANNELS 0`,
@@ -40,6 +41,10 @@ from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import bindings, op_name, static_shape, use_counts, users_of
 
+# Where half vectors run at the full rate (Zen 4), channels are padded to whole half vectors:
+# ShuffleNetV2's 58 channels (2 x 29) ran its depthwise convolutions in vectors of 2 lanes
+# (0: not padded there).
+HALF_VECTORS = 1
 # The most channels added, as a fraction of the channels (72 -> 80: 0.11; 40 -> 48: 0.2).
 MAX_PAD = 0.25
 _UNARY = {"relax.nn.relu", "relax.clip", "relax.negative", "relax.exp", "relax.sigmoid", "relax.nn.silu", "relax.tanh", "relax.nn.gelu",
@@ -174,8 +179,13 @@ class _Pad(PyExprMutator):
         self.set_var_remap(binding.var, self.builder_.emit(new, name_hint=binding.var.name))
 
 
-def pad_window_channels(lanes: int) -> Any:
-    """The pass (see the module's docstring) for vectors of ``lanes`` channels."""
+def pad_window_channels(lanes: int, half_rate: bool = False) -> Any:
+    """The pass (see the module's docstring) for vectors of ``lanes`` channels; where half vectors
+    run at full rate (``half_rate``: Zen 4), to whole half vectors (HALF_VECTORS)."""
+    if half_rate:
+        if not HALF_VECTORS:
+            return tvm.transform.Sequential([], name="PadWindowChannels")
+        lanes //= 2
 
     @tvm.ir.transform.module_pass(opt_level=0, name="PadWindowChannels")
     def run(mod: Any, ctx: Any) -> Any:
