@@ -67,8 +67,9 @@ CAST_BEFORE_CONCATS = 1
 # 1.034x, densenet121 1.028x (its 3x3s to 32 channels), googlenet 1.009x, inception_v3 1.008x,
 # torchvision's efficientnet_b0 1.012x, mnasnet1_0 1.002x, shufflenet_v2_x1_0 1.003x. One vector
 # (16 outputs) against two: mobilenet_v2 0.990x (ba; far state 0.942x ab), efficientnet_b0
-# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x: two on Zen 4, then. Elsewhere one: on Zen 5 (session 94, `rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS 1
-# --precision bf16 --block 2`, one against two) squeezenet1_1 b8 1.087x / 1.151x (ab / ba; its
+# 0.997x, mnasnet1_0 1.012x, squeezenet1_1 1.001x: two on Zen 4, then. Elsewhere one: on Zen 5
+# (session 94, `rule_ab.py M passes.bf16_dense.MIN_CONV_VECTORS 1 --precision bf16 --block 2`,
+# one against two) squeezenet1_1 b8 1.087x / 1.151x (ab / ba; its
 # squeezes to 16 channels read bf16, so the fire modules' concatenations and the pools over them
 # are bf16 too), b1 1.018x; efficientnet_b0 b8 1.056x; mobilenet_v2 b8 1.031x, b1 1.021x;
 # mnasnet1_0 b8 1.021x; googlenet b8 1.007x.

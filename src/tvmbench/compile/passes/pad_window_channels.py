@@ -9,7 +9,8 @@ Why: a vector axis of 72 channels is nine 8-lane vectors, and where 512-bit FMAs
 the rate of 256-bit ones (Zen 5, Intel's AVX-512 cores; not Zen 4, which splits them:
 ``tiles.half_vectors_full_rate``) the block's depthwise and projection ran at half the rate in
 every FMA. On Zen 4 channels are padded to whole half vectors only (``HALF_VECTORS``):
-ShuffleNetV2's 58 (2 x 29) and 116 (4 x 29) ran its windows in vectors of 2 and 4 lanes. Two of mnasnet's 49x49 blocks (24 -> 72 -> 24, batch 3) as a test model, each build
+ShuffleNetV2's 58 (2 x 29) and 116 (4 x 29) ran its windows in vectors of 2 and 4 lanes.
+Two of mnasnet's 49x49 blocks (24 -> 72 -> 24, batch 3) as a test model, each build
 timed apart (Zen 5, `tvmbench run --model blocks.py:...`): 0.737 ms with 72 channels, 0.640 ms
 with 80 (11 % more FLOPs), 0.687 ms with 96; its stride-2 5x5 block (24 -> 72 -> 40) 0.340
 against 0.223 ms. Same-process A/Bs (`benchmarks/rule_ab.py M pipeline.PAD_WINDOW_CHANNELS 0`,
