@@ -38,8 +38,9 @@ Under ``--precision bf16`` (not on AMX targets) both forms read bf16 pairs of ea
 channels, as ``pack_weights.py`` packs ungrouped convolutions: the ``channels`` form's weights
 ``[G, Co/B, KH, KW, Ci/2, B, 2]`` against the broadcast input pair (``bf16.DOT_16x2``), the
 ``groups`` form's input ``[N, H, W, Ci/2, G, 2]`` and weights ``[KH, KW, Ci/2, Co, G, 2]``, a pair
-per lane in both (``bf16.DOT_16x2_BOTH``). (docs/performance.md, "Zen 5: grouped convolutions in
-bf16".)
+per lane in both (``bf16.DOT_16x2_BOTH``). Groups that fp32 keeps in three half vectors (Zen
+4's 24) are padded to whole vectors of the dot product (BF16_PADDED_GROUPS). (docs/performance.md,
+"Zen 5: grouped convolutions in bf16", "Zen 4: ... RegNet's groups of 24 in bf16".)
 """
 
 from __future__ import annotations
@@ -254,6 +255,9 @@ class _Grouped(PyExprMutator):
         co, dtype = o // g, out_dtype(call, x)
         wide = padded_group(co, self.lanes, self.half)
         block = pack_block(wide, self.lanes, self.half)
+        if BF16_PADDED_GROUPS and BF16_GROUPS and block and block % 16 and self._pairs(call, ci):
+            wide = padded_group(co, self.lanes)  # (three half vectors in fp32 -> whole vectors of pairs)
+            block = pack_block(wide, self.lanes)
         pairs = bool(BF16_GROUPS and block and block % 16 == 0 and self._pairs(call, ci))
         x5 = emit(relax.op.reshape(emit(relax.op.astype(x, "bfloat16")) if pairs else x, [n, h, wd, g, ci]))
         w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
@@ -344,6 +348,14 @@ class _Grouped(PyExprMutator):
 # Under --precision bf16, the ``channels`` form over bf16 pairs of each group's input channels
 # (``_Grouped._channels_form``; 0: grouped convolutions stay fp32).
 BF16_GROUPS = 1
+# ... also where three half vectors divide a group (``three_vectors``: Zen 4's fp32 tiles for
+# RegNet's groups of 24, 120 and 168), its output channels then padded to whole 16-lane vectors
+# of the dot product (24 -> 32) (0: those groups stay fp32). Same-process A/Bs against 0 (Zen 4,
+# session 103, `rule_ab.py M passes.grouped_conv.BF16_PADDED_GROUPS 0 --precision bf16`):
+# regnet_x_1_6gf 1.248x, b8 1.401x; regnet_y_1_6gf 1.151x, regnet_y_3_2gf 1.128x,
+# regnet_x_32gf 1.085x, regnet_x_8gf 1.047x; groups of 16, 48 and 56 level (regnet_x_800mf,
+# regnet_x_3_2gf, regnet_y_8gf).
+BF16_PADDED_GROUPS = 1
 # ... and the ``groups`` form (a vector over 16 or more groups: ResNeXt's groups of 4 and 8) over
 # bf16 pairs of each group's input channels, its input in ``[Ci/2, G, 2]`` order (the dot product
 # over two vector operands: ``bf16.DOT_16x2_BOTH``; 0: fp32).
