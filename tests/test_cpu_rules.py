@@ -3368,8 +3368,8 @@ def test_bf16_groups_of_three_half_vectors_are_padded_to_whole_vectors_of_pairs(
     fp32 tiles keep whole there) are padded to 32, whole 16-lane vectors of the dot product: the
     grouped kernel reads bf16 pairs, ``[G, Co/32, KH, KW, Ci/2, 32, 2]``, and calls it. With
     ``grouped_conv.BF16_PADDED_GROUPS`` 0 the kernel stays fp32 in blocks of 24 (``[G, 1, KH, KW,
-    24, 24]``). On a host that
-    runs bf16 the outputs match PyTorch's. (regnet_x_1_6gf 1.25x in bf16 on Zen 4.)"""
+    24, 24]``). On a host that runs bf16 the outputs match PyTorch's. (regnet_x_1_6gf 1.25x in
+    bf16 on Zen 4.)"""
     import importlib
 
     import torch

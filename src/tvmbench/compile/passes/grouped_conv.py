@@ -40,7 +40,7 @@ channels, as ``pack_weights.py`` packs ungrouped convolutions: the ``channels`` 
 ``groups`` form's input ``[N, H, W, Ci/2, G, 2]`` and weights ``[KH, KW, Ci/2, Co, G, 2]``, a pair
 per lane in both (``bf16.DOT_16x2_BOTH``). Groups that fp32 keeps in three half vectors (Zen
 4's 24) are padded to whole vectors of the dot product (BF16_PADDED_GROUPS). (docs/performance.md,
-"Zen 5: grouped convolutions in bf16", "Zen 4: ... RegNet's groups of 24 in bf16".)
+"Zen 5: grouped convolutions in bf16", "RegNet's groups of 24 channels in bf16 on Zen 4".)
 """
 
 from __future__ import annotations
@@ -246,7 +246,7 @@ class _Grouped(PyExprMutator):
         (``padded_group``) and its weights packed (``pack_block``), weight-only work done at load
         time; under ``--precision bf16`` (not on AMX targets) over bf16 pairs of each group's input
         channels, where they pair and the block is whole vectors of the dot product
-        (BF16_GROUPS)."""
+        (BF16_GROUPS), a block of three half vectors padded to whole ones (BF16_PADDED_GROUPS)."""
         a, (x, w) = call.attrs, call.args
         emit = self.builder_.emit
         n, h, wd, _ = static_shape(x.ty)
