@@ -3395,6 +3395,43 @@ def test_bf16_groups_of_three_half_vectors_are_padded_to_whole_vectors_of_pairs(
         _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
 
 
+def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_tile(monkeypatch, tmp_path):
+    """Under --precision bf16 on Zen 4 a stride-2 grouped convolution whose tile spans a group's
+    output channels (RegNet's 24, padded to 32) copies the padded window each tile reads under the
+    tile loop, into a buffer that compiles to the stack (no workspace call per tile), instead of
+    a pass over the whole padded input before it (``contraction.PAD_UNDER_TILE_BYTES``;
+    regnet_y_3_2gf's stride-2 grouped convolutions 1.2-1.5x at batch 8). A stride-1 one over an
+    input as small keeps the pass. On a host that runs bf16 the outputs match PyTorch's."""
+    import torch
+    import tvm
+
+    from tvmbench.models.base import LoadedModel
+    from tvmbench.tuning.build import fast_build
+
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
+    for stride in (2, 1):
+        model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(48, 2, stride),
+                            options=ModelOptions())
+        kernels = _bf16_kernels(model, ZEN4)
+        (name,) = [n for n in kernels if "conv2d_grouped" in n]
+        for value in (contraction.PAD_UNDER_TILE_BYTES, 0):
+            monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", value)
+            sch = pipeline.default_schedule(kernels[name], ZEN4)[1]
+            pad_loop = sch.get(sch.get_loops(sch.get_sblock("pad"))[0])
+            under_tile = any(sch.get(loop).same_as(pad_loop) for loop in
+                             sch.get_loops(sch.get_sblock("conv2d_grouped_update_o")))
+            assert under_tile == (stride == 2 and value > 0), (stride, value)
+            if under_tile:
+                lib = fast_build(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}),
+                                 ZEN4.tvm(), None)
+                lambdas = [f for f in lib.inspect_source("ll").split("\ndefine ") if "tvm_parallel_lambda" in f[:200]]
+                assert lambdas and not any("TVMBackendAllocWorkspace" in f for f in lambdas)
+    if HOST_BF16:
+        monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", 16 << 10)
+        _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
+
+
 def _narrow(kernels, grouped):
     """Of the grouped kernels, the one in the groups form (its weights ``[KH, KW, Ci, Co, G]``, 5-D)."""
     (name,) = [n for n in grouped if len(kernels[n].params[1].shape) == 5]

@@ -28,6 +28,9 @@ from tvmbench.compile.ir import kernel_pass
 
 # 0 turns the pass off (``benchmarks/rule_ab.py M passes.stack_buffers.STACK_BUFFER_BYTES 0``).
 STACK_BUFFER_BYTES = 2048
+# ... and a buffer a rule scoped "local" (a padded window copied under the tile loop,
+# ``rules/contraction._pad_under_tile``) up to this size.
+LOCAL_BUFFER_BYTES = 16 << 10
 _TVM_STACK_LIMIT = 1024  # (TVM's kMaxStackAlloca: below it, the stack already)
 _KEEP = "disable_lower_builtin"
 
@@ -49,9 +52,10 @@ def stack_buffers(func: Any) -> Any:
     changed = []
 
     def on_alloc(node: Any) -> Any:
-        size = buffer_bytes(node.buffer)
-        if size is None or not _TVM_STACK_LIMIT <= size <= STACK_BUFFER_BYTES or _KEEP in node.annotations \
-                or str(node.buffer.scope()) not in ("global", "local"):
+        size, scope = buffer_bytes(node.buffer), str(node.buffer.scope())
+        limit = max(STACK_BUFFER_BYTES, LOCAL_BUFFER_BYTES) if scope == "local" else STACK_BUFFER_BYTES
+        if size is None or not _TVM_STACK_LIMIT <= size <= limit or _KEEP in node.annotations \
+                or scope not in ("global", "local"):
             return node
         changed.append(node)
         return tirx.AllocBuffer(node.buffer, {**dict(node.annotations), _KEEP: tirx.IntImm("bool", 1)})

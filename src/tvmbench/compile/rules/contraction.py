@@ -269,6 +269,15 @@ SPAN_ALL = True
 # vectors over the few rows a map's width allows (5 of 55) holds 10 accumulators, too few for
 # vdpbf16ps's latency; four vectors hold 20.
 SPAN_PAIRS = 1
+# A bf16 pair operand's padding copy that stays a stage of its own is computed under the tile
+# loop (``_pad_under_tile``) where one tile covers every output channel (a RegNet or ResNeXt
+# group), so each tile copies the window its rows read, into a buffer on the stack, and no pass
+# over memory writes and reads a padded input: where the window is strided (the copy at least
+# PAD_UNDER_TILE_INPUTS inputs per output). Alone (Zen 4,
+# regnet_y_3_2gf at batch 8, its 3x3 grouped convolutions): stride 2 over 56x56 2.35 -> 1.86 ms,
+# over 112x112 3.51 -> 2.54 ms. At most PAD_UNDER_TILE_BYTES a tile (0: off).
+PAD_UNDER_TILE_BYTES = 16 << 10
+PAD_UNDER_TILE_INPUTS = 2
 # A cast producing a bf16 pair operand stays a stage of its own (``inline_producers``): inlined,
 # the dot product's tensorize failed on the fp32 buffer it then read, and the kernel fell to
 # DLight's Reduction rule without it (the image of a stem with no padding to cast it: ConvNeXt's
@@ -397,6 +406,7 @@ class Contraction(Rule):
         tile_loop, reduce_loops = tile_loops(found, tile, sliced)
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
         if found.pairs:
+            windowed = _pad_under_tile(found, tile, tile_loop)
             bf16.register()
             try:  # (under whole row tiles, passes/pack_weights.whole_tiles: no predicate in the dot product)
                 found.sch.tensorize(found.dot_loop, bf16.DOT_16x2_BOTH if _both_vectors(found) else bf16.DOT_16x2)
@@ -408,6 +418,8 @@ class Contraction(Rule):
                 # without them.
                 return self.schedule(func, target, block_rows=False)
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
+            if windowed is not None:
+                found.sch.set_scope(windowed, 0, "local")
         if found.spills_decide and accumulator_budget(target) <= tiles.MAX_ACCUMULATORS_16_REGS:
             return self._looped_if_unrolled_spills(func, target, block_rows, found.sch)
         return found.sch
@@ -607,6 +619,64 @@ def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
     loops = sch.get_loops(block_rv)[-tail:] if tail > 1 else []
     if len(loops) == tail > 1 and [as_int(sch.get(lp).extent) for lp in loops] == [as_int(d) for d in out[-tail:]]:
         sch.fuse(*loops)
+
+
+def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any) -> Any:
+    """A bf16 pair operand's padding stage computed under ``tile_loop`` (PAD_UNDER_TILE_BYTES), its
+    buffer marked "local" for the stack (``passes/stack_buffers.py``): each tile copies the
+    window its rows read (rows overlap by the window less the stride), where the stage alone was a pass writing the whole padded input and one more
+    reading it, the larger the stride the more of the copy per multiply-add: strided windows only
+    (PAD_UNDER_TILE_INPUTS), and not where tiles would copy the same window (``_window_repeats``:
+    resnext50_32x4d's stride-1 28x28x128, whose 8 tiles over a group's output channels each
+    copied it, 0.68-0.70x). Over a stride of 1 the copies' overlap (a 3x3 window over 7-pixel
+    rows: 27 inputs copied for 7 outputs) costs about what the pass does: the same-process A/Bs'
+    kernels read 0.87-1.13x, both ways in one model (regnet_y_3_2gf's at batch 8 0.87-0.97x,
+    regnet_x_1_6gf's 1.05x). Returns the stage's
+    block (its scope is set once the dot product is tensorized, which matches global buffers
+    only), else None."""
+    if not PAD_UNDER_TILE_BYTES:
+        return None
+    sch = found.sch
+    for info in found.infos[: found.infos.index(found.main)]:
+        try:
+            block = sch.get(info.block_rv)
+        except Exception:  # (inlined)
+            continue
+        produced = block.writes[0].source
+        if len(block.reads) != 1 or is_copy(block) or \
+                not any(r.source.same_as(produced) for r in sch.get(found.main.block_rv).reads):
+            continue
+        in_elems = int(np.prod([as_int(d) or 0 for d in produced.shape]))
+        out_elems = int(np.prod([e for e, k in zip(found.extents, found.kinds, strict=True) if k == "S"]))
+        if in_elems < PAD_UNDER_TILE_INPUTS * out_elems or _window_repeats(found, tile, produced):
+            return None
+        trial = sch.copy()  # (the window's size is known once computed there)
+        trial.compute_at(info.block_rv, tile_loop)
+        window = [as_int(trial.get(loop).extent) or 0 for loop in trial.get_loops(info.block_rv)[1:]]
+        if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > PAD_UNDER_TILE_BYTES \
+                or not knob("pad_under_tile", True, (False, True)):
+            return None
+        sch.compute_at(info.block_rv, tile_loop)
+        sch.vectorize(sch.get_loops(info.block_rv)[-1])
+        return info.block_rv
+    return None
+
+
+def _window_repeats(found: Match, tile: Tile, produced: Any) -> bool:
+    """Whether tiles that read the same window of ``produced`` would each copy it: an output axis
+    the window does not depend on (a group's output channels beside a vector over the groups,
+    ResNeXt's ``[N, H, W, Co, G]``) split over several tiles."""
+    access = next((r for r in found.block.reads if r.source.same_as(produced)), None)
+    if access is None:
+        return True
+    for i, (kind, extent) in enumerate(zip(found.kinds, found.extents, strict=True)):
+        var = found.block.iter_vars[i].var
+        if kind != "S" or extent == 1 or any(uses(r.min, var) for r in access.region):
+            continue
+        if not ((i == found.n_axis and extent <= tile.vectors * tile.width)
+                or (i == found.m_axis and extent <= tile.rows)):
+            return True
+    return False
 
 
 def _pads_outside_tile(found: Match, info: Any) -> bool:
