@@ -3397,11 +3397,13 @@ def test_bf16_groups_of_three_half_vectors_are_padded_to_whole_vectors_of_pairs(
 
 def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_tile(monkeypatch, tmp_path):
     """Under --precision bf16 on Zen 4 a stride-2 grouped convolution whose tile spans a group's
-    output channels (RegNet's 24, padded to 32) copies the padded window each tile reads under the
+    output channels (RegNet's groups of 16) copies the padded window each tile reads under the
     tile loop, into a buffer that compiles to the stack (no workspace call per tile), instead of
     a pass over the whole padded input before it (``contraction.PAD_UNDER_TILE_BYTES``;
-    regnet_y_3_2gf's stride-2 grouped convolutions 1.2-1.5x at batch 8). A stride-1 one over an
-    input as small keeps the pass. On a host that runs bf16 the outputs match PyTorch's."""
+    regnet_y_3_2gf's stride-2 grouped convolutions 1.2-1.5x at batch 8). A stride-1 one keeps the
+    pass, which copies each pixel's groups as one run where a group is at most one vector
+    (``contraction.FUSE_TAIL_WIDTH``: 2 x 16 channels, not 16 per group). On a host that runs
+    bf16 the outputs of both match PyTorch's."""
     import torch
     import tvm
 
@@ -3409,27 +3411,37 @@ def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_
     from tvmbench.tuning.build import fast_build
 
     torch.manual_seed(0)
-    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
+    x = np.random.default_rng(0).standard_normal((1, 16, 20, 20), dtype="float32")  # (a parallel copy)
+    models = {}
     for stride in (2, 1):
-        model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(48, 2, stride),
+        model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(32, 2, stride),
                             options=ModelOptions())
         kernels = _bf16_kernels(model, ZEN4)
         (name,) = [n for n in kernels if "conv2d_grouped" in n]
-        for value in (contraction.PAD_UNDER_TILE_BYTES, 0):
+        for value, expected in ((contraction.PAD_UNDER_TILE_BYTES, stride == 2), (0, False)):  # (the default, off)
             monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", value)
             sch = pipeline.default_schedule(kernels[name], ZEN4)[1]
             pad_loop = sch.get(sch.get_loops(sch.get_sblock("pad"))[0])
             under_tile = any(sch.get(loop).same_as(pad_loop) for loop in
                              sch.get_loops(sch.get_sblock("conv2d_grouped_update_o")))
-            assert under_tile == (stride == 2 and value > 0), (stride, value)
+            assert under_tile == expected, (stride, value)
             if under_tile:
                 lib = fast_build(tvm.IRModule({"main": sch.mod["main"].with_attr("global_symbol", "main")}),
                                  ZEN4.tvm(), None)
                 lambdas = [f for f in lib.inspect_source("ll").split("\ndefine ") if "tvm_parallel_lambda" in f[:200]]
                 assert lambdas and not any("TVMBackendAllocWorkspace" in f for f in lambdas)
+        models[stride] = model
+    width = contraction.FUSE_TAIL_WIDTH
+    for value, run in ((width, 32), (0, 16)):  # (stride 1: the pass, in runs)
+        monkeypatch.setattr(contraction, "FUSE_TAIL_WIDTH", value)
+        sch = pipeline.default_schedule(kernels[name], ZEN4)[1]
+        copy = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("pad"))]
+        assert copy[0].kind == tvm.tirx.ForKind.PARALLEL and np.prod([int(loop.extent) for loop in copy[1:]]) == run
     if HOST_BF16:
         monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", 16 << 10)
-        _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
+        monkeypatch.setattr(contraction, "FUSE_TAIL_WIDTH", width)
+        for stride, model in models.items():
+            _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path / str(stride))])
 
 
 def _narrow(kernels, grouped):

@@ -252,6 +252,9 @@ CROSSED_ONE_VECTOR = 1
 # A bf16 pair operand's padding copy over an innermost axis narrower than a vector copies its
 # unpadded innermost axes as one loop (1; 0: the innermost axis alone): ``_fuse_unpadded_tail``.
 FUSE_UNPADDED_TAIL = 1
+# ... and so does one whose innermost axis is at most this many elements (a RegNet group of 16
+# channels: the copy was one 32-byte run per group and pixel, its index arithmetic per run).
+FUSE_TAIL_WIDTH = 16
 # A single-row tile (a GEMV: a classifier at batch 1) may span two packed weight blocks, so each
 # thread streams two weight panels at once: alone, alexnet's 9216 -> 4096 layer read its 151 MB
 # from memory at 29.5 against 28.1 GB/s; in the models (same-process A/Bs, both build orders)
@@ -602,16 +605,19 @@ def inline_producers(found: Match, einsum_padded: bool, registers32: bool = True
 
 
 def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
-    """A bf16 pair operand's padding copy whose innermost axis is narrower than ``lanes`` and
-    unpadded along with the axes before it (a grouped convolution's ``[.., Ci/2, G, 2]`` input)
-    copies those as one loop, vectorised: over the pair's 2 alone the copy ran one element at a
-    time, 3x the convolution's time (resnext50_32x4d). (Wider innermost axes keep their loops:
-    inception_v3's 7x1 convolutions' copies fused measured level, 1.009x and 0.987x.)"""
+    """A bf16 pair operand's padding copy whose innermost axis is narrower than ``lanes`` (or at
+    most FUSE_TAIL_WIDTH) and unpadded along with the axes before it (a grouped convolution's
+    ``[.., Ci/2, G, 2]`` input, a RegNet's ``[.., G, 16]``) copies those as one loop, vectorised:
+    over the pair's 2 alone the copy ran one element at a time, 3x the convolution's time
+    (resnext50_32x4d); over a group's 16 channels one short run per group and pixel
+    (regnet_x_400mf at batch 8 1.03x, its stride-1 grouped kernels 1.07-1.12x). (Wider innermost
+    axes keep their loops: groups of 24 fused read 0.98-1.03x a kernel, regnet_y_3_2gf at batch
+    8 0.990x; inception_v3's 7x1 convolutions' copies fused measured level, 1.009x and 0.987x.)"""
     block = sch.get(block_rv)
     if len(block.reads) != 1 or len(block.writes) != 1:
         return
     out, src = block.writes[0].source.shape, block.reads[0].source.shape
-    if len(out) != len(src) or (as_int(out[-1]) or lanes) >= lanes:
+    if len(out) != len(src) or (as_int(out[-1]) or lanes) > max(lanes - 1, FUSE_TAIL_WIDTH):
         return
     tail = 0
     while tail < len(out) - 1 and as_int(out[-1 - tail]) == as_int(src[-1 - tail]):
