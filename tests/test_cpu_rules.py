@@ -3412,13 +3412,13 @@ def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_
 
     torch.manual_seed(0)
     x = np.random.default_rng(0).standard_normal((1, 16, 20, 20), dtype="float32")  # (a parallel copy)
-    models = {}
+    models, default = {}, contraction.PAD_UNDER_TILE_BYTES
     for stride in (2, 1):
         model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(32, 2, stride),
                             options=ModelOptions())
         kernels = _bf16_kernels(model, ZEN4)
         (name,) = [n for n in kernels if "conv2d_grouped" in n]
-        for value, expected in ((contraction.PAD_UNDER_TILE_BYTES, stride == 2), (0, False)):  # (the default, off)
+        for value, expected in ((default, stride == 2), (0, False)):
             monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", value)
             sch = pipeline.default_schedule(kernels[name], ZEN4)[1]
             pad_loop = sch.get(sch.get_loops(sch.get_sblock("pad"))[0])
@@ -3438,7 +3438,7 @@ def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_
         copy = [sch.get(loop) for loop in sch.get_loops(sch.get_sblock("pad"))]
         assert copy[0].kind == tvm.tirx.ForKind.PARALLEL and np.prod([int(loop.extent) for loop in copy[1:]]) == run
     if HOST_BF16:
-        monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", 16 << 10)
+        monkeypatch.setattr(contraction, "PAD_UNDER_TILE_BYTES", default)
         monkeypatch.setattr(contraction, "FUSE_TAIL_WIDTH", width)
         for stride, model in models.items():
             _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path / str(stride))])

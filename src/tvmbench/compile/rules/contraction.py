@@ -273,12 +273,12 @@ SPAN_ALL = True
 # vdpbf16ps's latency; four vectors hold 20.
 SPAN_PAIRS = 1
 # A bf16 pair operand's padding copy that stays a stage of its own is computed under the tile
-# loop (``_pad_under_tile``) where one tile covers every output channel (a RegNet or ResNeXt
-# group), so each tile copies the window its rows read, into a buffer on the stack, and no pass
-# over memory writes and reads a padded input: where the window is strided (the copy at least
-# PAD_UNDER_TILE_INPUTS inputs per output). Alone (Zen 4,
-# regnet_y_3_2gf at batch 8, its 3x3 grouped convolutions): stride 2 over 56x56 2.35 -> 1.86 ms,
-# over 112x112 3.51 -> 2.54 ms. At most PAD_UNDER_TILE_BYTES a tile (0: off).
+# loop (``_pad_under_tile``), so each tile copies the window its rows read into a buffer on the
+# stack and no pass over memory writes and reads a padded input: where the window is strided
+# (the copy at least PAD_UNDER_TILE_INPUTS inputs per output) and no two tiles read the same
+# window (a RegNet or ResNeXt group's output channels in one tile). Alone (Zen 4, regnet_y_3_2gf
+# at batch 8, its 3x3 grouped convolutions): stride 2 over 56x56 2.35 -> 1.86 ms, over 112x112
+# 3.51 -> 2.54 ms. At most PAD_UNDER_TILE_BYTES a tile (0: off).
 PAD_UNDER_TILE_BYTES = 16 << 10
 PAD_UNDER_TILE_INPUTS = 2
 # A cast producing a bf16 pair operand stays a stage of its own (``inline_producers``): inlined,
@@ -630,14 +630,14 @@ def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
 def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any) -> Any:
     """A bf16 pair operand's padding stage computed under ``tile_loop`` (PAD_UNDER_TILE_BYTES), its
     buffer marked "local" for the stack (``passes/stack_buffers.py``): each tile copies the
-    window its rows read (rows overlap by the window less the stride), where the stage alone was a pass writing the whole padded input and one more
-    reading it, the larger the stride the more of the copy per multiply-add: strided windows only
-    (PAD_UNDER_TILE_INPUTS), and not where tiles would copy the same window (``_window_repeats``:
-    resnext50_32x4d's stride-1 28x28x128, whose 8 tiles over a group's output channels each
-    copied it, 0.68-0.70x). Over a stride of 1 the copies' overlap (a 3x3 window over 7-pixel
-    rows: 27 inputs copied for 7 outputs) costs about what the pass does: the same-process A/Bs'
-    kernels read 0.87-1.13x, both ways in one model (regnet_y_3_2gf's at batch 8 0.87-0.97x,
-    regnet_x_1_6gf's 1.05x). Returns the stage's
+    window its rows read (rows overlap by the window less the stride), where the stage alone was
+    a pass writing the whole padded input and one more reading it, the larger the stride the more
+    of the copy per multiply-add: strided windows only (PAD_UNDER_TILE_INPUTS), and not where
+    tiles would copy the same window (``_window_repeats``: resnext50_32x4d's stride-1 28x28x128,
+    whose tiles over a group's 8 output channels each copied it, 0.68-0.70x). Over a stride of 1
+    the copies' overlap (a 3x3 window over 7-pixel rows: 27 inputs copied for 7 outputs) costs
+    about what the pass does: the same-process A/Bs' kernels read 0.87-1.13x, both ways in one
+    model (regnet_y_3_2gf's at batch 8 0.87-0.97x, regnet_x_1_6gf's 1.05x). Returns the stage's
     block (its scope is set once the dot product is tensorized, which matches global buffers
     only), else None."""
     if not PAD_UNDER_TILE_BYTES:
