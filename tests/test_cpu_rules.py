@@ -1628,6 +1628,47 @@ def test_an_epilogue_over_a_slice_of_padded_channels_follows_each_tile(monkeypat
     np.testing.assert_allclose(out, np.maximum(x @ w[:, :kept] + b, 0), rtol=1e-4, atol=1e-4)
 
 
+def _excitation(ci: int, co: int, hw: int):
+    """A squeeze-excitation's second 1x1 convolution (``ci`` -> ``co`` over a pooled [2, 1, 1, ci]),
+    its bias and sigmoid, times a [2, hw, hw, co] feature map: the epilogue broadcasts."""
+    def build(te):
+        x, w = te.placeholder((2, 1, 1, ci), name="x"), te.placeholder((ci, co), name="w")
+        b, fmap = te.placeholder((co,), name="b"), te.placeholder((2, hw, hw, co), name="fmap")
+        k = te.reduce_axis((0, ci), name="k")
+        conv = te.compute((2, 1, 1, co), lambda n, i, j, c: te.sum(x[n, i, j, k] * w[k, c], axis=k), name="conv")
+        biased = te.compute(conv.shape, lambda n, i, j, c: conv[n, i, j, c] + b[c], name="biased")
+        gate = te.compute(conv.shape, lambda n, i, j, c: 1.0 / (1.0 + te.exp(-biased[n, i, j, c])), name="gate")
+        return [x, w, b, fmap, te.compute(fmap.shape, lambda n, i, j, c: gate[n, 0, 0, c] * fmap[n, i, j, c],
+                                          name="scaled")]
+
+    return _te_func(build)
+
+
+def test_an_epilogue_that_broadcasts_computes_its_steps_before_the_broadcast_once_per_output(monkeypatch):
+    """A squeeze-excitation's sigmoid computed in the write-back, once per image and channel, and
+    only the product over the feature map (SMALL_EPILOGUE); with it off, the exponential is
+    computed once per element of the map. Same numbers."""
+    import re
+
+    func = _excitation(32, 64, 7)
+
+    def exp_in_the_product(script: str) -> bool:
+        return "exp" in next(line for line in script.splitlines() if re.match(r"\s*scaled\[", line))
+
+    _, sch = pipeline.default_schedule(func, TARGET)
+    assert not exp_in_the_product(sch.mod.script()) and "exp" in sch.mod.script()
+    monkeypatch.setattr(contraction, "SMALL_EPILOGUE", 0)
+    _, sch = pipeline.default_schedule(func, TARGET)
+    assert exp_in_the_product(sch.mod.script())
+    monkeypatch.undo()
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((2, 1, 1, 32), dtype="float32"), rng.standard_normal((32, 64), dtype="float32")
+    b, fmap = rng.standard_normal(64, dtype="float32"), rng.standard_normal((2, 7, 7, 64), dtype="float32")
+    out, _ = _run(func, x, w, b, fmap, out_shape=fmap.shape)
+    gate = 1 / (1 + np.exp(-(x @ w + b)))
+    np.testing.assert_allclose(out, gate * fmap, rtol=1e-4, atol=1e-5)
+
+
 @pytest.mark.parametrize("k, depth", [(768, 4), (48, 4), (30, 2), (31, 1)])
 def test_the_innermost_reduction_is_unrolled_by_a_depth_that_divides_it_and_stays_correct(k, depth):
     """A long reduction (a matmul's K) runs UNROLL_DEPTH steps per loop iteration where that

@@ -139,8 +139,9 @@ def _sums_in_place(found: Match, tile_loop: Any, epilogue: Any) -> None:
     went unwritten. A tile-sized copy, as ``write_back`` makes, would be a second output-sized
     buffer.)"""
     sch = found.sch
-    if epilogue is not None:
-        schedule_injective_block(sch, epilogue, found.lanes)
+    for block in (epilogue, found.after):
+        if block is not None:
+            schedule_injective_block(sch, block, found.lanes)
     init = sch.decompose_reduction(found.main.block_rv, tile_loop)
     sch.vectorize(sch.get_loops(init)[-1])
 
