@@ -136,6 +136,30 @@ def build_expand_prime():
     return net, (torch.randn(3, *x.shape[1:]),)
 
 
+class _Excitation(torch.nn.Module):
+    """EfficientNet's block middle: a depthwise 3x3 with SiLU, squeezed (mean), excited (two 1x1
+    convolutions, SiLU and sigmoid), the map scaled by it and projected."""
+
+    def __init__(self, channels):
+        super().__init__()
+        self.expand = torch.nn.Sequential(torch.nn.Conv2d(16, channels, 1), torch.nn.SiLU(),
+                                          torch.nn.Conv2d(channels, channels, 3, padding=1, groups=channels),
+                                          torch.nn.SiLU())
+        self.squeeze = torch.nn.Sequential(torch.nn.Conv2d(channels, 8, 1), torch.nn.SiLU(),
+                                           torch.nn.Conv2d(8, channels, 1), torch.nn.Sigmoid())
+        self.project = torch.nn.Conv2d(channels, 16, 1)
+
+    def forward(self, x):
+        x = self.expand(x)
+        return self.project(x * self.squeeze(x.mean((2, 3), keepdim=True)))
+
+
+def build_excitation():
+    """A squeeze-excitation block (``_Excitation``) over 32 channels, batch 2 at 14x14."""
+    torch.manual_seed(0)
+    return _Excitation(32).eval(), (torch.randn(2, 16, 14, 14),)
+
+
 def build_adaptive_pool():
     """VGG's head at 193 px, small: a 6x6 map pooled to 7x7 (windows of one or two pixels)."""
     torch.manual_seed(0)

@@ -2748,13 +2748,13 @@ def _bf16_kernels(model, target):
     return {gv.name_hint: f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
 
 
-def _bf16_switched(monkeypatch, tmp_path, switch, builder):
-    """For ``bf16_dense.<switch>`` 1, then 0: (the value, the kernels of ``mlp_model.<builder>``'s
-    bf16 build for Zen 4), for the caller's assertions; on a host that runs bf16 both builds'
-    outputs are then checked against PyTorch's."""
+def _bf16_switched(monkeypatch, tmp_path, switch, builder, module="bf16_dense"):
+    """For ``<module>.<switch>`` 1, then 0 (a module of ``compile/passes``): (the value, the kernels
+    of ``mlp_model.<builder>``'s bf16 build for Zen 4), for the caller's assertions; on a host that
+    runs bf16 both builds' outputs are then checked against PyTorch's."""
     import importlib
 
-    bf16_dense = importlib.import_module("tvmbench.compile.passes.bf16_dense")  # (the package exports the pass)
+    bf16_dense = importlib.import_module(f"tvmbench.compile.passes.{module}")  # (the package exports the pass)
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:{builder}")
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
     outs = []
@@ -2879,6 +2879,22 @@ def test_a_bf16_map_an_average_pool_reads_is_stored_once_in_bf16(monkeypatch, tm
     for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_POOL_READERS", "build_bf16_pool_branch"):
         pools = {n: str(f.params[0].ty.dtype) for n, f in kernels.items() if "pool2d" in n}
         assert len(pools) == 2 and set(pools.values()) == {"bfloat16" if value else "float32"}, pools
+
+
+def test_a_bf16_squeeze_excitations_map_is_stored_in_bf16_and_widened_by_its_two_readers(monkeypatch, tmp_path):
+    """Under --precision bf16 the feature map a squeeze-excitation reads twice (its mean, and the
+    product by the excitation, rounded for the projection) is written in bf16 by the depthwise
+    convolution's kernel, and both readers widen it (``bf16_excitation.ENABLED``); with 0 it is
+    written in fp32 and both read fp32. On a host that runs bf16 the outputs match PyTorch's
+    either way."""
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "ENABLED", "build_excitation", "bf16_excitation"):
+        maps = {n: [str(p.ty.dtype) for p in f.params if [int(d) for d in p.ty.shape] == [2, 14, 14, 32]]
+                for n, f in kernels.items()}
+        (mean,) = [n for n in maps if n.startswith("mean")]
+        fp32 = sum(dtypes.count("float32") for dtypes in maps.values())
+        # (fp32 maps left: the expansion's output and the depthwise window's input; with 0 also the
+        # window's output, and the mean's and the product's inputs)
+        assert maps[mean] == ["bfloat16" if value else "float32"] and fp32 == (2 if value else 5), maps
 
 
 def test_a_bf16_residual_branch_is_stored_in_bf16_and_widened_by_the_add(monkeypatch, tmp_path):

@@ -24,7 +24,9 @@ block's expansion that FuseExpansionIntoWindow joins into its depthwise convolut
 (``fuse_expansion.joined_expansions``) where its outputs are not whole vectors of the dot
 product's 16 lanes, or on AMX (``BF16_JOINED_EXPANSIONS``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``),
-and so is a map over L2 that only a depthwise convolution reads, which widens it (``_window_casts``).
+and so is a map over L2 that only a depthwise convolution reads, which widens it (``_window_casts``),
+and a squeeze-excitation's map, which its mean and its product by the excitation widen
+(``passes/bf16_excitation.py``, applied by this pass after the rest).
 """
 
 from __future__ import annotations
@@ -49,6 +51,7 @@ from tvmbench.compile.ir import (
     weight_params,
 )
 from tvmbench.compile.passes.bf16_attention import bf16_attention
+from tvmbench.compile.passes.bf16_excitation import bf16_excitation
 from tvmbench.compile.passes.fuse_expansion import CHEAP, joined_expansions
 from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
 
@@ -498,13 +501,13 @@ def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = F
                            before=set_weights)
     residuals = builder_pass(_Bf16Residuals, "Bf16Residuals", before=set_casts)
     pools = builder_pass(_Bf16Pools, "Bf16Pools", before=set_pools)
-    attention = bf16_attention(lanes)
+    attention, excitation = bf16_attention(lanes), bf16_excitation()
 
     @tvm.ir.transform.module_pass(opt_level=0, name="Bf16DenseIfMarked")
     def pass_(mod: Any, ctx: Any) -> Any:
         if not marked(mod):
             return mod
-        mod = pools(residuals(rewrite(mod)))
+        mod = excitation(pools(residuals(rewrite(mod))))
         return mod if amx_tiles else attention(mod)
 
     return pass_
