@@ -2988,7 +2988,8 @@ def test_a_bf16_squeeze_excite_block_builds_and_rounds_no_sum_before_its_bias(tm
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:build_bf16_squeeze_excite")
     target = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
     kernels = _bf16_kernels(model, target)
-    assert any(re.search(r"_pad\d*_multiply\d*_cast\d*$", n) for n in kernels), sorted(kernels)  # (the padded store)
+    # (the padded store: the product's cast is in the kernel ``passes/bf16_excitation.py`` writes)
+    assert any(re.search(r"_pad\d*_multiply\d*(_cast\d*)?$", n) for n in kernels), sorted(kernels)
     assert not [n for n in kernels if re.search(r"strided_slice\d*_cast\d*_add", n)], sorted(kernels)
     for func in kernels.values():
         _, sch = pipeline.default_schedule(func, target)
