@@ -2754,12 +2754,12 @@ def _bf16_switched(monkeypatch, tmp_path, switch, builder, module="bf16_dense"):
     runs bf16 both builds' outputs are then checked against PyTorch's."""
     import importlib
 
-    bf16_dense = importlib.import_module(f"tvmbench.compile.passes.{module}")  # (the package exports the pass)
+    switched = importlib.import_module(f"tvmbench.compile.passes.{module}")  # (the package exports the pass)
     model = load_model(f"{Path(__file__).parent}/mlp_model.py:{builder}")
     target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
     outs = []
     for value in (1, 0):
-        monkeypatch.setattr(bf16_dense, switch, value)
+        monkeypatch.setattr(switched, switch, value)
         yield value, _bf16_kernels(model, target)
         if HOST_BF16:
             outs.append(_bf16_outputs(model, monkeypatch, tmp_path / str(value)))
