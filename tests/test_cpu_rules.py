@@ -2060,6 +2060,43 @@ def test_wide_groups_take_register_tiles_that_fill_the_registers(monkeypatch):
     _assert_matches_torch(model, module, x)
 
 
+def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(monkeypatch):
+    """A strided grouped convolution over groups of 8 fp32 channels (regnet_y_400mf's: 32 bytes,
+    two groups to a cache line), its weights fitting (spatial-outer tiles): consecutive tiles
+    compute the groups of one column tile in turn, so the two halves of each input line are read
+    together (GROUPS_INSIDE_ROWS), where each group's own tiles along the row ran one after
+    another with the option off. Groups of 16 (whole lines) keep their row of tiles together.
+    The model matches PyTorch on this machine's target. (Winograd's grouped rewrite off: it would
+    take the stride-1 one.)"""
+    import torch
+
+    from tvmbench.compile.passes import winograd
+    from tvmbench.models.base import LoadedModel
+
+    torch.manual_seed(0)
+    monkeypatch.setattr(winograd, "GROUPED", False)
+    module = torch.nn.Sequential(
+        torch.nn.Conv2d(16, 32, 1), torch.nn.ReLU(), torch.nn.Conv2d(32, 32, 3, 2, 1, groups=4), torch.nn.ReLU(),
+        torch.nn.Conv2d(32, 32, 3, 1, 1, groups=2)).eval()
+    x = np.random.default_rng(0).standard_normal((1, 16, 56, 56), dtype="float32")
+    model = LoadedModel(name="narrow-groups", family="cnn", inputs={"x": x}, module=module, options=ModelOptions())
+    target = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    mod = pipeline.legalized(import_model(model).mod, target)
+    funcs = {int(func.params[0].ty.shape[-1]): func for gv, func in mod.functions.items() if "conv2d_grouped" in gv.name_hint}
+    assert sorted(funcs) == [8, 16], list(funcs)
+    for value in (64, 0):
+        monkeypatch.setattr(contraction, "GROUPS_INSIDE_ROWS", value)
+        for width, func in funcs.items():
+            groups = 32 // width
+            with target.tvm():
+                sch = Contraction().schedule(func, target.tvm())
+            turns = _groups_in_turn(sch.mod["main"], groups)
+            in_turn = all(int(b) == (int(a) + 1) % groups for a, b in zip(turns, turns[1:], strict=False))
+            assert in_turn == (value and width == 8), (value, width, turns[:8])
+    monkeypatch.setattr(contraction, "GROUPS_INSIDE_ROWS", 64)
+    _assert_matches_torch(model, module, x)
+
+
 def test_a_group_of_three_whole_vectors_is_packed_whole_and_tiled_three_vectors_wide(monkeypatch):
     """RegNet's groups of 48 channels on Skylake's 16-lane AVX-512 (regnet_x_3_2gf): the weights
     packed in one block per group, not in three blocks of one vector, so the tiles are three
@@ -3362,8 +3399,9 @@ def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups
     group's output channels: RegNet's, ResNeXt's wide stages) reads bf16 pairs of each group's input
     channels, the weights packed ``[G, Co/B, KH, KW, Ci/2, B, 2]``, directly (12x12 maps, under
     ``winograd.BF16_MIN_EDGE``; stride 2, groups of 56 padded to 64) or as a Winograd product
-    (16x16); both call the dot product. Groups of 8 (the ``groups`` form, a vector over the
-    groups) stay fp32, and no kernel reads bf16 without the dot product. With
+    (16x16); both call the dot product, and so do groups of 8 (half vectors:
+    ``test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors``). No kernel reads
+    bf16 without the dot product. With
     ``grouped_conv.BF16_GROUPS`` and ``winograd.BF16_GROUPED_PRODUCT`` 0, and on an AMX target,
     every grouped convolution stays fp32. On a host that runs bf16 the outputs match PyTorch's.
     (RegNets had run 0.73-0.96x of OpenVINO's bf16 with these in fp32.)"""
@@ -3384,9 +3422,9 @@ def test_bf16_grouped_convolutions_run_the_dot_product_over_pairs_of_each_groups
         dotted = sorted(n for n, sch in scheduled.items() if sch is not None and LLVM_FUNCTION in sch.mod.script())
         grouped = sorted(n for n in kernels if "conv2d_grouped" in n)
         assert len(grouped) == 3, list(kernels)  # (12x12, the narrow groups, stride 2)
-        wanted = sorted([n for n in grouped if n != _narrow(kernels, grouped)] + [n for n in kernels if "product" in n])
+        wanted = sorted(grouped + [n for n in kernels if "product" in n])
         assert dotted == (wanted if value else []), (dotted, list(kernels))
-        assert all(len(kernels[n].params[1].shape) == 7 for n in wanted if "grouped" in n) or not value
+        assert all(len(kernels[n].params[1].shape) == 7 for n in grouped) or not value
         slow = [n for n, f in kernels.items() if reads_bf16(f, reductions=True) and n not in dotted]
         assert not slow, slow
         if HOST_BF16 and value:  # (the fp32 grouped kernels' outputs: test_grouped_3x3_convolutions_...)
@@ -3453,6 +3491,41 @@ def test_bf16_groups_of_three_half_vectors_are_padded_to_whole_vectors_of_pairs(
         _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
 
 
+def test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors(monkeypatch, tmp_path):
+    """Under --precision bf16 on Zen 4, whose half-width vectors run at the full rate, groups of 8
+    channels (regnet_y_400mf's) read bf16 pairs of their input channels, the weights packed
+    ``[G, 1, KH, KW, Ci/2, 8, 2]``, and call the 256-bit dot product (``bf16.DOT_8x2``). With
+    ``grouped_conv.BF16_HALF_GROUPS`` 0, and on a target whose half vectors run at half the rate
+    (Sapphire Rapids), the kernel stays fp32 over HWIO weights. On a host that runs bf16 the
+    outputs match PyTorch's."""
+    import importlib
+
+    import torch
+
+    from tvmbench.compile.bf16 import LLVM_HALF_FUNCTION
+    from tvmbench.models.base import LoadedModel
+
+    grouped_conv = importlib.import_module("tvmbench.compile.passes.grouped_conv")
+    torch.manual_seed(0)
+    x = np.random.default_rng(0).standard_normal((1, 16, 12, 12), dtype="float32")
+    model = LoadedModel(name="grouped", family="cnn", inputs={"x": x}, module=_GroupedBlock.build(24, 3, 2),
+                        options=ModelOptions())
+    for value, target in ((1, ZEN4), (0, ZEN4), (1, SPR)):
+        monkeypatch.setattr(grouped_conv, "BF16_HALF_GROUPS", value)
+        kernels = _bf16_kernels(model, target)
+        (name,) = [n for n in kernels if "conv2d_grouped" in n]
+        weights = kernels[name].params[1]
+        half = value and target is ZEN4
+        assert ([int(d) for d in weights.ty.shape], str(weights.ty.dtype)) == (
+            ([3, 1, 3, 3, 4, 8, 2], "bfloat16") if half else ([3, 3, 8, 3, 8], "float32")), weights.ty
+        with target.tvm():
+            sch = pipeline.default_schedule(kernels[name], target)[1]
+        assert (LLVM_HALF_FUNCTION in sch.mod.script()) == bool(half)
+    if HOST_BF16:
+        monkeypatch.setattr(grouped_conv, "BF16_HALF_GROUPS", 1)
+        _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])
+
+
 def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_tile(monkeypatch, tmp_path):
     """Under --precision bf16 on Zen 4 a stride-2 grouped convolution whose tile spans a group's
     output channels (RegNet's groups of 16) copies the padded window each tile reads under the
@@ -3500,12 +3573,6 @@ def test_a_bf16_strided_grouped_convolution_copies_its_padded_window_under_each_
         monkeypatch.setattr(contraction, "FUSE_TAIL_WIDTH", width)
         for stride, model in models.items():
             _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path / str(stride))])
-
-
-def _narrow(kernels, grouped):
-    """Of the grouped kernels, the one in the groups form (its weights ``[KH, KW, Ci, Co, G]``, 5-D)."""
-    (name,) = [n for n in grouped if len(kernels[n].params[1].shape) == 5]
-    return name
 
 
 def test_a_bf16_grouped_convolution_over_the_groups_reads_a_pair_in_every_lane(monkeypatch, tmp_path):

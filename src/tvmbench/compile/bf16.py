@@ -43,7 +43,12 @@ DOT_16x2_ROWS = "tvmbench_dot_16x2_rows_bf16f32"
 # grouped convolution's ``groups`` form, whose input and weights both run along the vector's
 # lanes (the groups; ``passes/grouped_conv.py``).
 DOT_16x2_BOTH = "tvmbench_dot_16x2_both_bf16f32"
+# ... and over 8 lanes (``a[2]``, ``b[8, 2]``, one 256-bit ``vdpbf16ps``): a grouped convolution's
+# group of 8 output channels (regnet_y_400mf's), on Zen 4, whose half-width vectors run at the
+# full rate (``tiles.half_vectors_full_rate``).
+DOT_8x2 = "tvmbench_dot_8x2_bf16f32"
 LLVM_FUNCTION = "tvmbench_dpbf16ps"
+LLVM_HALF_FUNCTION = "tvmbench_dpbf16ps_half"
 LLVM_ROWS_FUNCTION = "tvmbench_dpbf16ps_rows"
 LLVM_BOTH_FUNCTION = "tvmbench_dpbf16ps_both"
 # linkonce_odr: every kernel that uses it links a copy, and the copies merge.
@@ -64,7 +69,14 @@ define linkonce_odr <16 x float> @{LLVM_BOTH_FUNCTION}(<16 x float> %acc, <32 x 
   %r = call <16 x float> @{LLVM_FUNCTION}(<16 x float> %acc, <16 x i32> %x, <32 x i16> %b)
   ret <16 x float> %r
 }}
+define linkonce_odr <8 x float> @{LLVM_HALF_FUNCTION}(<8 x float> %acc, <8 x i32> %a, <16 x i16> %b) alwaysinline {{
+  %x = bitcast <8 x i32> %a to <16 x bfloat>
+  %w = bitcast <16 x i16> %b to <16 x bfloat>
+  %r = call <8 x float> @llvm.x86.avx512bf16.dpbf16ps.256(<8 x float> %acc, <16 x bfloat> %x, <16 x bfloat> %w)
+  ret <8 x float> %r
+}}
 declare <16 x float> @llvm.x86.avx512bf16.dpbf16ps.512(<16 x float>, <32 x bfloat>, <32 x bfloat>)
+declare <8 x float> @llvm.x86.avx512bf16.dpbf16ps.256(<8 x float>, <16 x bfloat>, <16 x bfloat>)
 """
 LANES = 16
 
@@ -105,8 +117,8 @@ def slower_than_fp32(target: Any) -> str | None:
 
 
 def register() -> None:
-    """Register :data:`DOT_16x2`, :data:`DOT_16x2_ROWS` and :data:`DOT_16x2_BOTH` with TVM (once
-    per process)."""
+    """Register :data:`DOT_16x2`, :data:`DOT_16x2_ROWS`, :data:`DOT_16x2_BOTH` and :data:`DOT_8x2`
+    with TVM (once per process)."""
     global _registered
     if _registered:
         return
@@ -115,32 +127,35 @@ def register() -> None:
     TensorIntrin.register(DOT_16x2, *_intrinsic(rows=False), override=True)
     TensorIntrin.register(DOT_16x2_ROWS, *_intrinsic(rows=True), override=True)
     TensorIntrin.register(DOT_16x2_BOTH, *_intrinsic(rows=False, both=True), override=True)
+    TensorIntrin.register(DOT_8x2, *_intrinsic(rows=False, lanes=8), override=True)
     _registered = True
 
 
-def _intrinsic(rows: bool, both: bool = False) -> tuple[Any, Any]:
+def _intrinsic(rows: bool, both: bool = False, lanes: int = LANES) -> tuple[Any, Any]:
     """(description, implementation) of :data:`DOT_16x2` (``b[16, 2]``, the pairs adjacent: packed
     weights), or, ``rows``, of :data:`DOT_16x2_ROWS` (``b[2, 16]``, two rows any stride apart), or,
-    ``both``, of :data:`DOT_16x2_BOTH` (``a[16, 2]`` too, a pair per lane instead of one broadcast).
-    (TVMScript evaluates the Python ``if`` s here when it parses: three functions each.)"""
+    ``both``, of :data:`DOT_16x2_BOTH` (``a[16, 2]`` too, a pair per lane instead of one broadcast),
+    or, 8 ``lanes``, of :data:`DOT_8x2`. (TVMScript evaluates the Python ``if`` s here when it
+    parses: four functions each.)"""
     from tvm.script import tirx as T
 
-    shape = (2, 16) if rows else (16, 2)
-    a_shape = (16, 2) if both else (2,)
+    shape = (2, lanes) if rows else (lanes, 2)
+    a_shape = (lanes, 2) if both else (2,)
+    vector, function = f"float32x{lanes}", LLVM_FUNCTION if lanes == LANES else LLVM_HALF_FUNCTION
 
     @T.prim_func(s_tir=True)
     def desc(a_h: T.handle, b_h: T.handle, c_h: T.handle) -> None:
         stride = T.int64()
         a = T.match_buffer(a_h, a_shape, "bfloat16", offset_factor=1)
         b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
-        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
+        c = T.match_buffer(c_h, (lanes,), "float32", offset_factor=1)
         with T.sblock("root"):
             if both:
-                T.reads(c[0:16], a[0:16, 0:2], b[0:16, 0:2])
+                T.reads(c[0:lanes], a[0:lanes, 0:2], b[0:lanes, 0:2])
             else:
-                T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
-            T.writes(c[0:16])
-            for i, k in T.grid(16, 2):
+                T.reads(c[0:lanes], a[0:2], b[0:shape[0], 0:shape[1]])
+            T.writes(c[0:lanes])
+            for i, k in T.grid(lanes, 2):
                 with T.sblock("update"):
                     vi, vk = T.axis.remap("SR", [i, k])
                     if both:
@@ -155,13 +170,13 @@ def _intrinsic(rows: bool, both: bool = False) -> tuple[Any, Any]:
         stride = T.int64()
         a = T.match_buffer(a_h, a_shape, "bfloat16", offset_factor=1)
         b = T.match_buffer(b_h, shape, "bfloat16", offset_factor=1, strides=[stride, 1] if rows else None)
-        c = T.match_buffer(c_h, (16,), "float32", offset_factor=1)
+        c = T.match_buffer(c_h, (lanes,), "float32", offset_factor=1)
         with T.sblock("root"):
             if both:
-                T.reads(c[0:16], a[0:16, 0:2], b[0:16, 0:2])
+                T.reads(c[0:lanes], a[0:lanes, 0:2], b[0:lanes, 0:2])
             else:
-                T.reads(c[0:16], a[0:2], b[0:shape[0], 0:shape[1]])
-            T.writes(c[0:16])
+                T.reads(c[0:lanes], a[0:2], b[0:shape[0], 0:shape[1]])
+            T.writes(c[0:lanes])
             # (uint16 views of the bf16 operands, loaded as values with their aliasing facts: TVM's
             # bf16 legalisation would compute in fp32 what it loads as bf16. The broadcast pair is
             # not bound to a name: so bound, it became a 4-byte buffer from TVM's workspace pool,
@@ -179,10 +194,10 @@ def _intrinsic(rows: bool, both: bool = False) -> tuple[Any, Any]:
                     T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 16)],
                     b16[T.ramp(stride, 1, 16)])
             else:
-                b16 = T.decl_buffer((32,), "uint16", data=b.data, elem_offset=b.elem_offset)
-                c[T.ramp(0, 1, 16)] = T.call_pure_extern(
-                    "float32x16", LLVM_FUNCTION, c[T.ramp(0, 1, 16)],
-                    T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), 16), b16[T.ramp(0, 1, 32)])
+                b16 = T.decl_buffer((2 * lanes,), "uint16", data=b.data, elem_offset=b.elem_offset)
+                c[T.ramp(0, 1, lanes)] = T.call_pure_extern(
+                    vector, function, c[T.ramp(0, 1, lanes)],
+                    T.broadcast(T.reinterpret("uint32", a16[T.ramp(0, 1, 2)]), lanes), b16[T.ramp(0, 1, 2 * lanes)])
 
     return desc, impl
 

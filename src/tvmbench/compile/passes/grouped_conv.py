@@ -39,8 +39,10 @@ channels, as ``pack_weights.py`` packs ungrouped convolutions: the ``channels`` 
 ``[G, Co/B, KH, KW, Ci/2, B, 2]`` against the broadcast input pair (``bf16.DOT_16x2``), the
 ``groups`` form's input ``[N, H, W, Ci/2, G, 2]`` and weights ``[KH, KW, Ci/2, Co, G, 2]``, a pair
 per lane in both (``bf16.DOT_16x2_BOTH``). Groups that fp32 keeps in three half vectors (Zen
-4's 24) are padded to whole vectors of the dot product (BF16_PADDED_GROUPS). (docs/performance.md,
-"Zen 5: grouped convolutions in bf16", "RegNet's groups of 24 channels in bf16 on Zen 4".)
+4's 24) are padded to whole vectors of the dot product (BF16_PADDED_GROUPS); groups of 8 run it
+in half vectors where those reach the full rate (BF16_HALF_GROUPS, ``bf16.DOT_8x2``).
+(docs/performance.md, "Zen 5: grouped convolutions in bf16", "RegNet's groups of 24 channels in
+bf16 on Zen 4", "Groups of 8 channels in bf16 half vectors".)
 """
 
 from __future__ import annotations
@@ -258,7 +260,10 @@ class _Grouped(PyExprMutator):
         if BF16_PADDED_GROUPS and BF16_GROUPS and block and block % 16 and self._pairs(call, ci):
             wide = padded_group(co, self.lanes)  # (three half vectors in fp32 -> whole vectors of pairs)
             block = pack_block(wide, self.lanes)
-        pairs = bool(BF16_GROUPS and block and block % 16 == 0 and self._pairs(call, ci))
+        half = bool(BF16_HALF_GROUPS and self.half and not block and co == self.lanes // 2 == 8)
+        block = co if half else block  # (pairs in one half vector: bf16.DOT_8x2)
+        pairs = bool(BF16_GROUPS and block and (block % 16 == 0 or half) and self._pairs(call, ci))
+        block = None if half and not pairs else block
         x5 = emit(relax.op.reshape(emit(relax.op.astype(x, "bfloat16")) if pairs else x, [n, h, wd, g, ci]))
         w5 = emit(relax.op.reshape(w, [kh, kw, ci, g, co]))
         if wide != co:  # (zero weights: a weight-only pad, done at load time)
@@ -356,6 +361,10 @@ BF16_GROUPS = 1
 # regnet_x_32gf 1.085x, regnet_x_8gf 1.047x; groups of 16, 48 and 56 level (regnet_x_800mf,
 # regnet_x_3_2gf, regnet_y_8gf).
 BF16_PADDED_GROUPS = 1
+# ... and so do groups of 8 channels (regnet_y_400mf's) where half vectors run at the full rate
+# (Zen 4), their weights packed in one block of 8 pairs per step, a 256-bit dot product per
+# step (``bf16.DOT_8x2``; 0: they stay fp32).
+BF16_HALF_GROUPS = 1
 # ... and the ``groups`` form (a vector over 16 or more groups: ResNeXt's groups of 4 and 8) over
 # bf16 pairs of each group's input channels, its input in ``[Ci/2, G, 2]`` order (the dot product
 # over two vector operands: ``bf16.DOT_16x2_BOTH``; 0: fp32).

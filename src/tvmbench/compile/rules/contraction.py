@@ -27,7 +27,13 @@ from tvmbench.compile.knobs import knob, overridden, unrecorded
 from tvmbench.compile.names import WINOGRAD_PRODUCT
 from tvmbench.compile.passes.prefetch import mark as mark_prefetch
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
-from tvmbench.compile.tiles import accumulator_budget, register_tile, vector_lanes, vector_width
+from tvmbench.compile.tiles import (
+    accumulator_budget,
+    half_vectors_full_rate,
+    register_tile,
+    vector_lanes,
+    vector_width,
+)
 from tvmbench.compile.tir import (
     as_int,
     buffer_shape,
@@ -361,6 +367,18 @@ ROW_CHUNK_BYTES_PER_WEIGHT_BYTE = 1.0
 # fit, and a group at a time read a large input once per group (regnet_x_3_2gf's first grouped
 # convolution at batch 8, 2 groups over 112x112: 15 % slower alone).
 BATCH_FIRST = True
+# ... but where a group's input channels are not whole cache lines of this many bytes (RegNet's
+# groups of 8 or 24 fp32 channels, 16 bf16: neighbouring groups share lines), the spatial-outer
+# tiles compute a column tile's groups in turn (``_groups_inside_rows``) instead of each group's
+# tiles along the image row one after another: each line's parts are read together, where that
+# order read a line once per group that shares it, minutes apart at batch 8 (once evicted, from
+# L3 or memory: regnet_y_400mf's first grouped convolution, 32 of each 64-byte line a group, ran
+# 0.69 ms alone, 2.8 ms with all operands flushed, 3.3 ms in the model). Same-process A/Bs against
+# 0 (session 106, Zen 4; `rule_ab.py M rules.contraction.GROUPS_INSIDE_ROWS 0 --runs 40|60
+# --block 2`): regnet_y_400mf b8 1.035x (its stride-2 kernels 1.4x) / 0.990x (ab, kernels 1.03x),
+# bf16 b8 1.006x / 1.008x; regnet_y_3_2gf b8 1.014x, bf16 1.008x; regnet_y_1_6gf 1.020x,
+# regnet_x_1_6gf 1.012x; regnet_y_800mf bf16 b8 0.991x / 1.004x. 0: off.
+GROUPS_INSIDE_ROWS = 64
 
 
 @dataclass
@@ -426,7 +444,8 @@ class Contraction(Rule):
             windowed = _pad_under_tile(found, tile, tile_loop)
             bf16.register()
             try:  # (under whole row tiles, passes/pack_weights.whole_tiles: no predicate in the dot product)
-                found.sch.tensorize(found.dot_loop, bf16.DOT_16x2_BOTH if _both_vectors(found) else bf16.DOT_16x2)
+                found.sch.tensorize(found.dot_loop, bf16.DOT_16x2_BOTH if _both_vectors(found)
+                                    else bf16.DOT_16x2 if tile.width == bf16.LANES else bf16.DOT_8x2)
             except (RuntimeError, tvm.error.InternalError):
                 if not block_rows:
                     raise
@@ -756,7 +775,9 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     rows stacked on a short row axis (``_stack``)."""
     extents, m_axis = found.extents, found.m_axis
     width = vector_width(extents[found.n_axis], found.lanes)
-    if found.pairs and width != bf16.LANES:
+    # (pairs: the dot product's 16 lanes, or 8 where half vectors run at the full rate: bf16.DOT_8x2)
+    if found.pairs and width != bf16.LANES and not (width == bf16.LANES // 2 and half_vectors_full_rate(target)
+                                                     and not _both_vectors(found)):
         return None
     n_vectors_total = extents[found.n_axis] // width
     most_rows = tiles.max_rows(target, None if m_axis is None else extents[m_axis])
@@ -1135,7 +1156,22 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
                          + [loop for i, loop in others if i in weight_batch] + [n_outer])
     elif not channel_outer:
         outer_spatial = outer_spatial[1:] + outer_spatial[:1]
+        inside = _batch_axes(found) if _groups_inside_rows(found) else set()
+        if inside:
+            outer_spatial = ([loop for i, loop in others if i not in inside] + [m_outer]
+                             + [loop for i, loop in others if i in inside] + [n_outer])
     return batch_loops, outer_spatial, channel_outer
+
+
+def _groups_inside_rows(found: Match) -> bool:
+    """Whether a spatial-outer grouped convolution's groups go inside its column tiles
+    (GROUPS_INSIDE_ROWS): where a group's input channels are not whole cache lines, so that
+    neighbouring groups share lines."""
+    if not GROUPS_INSIDE_ROWS or sum(k == "R" for k in found.kinds) < 2:
+        return False
+    inputs = _operand_reads(found, rows_dependent=True)
+    return any((as_int(r.source.shape[-1]) or 0) * dtype_bits(r.source.dtype) // 8 % GROUPS_INSIDE_ROWS
+               for r in inputs)
 
 
 def _row_chunks(found: Match, tile: Tile, m_outer: Any | None) -> int:
