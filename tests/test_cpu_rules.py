@@ -3494,13 +3494,17 @@ def test_bf16_groups_of_three_half_vectors_are_padded_to_whole_vectors_of_pairs(
 def test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors(monkeypatch, tmp_path):
     """Under --precision bf16 on Zen 4, whose half-width vectors run at the full rate, groups of 8
     channels (regnet_y_400mf's) read bf16 pairs of their input channels, the weights packed
-    ``[G, 1, KH, KW, Ci/2, 8, 2]``, and call the 256-bit dot product (``bf16.DOT_8x2``). With
+    ``[G, 1, KH, KW, Ci/2, 8, 2]``, and call the 256-bit dot product (``bf16.DOT_8x2``); each
+    parallel iteration (a column tile: 6 of them) copies its padded window once for the 3 groups
+    it then computes in turn (``contraction.GROUPS_SERIAL``; 0: 18 iterations, a group each). With
     ``grouped_conv.BF16_HALF_GROUPS`` 0, and on a target whose half vectors run at half the rate
     (Sapphire Rapids), the kernel stays fp32 over HWIO weights. On a host that runs bf16 the
     outputs match PyTorch's."""
     import importlib
 
     import torch
+    import tvm_ffi
+    from tvm import tirx
 
     from tvmbench.compile.bf16 import LLVM_HALF_FUNCTION
     from tvmbench.models.base import LoadedModel
@@ -3521,6 +3525,15 @@ def test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors(monke
         with target.tvm():
             sch = pipeline.default_schedule(kernels[name], target)[1]
         assert (LLVM_HALF_FUNCTION in sch.mod.script()) == bool(half)
+        if half:
+            for serial in (0, 1):
+                monkeypatch.setattr(contraction, "GROUPS_SERIAL", serial)
+                with target.tvm():
+                    func = pipeline.default_schedule(kernels[name], target)[1].mod["main"]
+                loops = []
+                tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
+                parallel = [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL]
+                assert parallel == ([6] if serial else [18]), (serial, parallel)
     if HOST_BF16:
         monkeypatch.setattr(grouped_conv, "BF16_HALF_GROUPS", 1)
         _assert_bf16_matches_pytorch(model, [_bf16_outputs(model, monkeypatch, tmp_path)])

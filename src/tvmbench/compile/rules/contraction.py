@@ -379,6 +379,17 @@ BATCH_FIRST = True
 # bf16 b8 1.006x / 1.008x; regnet_y_3_2gf b8 1.014x, bf16 1.008x; regnet_y_1_6gf 1.020x,
 # regnet_x_1_6gf 1.012x; regnet_y_800mf bf16 b8 0.991x / 1.004x. 0: off.
 GROUPS_INSIDE_ROWS = 64
+# ... and a bf16 one's groups then run one after another inside each parallel iteration (a column
+# tile), whose padded window (``_pad_under_tile``) is then copied once for all its groups: whole
+# pixels, each input row's part one contiguous run, where each group's copy took 16 of every
+# 208 bytes (regnet_y_400mf's 13 groups of 8 bf16 channels) and the hardware prefetchers
+# followed neither. Only where that copy fits PAD_UNDER_TILE_BYTES (else the kernel is scheduled
+# again without: the groups in turn read the padded input from memory, 1.3-1.5x slower kernels).
+# Alone (flushed caches) regnet_y_400mf's stride-2 ones 1.47-1.76x; same-process A/Bs against 0
+# (session 106, Zen 4, bf16, `rule_ab.py M rules.contraction.GROUPS_SERIAL 1 --runs 40 --block 2`,
+# A = on): regnet_y_400mf b8 1.040x / 1.025x (ba), b1 1.037x; regnet_y_800mf b8 1.011x;
+# regnet_y_1_6gf b8, regnet_y_3_2gf b8 and regnet_x_400mf b8 level (0.995-1.003x). 0: off.
+GROUPS_SERIAL = 1
 
 
 @dataclass
@@ -406,6 +417,9 @@ class Match:
     spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile
     rows_fused: bool = False  # (set by ``_block_rows``) blocks of rows over several fused axes
     after: Any = None  # (set by ``fold_epilogue``) the epilogue's steps from a broadcast on, a pass of their own
+    groups_inside: int = 0  # (set by ``_tile_order``) GROUPS_INSIDE_ROWS: the group loops and the channel tile's, innermost
+    serial_groups: bool = True  # GROUPS_SERIAL allowed
+    copy_loop: Any = None  # (set by ``tile_loops``) GROUPS_SERIAL: the parallel loop over column tiles
 
     def window(self) -> int:
         return int(np.prod([e for e, k in zip(self.extents, self.kinds, strict=True) if k == "R"]))
@@ -422,11 +436,12 @@ class Tile:
 class Contraction(Rule):
     """Register-tiled reductions (matmul/conv/pool)."""
 
-    def schedule(self, func: Any, target: Any, block_rows: bool = True, unroll: bool | None = None) -> Any:
+    def schedule(self, func: Any, target: Any, block_rows: bool = True, unroll: bool | None = None,
+                 serial: bool = True) -> Any:
         found = match(func, target)
         if found is None:
             return None
-        found.block_rows, found.unroll_default = block_rows, unroll
+        found.block_rows, found.unroll_default, found.serial_groups = block_rows, unroll, serial
         found, einsum_padded = pad_vector_axis(found, func, target)
         if found is None:
             return None
@@ -442,6 +457,8 @@ class Contraction(Rule):
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
         if found.pairs:
             windowed = _pad_under_tile(found, tile, tile_loop)
+            if found.copy_loop is not None and windowed is None:  # (GROUPS_SERIAL: no copy, no gain)
+                return self.schedule(func, target, block_rows, unroll, serial=False)
             bf16.register()
             try:  # (under whole row tiles, passes/pack_weights.whole_tiles: no predicate in the dot product)
                 found.sch.tensorize(found.dot_loop, bf16.DOT_16x2_BOTH if _both_vectors(found)
@@ -452,7 +469,7 @@ class Contraction(Rule):
                 # Row blocks over an odd number of row tiles fuse the tile loops into bindings
                 # the dot product's block cannot be cut out of (inception_v3's 17x17 maps): again
                 # without them.
-                return self.schedule(func, target, block_rows=False)
+                return self.schedule(func, target, block_rows=False, serial=serial)
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
             if windowed is not None:
                 found.sch.set_scope(windowed, 0, "local")
@@ -690,12 +707,12 @@ def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any) -> Any:
         if in_elems < PAD_UNDER_TILE_INPUTS * out_elems or _window_repeats(found, tile, produced):
             return None
         trial = sch.copy()  # (the window's size is known once computed there)
-        trial.compute_at(info.block_rv, tile_loop)
+        trial.compute_at(info.block_rv, found.copy_loop or tile_loop)
         window = [as_int(trial.get(loop).extent) or 0 for loop in trial.get_loops(info.block_rv)[1:]]
         if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > PAD_UNDER_TILE_BYTES \
                 or not knob("pad_under_tile", True, (False, True)):
             return None
-        sch.compute_at(info.block_rv, tile_loop)
+        sch.compute_at(info.block_rv, found.copy_loop or tile_loop)
         sch.vectorize(sch.get_loops(info.block_rv)[-1])
         return info.block_rv
     return None
@@ -1108,8 +1125,14 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
         if len(reduce_loops) == depth:  # (in reduction blocks the sums wait in memory, and a call in
             # the loop would keep LLVM from holding them in registers: ViT's 3072 -> 768 1.36x slower)
             prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles, bool(batch_loops), chunks or 1)
-    tile_loop = sch.fuse(*batch_loops, *outer_spatial)
-    if (as_int(sch.get(tile_loop).extent) or 0) > 1:
+    serial = found.groups_inside if GROUPS_SERIAL and found.pairs and found.serial_groups else 0
+    if serial:
+        found.copy_loop = sch.fuse(*batch_loops, *outer_spatial[:-serial])
+        sch.parallel(found.copy_loop)
+        tile_loop = sch.fuse(*outer_spatial[-serial:])
+    else:
+        tile_loop = sch.fuse(*batch_loops, *outer_spatial)
+    if not serial and (as_int(sch.get(tile_loop).extent) or 0) > 1:
         sch.parallel(tile_loop)
     unroll_window = found.window() <= UNROLL_REDUCTION and sliced != "channels"
     if found.unroll_default is not None:
@@ -1160,6 +1183,7 @@ def _tile_order(found: Match, tile: Tile, n_outer: Any, m_outer: Any | None,
         if inside:
             outer_spatial = ([loop for i, loop in others if i not in inside] + [m_outer]
                              + [loop for i, loop in others if i in inside] + [n_outer])
+            found.groups_inside = len(inside) + 1
     return batch_loops, outer_spatial, channel_outer
 
 
