@@ -384,7 +384,7 @@ GROUPS_INSIDE_ROWS = 64
 # pixels, each input row's part one contiguous run, where each group's copy took 16 of every
 # 208 bytes (regnet_y_400mf's 13 groups of 8 bf16 channels) and the hardware prefetchers
 # followed neither. Only where that copy fits PAD_UNDER_TILE_BYTES (else the kernel is scheduled
-# again without: the groups in turn read the padded input from memory, 1.3-1.5x slower kernels).
+# again without: the groups in turn read the padded input from memory, 1.3-1.7x slower kernels).
 # Alone (flushed caches) regnet_y_400mf's stride-2 ones 1.47-1.76x; same-process A/Bs against 0
 # (session 106, Zen 4, bf16, `rule_ab.py M rules.contraction.GROUPS_SERIAL 1 --runs 40 --block 2`,
 # A = on): regnet_y_400mf b8 1.040x / 1.025x (ba), b1 1.037x; regnet_y_800mf b8 1.011x;
