@@ -2066,9 +2066,13 @@ def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(mo
     compute the groups of one column tile in turn, so the two halves of each input line are read
     together (GROUPS_INSIDE_ROWS), where each group's own tiles along the row ran one after
     another with the option off. Groups of 16 (whole lines) keep their row of tiles together.
-    The model matches PyTorch on this machine's target. (Winograd's grouped rewrite off: it would
-    take the stride-1 one.)"""
+    With SERIAL_FP32 the strided one's parallel iterations are its column tiles (a quarter as
+    many), each copying its padded window once for the 4 groups it runs in turn. The model
+    matches PyTorch on this machine's target. (Winograd's grouped rewrite off: it would take the
+    stride-1 one.)"""
     import torch
+    import tvm_ffi
+    from tvm import tirx
 
     from tvmbench.compile.passes import winograd
     from tvmbench.models.base import LoadedModel
@@ -2084,6 +2088,20 @@ def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(mo
     mod = pipeline.legalized(import_model(model).mod, target)
     funcs = {int(func.params[0].ty.shape[-1]): func for gv, func in mod.functions.items() if "conv2d_grouped" in gv.name_hint}
     assert sorted(funcs) == [8, 16], list(funcs)
+
+    def parallel(func):
+        with target.tvm():
+            body = Contraction().schedule(func, target.tvm()).mod["main"]
+        loops = []
+        tvm_ffi.structural_walk(body.body, [(tirx.For, loops.append)])
+        return [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL], "local" in body.script()
+
+    for serial in (0, contraction.SERIAL_FP32 or 32 << 10):
+        monkeypatch.setattr(contraction, "SERIAL_FP32", serial)
+        (extent8,), copied8 = parallel(funcs[8])
+        assert (extent8 * (4 if serial else 1), copied8) == (448, bool(serial)), (serial, extent8)
+        assert parallel(funcs[16]) == ([112], False)  # (2 groups x 28 rows x 2 column tiles)
+    monkeypatch.setattr(contraction, "SERIAL_FP32", 0)  # (tiles over the groups, for _groups_in_turn)
     for value in (64, 0):
         monkeypatch.setattr(contraction, "GROUPS_INSIDE_ROWS", value)
         for width, func in funcs.items():
@@ -2094,6 +2112,7 @@ def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(mo
             in_turn = all(int(b) == (int(a) + 1) % groups for a, b in zip(turns, turns[1:], strict=False))
             assert in_turn == (value and width == 8), (value, width, turns[:8])
     monkeypatch.setattr(contraction, "GROUPS_INSIDE_ROWS", 64)
+    monkeypatch.setattr(contraction, "SERIAL_FP32", 32 << 10)
     _assert_matches_torch(model, module, x)
 
 

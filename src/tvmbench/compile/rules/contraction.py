@@ -390,6 +390,15 @@ GROUPS_INSIDE_ROWS = 64
 # A = on): regnet_y_400mf b8 1.040x / 1.025x (ba), b1 1.037x; regnet_y_800mf b8 1.011x;
 # regnet_y_1_6gf b8, regnet_y_3_2gf b8 and regnet_x_400mf b8 level (0.995-1.003x). 0: off.
 GROUPS_SERIAL = 1
+# ... and so does an fp32 one, whose padding the tiles otherwise read inline (SPARSE_WINDOW):
+# its padding stage is kept for the copy (``_serial_copy``) where its window takes at most this
+# many bytes (fp32 windows are twice bf16's; regnet_y_400mf's 56 -> 28 one 18.7 KB). Alone,
+# regnet_y_400mf's 56 -> 28 kernel at batch 8 with flushed caches 3.08 -> 1.12 ms, the 112 -> 56
+# one 4.2 -> 2.4 ms. Same-process A/Bs against 0 (session 106, Zen 4, `rule_ab.py M
+# rules.contraction.SERIAL_FP32 32768 --runs 40|60 --block 2`, A = on): regnet_y_400mf b8
+# 1.033x (its two strided grouped kernels 2.06x and 1.37x), b1 1.000x; regnet_x_1_6gf 1.010x;
+# regnet_y_1_6gf 1.003x (ba) / 0.968x (kernels 1.034x); regnet_y_3_2gf 0.996x. 0: off.
+SERIAL_FP32 = 32 << 10
 
 
 @dataclass
@@ -455,6 +464,11 @@ class Contraction(Rule):
         sliced = _slice_form(found, epilogue, tile.width)
         tile_loop, reduce_loops = tile_loops(found, tile, sliced)
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
+        if found.copy_loop is not None and not found.pairs:  # (SERIAL_FP32)
+            windowed = _pad_under_tile(found, tile, tile_loop, SERIAL_FP32)
+            if windowed is None:
+                return self.schedule(func, target, block_rows, unroll, serial=False)
+            found.sch.set_scope(windowed, 0, "local")
         if found.pairs:
             windowed = _pad_under_tile(found, tile, tile_loop)
             if found.copy_loop is not None and windowed is None:  # (GROUPS_SERIAL: no copy, no gain)
@@ -642,8 +656,9 @@ def inline_producers(found: Match, einsum_padded: bool, registers32: bool = True
         # in bf16: a cast stays a stage of its own, the image of a stem that no padding casts)
         block = sch.get(info.block_rv)
         cast = BF16_CAST_STAGE and any(r.source.dtype != produced.dtype for r in block.reads)
+        copied = _serial_copy(found) and not is_copy(block)
         if (is_copy(block) and not (found.pairs and cast)) or (
-                (short or sparse) and not einsum_padded and not found.pairs):
+                (short or sparse) and not einsum_padded and not found.pairs and not copied):
             try:
                 sch.compute_inline(info.block_rv)
                 continue
@@ -652,6 +667,13 @@ def inline_producers(found: Match, einsum_padded: bool, registers32: bool = True
         if found.pairs and FUSE_UNPADDED_TAIL:
             _fuse_unpadded_tail(sch, info.block_rv, found.lanes)
         schedule_injective_block(sch, info.block_rv, found.lanes)
+
+
+def _serial_copy(found: Match) -> bool:
+    """Whether an fp32 kernel's padding stage is kept for GROUPS_SERIAL's window copy (SERIAL_FP32):
+    spatial-outer tiles (weights that fit) over groups that take turns (``_groups_inside_rows``)."""
+    return bool(SERIAL_FP32 and GROUPS_SERIAL and found.serial_groups and not found.pairs
+                and found.m_axis is not None and _groups_inside_rows(found) and _weights_fit(found))
 
 
 def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
@@ -677,7 +699,7 @@ def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
         sch.fuse(*loops)
 
 
-def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any) -> Any:
+def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any, limit: int = PAD_UNDER_TILE_BYTES) -> Any:
     """A bf16 pair operand's padding stage computed under ``tile_loop`` (PAD_UNDER_TILE_BYTES), its
     buffer marked "local" for the stack (``passes/stack_buffers.py``): each tile copies the
     window its rows read (rows overlap by the window less the stride), where the stage alone was
@@ -709,7 +731,7 @@ def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any) -> Any:
         trial = sch.copy()  # (the window's size is known once computed there)
         trial.compute_at(info.block_rv, found.copy_loop or tile_loop)
         window = [as_int(trial.get(loop).extent) or 0 for loop in trial.get_loops(info.block_rv)[1:]]
-        if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > PAD_UNDER_TILE_BYTES \
+        if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > limit \
                 or not knob("pad_under_tile", True, (False, True)):
             return None
         sch.compute_at(info.block_rv, found.copy_loop or tile_loop)
@@ -1125,7 +1147,8 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
         if len(reduce_loops) == depth:  # (in reduction blocks the sums wait in memory, and a call in
             # the loop would keep LLVM from holding them in registers: ViT's 3072 -> 768 1.36x slower)
             prefetch = _prefetch_marks(found, tile, outer_spatial, n_outer, row_tiles, bool(batch_loops), chunks or 1)
-    serial = found.groups_inside if GROUPS_SERIAL and found.pairs and found.serial_groups else 0
+    serial = found.groups_inside if GROUPS_SERIAL and (found.pairs or _serial_copy(found)) \
+        and found.serial_groups else 0
     if serial:
         found.copy_loop = sch.fuse(*batch_loops, *outer_spatial[:-serial])
         sch.parallel(found.copy_loop)
