@@ -394,7 +394,7 @@ GROUPS_SERIAL = 1
 # its padding stage is kept for the copy (``_serial_copy``) where its window takes at most this
 # many bytes (fp32 windows are twice bf16's; regnet_y_400mf's 56 -> 28 one 18.7 KB). Alone,
 # regnet_y_400mf's 56 -> 28 kernel at batch 8 with flushed caches 3.08 -> 1.12 ms, the 112 -> 56
-# one 4.2 -> 2.4 ms. Same-process A/Bs against 0 (session 106, Zen 4, `rule_ab.py M
+# one 4.4 -> 2.7 ms. Same-process A/Bs against 0 (session 106, Zen 4, `rule_ab.py M
 # rules.contraction.SERIAL_FP32 32768 --runs 40|60 --block 2`, A = on): regnet_y_400mf b8
 # 1.033x (its two strided grouped kernels 2.06x and 1.37x), b1 1.000x; regnet_x_1_6gf 1.010x;
 # regnet_y_1_6gf 1.003x (ba) / 0.968x (kernels 1.034x); regnet_y_3_2gf 0.996x. 0: off.
