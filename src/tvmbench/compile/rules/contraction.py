@@ -395,9 +395,10 @@ GROUPS_SERIAL = 1
 # many bytes (fp32 windows are twice bf16's; regnet_y_400mf's 56 -> 28 one 18.7 KB). Alone,
 # regnet_y_400mf's 56 -> 28 kernel at batch 8 with flushed caches 3.08 -> 1.12 ms, the 112 -> 56
 # one 4.4 -> 2.7 ms. Same-process A/Bs against 0 (session 106, Zen 4, `rule_ab.py M
-# rules.contraction.SERIAL_FP32 32768 --runs 40|60 --block 2`, A = on): regnet_y_400mf b8
-# 1.033x (its two strided grouped kernels 2.06x and 1.37x), b1 1.000x; regnet_x_1_6gf 1.010x;
-# regnet_y_1_6gf 1.003x (ba) / 0.968x (kernels 1.034x); regnet_y_3_2gf 0.996x. 0: off.
+# rules.contraction.SERIAL_FP32 0 --runs 40 --block 2`, B = on): regnet_y_400mf b8 1.047x (its
+# two strided grouped kernels 1.60x and 1.29x), b1 0.987x [0.980-1.007]; regnet_x_1_6gf 1.015x;
+# regnet_y_3_2gf 1.011x; regnet_y_1_6gf 1.003x. Grouped kernels only (``_batch_axes``): a stem's
+# 3 channels are no whole line either. 0: off.
 SERIAL_FP32 = 32 << 10
 
 
@@ -673,7 +674,8 @@ def _serial_copy(found: Match) -> bool:
     """Whether an fp32 kernel's padding stage is kept for GROUPS_SERIAL's window copy (SERIAL_FP32):
     spatial-outer tiles (weights that fit) over groups that take turns (``_groups_inside_rows``)."""
     return bool(SERIAL_FP32 and GROUPS_SERIAL and found.serial_groups and not found.pairs
-                and found.m_axis is not None and _groups_inside_rows(found) and _weights_fit(found))
+                and found.m_axis is not None and _batch_axes(found) and _groups_inside_rows(found)
+                and _weights_fit(found))
 
 
 def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
