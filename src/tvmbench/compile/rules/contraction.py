@@ -701,8 +701,10 @@ def _fuse_unpadded_tail(sch: Any, block_rv: Any, lanes: int) -> None:
         sch.fuse(*loops)
 
 
-def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any, limit: int = PAD_UNDER_TILE_BYTES) -> Any:
-    """A bf16 pair operand's padding stage computed under ``tile_loop`` (PAD_UNDER_TILE_BYTES), its
+def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any, limit: int | None = None) -> Any:
+    """A bf16 pair operand's padding stage computed under ``tile_loop`` (PAD_UNDER_TILE_BYTES, or
+    ``limit``; under ``found.copy_loop`` where the groups run in turn inside it: GROUPS_SERIAL, and
+    for an fp32 kernel's kept padding SERIAL_FP32), its
     buffer marked "local" for the stack (``passes/stack_buffers.py``): each tile copies the
     window its rows read (rows overlap by the window less the stride), where the stage alone was
     a pass writing the whole padded input and one more reading it, the larger the stride the more
@@ -733,7 +735,7 @@ def _pad_under_tile(found: Match, tile: Tile, tile_loop: Any, limit: int = PAD_U
         trial = sch.copy()  # (the window's size is known once computed there)
         trial.compute_at(info.block_rv, found.copy_loop or tile_loop)
         window = [as_int(trial.get(loop).extent) or 0 for loop in trial.get_loops(info.block_rv)[1:]]
-        if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > limit \
+        if int(np.prod(window)) * dtype_bits(produced.dtype) // 8 > (limit or PAD_UNDER_TILE_BYTES) \
                 or not knob("pad_under_tile", True, (False, True)):
             return None
         sch.compute_at(info.block_rv, found.copy_loop or tile_loop)
