@@ -1916,6 +1916,16 @@ def _groups_in_turn(func, groups):
     return [g for g, in _per_tile(func, group)]
 
 
+def _parallel_extents(func):
+    """The extents of a scheduled kernel's parallel loops."""
+    import tvm_ffi
+    from tvm import tirx
+
+    loops = []
+    tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
+    return [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL]
+
+
 def _panels_prefetched(func, weights, tiles):
     """Per iteration of a grouped convolution's tile loop (``prefetch.prefetch_next_panel``
     applied): the weight panel it reads (``g * tiles + channel tile``, from its packed weights
@@ -2071,8 +2081,6 @@ def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(mo
     matches PyTorch on this machine's target. (Winograd's grouped rewrite off: it would take the
     stride-1 one.)"""
     import torch
-    import tvm_ffi
-    from tvm import tirx
 
     from tvmbench.compile.passes import winograd
     from tvmbench.models.base import LoadedModel
@@ -2092,9 +2100,7 @@ def test_groups_narrower_than_a_cache_line_take_turns_inside_each_column_tile(mo
     def parallel(func):
         with target.tvm():
             body = Contraction().schedule(func, target.tvm()).mod["main"]
-        loops = []
-        tvm_ffi.structural_walk(body.body, [(tirx.For, loops.append)])
-        return [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL], "local" in body.script()
+        return _parallel_extents(body), "local" in body.script()
 
     for serial in (0, contraction.SERIAL_FP32 or 32 << 10):
         monkeypatch.setattr(contraction, "SERIAL_FP32", serial)
@@ -2631,7 +2637,6 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
     block over its 361 pixels.
     The model matches PyTorch on this machine's target."""
     import torch
-    import tvm_ffi
     from tvm import tirx
 
     from tvmbench.backends import BackendConfig
@@ -2660,9 +2665,7 @@ def test_an_output_transform_joined_to_the_next_input_transform_runs_by_tiles(mo
         monkeypatch.setattr(winograd, "JOINED_TILES", joined)
         with TARGET.tvm():
             sch = Winograd().schedule(func, TARGET.tvm())
-        loops = []
-        tvm_ffi.structural_walk(sch.mod["main"].body, [(tirx.For, loops.append)])
-        return [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL]
+        return _parallel_extents(sch.mod["main"])
 
     assert sorted(parallel_extents(1)) == [25, 25], parallel_extents(1)
     assert 19 * 19 in parallel_extents(0)
@@ -3522,8 +3525,6 @@ def test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors(monke
     import importlib
 
     import torch
-    import tvm_ffi
-    from tvm import tirx
 
     from tvmbench.compile.bf16 import LLVM_HALF_FUNCTION
     from tvmbench.models.base import LoadedModel
@@ -3548,10 +3549,7 @@ def test_bf16_groups_of_eight_channels_run_the_dot_product_in_half_vectors(monke
             for serial in (0, 1):
                 monkeypatch.setattr(contraction, "GROUPS_SERIAL", serial)
                 with target.tvm():
-                    func = pipeline.default_schedule(kernels[name], target)[1].mod["main"]
-                loops = []
-                tvm_ffi.structural_walk(func.body, [(tirx.For, loops.append)])
-                parallel = [int(f.extent) for f in loops if f.kind == tirx.ForKind.PARALLEL]
+                    parallel = _parallel_extents(pipeline.default_schedule(kernels[name], target)[1].mod["main"])
                 assert parallel == ([6] if serial else [18]), (serial, parallel)
     if HOST_BF16:
         monkeypatch.setattr(grouped_conv, "BF16_HALF_GROUPS", 1)
