@@ -787,7 +787,7 @@ def test_grouped_convolution_has_a_vector_axis_and_matches_torch(channels, group
     _assert_matches_torch(model, module, x)
 
 
-def _parallel_extents(batch):
+def _small_cnn_parallel_extents(batch):
     """The parallel loop extent of every convolution, pooling and matmul kernel of a small CNN
     (3x3, strided, 1x1, depthwise and grouped convolutions, pooling, a dense head) at ``batch``."""
     import re
@@ -826,7 +826,7 @@ def test_batch_8_kernels_are_parallel_over_the_batch():
     def unrolls_rows(script, rows):
         return re.search(rf"T\.unroll\((?:T\.int64\()?{rows}\b", script)
 
-    one, eight = _parallel_extents(1), _parallel_extents(8)
+    one, eight = _small_cnn_parallel_extents(1), _small_cnn_parallel_extents(8)
     assert set(one) == set(eight) and len(one) >= 6, (one, eight)
     for name, (extent, script) in eight.items():
         parallel = extent == 8 * one[name][0] or (one[name][0] == 1 and extent >= 8)
