@@ -124,6 +124,21 @@ def test_functions_in_compile_are_a_screen_long():
     assert len((PACKAGE / "compile" / "pipeline.py").read_text().splitlines()) < 250
 
 
+def test_no_module_defines_a_top_level_name_twice():
+    """A second ``def`` of a name silently replaces the first for every caller, tests included
+    (a test helper once did, and ruff's F811 let it pass because the first had been used)."""
+    root = PACKAGE.parents[1]
+    twice = []
+    for path in [*PACKAGE.rglob("*.py"), *(root / "tests").glob("*.py"), *(root / "benchmarks").glob("*.py")]:
+        seen: dict[str, int] = {}
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if node.name in seen:
+                    twice.append(f"{path.relative_to(root)}:{node.lineno} {node.name} (first at {seen[node.name]})")
+                seen.setdefault(node.name, node.lineno)
+    assert not twice, "\n".join(twice)
+
+
 # What a run's main process does before and after its workers, a PyTorch worker's info unpickled as
 # it receives it: it measures nothing, and importing TVM (which imports torch) cost it 4-8 s (the
 # target's facts are kept: ``targets._tvm_fact``).
