@@ -2986,24 +2986,40 @@ def test_a_joined_bf16_expansion_runs_on_the_dot_product_where_its_channels_are_
     """Under --precision bf16 an inverted residual's 1x1 expansion joined into its depthwise
     window (96 channels at 60x60: bands of rows whose halo the map's edges clip) reads bf16 and
     its register tiles are ``vdpbf16ps`` (``bf16_dense.BF16_JOINED_EXPANSIONS``); with 0 it stays
-    fp32 in the joined kernel. mnasnet's 72 channels (not whole vectors of the dot product's 16
-    lanes) stay fp32 and joined either way. On a host that runs bf16 the outputs match PyTorch's."""
+    fp32 in the joined kernel. On a host that runs bf16 the outputs match PyTorch's."""
     from tvmbench.compile import bf16
 
-    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None)
-
-    def joined(kernels):  # (the expansion's input dtype, whether its schedule calls the dot product)
-        found = {n: f for n, f in kernels.items() if "conv2d_nhwc_packed" in n and "_conv2d" in n.split("packed", 1)[1]}
-        assert len(found) == 1, sorted(kernels)
-        (name, func), = found.items()
-        rule, sch = pipeline.default_schedule(func, target)
-        assert rule in ("ExpandWindow", "WindowProject"), (name, rule)
-        return str(func.params[0].ty.dtype), bf16.LLVM_FUNCTION in sch.mod["main"].script()
-
     for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_JOINED_EXPANSIONS", "build_expand_stride1"):
-        assert joined(kernels) == (("bfloat16", True) if value else ("float32", False))
+        assert _joined_expansion(kernels, ZEN4, bf16.LLVM_FUNCTION) == (("bfloat16", True) if value else ("float32", False))
+
+
+def _joined_expansion(kernels, target, function):
+    """(The weights' dtype, whether its schedule calls ``function``) of the one kernel of ``kernels``
+    that joins an expansion into its window, which ExpandWindow (or WindowProject) schedules."""
+    found = {n: f for n, f in kernels.items() if "conv2d_nhwc_packed" in n and "_conv2d" in n.split("packed", 1)[1]}
+    assert len(found) == 1, sorted(kernels)
+    (name, func), = found.items()
+    rule, sch = pipeline.default_schedule(func, target)
+    assert rule in ("ExpandWindow", "WindowProject"), (name, rule)
+    return str(func.params[1].ty.dtype), function in sch.mod["main"].script()
+
+
+def test_a_joined_bf16_expansion_over_three_half_vectors_runs_the_half_width_dot_product_on_zen4(monkeypatch, tmp_path):
+    """mnasnet's 72 channels (not whole vectors of the dot product's 16 lanes, 3 x 24) joined into
+    their window read bf16 on Zen 4, whose half vectors run at the full rate: weights in pairs of
+    24-channel blocks, the tiles 256-bit ``vdpbf16ps`` (``bf16_dense.BF16_HALF_EXPANSIONS``; 0:
+    fp32). Zen 5, whose half vectors are slow, pads them to 80 (``pad_window_channels``) and runs
+    the 512-bit one. On a host that runs bf16 the outputs match PyTorch's."""
+    from tvmbench.compile import bf16
+
+    znver5 = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
     wide = load_model(f"{Path(__file__).parent}/mlp_model.py:build_expand_72")
-    assert joined(_bf16_kernels(wide, target)) == ("float32", False)
+    assert _joined_expansion(_bf16_kernels(wide, znver5), znver5, bf16.LLVM_HALF_FUNCTION)[1] is False
+    for value, kernels in _bf16_switched(monkeypatch, tmp_path, "BF16_HALF_EXPANSIONS", "build_expand_72"):
+        assert _joined_expansion(kernels, ZEN4, bf16.LLVM_HALF_FUNCTION) == (("bfloat16", True) if value
+                                                                            else ("float32", False))
+        weights = [[int(d) for d in p.ty.shape] for f in kernels.values() for p in f.params if len(p.ty.shape) == 6]
+        assert ([3, 1, 1, 8, 24, 2] in weights) == bool(value), weights
 
 
 def test_a_depthwise_convolution_reads_a_large_input_only_it_reads_as_bf16(monkeypatch, tmp_path):

@@ -87,7 +87,7 @@ def register_tvmbench_intrinsics(text: str) -> list[str]:
 
     done = []
     for name in sorted(set(re.findall(r'"(tvmbench_[a-z0-9_]+)"', text))):
-        if name in (bf16.DOT_16x2, bf16.DOT_16x2_ROWS, bf16.DOT_16x2_BOTH):
+        if name in (bf16.DOT_16x2, bf16.DOT_16x2_ROWS, bf16.DOT_16x2_BOTH, bf16.DOT_8x2):
             bf16.register()
         elif not amx.register_named(name):
             continue

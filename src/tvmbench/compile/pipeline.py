@@ -33,15 +33,15 @@ import tvm
 from tvm import relax
 from tvm.s_tir import dlight as dl
 
-from tvmbench.compile import amx, passes, tir
+from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
+from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "203"
+PIPELINE_VERSION = "204"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -79,8 +79,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
                    *([passes.elementwise_before_reshape()] if ELEMENTWISE_BEFORE_RESHAPE else []),
                    *([passes.pad_window_channels(vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm()))]
                      if PAD_WINDOW_CHANNELS else []),
-                   passes.bf16_dense(2 * weight_block(target), tir.fuse_expansion_bytes(target.l2_bytes),
-                                     vector_lanes(target.tvm(), 32), amx.usable(target.tvm())),
+                   passes.bf16_dense(target),
                    # (--precision bf16 only: compile/bf16.py)
                    passes.pack_weights(target),
                    *([relax.transform.RemoveRedundantReshape()] if REDUNDANT_RESHAPES else []),
@@ -102,7 +101,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
     # vectorise; LLVM has no vector erf, so exact GELU was a scalar libm call per element (9 % of
     # BERT's time). Their error (~1e-7 relative) is far inside the fp32 output tolerance.
     cpu = target.kind == "llvm"
-    lanes = vector_lanes(target.tvm(), 32) if cpu else 1
+    lanes, half = (vector_lanes(target.tvm(), 32), half_vectors_full_rate(target.tvm())) if cpu else (1, False)
     return [
         *([passes.fast_math()] if cpu else []),
         passes.fold_constants_numpy(),
@@ -110,7 +109,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.AnnotateTIROpPattern(),
         relax.transform.FoldConstant(),
         relax.transform.FuseOps(),
-        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), lanes),
+        *([passes.fuse_expansion_into_window(tir.fuse_expansion_bytes(target.l2_bytes), lanes, half),
            passes.fuse_attention(lanes)] if cpu else []),
         relax.transform.FuseTIR(),
         # Identical kernel calls computed once: each layer of GPT-2 and BERT computed the same

@@ -22,7 +22,8 @@ instead: ``BF16_STEMS``), a dense layer with fewer outputs than PackWeights pack
 stay fp32: the packed pairs need an even depth and whole vectors. So does an inverted-residual
 block's expansion that FuseExpansionIntoWindow joins into its depthwise convolution
 (``fuse_expansion.joined_expansions``) where its outputs are not whole vectors of the dot
-product's 16 lanes, or on AMX (``BF16_JOINED_EXPANSIONS``). A CNN's feature map over L2 that a bf16 convolution and
+product's 16 lanes (nor, on Zen 4, blocks of three 8-lane ones: ``BF16_HALF_EXPANSIONS``), or on
+AMX (``BF16_JOINED_EXPANSIONS``). A CNN's feature map over L2 that a bf16 convolution and
 residual adds read is stored once, in bf16, as OpenVINO stores activations (``_residual_casts``),
 and so is a map over L2 that only a depthwise convolution reads, which widens it (``_window_casts``),
 and a squeeze-excitation's map, which its mean and its product by the excitation widen
@@ -37,7 +38,7 @@ import numpy as np
 from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile import bf16
+from tvmbench.compile import amx, bf16
 from tvmbench.compile.ir import (
     bindings,
     builder_pass,
@@ -54,6 +55,9 @@ from tvmbench.compile.passes.bf16_attention import bf16_attention
 from tvmbench.compile.passes.bf16_excitation import bf16_excitation
 from tvmbench.compile.passes.fuse_expansion import CHEAP, joined_expansions
 from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
+from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
+from tvmbench.compile.tir import fuse_expansion_bytes
+from tvmbench.targets import ResolvedTarget
 
 ATTR = "tvmbench_precision"
 # An input is cast before the reshapes leading to it (``round_input``; 0: after them).
@@ -105,6 +109,12 @@ KEEP_JOINED_EXPANSIONS = 1
 # A/Bs of 0 (Zen 5, `rule_ab.py M passes.bf16_dense.BF16_JOINED_EXPANSIONS 0 --precision bf16
 # --block 2`, session 94): mobilenet_v2 b8 1.256x, b1 1.079x; mnasnet1_0 b8 1.251x, b1 1.022x.
 BF16_JOINED_EXPANSIONS = 1
+# ... and where half-width vectors run at the full rate (Zen 4, ``tiles.half_vectors_full_rate``)
+# also where its outputs are whole blocks of three half vectors (72, 120: PackWeights packs them in
+# pairs of 24 channels, ExpandWindow's tiles of 256-bit ``vdpbf16ps``, ``bf16.DOT_8x2``; 0: fp32
+# as above). mnasnet1_0's joined 24 -> 72 and 40 -> 120 blocks at batch 8 in bf16 ran in fp32 at
+# 49-56 % of its peak, 23 % of the model's time.
+BF16_HALF_EXPANSIONS = 1
 # A CNN's feature map that a bf16 convolution reads and a residual ``add`` reads too is stored
 # once, in bf16 (``_residual_casts``), as OpenVINO stores every activation between layers, where
 # its fp32 bytes are over L2 (1; 2: at any size; 0: never). Same-process A/Bs of 0 (Zen 4, session
@@ -468,26 +478,40 @@ def _widened_pool(x: Any, kind: str, size: list[int], strides: list[int], dilati
     return pooled if kind == "avg" else te.compute(pooled.shape, lambda *i: pooled(*i).astype("bfloat16"), name="round")
 
 
-def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool) -> set[Any]:
+def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool, half_vectors: bool) -> set[Any]:
     """The expansions FuseExpansionIntoWindow will join that stay fp32 (KEEP_JOINED_EXPANSIONS,
-    BF16_JOINED_EXPANSIONS)."""
+    BF16_JOINED_EXPANSIONS, BF16_HALF_EXPANSIONS)."""
     joined = joined_expansions(func, min_bytes) if KEEP_JOINED_EXPANSIONS else set()
     if not BF16_JOINED_EXPANSIONS or amx_tiles:
         return joined
-    return {c for c in joined if (static_shape(c.args[1].ty) or [0])[-1] % bf16.LANES}
+    return {c for c in joined if not bf16_expansion((static_shape(c.args[1].ty) or [0])[-1], half_vectors)}
 
 
-def bf16_dense(min_outputs: int, min_bytes: int, lanes: int, amx_tiles: bool = False) -> Any:
-    """The pass (see the module's docstring); a module not :func:`mark` ed passes unchanged.
-    ``min_outputs``: the fewest output channels PackWeights packs (two of its blocks);
-    ``min_bytes``: the size over which FuseExpansionIntoWindow joins an expansion (which stays fp32);
-    ``lanes``: fp32 lanes of the target's vectors; ``amx_tiles``: the target has AMX's tile
-    products (``MIN_CONV_VECTORS_AMX``)."""
+def bf16_expansion(channels: int, half_vectors: bool) -> bool:
+    """Whether a joined expansion of ``channels`` outputs reads bf16 pairs: whole 16-lane vectors,
+    or, where half vectors run at the full rate, whole blocks of three 8-lane ones
+    (BF16_HALF_EXPANSIONS, PackWeights' ``conv_block_for``)."""
+    return channels % bf16.LANES == 0 or bool(BF16_HALF_EXPANSIONS and half_vectors
+                                               and channels % (3 * bf16.LANES // 2) == 0)
+
+
+def bf16_dense(target: ResolvedTarget) -> Any:
+    """The pass (see the module's docstring) for ``target``; a module not :func:`mark` ed passes
+    unchanged. Of the target: ``min_outputs``, the fewest output channels PackWeights packs (two
+    of its blocks); ``min_bytes``, the size over which FuseExpansionIntoWindow joins an expansion;
+    ``lanes``, its vectors' fp32 lanes; ``amx_tiles``, whether it has AMX's tile products
+    (``MIN_CONV_VECTORS_AMX``); ``half_vectors``, whether its half-width vectors run at the full
+    rate (BF16_HALF_EXPANSIONS)."""
     import tvm
+
+    tvm_target = target.tvm()
+    min_outputs, min_bytes = 2 * weight_block(target), fuse_expansion_bytes(target.l2_bytes)
+    lanes, amx_tiles = vector_lanes(tvm_target, 32), amx.usable(tvm_target)
+    half_vectors = half_vectors_full_rate(tvm_target)
 
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights, mutator_.rounded, mutator_.uses = weight_params(func), {}, use_counts(func)
-        mutator_.fp32 = _fp32_expansions(func, min_bytes, amx_tiles)
+        mutator_.fp32 = _fp32_expansions(func, min_bytes, amx_tiles, half_vectors)
 
     def set_casts(mutator_: Any, func: Any) -> None:
         mutator_.casts = _residual_casts(func, min_bytes) if BF16_RESIDUALS else {}

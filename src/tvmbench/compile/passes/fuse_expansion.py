@@ -94,10 +94,12 @@ class _Roles:
         return self.roles[expr.op]
 
 
-def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any]]:
+def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int, half_vectors: bool = False) -> list[list[Any]]:
     """The chains of bindings of ``func`` to join: [the expansion's, the window's], extended by the
     projection's when the window's output feeds only a 1x1 convolution, and [the window's, the
-    projection's] for such a window no expansion feeds."""
+    projection's] for such a window no expansion feeds. A bf16 expansion joins over whole vectors
+    of the dot product's 16 lanes, or, ``half_vectors`` (they run at the full rate), over whole
+    blocks of three of its 8-lane ones (``bf16_dense.BF16_HALF_EXPANSIONS``)."""
     uses: dict[Any, int] = {}
     for b in bindings(func):
         for var in variables(b.value):
@@ -112,8 +114,9 @@ def _pairs(func: Any, role: _Roles, min_bytes: int, lanes: int) -> list[list[Any
                 and size is not None and size * tvm.DataType(str(first.ty.dtype)).bits // 8 > min_bytes
                 and _vectors_fit(first, lanes))
 
-    def expansion(first: Any) -> bool:  # (a bf16 one in whole vectors of the dot product's 16 lanes)
-        return joinable(first, "dot") or (joinable(first, "bf16_dot") and _vectors_fit(first, bf16.LANES, 1))
+    def expansion(first: Any) -> bool:
+        return joinable(first, "dot") or (joinable(first, "bf16_dot") and (
+            _vectors_fit(first, bf16.LANES, 1) or (half_vectors and _vectors_fit(first, 3 * bf16.LANES // 2, 1))))
 
     fused: list[list[Any]] = []
     for b in bindings(func):
@@ -196,9 +199,10 @@ def _name(chain: list[Any]) -> str:
     return "fused_" + "_".join(c.value.op.name_hint.removeprefix("fused_") for c in chain)
 
 
-def fuse_expansion_into_window(min_bytes: int, lanes: int = 1) -> Any:
+def fuse_expansion_into_window(min_bytes: int, lanes: int = 1, half_vectors: bool = False) -> Any:
     """The pass (see the module's docstring): joins expansions whose output is over ``min_bytes``
-    and whose channels are whole vectors of ``lanes // PARTIAL_VECTORS``."""
+    and whose channels are whole vectors of ``lanes // PARTIAL_VECTORS`` (``half_vectors``: the
+    target's half vectors run at the full rate, ``_pairs``)."""
 
     @tvm.ir.transform.module_pass(opt_level=0, name="FuseExpansionIntoWindow")
     def run(mod: Any, ctx: Any) -> Any:
@@ -208,7 +212,7 @@ def fuse_expansion_into_window(min_bytes: int, lanes: int = 1) -> Any:
         for gv, func in mod.functions.items():
             if not isinstance(func, relax.Function) or "Primitive" in (func.attrs or {}):
                 continue
-            fused = _pairs(func, role, min_bytes, lanes)
+            fused = _pairs(func, role, min_bytes, lanes, half_vectors)
             if fused:
                 out[gv] = rewrite_chains(func, fused, mod, out, joined, _name)
         return out

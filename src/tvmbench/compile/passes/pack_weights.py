@@ -42,6 +42,7 @@ from tvmbench.compile.tiles import (
     sixteen_registers,
     weight_block,
 )
+from tvmbench.compile.tir import fuse_expansion_bytes
 from tvmbench.targets import ResolvedTarget
 
 
@@ -333,19 +334,21 @@ class _Pack(PyExprMutator):
         self.sixteen_registers = sixteen_registers
         self.weights: set[Any] = set()
         self.joinable: set[Any] = set()  # 1x1 convolutions FuseExpansionIntoWindow may join (``_joinable``)
+        self.joined: set[Any] = set()  # ... and the expansions it will join (``fuse_expansion.joined_expansions``)
         self.as_dense = 0  # 1x1 convolutions computed as dense layers (CONV_AS_DENSE)
         self.call_te = TECache(self.builder_)
 
     def visit_call_(self, call: Any) -> Any:
-        joinable = call in self.joinable  # (the call as bound before the visit, which may rebuild it)
+        # (the call as bound before the visit, which may rebuild it)
+        joinable, joined = call in self.joinable, call in self.joined
         call = super().visit_call_(call)
         if op_name(call) == "relax.matmul":
             return self.pack_matmul(call)
         if op_name(call) == "relax.nn.conv2d":
-            return self.pack_conv(call, joinable)
+            return self.pack_conv(call, joinable, joined)
         return call
 
-    def pack_conv(self, call: Any, joinable: bool = False) -> Any:
+    def pack_conv(self, call: Any, joinable: bool = False, joined: bool = False) -> Any:
         a = call.attrs
         x, w = call.args
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
@@ -382,7 +385,7 @@ class _Pack(PyExprMutator):
         # zero channels pad the weights to whole blocks at load time and are sliced off the output.
         channels = shape[3]
         pairs = str(w.ty.dtype) == "bfloat16"  # (Bf16Dense's: the vdpbf16ps layout, whole 16-lane vectors)
-        cblock = self.conv_block_for(shape, cblock, pairs, source is None)
+        cblock = self.conv_block_for(shape, cblock, pairs, source is None, joined)
         # (a bf16 stem: pairs of window columns, an odd window padded with a zero column on the
         # right that reads one more column of padding)
         column_pairs = pairs and source is not None
@@ -426,14 +429,18 @@ class _Pack(PyExprMutator):
             out = relax.op.strided_slice(self.builder_.emit(out), axes=[3], begin=[0], end=[channels])
         return out
 
-    def conv_block_for(self, shape: list[int], cblock: int, pairs: bool, unstemmed: bool) -> int:
+    def conv_block_for(self, shape: list[int], cblock: int, pairs: bool, unstemmed: bool,
+                       joined: bool = False) -> int:
         """A convolution's packed block of output channels (weights ``shape``, HWIO), from the
         rule's ``cblock``: three vectors where those divide (``odd_vector_block``); over bf16
-        pairs whole 16-lane vectors, one block of fewer channels (BF16_ONE_VECTOR_BLOCKS), or on
-        AMX tiles their 32 columns (``unstemmed``: not a stem over an NCHW image)."""
+        pairs whole 16-lane vectors, three half vectors for a ``joined`` expansion where those
+        run at the full rate (Bf16Dense's ``bf16_expansion``: ExpandWindow's ``bf16.DOT_8x2``), one
+        block of fewer channels (BF16_ONE_VECTOR_BLOCKS), or on AMX tiles their 32 columns
+        (``unstemmed``: not a stem over an NCHW image)."""
         channels = shape[3]
         cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
-        if pairs and cblock % 16:
+        half_pairs = pairs and joined and self.half_vectors and cblock == 24 and channels % 24 == 0
+        if pairs and cblock % 16 and not half_pairs:
             cblock = self.block
         if pairs and BF16_ONE_VECTOR_BLOCKS and channels < cblock and channels % 16 == 0 and not self.amx:
             cblock = channels  # (SqueezeNet's 16-channel squeezes: one dot-product vector, not 32 padded)
@@ -765,6 +772,7 @@ def pack_weights(target: ResolvedTarget) -> Any:
     def set_weights(mutator_: Any, func: Any) -> None:
         mutator_.weights = weight_params(func)
         mutator_.joinable = _joinable(func) if CONV_AS_DENSE else set()
+        mutator_.joined = fuse_expansion.joined_expansions(func, fuse_expansion_bytes(target.l2_bytes))
 
     def sink(mutator_: Any, mod: Any) -> Any:  # (CONV_AS_DENSE's epilogues onto the dense layer's 2-D output)
         return elementwise_before_reshape(splits=True)(mod) if mutator_.as_dense else mod

@@ -236,16 +236,17 @@ def _expansion_at(joined: Joined, task: Any) -> list[Any]:
 
 def _pair_blocks(joined: Joined) -> None:
     """Over bf16 weights packed in pairs (``--precision bf16``, ``bf16_dense.BF16_JOINED_EXPANSIONS``):
-    the 1x1 convolution's 16 lanes x 2 reduction steps made a block of their own (``joined.dot``
+    the 1x1 convolution's 16 lanes x 2 reduction steps (8 lanes where PackWeights packed three half
+    vectors: ``bf16_dense.BF16_HALF_EXPANSIONS``) made a block of their own (``joined.dot``
     becomes the block around them) before it moves into the tasks, for ``register_tile`` to put on
     ``vdpbf16ps`` (``compile/bf16.py``). Blockized after the move, under the predicate the clipped
     halo rows give the convolution, TVM's blockize bound the rows wrongly (bands of 7 rows computed
     as if of 9) and tensorize refused the block."""
     sch, dot = joined.sch, joined.dot
-    if joined.lanes != bf16.LANES or not any(pair_step(r) is not None for r in sch.get(dot).reads):
+    if joined.lanes not in (bf16.LANES, bf16.LANES // 2) or not any(pair_step(r) is not None for r in sch.get(dot).reads):
         return
     *_, channels, reduce = [loop for loop in sch.get_loops(dot) if (as_int(sch.get(loop).extent) or 0) > 1]
-    vec, lane = sch.split(channels, factors=[None, bf16.LANES])
+    vec, lane = sch.split(channels, factors=[None, joined.lanes])
     step, pair = sch.split(reduce, factors=[None, 2])
     sch.reorder(vec, step, lane, pair)
     joined.dot, joined.pairs = sch.blockize(lane), True
@@ -289,13 +290,15 @@ def register_tile(joined: Joined, task: Any, outer: list[Any], reduce: Any, rows
                   lane: list[Any]) -> None:
     """The 1x1 convolution's register tile (``rows`` x ``vecs`` x ``lane``) under the ``outer``
     loops, the last of which holds the tile; over bf16 pairs (no ``lane`` loop: ``_pair_blocks``)
-    each vector's block becomes one ``vdpbf16ps``, as in the contraction rule's tiles."""
+    each vector's block becomes one ``vdpbf16ps`` (of 256 bits over 8 lanes), as in the contraction
+    rule's tiles."""
     sch, dot = joined.sch, joined.dot
     sch.reorder(*outer, reduce, rows, vecs, *lane)
     register_tile_loops(sch, dot, rows, vecs, lane[0] if lane else None, outer[-1], reduce, joined.lanes, None)
     if joined.pairs:
         bf16.register()
-        sch.tensorize(sch.get_loops(sch.get_child_blocks(dot)[0])[-2], bf16.DOT_16x2)
+        sch.tensorize(sch.get_loops(sch.get_child_blocks(dot)[0])[-2],
+                      bf16.DOT_16x2 if joined.lanes == bf16.LANES else bf16.DOT_8x2)
         sch.annotate(task, "pragma_import_llvm", bf16.LLVM_IR)
 
 
