@@ -3004,13 +3004,24 @@ def _joined_expansion(kernels, target, function):
     return str(func.params[1].ty.dtype), function in sch.mod["main"].script()
 
 
-def test_a_joined_bf16_expansion_over_three_half_vectors_runs_the_half_width_dot_product_on_zen4(monkeypatch, tmp_path):
+def test_bf16_convolutions_over_half_vectors_run_the_half_width_dot_product_on_zen4(monkeypatch, tmp_path):
     """mnasnet's 72 channels (not whole vectors of the dot product's 16 lanes, 3 x 24) joined into
     their window read bf16 on Zen 4, whose half vectors run at the full rate: weights in pairs of
     24-channel blocks, the tiles 256-bit ``vdpbf16ps`` (``bf16_dense.BF16_HALF_EXPANSIONS``; 0:
     fp32). Zen 5, whose half vectors are slow, pads them to 80 (``pad_window_channels``) and runs
-    the 512-bit one. On a host that runs bf16 the outputs match PyTorch's."""
+    the 512-bit one. The projection to 24 channels runs in half vectors too, in one 24-channel
+    block (``pack_weights.BF16_HALF_BLOCKS``; 0: padded to 32, sliced off). On a host that runs
+    bf16 the outputs match PyTorch's."""
+    import importlib
+
     from tvmbench.compile import bf16
+
+    pack_weights = importlib.import_module("tvmbench.compile.passes.pack_weights")  # (the package exports the pass)
+
+    def projection(kernels):  # (its packed weights' shape, whether its schedule calls the half-width function)
+        (func,) = [f for n, f in kernels.items() if "conv2d_nhwc_packed" in n and "_conv2d" not in n.split("packed", 1)[1]]
+        return [int(d) for d in func.params[1].ty.shape], bf16.LLVM_HALF_FUNCTION in \
+            pipeline.default_schedule(func, ZEN4)[1].mod["main"].script()
 
     znver5 = resolve_target({"kind": "llvm", "mcpu": "znver5", "num-cores": 2}, gpu_query=lambda: None)
     wide = load_model(f"{Path(__file__).parent}/mlp_model.py:build_expand_72")
@@ -3020,6 +3031,9 @@ def test_a_joined_bf16_expansion_over_three_half_vectors_runs_the_half_width_dot
                                                                             else ("float32", False))
         weights = [[int(d) for d in p.ty.shape] for f in kernels.values() for p in f.params if len(p.ty.shape) == 6]
         assert ([3, 1, 1, 8, 24, 2] in weights) == bool(value), weights
+        assert projection(kernels) == ([1, 1, 1, 36, 24, 2], True)
+    monkeypatch.setattr(pack_weights, "BF16_HALF_BLOCKS", 0)
+    assert projection(_bf16_kernels(wide, ZEN4)) == ([1, 1, 1, 36, 32, 2], False)
 
 
 def test_a_depthwise_convolution_reads_a_large_input_only_it_reads_as_bf16(monkeypatch, tmp_path):

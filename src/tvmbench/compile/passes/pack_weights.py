@@ -230,6 +230,12 @@ BF16_CONV_AS_DENSE = 1
 # lanes, is packed in a block of its own width (0: padded to the block with zero channels, sliced
 # off; SqueezeNet's 16-channel squeezes computed 32).
 BF16_ONE_VECTOR_BLOCKS = 1
+# ... and where half-width vectors run at the full rate (Zen 4), one whose outputs are whole 8-lane
+# half vectors but not whole 16-lane ones is packed in pairs of blocks of three half vectors where
+# those divide (72, 120), else of one (24 -> 3 x 8, 40 -> 5 x 8), its tiles the 256-bit
+# ``vdpbf16ps`` (``bf16.DOT_8x2``) (0: padded to the two-vector block and sliced off:
+# mnasnet1_0's projections to 24 and 40 channels computed 32 and 64).
+BF16_HALF_BLOCKS = 1
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -433,14 +439,16 @@ class _Pack(PyExprMutator):
                        joined: bool = False) -> int:
         """A convolution's packed block of output channels (weights ``shape``, HWIO), from the
         rule's ``cblock``: three vectors where those divide (``odd_vector_block``); over bf16
-        pairs whole 16-lane vectors, three half vectors for a ``joined`` expansion where those
-        run at the full rate (Bf16Dense's ``bf16_expansion``: ExpandWindow's ``bf16.DOT_8x2``), one
-        block of fewer channels (BF16_ONE_VECTOR_BLOCKS), or on AMX tiles their 32 columns
+        pairs whole 16-lane vectors, half vectors where those run at the full rate
+        (``half_pair_block``; ``joined``: an expansion ExpandWindow will compute), one block of
+        fewer channels (BF16_ONE_VECTOR_BLOCKS), or on AMX tiles their 32 columns
         (``unstemmed``: not a stem over an NCHW image)."""
         channels = shape[3]
         cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
-        half_pairs = pairs and joined and self.half_vectors and cblock == 24 and channels % 24 == 0
-        if pairs and cblock % 16 and not half_pairs:
+        half = self.half_pair_block(channels, joined) if pairs and unstemmed else None
+        if half:
+            return half
+        if pairs and cblock % 16:
             cblock = self.block
         if pairs and BF16_ONE_VECTOR_BLOCKS and channels < cblock and channels % 16 == 0 and not self.amx:
             cblock = channels  # (SqueezeNet's 16-channel squeezes: one dot-product vector, not 32 padded)
@@ -448,6 +456,17 @@ class _Pack(PyExprMutator):
                 and amx.channel_steps(shape[2]) is not None:
             cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
         return cblock
+
+    def half_pair_block(self, channels: int, joined: bool) -> int | None:
+        """The block of bf16 pairs in half vectors for ``channels`` outputs that are whole 8-lane
+        vectors, not 16-lane ones, where half vectors run at the full rate: three half vectors
+        where those divide them, else one (BF16_HALF_BLOCKS; a ``joined`` expansion, three only:
+        ``bf16_dense.BF16_HALF_EXPANSIONS``); None elsewhere."""
+        if not self.half_vectors or self.amx or channels % 8 or channels % 16 == 0:
+            return None
+        if channels % 24 == 0 and (joined or BF16_HALF_BLOCKS):
+            return 24
+        return 8 if BF16_HALF_BLOCKS and not joined else None
 
     def stem_on_tiles(self, call: Any, image: Any, shape: list[int]) -> Any:
         """A bf16 stem on AMX tiles, a window row per product (``amx.stem_rows``): the image as
