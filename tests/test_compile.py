@@ -445,6 +445,27 @@ def test_joined_expansions_take_whole_channel_bands_when_the_tasks_fill_the_core
     assert knobs.values()["whole_channels"] == (parallel < 24), knobs.values()
 
 
+def test_whole_channel_bands_are_longer_where_enough_tasks_remain(monkeypatch):
+    """A joined 3x3 window's whole-channel band is the fewest rows from 4 whose halo is at most
+    half the band, unless bands from 7 rows still leave 32 tasks (one per image and band): at
+    batch 8 over 56 rows, 7 rows (64 tasks); at batch 1 over 112 rows, 4 (7 rows would leave 16);
+    with ``expand_window.WHOLE_LONG_ROWS`` 0, 4 everywhere. (The window's reads, which give its
+    height and stride, stubbed: this tests the choice alone.)"""
+    from types import SimpleNamespace
+
+    from tvmbench.compile.rules import expand_window
+
+    target = resolve_target({"kind": "llvm", "mcpu": "znver4", "num-cores": 2}, gpu_query=lambda: None).tvm()
+    monkeypatch.setattr(expand_window, "_window_rows", lambda joined: (3, 1))
+
+    def band(batch, height):
+        return expand_window._whole_band(SimpleNamespace(shape=[batch, height, height, 72]), target)
+
+    assert [band(8, 56), band(1, 112), band(1, 56), band(8, 28)] == [7, 4, 4, 7]
+    monkeypatch.setattr(expand_window, "WHOLE_LONG_ROWS", 0)
+    assert [band(8, 56), band(8, 28)] == [4, 4]
+
+
 @pytest.mark.parametrize("builder", ["build_expand_stride1", "build_expand_batch4"])
 def test_every_band_a_tuner_may_choose_schedules_the_joined_kernel(builder, l2_of_1mb, pairs_only):
     """Each legal ``band_rows`` value, with and without whole channels, is scheduled by the rule

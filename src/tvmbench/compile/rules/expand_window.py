@@ -39,6 +39,13 @@ WHOLE_CHANNELS: bool | None = None
 # 1391 us).
 WHOLE_MIN_ROWS = 4
 WHOLE_HALO = 1.5
+# ... and bands of at least WHOLE_LONG_ROWS where those leave WHOLE_LONG_TASKS tasks or more (0: the
+# fewest rows from WHOLE_MIN_ROWS everywhere). Timed alone (Zen 4, bf16, batch 8), mnasnet1_0's
+# 56x56 72-channel join ran 734 us in bands of 4 and 672 in bands of 8, its 28x28 one at stride 2
+# 557 against 495-508 in bands of 7 or 14; at batch 1 mobilenet_v2's 112x112 join in bands of 7
+# (16 tasks) ran the model 1.037x slower than in bands of 4 (28 tasks).
+WHOLE_LONG_ROWS = 7
+WHOLE_LONG_TASKS = 32
 # Whole-channel tasks (one per image and band) must spread evenly over the cores: tasks / (cores
 # x rounds of tasks) at least this (7 tasks on 2 cores: 7/8, declined; the cache-line tasks stay).
 WHOLE_BALANCE = 0.9
@@ -148,20 +155,23 @@ def match(func: Any, target: Any) -> Joined | None:
 
 
 def _whole_band(joined: Joined, target: Any) -> int | None:
-    """Output rows per band for whole-channel tasks: the fewest, from WHOLE_MIN_ROWS, that divide
-    the height with the halo at most WHOLE_HALO; None when no such band exists or the tasks (one
-    per image and band) would leave cores idle. Fewer rows keep the task's tile (all channels of
+    """Output rows per band for whole-channel tasks: the fewest, from WHOLE_MIN_ROWS (from
+    WHOLE_LONG_ROWS where WHOLE_LONG_TASKS remain), that divide the height with the halo at most
+    WHOLE_HALO; None when no such band exists or the tasks (one per image and band) would leave
+    cores idle. Fewer rows keep the task's tile (all channels of
     the rows it reads) small: mobilenet_v2's 80x80 144-channel join ran 5544 us in bands of 4 and
     7170 in bands of 5."""
     height, batch = joined.shape[1], joined.shape[0]
     kernel, stride = _window_rows(joined)
     if kernel is None:
         return None
-    for band in range(WHOLE_MIN_ROWS, height + 1):
-        if height % band or band * stride + kernel - stride > WHOLE_HALO * band * stride:
-            continue
-        return band if balanced(batch * height // band, target) else None
-    return None
+    fit = [b for b in range(WHOLE_MIN_ROWS, height + 1)
+           if height % b == 0 and b * stride + kernel - stride <= WHOLE_HALO * b * stride]
+    if not fit or not balanced(batch * height // fit[0], target):
+        return None
+    long = [b for b in fit if WHOLE_LONG_ROWS and b >= WHOLE_LONG_ROWS and batch * height // b >= WHOLE_LONG_TASKS
+            and balanced(batch * height // b, target)]
+    return long[0] if long else fit[0]
 
 
 def balanced(tasks: int, target: Any) -> bool:
