@@ -3004,6 +3004,22 @@ def _joined_expansion(kernels, target, function):
     return str(func.params[1].ty.dtype), function in sch.mod["main"].script()
 
 
+def test_half_vector_blocks_of_bf16_pairs_are_three_half_vectors_or_one_over_a_few():
+    """Zen 4's blocks of bf16 pairs for outputs that are whole half vectors, not whole vectors:
+    24 channels where they divide (72, 168), blocks of 8 over at most five half vectors (40), none
+    over more (mnasnet1_3's 56, 104 and 248 channels, which one-half-vector blocks tiled one half
+    vector wide, the model 0.92x), none for whole vectors (48), nor on a CPU whose half vectors
+    are slow or that has AMX; a joined expansion takes blocks of 24 only."""
+    from tvmbench.compile.passes.pack_weights import half_pair_block
+
+    def block(channels, joined=False, half=True, amx=False):
+        return half_pair_block(channels, joined, half, amx)
+
+    assert [block(c) for c in (24, 72, 168, 40, 56, 104, 248, 48)] == [24, 24, 24, 8, None, None, None, None]
+    assert [block(72, joined=True), block(40, joined=True), block(72, half=False), block(72, amx=True)] == \
+        [24, None, None, None]
+
+
 def test_bf16_convolutions_over_half_vectors_run_the_half_width_dot_product_on_zen4(monkeypatch, tmp_path):
     """mnasnet's 72 channels (not whole vectors of the dot product's 16 lanes, 3 x 24) joined into
     their window read bf16 on Zen 4, whose half vectors run at the full rate: weights in pairs of

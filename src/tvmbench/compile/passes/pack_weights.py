@@ -232,10 +232,13 @@ BF16_CONV_AS_DENSE = 1
 BF16_ONE_VECTOR_BLOCKS = 1
 # ... and where half-width vectors run at the full rate (Zen 4), one whose outputs are whole 8-lane
 # half vectors but not whole 16-lane ones is packed in pairs of blocks of three half vectors where
-# those divide (72, 120), else of one (24 -> 3 x 8, 40 -> 5 x 8), its tiles the 256-bit
-# ``vdpbf16ps`` (``bf16.DOT_8x2``) (0: padded to the two-vector block and sliced off:
-# mnasnet1_0's projections to 24 and 40 channels computed 32 and 64).
+# those divide (72, 120), else of one where at most BF16_HALF_BLOCK_VECTORS of them (40 -> 5 x 8,
+# one tile across them), its tiles the 256-bit ``vdpbf16ps`` (``bf16.DOT_8x2``) (0: padded to the
+# two-vector block and sliced off: mnasnet1_0's projections to 24 and 40 channels computed 32 and
+# 64). Over more (mnasnet1_3's 56, 104 and 248: 7, 13 and 31 half vectors) the contraction rule
+# tiled one half vector by 7 rows, and the model ran 0.918x [0.906-0.931] (same-process A/B).
 BF16_HALF_BLOCKS = 1
+BF16_HALF_BLOCK_VECTORS = 5
 
 
 def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors: bool) -> int:
@@ -257,6 +260,19 @@ def odd_vector_block(channels: int, cblock: int, two_vectors: int, half_vectors:
     if half_vectors and three % 2 == 0 and channels % (three // 2) == 0:
         return three // 2
     return cblock
+
+
+def half_pair_block(channels: int, joined: bool, half_vectors: bool, amx_tiles: bool) -> int | None:
+    """The block of bf16 pairs in half vectors for ``channels`` outputs that are whole 8-lane
+    vectors, not 16-lane ones, where half vectors run at the full rate (``half_vectors``; not on
+    ``amx_tiles``): three half vectors where those divide them, else one over a few
+    (BF16_HALF_BLOCKS; a ``joined`` expansion, three only: ``bf16_dense.BF16_HALF_EXPANSIONS``);
+    None elsewhere."""
+    if not half_vectors or amx_tiles or channels % 8 or channels % 16 == 0:
+        return None
+    if channels % 24 == 0 and (joined or BF16_HALF_BLOCKS):
+        return 24
+    return 8 if BF16_HALF_BLOCKS and not joined and channels // 8 <= BF16_HALF_BLOCK_VECTORS else None
 
 
 def whole_tiles(rows: int, fitted: bool = False, long: bool = False) -> int | None:
@@ -445,7 +461,7 @@ class _Pack(PyExprMutator):
         (``unstemmed``: not a stem over an NCHW image)."""
         channels = shape[3]
         cblock = odd_vector_block(channels, cblock, self.block, self.half_vectors)
-        half = self.half_pair_block(channels, joined) if pairs and unstemmed else None
+        half = half_pair_block(channels, joined, self.half_vectors, self.amx) if pairs and unstemmed else None
         if half:
             return half
         if pairs and cblock % 16:
@@ -456,17 +472,6 @@ class _Pack(PyExprMutator):
                 and amx.channel_steps(shape[2]) is not None:
             cblock = amx.PACK  # (AMX tiles take 32 columns: zero channels to whole blocks, sliced off)
         return cblock
-
-    def half_pair_block(self, channels: int, joined: bool) -> int | None:
-        """The block of bf16 pairs in half vectors for ``channels`` outputs that are whole 8-lane
-        vectors, not 16-lane ones, where half vectors run at the full rate: three half vectors
-        where those divide them, else one (BF16_HALF_BLOCKS; a ``joined`` expansion, three only:
-        ``bf16_dense.BF16_HALF_EXPANSIONS``); None elsewhere."""
-        if not self.half_vectors or self.amx or channels % 8 or channels % 16 == 0:
-            return None
-        if channels % 24 == 0 and (joined or BF16_HALF_BLOCKS):
-            return 24
-        return 8 if BF16_HALF_BLOCKS and not joined else None
 
     def stem_on_tiles(self, call: Any, image: Any, shape: list[int]) -> Any:
         """A bf16 stem on AMX tiles, a window row per product (``amx.stem_rows``): the image as
