@@ -54,7 +54,7 @@ from tvmbench.compile.ir import (
 from tvmbench.compile.passes.bf16_attention import bf16_attention
 from tvmbench.compile.passes.bf16_excitation import bf16_excitation
 from tvmbench.compile.passes.fuse_expansion import CHEAP, joined_expansions
-from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, nchw_image
+from tvmbench.compile.passes.pack_weights import NCHW_STEM_CHANNELS, half_pair_block, nchw_image
 from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes, weight_block
 from tvmbench.compile.tir import fuse_expansion_bytes
 from tvmbench.targets import ResolvedTarget
@@ -490,9 +490,8 @@ def _fp32_expansions(func: Any, min_bytes: int, amx_tiles: bool, half_vectors: b
 def bf16_expansion(channels: int, half_vectors: bool) -> bool:
     """Whether a joined expansion of ``channels`` outputs reads bf16 pairs: whole 16-lane vectors,
     or, where half vectors run at the full rate, whole blocks of three 8-lane ones
-    (BF16_HALF_EXPANSIONS, PackWeights' ``conv_block_for``)."""
-    return channels % bf16.LANES == 0 or bool(BF16_HALF_EXPANSIONS and half_vectors
-                                               and channels % (3 * bf16.LANES // 2) == 0)
+    (BF16_HALF_EXPANSIONS, PackWeights' ``half_pair_block``)."""
+    return channels % bf16.LANES == 0 or bool(BF16_HALF_EXPANSIONS and half_pair_block(channels, True, half_vectors, False))
 
 
 def bf16_dense(target: ResolvedTarget) -> Any:
