@@ -327,6 +327,16 @@ def build_odd_stem():
     return torch.nn.Sequential(torch.nn.Conv2d(3, 64, 3, stride=2), torch.nn.ReLU()).eval(), (torch.randn(1, 3, 23, 23),)
 
 
+def build_whole_stem():
+    """A mobile network's first layer over rows the register tile divides: 3x3 stride 2 over 3
+    channels to 32 with padding, 16x16 output, ReLU6. On 16 registers its 2 x 4 tile is whole,
+    and with the window unrolled LLVM keeps accumulators on the stack
+    (``rules.contraction.SPILLS_DECIDE_CHANNEL_WINDOWS``)."""
+    torch.manual_seed(0)
+    net = torch.nn.Sequential(torch.nn.Conv2d(3, 32, 3, stride=2, padding=1), torch.nn.ReLU6())
+    return net.eval(), (torch.randn(1, 3, 32, 32),)
+
+
 def build_classifier():
     """A tiny CNN classifier: convolution, ReLU, global average pool, 10 class scores."""
     torch.manual_seed(0)

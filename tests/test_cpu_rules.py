@@ -2746,6 +2746,40 @@ def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_
     _matches_pytorch_on(AVX2, model)
 
 
+def test_a_whole_stem_tile_whose_unrolled_window_over_channels_spills_runs_the_window_as_a_loop_on_16_registers():
+    """mobilenet_v2's stem in small (3x3 stride 2 over 3 channels to 32, 16-pixel rows): on AVX2
+    its 2 x 4 tile is whole, yet with the 3x3x3 window unrolled LLVM stores ymm registers to the
+    stack, and with the window a loop none; the rule keeps the loop
+    (SPILLS_DECIDE_CHANNEL_WINDOWS), and without the switch unrolls it as before. Matches
+    PyTorch."""
+    import sys
+
+    import tvm
+
+    from tvmbench.compile.codegen import stack_spills
+    from tvmbench.compile.knobs import knob_set
+
+    rules = sys.modules["tvmbench.compile.rules.contraction"]
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_whole_stem", ModelOptions())
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
+    stem = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
+
+    def schedule(overrides=None):
+        with knob_set(overrides) as ks:
+            _, sch = pipeline.default_schedule(stem, AVX2)
+        return sch, ks.values()
+
+    chosen, values = schedule()
+    unrolled, _ = schedule({"unroll_window": True})
+    assert values["rows"] == 4 and 16 % values["rows"] == 0 and not values["unroll_window"]
+    with AVX2.tvm() as target:
+        assert stack_spills(chosen.mod["main"], target) == 0 < stack_spills(unrolled.mod["main"], target)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(rules, "SPILLS_DECIDE_CHANNEL_WINDOWS", False)
+        assert schedule()[1]["unroll_window"]
+    _matches_pytorch_on(AVX2, model)
+
+
 def test_a_pointwise_convolution_over_7_pixel_rows_on_16_registers_runs_as_a_dense_layer_and_matches_pytorch():
     """On AVX2 a 1x1 convolution over rows that 4 does not divide (7x7 maps) is computed as a
     dense layer over its pixels flattened (CONV_AS_DENSE: blocks of three vectors, 3 x 4 tiles,

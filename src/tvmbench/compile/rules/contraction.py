@@ -185,6 +185,15 @@ UNROLL_REDUCTION = 27
 # (``codegen.stack_spills``). Not on fewer stores alone: mnasnet1_0's 5x5 depthwise windows over
 # 13x13 maps stored 46 unrolled and 9 as a loop, and ran 174 against 211 us.
 SPILLS_DECIDE_UNROLL = True
+# ... and over whole tiles too where the window reads several input channels as well as taps (a
+# stem's 3x3x3). On every AVX2 target LLVM stores 53-54 ymm registers to the stack for the 2 x 4
+# tile of mobilenet_v2's, mnasnet1_0's and regnet_y_400mf's stems over 112-pixel rows with the
+# window unrolled, none with it a loop; alone on the Zen 1 host (session 108) 438-469 -> 380-391
+# us, and Droplet's records for mobilenet_v2's stem were the loop, 1.40x (Zen 3, session 79) and
+# 1.38x (Zen 1) faster inside the model. The stems this leaves unrolled measured level or faster
+# so (shufflenet_v2's 3 x 4 over 24 channels: 86 stores unrolled, 11 as a loop, unrolled 1.13x
+# faster; squeezenet1_1's, none either way). Depthwise windows stay as they were (mixed, +-5 %).
+SPILLS_DECIDE_CHANNEL_WINDOWS = True
 # Four vectors x 3 whole rows on 16 registers (``tiles.WHOLE_ROWS_UNDER_4``, measured on dense
 # layers over 231 rows) only for a single reduction loop (a dot product): a window's code spilled
 # it in its inner loop (8 ymm stores per 48 FMAs). alexnet's 5x5 convolution over 39-pixel rows
@@ -424,7 +433,7 @@ class Match:
     near_l3: bool = True  # the target's L3 streams at a good part of L2's speed (``targets.near_l3``)
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
     unroll_default: bool | None = None  # the window's unrolling decided by the caller (SPILLS_DECIDE_UNROLL)
-    spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile
+    spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile or over channels
     rows_fused: bool = False  # (set by ``_block_rows``) blocks of rows over several fused axes
     after: Any = None  # (set by ``fold_epilogue``) the epilogue's steps from a broadcast on, a pass of their own
     groups_inside: int = 0  # (set by ``_tile_order``) GROUPS_INSIDE_ROWS: the group loops and the channel tile's, innermost
@@ -1168,7 +1177,8 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
         unroll_window = knob("unroll_window", unroll_window, (False, True))
     found.spills_decide = (SPILLS_DECIDE_UNROLL and unroll_window and found.unroll_default is None
                            and 1 < found.window() and not overridden("unroll_window") and found.m_axis is not None
-                           and found.extents[found.m_axis] % tile.rows != 0)
+                           and (found.extents[found.m_axis] % tile.rows != 0
+                                or SPILLS_DECIDE_CHANNEL_WINDOWS and found.kinds.count("R") >= 3))
     for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
         sch.unroll(loop)
     if not unroll_window and reduce_loops:
