@@ -2712,11 +2712,16 @@ def test_a_window_over_rows_that_3_divides_takes_two_vectors_and_fused_row_block
     assert "reduction_block" in knobs({"spatial_outer": False})
 
 
-def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_a_loop_on_16_registers():
-    """On AVX2 the stem's predicated 2 x 4 tile with its 3x3x3 window unrolled compiles to ymm
-    stores to the stack (LLVM keeps the accumulators there), and with the window a loop to none:
-    the rule compiles both and keeps the loop (SPILLS_DECIDE_UNROLL). Its knobs say so and
-    rebuild it; a tuner's override of ``unroll_window`` is taken as it is. Matches PyTorch."""
+@pytest.mark.parametrize("builder,switch", [("build_odd_stem", "SPILLS_DECIDE_UNROLL"),
+                                            ("build_whole_stem", "SPILLS_DECIDE_CHANNEL_WINDOWS")])
+def test_a_stem_tile_whose_unrolled_window_spills_runs_the_window_as_a_loop_on_16_registers(builder, switch):
+    """On AVX2 a stem's 2 x 4 tile with its 3x3x3 window unrolled compiles to ymm stores to the
+    stack (LLVM keeps accumulators there), and with the window a loop to none: the rule compiles
+    both and keeps the loop. Over 11-pixel rows the tile is predicated (SPILLS_DECIDE_UNROLL);
+    over 16 (mobilenet_v2's stem in small: 32 channels, padding, ReLU6) it is whole, asked because
+    the window reads several channels (SPILLS_DECIDE_CHANNEL_WINDOWS). Without the switch the
+    window is unrolled. Its knobs say so and rebuild it; a tuner's override of ``unroll_window``
+    is taken as it is. Matches PyTorch."""
     import sys
 
     import tvm
@@ -2725,7 +2730,7 @@ def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_
     from tvmbench.compile.codegen import stack_spills
     from tvmbench.compile.knobs import knob_set
 
-    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_odd_stem", ModelOptions())
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + f":{builder}", ModelOptions())
     legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
     stem = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
 
@@ -2736,46 +2741,12 @@ def test_a_predicated_stem_tile_whose_unrolled_window_spills_runs_the_window_as_
 
     chosen, values = schedule()
     unrolled, forced = schedule({"unroll_window": True})
-    assert values["rows"] == 4 and 11 % values["rows"] and not values["unroll_window"] and forced["unroll_window"]
+    assert values["rows"] == 4 and not values["unroll_window"] and forced["unroll_window"]
     with AVX2.tvm() as target:
         assert stack_spills(chosen.mod["main"], target) == 0 < stack_spills(unrolled.mod["main"], target)
     assert tvm_ffi.structural_equal(schedule(values)[0].mod, chosen.mod)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], "SPILLS_DECIDE_UNROLL", False)
-        assert schedule()[1]["unroll_window"]
-    _matches_pytorch_on(AVX2, model)
-
-
-def test_a_whole_stem_tile_whose_unrolled_window_over_channels_spills_runs_the_window_as_a_loop_on_16_registers():
-    """mobilenet_v2's stem in small (3x3 stride 2 over 3 channels to 32, 16-pixel rows): on AVX2
-    its 2 x 4 tile is whole, yet with the 3x3x3 window unrolled LLVM stores ymm registers to the
-    stack, and with the window a loop none; the rule keeps the loop
-    (SPILLS_DECIDE_CHANNEL_WINDOWS), and without the switch unrolls it as before. Matches
-    PyTorch."""
-    import sys
-
-    import tvm
-
-    from tvmbench.compile.codegen import stack_spills
-    from tvmbench.compile.knobs import knob_set
-
-    rules = sys.modules["tvmbench.compile.rules.contraction"]
-    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_whole_stem", ModelOptions())
-    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, AVX2))
-    stem = next(f for gv, f in legal.functions.items() if isinstance(f, tvm.tirx.PrimFunc) and "conv2d" in gv.name_hint)
-
-    def schedule(overrides=None):
-        with knob_set(overrides) as ks:
-            _, sch = pipeline.default_schedule(stem, AVX2)
-        return sch, ks.values()
-
-    chosen, values = schedule()
-    unrolled, _ = schedule({"unroll_window": True})
-    assert values["rows"] == 4 and 16 % values["rows"] == 0 and not values["unroll_window"]
-    with AVX2.tvm() as target:
-        assert stack_spills(chosen.mod["main"], target) == 0 < stack_spills(unrolled.mod["main"], target)
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(rules, "SPILLS_DECIDE_CHANNEL_WINDOWS", False)
+        mp.setattr(sys.modules["tvmbench.compile.rules.contraction"], switch, False)
         assert schedule()[1]["unroll_window"]
     _matches_pytorch_on(AVX2, model)
 
