@@ -137,7 +137,7 @@ def _emulator_missing() -> bool:
 @pytest.mark.skipif(_emulator_missing(),
                     reason="needs the aarch64 cross compiler, qemu-user and debootstrap (apt-get install "
                            "g++-aarch64-linux-gnu qemu-user debootstrap, or `make cross`)")
-def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(tmp_path):
+def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(tmp_path, capsys):
     """The aarch64 code of tvmbench's rules executed, not only compiled (tiles of NEON's 4 lanes):
     a convolutional network for a Cortex-A72 and a ViT block with GPT-2's split (attention, layer
     norm, GELU, the joined slices) for a Neoverse V1 (whose features, SVE among them, LLVM may
@@ -155,8 +155,7 @@ def test_aarch64_packages_run_on_an_emulated_device_and_match_their_references(t
             assert tvm["info"]["remote"]["emulated"].startswith("qemu-aarch64")
             assert any("under emulation" in w for w in doc["warnings"]), doc["warnings"]
         # tuning on it would time an emulator: refused in one line
-        out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "tune", "--model", CNN, "--target",
-                              "llvm -mcpu=cortex-a72", "--rpc", f"127.0.0.1:{port}", "--rpc-key", "emu", "--trials",
-                              "2", "--db", str(tmp_path / "db")], capture_output=True, text=True, timeout=300)
-        lines = out.stderr.strip().splitlines()
-        assert out.returncode == 2 and "is emulated" in lines[-1] and "Traceback" not in out.stderr, out.stderr
+        code = main(["tune", "--model", CNN, "--target", "llvm -mcpu=cortex-a72", "--rpc", f"127.0.0.1:{port}",
+                     "--rpc-key", "emu", "--trials", "2", "--db", str(tmp_path / "db")])
+        err = capsys.readouterr().err
+        assert code == 2 and "is emulated" in err.strip().splitlines()[-1] and "Traceback" not in err, err

@@ -222,6 +222,9 @@ def add_tune_args(p: argparse.ArgumentParser, trials_default: int | None) -> Non
     p.add_argument("--top-k", type=positive_int, default=3, help="dpmeta: records per task Droplet starts from")
     p.add_argument("--alpha", type=float, default=0.05,
                    help="droplet/dpmeta: significance level of the test that accepts a move (default 0.05)")
+    p.add_argument("--population", type=positive_int, default=512,
+                   help="evolutionary: schedules per generation, each scored by the cost model every batch "
+                        "(MetaSchedule's population_size, default 512; smaller: faster batches, a coarser search)")
     p.add_argument("--cost-model", choices=list(COST_MODELS), default="xgb")
     p.add_argument("--task-scheduler", choices=list(SCHEDULERS), default="gradient")
     p.add_argument("--builder-timeout", type=positive_float, default=60.0, help="seconds per build")
@@ -261,7 +264,7 @@ def tune_config(args: argparse.Namespace) -> dict[str, Any]:
             "runner_number": args.runner_number, "runner_repeat": args.runner_repeat,
             "runner_min_repeat_ms": args.min_repeat_ms, "cpu_cache_flush": args.cpu_flush,
             "rpc_tracker": args.rpc, "rpc_key": args.rpc_key, "rpc_workers": args.rpc_workers,
-            "top_k": args.top_k, "alpha": args.alpha, "precision": getattr(args, "precision", "fp32")}
+            "top_k": args.top_k, "alpha": args.alpha, "population": args.population, "precision": getattr(args, "precision", "fp32")}
 
 
 def add_history_args(p: argparse.ArgumentParser) -> None:

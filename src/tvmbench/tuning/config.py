@@ -41,6 +41,9 @@ class TuneConfig:
     rpc_workers: int = 1  # candidates measured in parallel (one per remote device)
     top_k: int = 3  # dpmeta: records per task Droplet starts from
     alpha: float = 0.05  # droplet / dpmeta: significance of Welch's test for accepting a move
+    # evolutionary: schedules per generation (MetaSchedule's population_size). Each batch scores
+    # and mutates the whole population with the cost model; smaller is a faster, coarser search.
+    population: int = 512
     # The build's precision (``--precision``): its kernels are the tasks, and the in-model check
     # builds it so (a bf16 build's kernels are other workloads than fp32's).
     precision: str = "fp32"
@@ -52,7 +55,8 @@ class TuneConfig:
 
         check_numbers(trials_per_task=self.trials_per_task, trials_per_iter=self.trials_per_iter,
                       threads=self.threads, runner_number=self.runner_number, runner_repeat=self.runner_repeat,
-                      rpc_workers=self.rpc_workers, top_k=self.top_k, time_budget_s=self.time_budget_s,
+                      rpc_workers=self.rpc_workers, top_k=self.top_k, population=self.population,
+                      time_budget_s=self.time_budget_s,
                       builder_timeout_s=self.builder_timeout_s, runner_timeout_s=self.runner_timeout_s,
                       times=("time_budget_s", "builder_timeout_s", "runner_timeout_s"))
         check_numbers(minimum=0, trials=self.trials, runner_min_repeat_ms=self.runner_min_repeat_ms)  # 0: judge only

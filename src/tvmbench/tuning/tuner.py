@@ -24,7 +24,7 @@ from tvmbench.errors import UserError
 from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
-from tvmbench.tuning.config import COST_MODELS, MS_STRATEGIES, SCHEDULERS, STRATEGIES, TuneConfig
+from tvmbench.tuning.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
 from tvmbench.tuning.database import TuningDatabase, repeat_stats
 
 # A batch the search offers with nothing new in it is asked for again (tuning/unmeasured.py) only
@@ -496,11 +496,9 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
     scheduler = make_scheduler(cfg.task_scheduler, cfg.time_budget_s, cfg.seed, at_deadline,
                                exclusive=not cfg.rpc_tracker)
     work_dir = str(db.path)
-    kind = {"random": "replay-trace"}.get(cfg.strategy, cfg.strategy if cfg.strategy in MS_STRATEGIES
-                                          else "evolutionary")
     ctxs, weights = ms.relax_integration.extracted_tasks_to_tune_contexts(
         [t for t, _ in todo], work_dir=work_dir, num_threads=cfg.threads,
-        strategy=skipping_known(ms.search_strategy.SearchStrategy.create(kind),
+        strategy=skipping_known(search_strategy(cfg),
                                 lambda seconds: seconds > RETRY_SECONDS or scheduler.past_deadline()),
         seed=cfg.seed)
     cost_model = ms.cost_model.CostModel.create(cfg.cost_model, num_tuning_cores=cfg.threads) \
@@ -512,6 +510,18 @@ def _metaschedule_search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: Tu
                        runner=runner, database=ms_db, cost_model=cost_model, measure_callbacks=callbacks,
                        task_scheduler=scheduler)
     return state["stopped"] or "trial budget reached", curve
+
+
+def search_strategy(cfg: TuneConfig) -> Any:
+    """MetaSchedule's search strategy for ``cfg.strategy`` (droplet and grid search on their own;
+    dpmeta's first search, where a task has no records, is evolutionary)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if {"random": "replay-trace"}.get(cfg.strategy, cfg.strategy) == "replay-trace":
+        return ms.search_strategy.ReplayTrace()
+    # (its first generation keeps 50 unmeasured schedules at least: no more than it holds)
+    return ms.search_strategy.EvolutionarySearch(population_size=cfg.population,
+                                                 init_min_unmeasured=min(50, cfg.population))
 
 
 def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase, cfg: TuneConfig,
