@@ -54,6 +54,28 @@ def test_family_compiles_and_matches_pytorch(name, options):
     assert backend.info["frontend"] == "torch.export"
 
 
+def test_a_kernels_reductions_are_read_once_per_function_and_each_caller_gets_its_own_answer(monkeypatch):
+    """The passes ask about the same kernels many times (densenet201's legalization: 10 s of
+    Schedules built for it): ``tir`` reads a function once and keeps the answer."""
+    from tvm import te
+
+    from tvmbench.compile import tir
+
+    a, b = te.placeholder((4, 8), name="a"), te.placeholder((8, 6), name="b")
+    k = te.reduce_axis((0, 8), name="k")
+    matmul = te.create_prim_func([a, b, te.compute((4, 6), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k))])
+    reads = []
+    normalize = tir.normalize_prim_func
+    monkeypatch.setattr(tir, "normalize_prim_func", lambda sch: reads.append(1) or normalize(sch))
+    tir._reduction_kinds.cache_clear()
+    tir._single_reduction.cache_clear()
+    first = tir.reduction_kinds(matmul)
+    first.append("row")  # a caller's list is its own
+    assert tir.reduction_kinds(matmul) == ["dot"] and len(reads) == 1
+    assert tir.single_reduction(matmul) == ([8], [4, 6]) == tir.single_reduction(matmul) and len(reads) == 2
+    assert tir.reduction_kinds(matmul.with_attr("x", 1)) == ["dot"] and len(reads) == 3  # another function
+
+
 def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     from pathlib import Path
 

@@ -82,14 +82,13 @@ def variables(expr: Any) -> list[Any]:
 def drop_uncalled(mod: Any, replaced: Any) -> Any:
     """``mod`` without the functions of ``replaced`` (GlobalVars) that no Relax function calls
     any more: kernels a pass replaced by new versions under new names."""
-    import tvm
     from tvm import relax
 
-    called: set[str] = set()
-    for func in mod.functions.values():
-        if isinstance(func, relax.Function):
-            relax.analysis.post_order_visit(
-                func.body, lambda e: called.add(e.name_hint) if isinstance(e, tvm.ir.GlobalVar) else None)
+    replaced = list(replaced)
+    if not replaced:  # (a CNN's attention passes replace nothing: the walk took 3.4 s on densenet201)
+        return mod
+    called = {gv.name_hint for func in mod.functions.values() if isinstance(func, relax.Function)
+              for gv in relax.analysis.all_global_vars(func.body)}
     for gv in replaced:
         if gv.name_hint not in called and gv in mod.functions:
             del mod[gv]

@@ -3,6 +3,7 @@ kernels for one of them (``passes/fuse_expansion.py``)."""
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -131,6 +132,19 @@ def _cut(cond: Any, var: Any) -> int | None:
 
 def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     """(reduction extents above 1, output shape) of a function with one reduction block."""
+    found = _single_reduction(func)
+    return None if found is None else (list(found[0]), list(found[1]))
+
+
+# The passes ask about the same kernels again and again (densenet201's legalization: 1455 calls
+# of single_reduction, 2410 of reduction_kinds, 10 s in all, each building a Schedule). A
+# PrimFunc never changes and TVM objects hash and compare by address, so the answers are kept
+# per function object (the cache holds the function: its address is not reused meanwhile).
+ANALYSES_CACHED = 4096
+
+
+@functools.lru_cache(maxsize=ANALYSES_CACHED)
+def _single_reduction(func: Any) -> tuple[tuple[int, ...], tuple[int | None, ...]] | None:
     infos = normalize_prim_func(sch := s_tir.Schedule(func))
     reductions = [b for b in infos or [] if not b.is_injective()]
     if len(reductions) != 1:
@@ -139,7 +153,8 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     if any(e is None for e in extents):
         return None
     shape = buffer_shape(sch.get(reductions[0].block_rv).writes[0].source)
-    return [e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1], shape
+    return (tuple(e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1),
+            tuple(shape))
 
 
 def has_let(node: Any) -> bool:
@@ -238,13 +253,19 @@ def reduction_kinds(func: Any) -> list[str] | None:
     """The reduction blocks of a PrimFunc in order, each ``"dot"`` (``is_product_sum``) or
     ``"row"`` (any other reduction: a softmax's max and sum); None when DLight cannot describe
     the function."""
+    kinds = _reduction_kinds(func)
+    return None if kinds is None else list(kinds)
+
+
+@functools.lru_cache(maxsize=ANALYSES_CACHED)
+def _reduction_kinds(func: Any) -> tuple[str, ...] | None:
     try:
         infos = normalize_prim_func(sch := s_tir.Schedule(func))
     except Exception:
         return None
     if not infos:
         return None
-    return ["dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective()]
+    return tuple("dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective())
 
 
 # A hand-written kernel's floating-point operations, set where TVM's estimate cannot count them
