@@ -268,6 +268,20 @@ def _reduction_kinds(func: Any) -> tuple[str, ...] | None:
     return tuple("dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective())
 
 
+def attention_blocks(func: Any) -> list[Any] | None:
+    """The blocks of a joined attention (``reduction_kinds``: a product sum, row reductions, a
+    product sum), else None. Counted first from the blocks themselves: a CNN's kernels have fewer
+    than three reductions and are turned away without a Schedule built for them."""
+    blocks: list[Any] = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
+    if sum(any(int(v.iter_type) == COMM_REDUCE for v in b.iter_vars) for b in blocks) < 3:
+        return None
+    kinds = reduction_kinds(func)
+    if not kinds or len(kinds) < 3 or kinds[0] != "dot" or kinds[-1] != "dot" or "dot" in kinds[1:-1]:
+        return None
+    return blocks
+
+
 # A hand-written kernel's floating-point operations, set where TVM's estimate cannot count them
 # (``compile/recurrent.py``: its Let-bound exponentials are outside what the estimator reads).
 FLOPS_ATTR = "tvmbench.flops"

@@ -36,11 +36,11 @@ from typing import Any
 import numpy as np
 import tvm
 import tvm_ffi
-from tvm import relax, s_tir, te, tirx
+from tvm import relax, te, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import builder_pass, drop_uncalled, kernel_pass
-from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, reduction_kinds
+from tvmbench.compile.tir import as_int, attention_blocks, buffer_shape, is_product_sum
 
 # Off: no limits computed, every key of every row computed (``benchmarks/rule_ab.py`` A/Bs it).
 ENABLED = 1
@@ -60,11 +60,9 @@ def additive_mask(func: Any) -> int | None:
     a mask broadcast over everything but the scores' last two axes, else None."""
     if not isinstance(func, tirx.PrimFunc) or KEY_LIMITS in (func.attrs or {}):
         return None
-    kinds = reduction_kinds(func)  # (the Attention rule's form: two matmuls, row reductions between)
-    if not kinds or len(kinds) < 3 or kinds[0] != "dot" or kinds[-1] != "dot" or "dot" in kinds[1:-1]:
+    blocks = attention_blocks(func)  # (the Attention rule's form: two matmuls, row reductions between)
+    if blocks is None:
         return None
-    blocks: list[Any] = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
     scores = next((b for b in blocks if b.reads and is_product_sum(b)), None)
     if scores is None or len(scores.writes) != 1:
         return None

@@ -19,13 +19,19 @@ from __future__ import annotations
 from typing import Any
 
 import tvm
-import tvm_ffi
 from tvm import relax, s_tir, tirx
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import bindings, builder_pass, drop_uncalled, use_counts
 from tvmbench.compile.rules.attention import score_tile_keys
-from tvmbench.compile.tir import as_int, buffer_shape, is_product_sum, product_operands, reduction_kinds
+from tvmbench.compile.tir import (
+    as_int,
+    attention_blocks,
+    buffer_shape,
+    is_product_sum,
+    product_operands,
+    reduction_kinds,
+)
 
 # Off: keys stay as the model's transpose wrote them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -39,11 +45,9 @@ def key_operand(func: Any) -> int | None:
     are read otherwise."""
     if not isinstance(func, tirx.PrimFunc) or PACKED in (func.attrs or {}):
         return None
-    kinds = reduction_kinds(func)
-    if not kinds or len(kinds) < 3 or kinds[0] != "dot" or kinds[-1] != "dot" or "dot" in kinds[1:-1]:
+    blocks = attention_blocks(func)
+    if blocks is None:
         return None
-    blocks: list[Any] = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
     scores = next((b for b in blocks if b.reads and is_product_sum(b)), None)
     if scores is None:
         return None
