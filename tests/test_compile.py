@@ -67,13 +67,45 @@ def test_a_kernels_reductions_are_read_once_per_function_and_each_caller_gets_it
     reads = []
     normalize = tir.normalize_prim_func
     monkeypatch.setattr(tir, "normalize_prim_func", lambda sch: reads.append(1) or normalize(sch))
-    tir._reduction_kinds.cache_clear()
-    tir._single_reduction.cache_clear()
+    tir._reductions.cache_clear()
     first = tir.reduction_kinds(matmul)
     first.append("row")  # a caller's list is its own
     assert tir.reduction_kinds(matmul) == ["dot"] and len(reads) == 1
-    assert tir.single_reduction(matmul) == ([8], [4, 6]) == tir.single_reduction(matmul) and len(reads) == 2
-    assert tir.reduction_kinds(matmul.with_attr("x", 1)) == ["dot"] and len(reads) == 3  # another function
+    # both answers come from the one normalisation
+    assert tir.single_reduction(matmul) == ([8], [4, 6]) == tir.single_reduction(matmul) and len(reads) == 1
+    assert tir.reduction_kinds(matmul.with_attr("x", 1)) == ["dot"] and len(reads) == 2  # another function
+    # a kernel without a reduction block is answered from its blocks alone
+    add = te.create_prim_func([a, te.compute((4, 8), lambda i, j: a[i, j] + 1.0)])
+    assert tir.reduction_block_count(add) == 0 and tir.reduction_block_count(matmul) == 1
+    assert tir.single_reduction(add) is None and len(reads) == 2
+
+
+def test_rules_turn_away_a_kernel_by_its_reduction_count_before_normalising_it(monkeypatch):
+    """Declining cost each rule a DLight normalisation (densenet201's elementwise kernels were
+    normalised by five rules before Injective took them): a rule's ``reductions`` are counted
+    from the blocks first. The rule that applies still reads the kernel, and still schedules it."""
+    from tvm import te
+
+    from tvmbench.compile import tir
+    from tvmbench.compile.rules import base
+    from tvmbench.compile.rules.contraction import Contraction
+    from tvmbench.compile.rules.injective import Injective
+    from tvmbench.compile.rules.winograd import Winograd
+
+    a, b = te.placeholder((4, 8), name="a"), te.placeholder((8, 16), name="b")
+    k = te.reduce_axis((0, 8), name="k")
+    matmul = te.create_prim_func([a, b, te.compute((4, 16), lambda i, j: te.sum(a[i, k] * b[k, j], axis=k))])
+    add = te.create_prim_func([a, te.compute((4, 8), lambda i, j: a[i, j] + 1.0)])
+    assert (tir.reduction_block_count(matmul), tir.reduction_block_count(add)) == (1, 0)
+    reads = []
+    normalize = base.normalize_prim_func
+    monkeypatch.setattr(base, "normalize_prim_func", lambda sch: reads.append(1) or normalize(sch))
+    with TARGET.tvm() as target:
+        assert Contraction().apply(add, target, False) is None and Winograd().apply(add, target, False) is None
+        assert Injective().apply(matmul, target, False) is None and reads == []
+        assert Injective().apply(add, target, False) is not None and len(reads) == 1
+        monkeypatch.setattr(base, "COUNT_FIRST", False)  # the old way: normalised, then declined
+        assert Contraction().apply(add, target, False) is None and len(reads) == 2
 
 
 def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():

@@ -143,18 +143,30 @@ def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
 ANALYSES_CACHED = 4096
 
 
-@functools.lru_cache(maxsize=ANALYSES_CACHED)
 def _single_reduction(func: Any) -> tuple[tuple[int, ...], tuple[int | None, ...]] | None:
-    infos = normalize_prim_func(sch := s_tir.Schedule(func))
-    reductions = [b for b in infos or [] if not b.is_injective()]
+    return None if reduction_block_count(func) == 0 else _reductions(func)[1]
+
+
+@functools.lru_cache(maxsize=ANALYSES_CACHED)
+def _reductions(func: Any) -> tuple[Any, Any]:
+    """(``reduction_kinds``, ``single_reduction``) from one DLight normalisation of ``func``:
+    the passes ask both of the same kernels, and the normalisation is the cost."""
+    try:
+        infos = normalize_prim_func(sch := s_tir.Schedule(func))
+    except Exception:
+        return None, None
+    if not infos:
+        return None, None
+    reductions = [i for i in infos if not i.is_injective()]
+    kinds = tuple("dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in reductions)
     if len(reductions) != 1:
-        return None
+        return kinds, None
     extents = [as_int(e) for e in reductions[0].dom()]
     if any(e is None for e in extents):
-        return None
+        return kinds, None
     shape = buffer_shape(sch.get(reductions[0].block_rv).writes[0].source)
-    return (tuple(e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1),
-            tuple(shape))
+    return kinds, (tuple(e for e, k in zip(extents, reductions[0].dom_kind(), strict=True) if k == "R" and e > 1),
+                   tuple(shape))
 
 
 def has_let(node: Any) -> bool:
@@ -165,6 +177,7 @@ def has_let(node: Any) -> bool:
 
 
 COMM_REDUCE = 2  # (IterVar.CommReduce: a reduction axis)
+DATA_PAR = 0  # (IterVar.DataPar: a spatial axis)
 
 
 def reads_bf16(func: Any, reductions: bool = False) -> bool:
@@ -257,29 +270,39 @@ def reduction_kinds(func: Any) -> list[str] | None:
     return None if kinds is None else list(kinds)
 
 
-@functools.lru_cache(maxsize=ANALYSES_CACHED)
 def _reduction_kinds(func: Any) -> tuple[str, ...] | None:
-    try:
-        infos = normalize_prim_func(sch := s_tir.Schedule(func))
-    except Exception:
-        return None
-    if not infos:
-        return None
-    return tuple("dot" if is_product_sum(sch.get(i.block_rv)) else "row" for i in infos if not i.is_injective())
+    return _reductions(func)[0]
 
 
 def attention_blocks(func: Any) -> list[Any] | None:
     """The blocks of a joined attention (``reduction_kinds``: a product sum, row reductions, a
     product sum), else None. Counted first from the blocks themselves: a CNN's kernels have fewer
     than three reductions and are turned away without a Schedule built for them."""
-    blocks: list[Any] = []
-    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
-    if sum(any(int(v.iter_type) == COMM_REDUCE for v in b.iter_vars) for b in blocks) < 3:
+    if reduction_block_count(func) < 3:
         return None
     kinds = reduction_kinds(func)
     if not kinds or len(kinds) < 3 or kinds[0] != "dot" or kinds[-1] != "dot" or "dot" in kinds[1:-1]:
         return None
+    return _blocks(func)
+
+
+def block_names(func: Any) -> set[str]:
+    """The names of ``func``'s blocks, read without a Schedule."""
+    return {b.name_hint for b in _blocks(func)}
+
+
+def _blocks(func: Any) -> list[Any]:
+    blocks: list[Any] = []
+    tvm_ffi.structural_walk(func.body, [(s_tir.SBlock, blocks.append)])
     return blocks
+
+
+@functools.lru_cache(maxsize=ANALYSES_CACHED)
+def reduction_block_count(func: Any) -> int:
+    """How many blocks of ``func`` are not injective (an iterator that is not data-parallel, as
+    DLight reads them), counted from the blocks alone: an upper bound on ``reduction_kinds``'
+    length, without building a Schedule."""
+    return sum(any(int(v.iter_type) != DATA_PAR for v in b.iter_vars) for b in _blocks(func))
 
 
 # A hand-written kernel's floating-point operations, set where TVM's estimate cannot count them

@@ -24,7 +24,7 @@ from tvm import relax
 
 from tvmbench.compile.ir import bindings, static_shape, variables
 from tvmbench.compile.passes.join import callee, prim_funcs, rewrite_chains
-from tvmbench.compile.tir import contraction_output, reduction_kinds
+from tvmbench.compile.tir import contraction_output, reduction_block_count, reduction_kinds
 
 # Off: the attention kernels stay apart (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
@@ -99,7 +99,15 @@ def _only_used_inside(func: Any, chain: list[Any]) -> bool:
 def _attentions(func: Any, mod: Any, cache: dict[Any, Any], lanes: int) -> list[list[Any]]:
     found, taken = [], set()
     every = bindings(func)  # once: a CNN has a matmul-like call per convolution
+    computed = {b.var for b in every}
     for b in every:
+        # The second matmul's second operand is computed (``_chain``): asked first, it turns
+        # away a CNN's convolutions (weights are parameters) before their kernels are read.
+        # So is a call whose kernels hold no reduction (an elementwise chain, a concatenation).
+        args = callee(mod, b.value)
+        if args is None or (len(args[1]) > 1 and args[1][1] not in computed) \
+                or not any(map(reduction_block_count, prim_funcs(mod, b.value))):
+            continue
         if _kinds(mod, b.value, cache) != ["dot"]:
             continue
         chain = _chain(every, mod, b, cache, lanes)

@@ -152,9 +152,10 @@ def joined_expansions(func: Any, min_bytes: int) -> set[Any]:
     found = set()
     for var, value in bound.items():
         shape = static_shape(value.args[1].ty) if op_name(value) == "relax.nn.conv2d" else None
-        size = numel(var.ty)
-        if (shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1 or size is None
-                or size * 4 <= min_bytes):
+        if shape is None or shape[:2] != [1, 1] or int(value.attrs.groups) != 1:
+            continue
+        size = numel(var.ty)  # (asked of 1x1 convolutions only: a second over every binding)
+        if size is None or size * 4 <= min_bytes:
             continue
         cur = var
         while uses.get(cur) == 1 and len(users.get(cur, [])) == 1:

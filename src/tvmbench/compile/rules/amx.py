@@ -91,6 +91,8 @@ PEAK_RATE = 16.0
 class Amx(Rule):
     """bf16 contractions on AMX tiles."""
 
+    reductions = (1, 1)
+
     def schedule(self, func: Any, target: Any) -> Any:
         matched = _matched(func, target)
         if matched is None:

@@ -76,6 +76,8 @@ CHEAP_NODES = 8
 class Attention(Rule):
     """Joined attention: query-row blocks in parallel, scores in cache."""
 
+    reductions = (3, None)
+
     def schedule(self, func: Any, target: Any, pairs: bool = True) -> Any:
         found = normalized(func)
         if found is None:

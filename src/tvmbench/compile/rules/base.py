@@ -17,7 +17,7 @@ from tvm.s_tir.dlight.cpu.base import CPUScheduleRule
 
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.tiles import vector_lanes, vector_width
-from tvmbench.compile.tir import as_int, dtype_bits, select_cuts, uses
+from tvmbench.compile.tir import as_int, dtype_bits, reduction_block_count, select_cuts, uses
 
 _log = logging.getLogger(__name__)
 
@@ -38,15 +38,29 @@ ODD_CUTS = True
 ODD_CUT_WIDTH = 4
 
 
+# Off: every rule normalises every kernel it is offered before declining (for A/Bs).
+COUNT_FIRST = True
+
+
 class Rule(CPUScheduleRule):
     """A DLight CPU rule: ``apply`` returns a schedule, or None when the rule does not apply.
 
     Subclasses implement ``schedule(func, target)`` for PrimFuncs of an LLVM target; ``apply``
-    adds the checks every rule makes first."""
+    adds the checks every rule makes first. ``reductions``: the (fewest, most; None: any) reduction
+    blocks a kernel the rule schedules has, counted from its blocks (``tir.reduction_block_count``)
+    before DLight's normalisation, the cost of a rule's decline: densenet201's 304 elementwise
+    kernels were normalised by five rules each before Injective took them."""
+
+    reductions: tuple[int, int | None] | None = None
 
     def apply(self, func: Any, target: Any, tunable: bool) -> Any:
         if not isinstance(func, tvm.tirx.PrimFunc) or not self.is_target_available(target):
             return None
+        if COUNT_FIRST and self.reductions is not None:
+            fewest, most = self.reductions
+            count = reduction_block_count(func)
+            if count < fewest or (most is not None and count > most):
+                return None
         return self.schedule(func, target)
 
     def schedule(self, func: Any, target: Any) -> Any:

@@ -455,6 +455,8 @@ class Tile:
 class Contraction(Rule):
     """Register-tiled reductions (matmul/conv/pool)."""
 
+    reductions = (1, 1)
+
     def schedule(self, func: Any, target: Any, block_rows: bool = True, unroll: bool | None = None,
                  serial: bool = True) -> Any:
         found = match(func, target)

@@ -92,6 +92,8 @@ class Joined:
 class ExpandWindow(Rule):
     """A 1x1 convolution computed band by band inside the window reduction it feeds."""
 
+    reductions = (2, 2)
+
     def schedule(self, func: Any, target: Any) -> Any:
         joined = match(func, target)
         if joined is None:

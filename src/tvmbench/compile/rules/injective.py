@@ -11,6 +11,8 @@ from tvmbench.compile.rules.base import Rule, normalized, schedule_every_block
 class Injective(Rule):
     """Parallel, vectorised elementwise/layout loops."""
 
+    reductions = (0, 0)
+
     def schedule(self, func: Any, target: Any) -> Any:
         found = normalized(func)
         if found is None or not all(b.is_injective() for b in found[1]):

@@ -36,6 +36,8 @@ ACCUMULATORS = 4
 class RowReduction(Rule):
     """Layer norm and softmax: per-row vector partial sums, rows in parallel."""
 
+    reductions = (1, None)
+
     def schedule(self, func: Any, target: Any) -> Any:
         found = normalized(func)
         if found is None:

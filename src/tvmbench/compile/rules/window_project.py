@@ -73,6 +73,8 @@ class _Joined:
 class WindowProject(Rule):
     """A window reduction computed band by band inside the 1x1 projection it feeds."""
 
+    reductions = (2, 3)
+
     def schedule(self, func: Any, target: Any) -> Any:
         joined = match(func, target)
         if joined is None:

@@ -19,13 +19,17 @@ from tvm.s_tir.dlight.base.common_schedules import try_inline_contiguous_spatial
 from tvmbench.compile.names import WINOGRAD_DILATION, WINOGRAD_INPUT, WINOGRAD_OUTPUT, WINOGRAD_PAD
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block
 from tvmbench.compile.tiles import vector_lanes, vector_width
-from tvmbench.compile.tir import as_int, buffer_shape, dtype_bits
+from tvmbench.compile.tir import as_int, block_names, buffer_shape, dtype_bits
 
 
 class Winograd(Rule):
     """The input and output transforms of a Winograd convolution, tile positions unrolled."""
 
+    reductions = (0, 0)
+
     def schedule(self, func: Any, target: Any) -> Any:
+        if not {WINOGRAD_INPUT, WINOGRAD_OUTPUT} & block_names(func):
+            return None  # (asked first: DLight's normalisation is the cost of declining)
         found = normalized(func)
         if found is None or not all(b.is_injective() for b in found[1]):
             return None
