@@ -62,6 +62,8 @@ class _Fold(PyExprMutator):
     def follow_chain(self, var: Any, conv: Any, users: dict[Any, Any]) -> list[Any]:
         """The chain from ``var`` (a convolution's result, or with ``conv`` None any tensor's),
         recorded when it folds; returns the variables it covers."""
+        if self.uses.get(var) != 1 or var not in users:
+            return []  # (asked first: most variables start no chain, and numel costs)
         x = var if conv is None else conv.args[1]
         channels = numel(x.ty) and int(x.ty.shape[-1])
         steps, cur, covered = [], var, [var]
