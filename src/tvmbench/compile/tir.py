@@ -132,19 +132,16 @@ def _cut(cond: Any, var: Any) -> int | None:
 
 def single_reduction(func: Any) -> tuple[list[int], list[int | None]] | None:
     """(reduction extents above 1, output shape) of a function with one reduction block."""
-    found = _single_reduction(func)
+    found = None if reduction_block_count(func) == 0 else _reductions(func)[1]
     return None if found is None else (list(found[0]), list(found[1]))
 
 
 # The passes ask about the same kernels again and again (densenet201's legalization: 1455 calls
 # of single_reduction, 2410 of reduction_kinds, 10 s in all, each building a Schedule). A
 # PrimFunc never changes and TVM objects hash and compare by address, so the answers are kept
-# per function object (the cache holds the function: its address is not reused meanwhile).
+# per function object (the cache holds the function: its address is not reused meanwhile), both
+# from one normalisation, and a kernel without reduction blocks is answered from its blocks.
 ANALYSES_CACHED = 4096
-
-
-def _single_reduction(func: Any) -> tuple[tuple[int, ...], tuple[int | None, ...]] | None:
-    return None if reduction_block_count(func) == 0 else _reductions(func)[1]
 
 
 @functools.lru_cache(maxsize=ANALYSES_CACHED)
@@ -266,12 +263,8 @@ def reduction_kinds(func: Any) -> list[str] | None:
     """The reduction blocks of a PrimFunc in order, each ``"dot"`` (``is_product_sum``) or
     ``"row"`` (any other reduction: a softmax's max and sum); None when DLight cannot describe
     the function."""
-    kinds = _reduction_kinds(func)
+    kinds = _reductions(func)[0]
     return None if kinds is None else list(kinds)
-
-
-def _reduction_kinds(func: Any) -> tuple[str, ...] | None:
-    return _reductions(func)[0]
 
 
 def attention_blocks(func: Any) -> list[Any] | None:
