@@ -77,28 +77,8 @@ def build_window_project_prime():
     return net, (torch.randn(1, 3, 194, 194),)
 
 
-class _DenseLayer(torch.nn.Module):
-    """DenseNet's pattern: a batch norm and ReLU over the concatenation of a block's features."""
-
-    def __init__(self):
-        super().__init__()
-        self.stem, self.grow = torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.Conv2d(16, 8, 3, padding=1)
-        self.bn, self.out = torch.nn.BatchNorm2d(24), torch.nn.Conv2d(24, 8, 1)
-
-    def forward(self, x):
-        x = self.stem(x)
-        return self.out(torch.relu(self.bn(torch.cat([x, self.grow(x)], 1))))
-
-
-def build_dense_bn():
-    """A batch norm after a concatenation, statistics not the identity (FoldScaleIntoConv's
-    chains with no convolution before them)."""
-    torch.manual_seed(0)
-    return _random_statistics(_DenseLayer()).eval(), (torch.randn(1, 3, 16, 16),)
-
-
 def _random_statistics(net):
-    for m in net.modules():
+    for m in net:
         if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)

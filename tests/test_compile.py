@@ -123,29 +123,6 @@ def test_batch_norm_folds_into_the_convolution_weights_and_stays_exact():
     assert result["passed"], result
 
 
-def test_a_batch_norm_after_a_concatenation_becomes_one_multiply_add_and_stays_exact(monkeypatch):
-    """With no convolution before it, the batch norm's four per-channel steps fold into a scale
-    and a shift computed at load time (DenseNet's concatenations: two operands per vector, not
-    four); outputs still match PyTorch."""
-    from pathlib import Path
-
-    from tvmbench.compile import pipeline
-    from tvmbench.compile.passes import fold_scale
-
-    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_dense_bn")
-
-    def concatenation() -> str:
-        legal = pipeline.legalized(import_model(model).mod, TARGET)
-        return next(gv.name_hint for gv in pipeline.per_inference(legal).get_global_vars()
-                    if gv.name_hint.startswith("fused_concatenate"))
-
-    assert "subtract" not in concatenation() and concatenation().count("multiply") == 1
-    result, _ = tvm_vs_torch(model)
-    assert result["passed"], result
-    monkeypatch.setattr(fold_scale, "AFFINE_CHAINS", False)
-    assert "subtract" in concatenation()
-
-
 def test_multihead_attention_modules_compile_despite_their_negative_squeeze():
     """torch.export writes ``squeeze(axis=-2)`` for ``nn.MultiheadAttention``; TVM's
     ConvertLayout died on it with std::bad_alloc (torchvision's vit_b_16 did not compile)."""

@@ -908,7 +908,8 @@ def _dense_block():
 
 def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_two_threads(monkeypatch):
     """The concatenation a DenseNet layer reads is partitioned at its inputs' boundaries (one
-    vector loop per input, not a chain of selects in every lane); the batch norms' constant
+    vector loop per input, not a chain of selects in every lane) and its batch norm is one
+    multiply-add (FoldScaleIntoConv's chains with no convolution before them); the batch norms' constant
     arithmetic is folded in NumPy before legalization (none left for FoldConstant to compile);
     the kernels are compiled on two threads into one library, which matches torch; lowering
     simplifies each segment to one input before CompactBufferAllocation, and the kernels carry no
@@ -924,10 +925,12 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
     model, module, x = _dense_block()
     imported = import_model(model)
     scheduled = pipeline.optimize(imported.mod, TARGET)
-    # concat + batch norm + ReLU kernels: parameters are the inputs, four per-channel vectors, the output
-    concats = {gv.name_hint: (len(f.params) - 5, f.script()) for gv, f in scheduled.functions.items()
-               if "concatenate" in gv.name_hint and "subtract" in gv.name_hint}
+    # concat + batch norm + ReLU kernels: parameters are the inputs, the output and two per-channel
+    # vectors (the batch norm folded into a scale and a shift at load time: FoldScaleIntoConv)
+    concats = {gv.name_hint: (len(f.params) - 3, f.script()) for gv, f in scheduled.functions.items()
+               if "concatenate" in gv.name_hint and "relu" in gv.name_hint}
     assert sorted(n for n, _ in concats.values()) == [1, 2, 3], list(concats)
+    assert not [n for n in concats if "subtract" in n] and all(n.count("multiply") == 1 for n in concats), list(concats)
     for name, (inputs, script) in concats.items():
         assert script.count("T.vectorized") >= inputs, (name, inputs, script)
 
@@ -960,7 +963,7 @@ def test_dense_block_concat_is_a_vector_loop_per_input_and_the_kernels_build_on_
     # Lowering: once blocks are opaque and simplified, each input's segment of the partitioned
     # concat reads that input alone (no select chain left for CompactBufferAllocation).
     three = next(f for name, f in scheduled.functions.items()
-                 if "concatenate" in name.name_hint and len(f.params) - 5 == 3)
+                 if "concatenate" in name.name_hint and "relu" in name.name_hint and len(f.params) - 3 == 3)
     assert "if_then_else" in three.script()
     lowered = codegen.opaque_and_simplified()(tvm.IRModule({"k": three.with_attr("global_symbol", "k")}))
     assert "if_then_else" not in lowered.script()
