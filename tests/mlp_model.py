@@ -87,14 +87,14 @@ def _random_statistics(net):
     return net
 
 
-def _inverted_residual(size, stride, inner=96, channels=(16, 24)):
+def _inverted_residual(size, stride, inner=96, channels=(16, 24), kernel=3):
     """mobilenet_v2's block: a 1x1 expansion 16 -> 96 (more than 1 MB of output at these sizes, so
     the pipeline joins it with the depthwise convolution), the depthwise 3x3, the 1x1 projection;
     batch norms with non-identity statistics."""
     torch.manual_seed(0)
     net = torch.nn.Sequential(
         torch.nn.Conv2d(channels[0], inner, 1, bias=False), torch.nn.BatchNorm2d(inner), torch.nn.ReLU6(),
-        torch.nn.Conv2d(inner, inner, 3, stride=stride, padding=1, groups=inner, bias=False),
+        torch.nn.Conv2d(inner, inner, kernel, stride=stride, padding=kernel // 2, groups=inner, bias=False),
         torch.nn.BatchNorm2d(inner), torch.nn.ReLU6(), torch.nn.Conv2d(inner, channels[1], 1, bias=False),
         torch.nn.BatchNorm2d(channels[1]))
     return _random_statistics(net).eval(), (torch.randn(1, channels[0], size, size),)
@@ -112,6 +112,11 @@ def build_expand_stride2():
 def build_expand_28():
     """mobilenet_v2's 28x28 block, 32 -> 192 -> 32 channels (602 KB expanded)."""
     return _inverted_residual(28, 1, inner=192, channels=(32, 32))
+
+
+def build_expand_5x5():
+    """mnasnet1_0's 5x5 block over 40 channels (40 -> 120 -> 40) at 28x28 (376 KB expanded)."""
+    return _inverted_residual(28, 1, inner=120, channels=(40, 40), kernel=5)
 
 
 def build_expand_72():

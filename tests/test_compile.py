@@ -836,6 +836,32 @@ def test_a_joined_projection_on_16_registers_fits_them_and_its_bands_fill_the_co
     assert result["passed"], result
 
 
+def test_a_joined_5x5_window_on_16_registers_loads_its_weights_per_tap_for_a_tile_of_several_columns(monkeypatch):
+    """A 5x5 window's weights are 25 registers per vector: on AVX-512's 32 they stay in registers
+    beside a tile of 5 columns, but on AVX2's 16 holding them left a tile of one column and one
+    vector (mnasnet1_0's 5x5 blocks at batch 3 and 193 px: the joined kernel 1.28x slower alone,
+    docs/performance.md). There the tile loads the weights per tap and takes several columns."""
+    import dataclasses
+
+    from tvmbench.compile import tir
+    from tvmbench.compile.knobs import knob_set
+    from tvmbench.compile.rules import WindowProject
+
+    monkeypatch.setattr(tir, "FUSE_EXPANSION_BYTES", 256 << 10)
+    for mcpu, least in (("haswell", 4), ("znver4", 4)):
+        target = resolve_target({"kind": "llvm", "mcpu": mcpu, "num-cores": 2}, gpu_query=lambda: None)
+        model, (joined,), names = _joined_kernel("build_expand_5x5", target)
+        assert sum("conv2d" in n for n in names) == 1, names
+        with target.tvm(), knob_set({}) as knobs:
+            assert WindowProject().schedule(joined, target.tvm()) is not None, mcpu
+        v = knobs.values()
+        assert v["window_rows"] >= least and 28 % v["window_rows"] == 0, (mcpu, v)
+        if mcpu == "znver4":  # (the held window: 25 weight registers and 5 accumulators of 32)
+            assert v["window_vectors"] == 1 and v["window_rows"] <= 5, v
+    result, _ = tvm_vs_torch(model, dataclasses.replace(CFG, use_cache=False))
+    assert result["passed"], result
+
+
 def test_mnasnet_blocks_whose_projection_slices_its_padded_channels_join_and_stay_exact(monkeypatch):
     """mnasnet1_0's projections to 40 channels are packed in blocks of 16 and slice 40 of 48 off:
     that slice must not join the joined kernel's write-back (it wrote past the slice: outputs off

@@ -21,7 +21,7 @@ from tvmbench.compile import tiles
 from tvmbench.compile.knobs import knob
 from tvmbench.compile.rules import expand_window
 from tvmbench.compile.rules.base import Rule, reduction_blocks, register_tile_loops, unroll_steps
-from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, UNROLL_DEPTH
+from tvmbench.compile.rules.contraction import DEPTHWISE_REGISTERS, HELD_WINDOW_MIN_ROWS, UNROLL_DEPTH
 from tvmbench.compile.tiles import accumulator_budget, largest_divisor, vector_lanes, vector_width
 from tvmbench.compile.tir import as_int, buffer_shape, coefficient, dtype_bits
 
@@ -51,6 +51,16 @@ SHORT_PREDICATED_PROJECTION = False
 # join alone on the Zen 3 VM: 175 -> 146 us; the model 1.016x [0.995-1.031], session 79). False:
 # the fewest rows whose halo is small enough.
 BALANCED_BANDS = True
+# The window's weights stay in registers across its tile (one per tap and vector) only where
+# they leave a tile of HELD_WINDOW_MIN_ROWS columns, as in the Contraction rule; else the tile is
+# a plain one (up to two vectors, as many columns as the accumulators allow) loading the weights
+# per tap. On 16 registers a 5x5 window held left a tile of one column and one vector:
+# mnasnet1_0's joined 5x5 blocks at batch 3 and 193 px ran 1.28x faster alone with 5 columns
+# (Zen 1, session 111). Same-process A/Bs (`rule_ab.py mnasnet1_0
+# rules.window_project.LOADED_WINDOW_WEIGHTS 0`, Zen 1): batch 3 at 193 px 1.030x
+# [1.022-1.039], batch 8 1.020x [1.011-1.023], batch 8 at 320 px 1.036x [1.027-1.039]. No
+# kernel changes at batch 1 at 224 px, nor on 32 registers for windows up to 5x5. 0: held always.
+LOADED_WINDOW_WEIGHTS = 1
 
 
 @dataclass
@@ -216,7 +226,8 @@ def _expansion_band(joined: _Joined, target: Any, bands: list[int]) -> int | Non
 def tile_window(joined: _Joined, task: Any, target: Any) -> None:
     """The window computed inside each task for the band's rows and every channel, in register
     tiles of columns x vectors of channels with the window unrolled; as many columns as leave
-    registers for the window's weights (the Contraction rule's depthwise tiles)."""
+    registers for the window's weights (the Contraction rule's depthwise tiles), or, where those
+    would be fewer than HELD_WINDOW_MIN_ROWS, the weights loaded per tap (LOADED_WINDOW_WEIGHTS)."""
     sch, window, lanes = joined.sch, joined.window, joined.window_lanes
     if joined.between is not None:
         sch.compute_at(joined.between, task, preserve_unit_loops=True)
@@ -235,9 +246,14 @@ def tile_window(joined: _Joined, task: Any, target: Any) -> None:
     legal_vectors = [v for v in (1, 2, 4) if channel_vectors % v == 0]
     # (16 vector registers on AVX2, where two vectors' taps alone would fill them)
     registers = DEPTHWISE_REGISTERS if accumulator_budget(target) == tiles.MAX_ACCUMULATORS else 16
-    fits = [v for v in legal_vectors if v <= 2 and (registers - 2) // v - taps >= 2] or [1]
-    vectors = knob("window_vectors", max(fits), legal_vectors)
-    most = min(tiles.max_rows(target), max((registers - 2) // vectors - taps, 1))
+    least = HELD_WINDOW_MIN_ROWS if LOADED_WINDOW_WEIGHTS else 2
+    held = [v for v in legal_vectors if v <= 2 and (registers - 2) // v - taps >= least]
+    if held or not LOADED_WINDOW_WEIGHTS:
+        vectors = knob("window_vectors", max(held or [1]), legal_vectors)
+        most = min(tiles.max_rows(target), max((registers - 2) // vectors - taps, 1))
+    else:  # (the weights loaded per tap)
+        vectors = knob("window_vectors", max(v for v in legal_vectors if v <= 2), legal_vectors)
+        most = min(tiles.max_rows(target), max(accumulator_budget(target) // vectors, 1))
     rows = knob("window_rows", _row_tile(width, most, vectors),
                 [r for r in range(1, tiles.MAX_ROWS + 1) if width % r == 0 or r == _row_tile(width, most, vectors)])
     w_outer, w_in = sch.split(w, factors=[None, rows])
