@@ -328,6 +328,16 @@ DEPTHWISE_REGISTERS = 32
 # row per tile. Over 13x13 the held window's tile of 5 rows stays (dropping it there doubled that
 # kernel). docs/performance.md, "A 5x5 depthwise window over a 7-pixel row".
 HELD_WINDOW_MIN_ROWS = 4
+# On 16 registers, a tile of one vector over a whole map row takes two vectors where they hold at
+# most this many accumulators: 7-pixel rows (the last stage of most CNNs at 224 and 193 px), where
+# the 12-accumulator budget leaves one vector x 7 (7 FMAs per 8 loads) or a predicated tile that
+# computes 12 rows for 7. Two vectors x 7 hold 14 accumulators, the weights read by the FMAs
+# from memory. Alone (Zen 1, session 111): mnasnet1_0's 192 -> 1152 1x1 over 7x7 at batch 3
+# 1167 -> 1018 us, resnet50's 1024 -> 2048 one 3618 -> 3066 us and its 3x3 over 7x7x512 4119 ->
+# 3868 us. (The budget raised to 14 for every tile made resnet50 1.13x slower; depthwise
+# windows, which load their weights per tap either way, ran 1.35x slower: mobilenet_v2's over
+# 7x7x960.) 0: off.
+WHOLE_ROW_ACCUMULATORS_16_REGS = 14
 # On 16 registers (AVX2) a depthwise tile whose rows would be predicated (or fewer than 4) takes
 # one vector over whole rows where there are whole rows of 4 or more: every FMA of a depthwise
 # reads its own input vector, so a second vector only adds accumulators, and FMAs per load follow
@@ -895,12 +905,16 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
         vectors, rows = _whole_pair_rows(extents[m_axis], choices, budget - reserved, most_rows)
     if m_axis is not None and rows == extents[m_axis]:
         vectors = _crossed_vectors(found, vectors, rows, choices, budget, reserved)
+        if vectors == 1 and 2 in choices and not reserved and budget == tiles.MAX_ACCUMULATORS_16_REGS \
+                and budget < 2 * rows <= WHOLE_ROW_ACCUMULATORS_16_REGS and _multiplies(found) \
+                and not _depthwise(found):
+            vectors = 2
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers;
     # over bf16 pairs whole row tiles only)
     vectors = knob("vectors", vectors, choices)
     if m_axis is not None:
         rows = knob("rows", rows, [r for r in range(1, min(max(tiles.MAX_ROWS, most_rows), extents[m_axis]) + 1)
-                                   if (r * vectors + reserved * vectors <= budget or r == 1)
+                                   if (r * vectors + reserved * vectors <= budget or r in (1, rows))
                                    and not (found.pairs and extents[m_axis] % r)])
     return Tile(vectors, rows, width, _stack(found, rows, vectors, budget - reserved * vectors))
 
