@@ -599,33 +599,47 @@ def test_an_attention_output_tile_on_16_registers_stays_within_the_accumulator_b
     _matches_pytorch_on(AVX2, model)
 
 
+def _depthwise_3x3(batch: int, size: int, channels: int):
+    """A TE builder of a 3x3 depthwise convolution over a ``size`` x ``size`` NHWC map (no padding)."""
+    def build(te):
+        x = te.placeholder((batch, size + 2, size + 2, channels), name="x")
+        w = te.placeholder((3, 3, channels), name="w")
+        kh, kw = te.reduce_axis((0, 3), name="kh"), te.reduce_axis((0, 3), name="kw")
+        return [x, w, te.compute((batch, size, size, channels), lambda n, h, c, k: te.sum(
+            x[n, h + kh, c + kw, k] * w[kh, kw, k], axis=[kh, kw]), name="depthwise")]
+
+    return build
+
+
+def _pointwise(batch: int, size: int, ci: int, co: int):
+    """A TE builder of a 1x1 convolution ``ci`` -> ``co`` over a ``size`` x ``size`` NHWC map."""
+    def build(te):
+        x, w = te.placeholder((batch, size, size, ci), name="x"), te.placeholder((ci, co), name="w")
+        r = te.reduce_axis((0, ci), name="r")
+        return [x, w, te.compute((batch, size, size, co), lambda n, h, c, k: te.sum(x[n, h, c, r] * w[r, k], axis=r),
+                                 name="pointwise")]
+
+    return build
+
+
+def _default_tile(build, target=AVX2):
+    """((vectors, rows), schedule) of the default rules' schedule of a TE builder's function."""
+    from tvmbench.compile.knobs import knob_set
+
+    with knob_set() as seen:
+        _, sch = pipeline.default_schedule(_te_func(build), target)
+    return (seen.values()["vectors"], seen.values()["rows"]), sch
+
+
 def test_a_predicated_tile_whose_window_is_unrolled_holds_at_most_9_accumulators_on_16_registers(monkeypatch):
     """A 3x3 depthwise convolution over 97-pixel rows (mobilenet_v2 at 193 px: no divisor) on AVX2
     takes 2 vectors x a predicated 4 rows, not 5: with its window unrolled the 2 x 5 tile spilled
     (PREDICATED_WINDOW_ACCUMULATORS_16_REGS); a 1x1 convolution over 32 channels and the same rows
     (its reduction not unrolled) keeps 5."""
-    from tvmbench.compile.knobs import knob_set
-
-    def depthwise(te):
-        x, w = te.placeholder((1, 99, 99, 32), name="x"), te.placeholder((3, 3, 32), name="w")
-        kh, kw = te.reduce_axis((0, 3), name="kh"), te.reduce_axis((0, 3), name="kw")
-        return [x, w, te.compute((1, 97, 97, 32), lambda n, h, c, k: te.sum(
-            x[n, h + kh, c + kw, k] * w[kh, kw, k], axis=[kh, kw]), name="depthwise")]
-
-    def pointwise(te):
-        x, w = te.placeholder((1, 97, 97, 32), name="x"), te.placeholder((32, 32), name="w")
-        r = te.reduce_axis((0, 32), name="r")
-        return [x, w, te.compute((1, 97, 97, 32), lambda n, h, c, k: te.sum(x[n, h, c, r] * w[r, k], axis=r),
-                                 name="pointwise")]
-
-    def tile(build):
-        with knob_set() as seen:
-            pipeline.default_schedule(_te_func(build), AVX2)
-        return seen.values()["vectors"], seen.values()["rows"]
-
-    assert tile(depthwise) == (2, 4) and tile(pointwise) == (2, 5)
+    depthwise, pointwise = _depthwise_3x3(1, 97, 32), _pointwise(1, 97, 32, 32)
+    assert _default_tile(depthwise)[0] == (2, 4) and _default_tile(pointwise)[0] == (2, 5)
     monkeypatch.setattr(tiles, "PREDICATED_WINDOW_ACCUMULATORS_16_REGS", tiles.PREDICATED_ACCUMULATORS_16_REGS)
-    assert tile(depthwise) == (2, 5)
+    assert _default_tile(depthwise)[0] == (2, 5)
     assert tiles.register_tile(97, [3], 12, None, predicated_cap=9) == (3, 3)
 
 
@@ -634,29 +648,12 @@ def test_a_1x1_convolution_over_7_pixel_rows_takes_two_vectors_of_whole_rows_on_
     two vectors x 7 (14 accumulators, WHOLE_ROW_ACCUMULATORS_16_REGS) ran mnasnet1_0's and
     resnet50's 1x1 convolutions over 7x7 maps 1.15-1.18x faster alone. A depthwise window over the
     same rows and 32 registers keep their tiles. Built here, the result matches numpy."""
-    from tvmbench.compile.knobs import knob_set
-
-    def pointwise(te):
-        x, w = te.placeholder((3, 7, 7, 64), name="x"), te.placeholder((64, 128), name="w")
-        r = te.reduce_axis((0, 64), name="r")
-        return [x, w, te.compute((3, 7, 7, 128), lambda n, h, c, k: te.sum(x[n, h, c, r] * w[r, k], axis=r),
-                                 name="pointwise")]
-
-    def depthwise(te):
-        x, w = te.placeholder((1, 9, 9, 128), name="x"), te.placeholder((3, 3, 128), name="w")
-        kh, kw = te.reduce_axis((0, 3), name="kh"), te.reduce_axis((0, 3), name="kw")
-        return [x, w, te.compute((1, 7, 7, 128), lambda n, h, c, k: te.sum(
-            x[n, h + kh, c + kw, k] * w[kh, kw, k], axis=[kh, kw]), name="depthwise")]
-
-    def tile(build, target=AVX2):
-        with knob_set() as seen:
-            _, sch = pipeline.default_schedule(_te_func(build), target)
-        return (seen.values()["vectors"], seen.values()["rows"]), sch
-
     import tvm
 
-    two, sch = tile(pointwise)
-    assert two == (2, 7) and tile(depthwise)[0] != (2, 7) and tile(pointwise, ZEN4)[0][0] * 7 <= tiles.MAX_ACCUMULATORS
+    pointwise = _pointwise(3, 7, 64, 128)
+    two, sch = _default_tile(pointwise)
+    assert two == (2, 7) and _default_tile(_depthwise_3x3(1, 7, 128))[0] != (2, 7)
+    assert _default_tile(pointwise, ZEN4)[0][0] * 7 <= tiles.MAX_ACCUMULATORS
     if has_feature(TARGET.tvm(), "avx2"):
         rng = np.random.default_rng(5)
         x, w = rng.standard_normal((3, 7, 7, 64), dtype="float32"), rng.standard_normal((64, 128), dtype="float32")
@@ -664,7 +661,7 @@ def test_a_1x1_convolution_over_7_pixel_rows_takes_two_vectors_of_whole_rows_on_
         tvm.compile(sch.mod, AVX2.tvm())(*args)
         np.testing.assert_allclose(args[-1].numpy(), x @ w, rtol=1e-4, atol=1e-4)
     monkeypatch.setattr(contraction, "WHOLE_ROW_ACCUMULATORS_16_REGS", 0)
-    assert tile(pointwise)[0] == (1, 7)
+    assert _default_tile(pointwise)[0] == (1, 7)
 
 
 @pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")

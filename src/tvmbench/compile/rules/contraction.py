@@ -904,11 +904,7 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if found.pairs and m_axis is not None and extents[m_axis] % rows and PAIRS_WHOLE_ROWS:
         vectors, rows = _whole_pair_rows(extents[m_axis], choices, budget - reserved, most_rows)
     if m_axis is not None and rows == extents[m_axis]:
-        vectors = _crossed_vectors(found, vectors, rows, choices, budget, reserved)
-        if vectors == 1 and 2 in choices and not reserved and budget == tiles.MAX_ACCUMULATORS_16_REGS \
-                and budget < 2 * rows <= WHOLE_ROW_ACCUMULATORS_16_REGS and _multiplies(found) \
-                and not _depthwise(found):
-            vectors = 2
+        vectors = _whole_row_vectors(found, vectors, rows, choices, budget, reserved)
     # (tuning's knobs, compile/knobs.py: any vector count that divides, rows within the registers;
     # over bf16 pairs whole row tiles only)
     vectors = knob("vectors", vectors, choices)
@@ -1076,6 +1072,17 @@ def _crossed_tile(found: Match, tile: Tile) -> bool:
     output: the kernel ran 7x slower (500 against 60-70 us) in some processes (false sharing)."""
     h_axis = _stack_axis(found) if tile.stack > 1 else None
     return h_axis is not None and _crossed(found, h_axis)
+
+
+def _whole_row_vectors(found: Match, vectors: int, rows: int, choices: list[int], budget: int, reserved: int) -> int:
+    """The vectors of a tile over a whole map row: one where a crossed stack then goes deeper
+    (``_crossed_vectors``); two instead of one on 16 registers where they hold at most
+    WHOLE_ROW_ACCUMULATORS_16_REGS accumulators, except for depthwise windows."""
+    vectors = _crossed_vectors(found, vectors, rows, choices, budget, reserved)
+    if vectors == 1 and 2 in choices and not reserved and budget == tiles.MAX_ACCUMULATORS_16_REGS \
+            and budget < 2 * rows <= WHOLE_ROW_ACCUMULATORS_16_REGS and _multiplies(found) and not _depthwise(found):
+        return 2
+    return vectors
 
 
 def _crossed_vectors(found: Match, vectors: int, rows: int, choices: list[int], budget: int, reserved: int) -> int:
