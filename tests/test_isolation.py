@@ -256,6 +256,41 @@ def test_workers_die_with_their_parent(tmp_path):
     assert not alive, "the worker outlived its killed parent"
 
 
+LEAVES = """
+import psutil
+from tvmbench.measure import isolation
+from test_isolation import works
+
+isolation.PRELOAD = ["slow_exit"]  # stands in for torch and TVM, whose finalizers took 1 s
+out = isolation.run_isolated(works, 1, timeout_s=60, memory_limit_bytes=8 * 2**30)
+servers = [p.pid for p in psutil.Process().children() if "forkserver" in " ".join(p.cmdline())]
+print(out.ok, *servers, flush=True)
+"""
+
+
+def test_the_fork_server_leaves_as_soon_as_tvmbench_has_gone(tmp_path):
+    """A run started right after another must not find the first one's fork server still
+    finalizing its libraries (it read as other work: "the machine was busy")."""
+    import subprocess
+    import sys
+
+    (tmp_path / "slow_exit.py").write_text("import atexit, time\natexit.register(time.sleep, 30)\n")
+    (tmp_path / "parent.py").write_text(LEAVES)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), str(Path(__file__).parent),
+                                                        os.environ.get("PYTHONPATH", "")])}
+    parent = subprocess.Popen([sys.executable, str(tmp_path / "parent.py")], stdout=subprocess.PIPE, text=True,
+                              env=env)
+    ok, *servers = parent.stdout.readline().split()
+    assert ok == "True" and len(servers) == 1
+    server = psutil.Process(int(servers[0]))
+    parent.wait(timeout=60)
+    try:
+        server.wait(timeout=5)  # with its exit handlers run, it would take 30 s
+    except psutil.TimeoutExpired:
+        server.kill()
+        pytest.fail("the fork server was still running 5 s after tvmbench had exited")
+
+
 def compiles_big_then_infers_small(arg, progress):
     big = bytearray(600 * 2**20)  # "compiling": zero-filled, so its pages are touched
     time.sleep(0.5)

@@ -381,8 +381,9 @@ def test_environment_warnings_for_a_noisy_machine():
     from tvmbench.measure import environment
 
     assert environment.warnings_for({"cpu_busy_percent_before": 5, "governor": "performance"}) == []
-    notes = environment.warnings_for({"cpu_busy_percent_before": 80, "governor": "powersave"})
-    assert any("busy" in n for n in notes) and any("powersave" in n for n in notes)
+    notes = environment.warnings_for({"cpu_busy_percent_before": 80, "governor": "powersave",
+                                      "busy_processes_before": ["make (150%)"]})
+    assert any("busy" in n and "make (150%)" in n for n in notes) and any("powersave" in n for n in notes)
     env = environment.collect(threads=2)
     for key in ("cpu_model", "physical_cores", "threads_used", "os", "python", "packages", "date"):
         assert key in env
@@ -534,3 +535,33 @@ def test_lockstep_turns_of_slow_calls_start_with_a_pause_and_fast_ones_with_an_u
         assert len(m.turns) == len(m.samples_s) >= 6
         untimed = len(calls) - len(m.warmup_s) - m.timed_calls
         assert untimed == (0 if slow else len(m.turns)), (seconds, untimed, len(m.turns))
+
+
+BURN = "import time\nt = time.time()\nwhile time.time() - t < 5: pass\n"
+
+
+def test_the_busy_sample_counts_other_work_but_not_tvmbench_own():
+    """tvmbench's own fork server and workers are not "other work"; a process outside it is, and is named."""
+    import signal
+    import subprocess
+    import sys
+
+    from tvmbench.measure import environment
+
+    mine = subprocess.Popen([sys.executable, "-c", BURN])  # a child of this process: ours
+    try:
+        time.sleep(0.3)
+        ours, _ = environment.busy_sample()
+    finally:
+        mine.kill()
+        mine.wait()
+    # started by a shell that exits at once: adopted by init, not ours
+    shell = subprocess.run(["sh", "-c", f"{sys.executable} -c '{BURN}' > /dev/null 2>&1 & echo $!"],
+                           check=True, capture_output=True, text=True)
+    try:
+        time.sleep(0.3)
+        other, busiest = environment.busy_sample()
+    finally:
+        os.kill(int(shell.stdout), signal.SIGKILL)
+    assert ours < 20 <= other, (ours, other)  # one of the two cores: 50 %
+    assert any(name.startswith("python") for name in busiest), busiest

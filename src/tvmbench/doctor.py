@@ -179,10 +179,8 @@ def diagnose(facts: Facts) -> list[Finding]:
 def gather(target_spec: str = "auto", model: str | None = None, precision: str = "fp32",
            threads: int | None = None, warmup_runs: int | None = None, db_dir: str | None = None) -> Facts:
     """The facts of this machine and of the planned run."""
-    import psutil
-
     from tvmbench.backends import FRAMEWORKS, load_class
-    from tvmbench.measure.environment import governor
+    from tvmbench.measure.environment import busy_sample, governor
     from tvmbench.targets import physical_cores, query_gpu, resolve_target
 
     f = Facts(target_spec=target_spec, model=model, precision=precision, threads=threads, warmup_runs=warmup_runs)
@@ -202,13 +200,7 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
     except UserError as e:
         f.target_error = str(e)
         target = None
-    procs = []
-    for p in psutil.process_iter(["name", "cpu_percent"]):
-        procs.append(p)
-    f.cpu_busy_percent = psutil.cpu_percent(interval=0.5)
-    busy = sorted(((p.cpu_percent(None), p.info["name"]) for p in procs if p.pid != os.getpid()
-                   and _alive(p)), reverse=True)
-    f.busy_processes = [f"{name} ({pct:.0f}%)" for pct, name in busy[:3] if pct > 5]
+    f.cpu_busy_percent, f.busy_processes = busy_sample()
     for name in FRAMEWORKS:
         try:
             f.frameworks[name] = load_class(name).availability()
@@ -228,13 +220,6 @@ def gather(target_spec: str = "auto", model: str | None = None, precision: str =
         except Exception:
             f.model_gflops = None
     return f
-
-
-def _alive(p: Any) -> bool:
-    try:
-        return p.is_running()
-    except Exception:
-        return False
 
 
 def to_json(facts: Facts, findings: list[Finding]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import platform
@@ -31,11 +32,54 @@ def governor() -> str | None:
         return None
 
 
+def _own_processes() -> list[psutil.Process]:
+    me = psutil.Process()
+    try:
+        return [me, *me.children(recursive=True)]
+    except psutil.Error:
+        return [me]
+
+
+def _cpu_seconds(procs: list[psutil.Process]) -> dict[int, float]:
+    out = {}
+    for p in procs:
+        try:
+            t = p.cpu_times()
+            out[p.pid] = t.user + t.system
+        except psutil.Error:
+            pass
+    return out
+
+
+def busy_sample(interval: float = 0.5) -> tuple[float, list[str]]:
+    """The share of the whole machine's CPU (0-100) that other work used over ``interval`` seconds,
+    and the three busiest other processes ("name (percent of one core)").
+
+    Other work is everything but this process and its children (its fork server and workers):
+    the load average trails by a minute and counts a run that has just ended, so this samples
+    instead, and subtracts tvmbench's own use from the machine's."""
+    others = [p for p in psutil.process_iter(["name"]) if p.pid != os.getpid()]
+    for p in others:
+        with contextlib.suppress(psutil.Error):
+            p.cpu_percent(None)  # starts each process's sample
+    own = _own_processes()
+    before = _cpu_seconds(own)
+    total = psutil.cpu_percent(interval=interval)
+    own_s = sum(t - before.get(pid, 0.0) for pid, t in _cpu_seconds(own).items())
+    mine = {p.pid for p in own}
+    busiest = []
+    for p in others:
+        with contextlib.suppress(psutil.Error):
+            if p.pid not in mine and p.is_running():
+                busiest.append((p.cpu_percent(None), p.info["name"]))
+    busiest.sort(reverse=True)
+    ours = 100.0 * own_s / (interval * (psutil.cpu_count() or 1))
+    return max(0.0, total - ours), [f"{name} ({pct:.0f}%)" for pct, name in busiest[:3] if pct > 5]
+
+
 def collect(threads: int) -> dict[str, Any]:
     load1 = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    # What other processes use right now: the load average trails by a minute and also counts a
-    # run that just ended, so the warning below is based on a half-second sample instead.
-    busy = psutil.cpu_percent(interval=0.5)
+    busy, busiest = busy_sample()
     return {
         "cpu_model": cpu_model(),
         "machine": platform.machine(),
@@ -46,6 +90,7 @@ def collect(threads: int) -> dict[str, Any]:
         "governor": governor(),
         "load_avg_1min": load1,
         "cpu_busy_percent_before": busy,
+        "busy_processes_before": busiest,
         "os": platform.platform(),
         "python": platform.python_version(),
         "packages": package_versions(),
@@ -60,7 +105,9 @@ def warnings_for(env: dict[str, Any]) -> list[str]:
     notes = []
     busy = env.get("cpu_busy_percent_before")
     if busy is not None and busy > 25:
-        notes.append(f"the machine was busy when the run started ({busy:.0f}% of the CPU used by other work)")
+        who = env.get("busy_processes_before")
+        notes.append(f"the machine was busy when the run started ({busy:.0f}% of the CPU used by other work"
+                     + (f"; busiest: {', '.join(who)})" if who else ")"))
     gov = env.get("governor")
     if gov and gov != "performance":
         notes.append(f"CPU frequency governor is '{gov}', not 'performance': latencies can vary with clock speed")

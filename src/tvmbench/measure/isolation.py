@@ -82,12 +82,16 @@ def _die_with_parent() -> None:
         forkserver._forkserver._forkserver_alive_fd = None  # type: ignore[attr-defined]
 
 
-PRELOAD = ["torch", "torchvision", "tvm"]
+# scipy.stats: the timer's stopping rule needs it, 0.9 s to import after torch (measured on the
+# Zen 1 host), once per worker otherwise.
+PRELOAD = ["torch", "torchvision", "tvm", "scipy.stats"]
+# Imported after PRELOAD, so that its exit handler runs before theirs (see that module).
+SERVER_EXIT = "tvmbench.measure.fork_server_exit"
 
 
 def context(preloaded: bool = True) -> Any:
-    """Where workers come from: forked from a server that has imported torch, torchvision and TVM,
-    or spawned.
+    """Where workers come from: forked from a server that has imported torch, torchvision and TVM
+    (and scipy.stats, for the timer), or spawned.
 
     A spawned worker is a new interpreter that imports torch and TVM itself: 6-7 s on the 2-core
     hosts here, most of a small model's run and the larger part of the test suite's time (and
@@ -98,11 +102,12 @@ def context(preloaded: bool = True) -> Any:
     ONNX Runtime and OpenVINO are given theirs explicitly, and TVM reads ``TVM_NUM_THREADS`` when
     its pool starts, in the worker. Outside Linux, for a worker that must not have torch (a
     package's), or with ``TVMBENCH_WORKERS=spawn`` in the environment (to compare the two:
-    ``benchmarks/worker_start.py``), workers are spawned."""
+    ``benchmarks/worker_start.py``), workers are spawned. The server leaves as soon as tvmbench has
+    gone (``fork_server_exit``), not a second later."""
     if not preloaded or not sys.platform.startswith("linux") or os.environ.get("TVMBENCH_WORKERS") == "spawn":
         return mp.get_context("spawn")
     ctx = mp.get_context("forkserver")
-    ctx.set_forkserver_preload(PRELOAD)  # read when the server starts (once per tvmbench process)
+    ctx.set_forkserver_preload([*PRELOAD, SERVER_EXIT])  # read when the server starts (once per tvmbench process)
     return ctx
 
 
