@@ -24,6 +24,9 @@ error line.
 CNNs (and torchvision's classifiers but ViT and MaxViT) at 193 px (feature maps of 97, 49, 25, 13
 and 7), text models at seq 77, ViTs at their own size.
 
+``--seq N``: only the six text models, at seq N and batch 1 (``--batch``: that batch); the full
+sweep has only bert-base and gpt2 at seq 512.
+
 ``--precision bf16``: TVM and OpenVINO in bf16 (on a CPU with AVX-512 BF16), ONNX Runtime fp32
 (it has no bf16 there: the best peer is then OpenVINO's bf16), outputs checked at bf16's tolerance.
 
@@ -80,11 +83,16 @@ def odd_entry(name: str) -> ModelEntry:
     return ModelEntry(name=name, batch_size=[ODD_BATCH], seq_length=ODD_SEQ)
 
 
-def entries(name: str, quick: bool, odd: bool = False, batch: int | None = None) -> list[ModelEntry]:
+def entries(name: str, quick: bool, odd: bool = False, batch: int | None = None,
+            seq: int | None = None) -> list[ModelEntry]:
     """The points of one model, as compare config entries (``batch``: that batch alone, at the
-    default size, as ``quick`` is batch 1)."""
+    default size, as ``quick`` is batch 1; ``seq``: a text model at that sequence length, at
+    ``batch`` or 1; none for an image model)."""
     if odd:
         return [odd_entry(name)]
+    if seq is not None:
+        text = name in ZOO and ZOO[name].family not in ("cnn", "vision-transformer")
+        return [ModelEntry(name=name, batch_size=[batch or 1], seq_length=seq)] if text else []
     quick = quick or batch is not None
     batches = [batch or 1] if quick else [1, 8]
     if name.startswith(TORCHVISION_PREFIX):  # its own default size (ViTs take no other)
@@ -103,7 +111,7 @@ def entries(name: str, quick: bool, odd: bool = False, batch: int | None = None)
 
 def measure(name: str, args: argparse.Namespace) -> None:
     out = Path(args.out_dir) / f"{name.replace('/', '_').replace(':', '_')}.json"
-    config = CompareConfig(models=entries(name, args.quick, args.odd, args.batch),
+    config = CompareConfig(models=entries(name, args.quick, args.odd, args.batch, args.seq),
                            global_settings=GlobalSettings(target="llvm", rounds=args.rounds))
     t0 = time.monotonic()
     print(f"== {name}: {len(config.models)} entries -> {out}", flush=True)
@@ -229,6 +237,7 @@ def main() -> int:
                              "optical_flow, detection, or all), those families' models")
     parser.add_argument("--quick", action="store_true", help="batch 1 at the default size only")
     parser.add_argument("--batch", type=int, help="only this batch size, at the default size (as --quick at batch 1)")
+    parser.add_argument("--seq", type=int, help="only the text models, at this sequence length (batch 1, or --batch)")
     parser.add_argument("--odd", action="store_true",
                         help="one point per model at odd shapes: batch 3, 193 px or seq 77")
     parser.add_argument("--out-dir", default="results/zoo_cpu")
@@ -254,6 +263,8 @@ def main() -> int:
     unknown = [n for n in names if n not in ZOO and not n.startswith(TORCHVISION_PREFIX)]
     if unknown:
         parser.error(f"not zoo models: {', '.join(unknown)}")
+    if args.seq is not None:
+        names = [n for n in names if entries(n, False, seq=args.seq)]
     Path(args.out_dir).mkdir(parents=True, exist_ok=True)
     if not args.summary:
         t0 = time.monotonic()
