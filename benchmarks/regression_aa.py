@@ -142,6 +142,9 @@ def main() -> None:
           f"{min(medians):.3f}-{max(medians):.3f} ms (spread {(max(medians) - min(medians)) / min(medians):.1%})")
     print("  host states seen (probe turns' microseconds per fork-join / per paired-work call, min-max per run): "
           + ", ".join(_turn_range(f) for f in plain))
+    busy = [json.loads(f.read_text())["environment"].get("cpu_busy_percent_before") for f in [*plain, *slowed]]
+    print("  other work at each run's start (% of the CPU; over 25 % the run warned): "
+          + ", ".join("-" if b is None else f"{b:.0f}" for b in busy))
     pairs = list(itertools.combinations(plain, 2))
     verdicts = [diff(a, b, history) for a, b in pairs]
     caught = [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]
