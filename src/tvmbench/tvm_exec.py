@@ -6,7 +6,7 @@ torch: MetaSchedule's workers (its process pools start them afresh for every bat
 candidates, ``tuning/build.py``), and the RPC tracker and device server (``tvmbench rpc``), which
 serve from a worker of such a pool too. So this hides torch before importing TVM: ``import
 torch`` fails here as if torch were not installed, and ``tvm_ffi`` goes on without it; a code
-path that needed torch would fail loudly.
+path that needed torch would fail loudly (``hide_torch``).
 
     python -m tvmbench.tvm_exec tvm.exec.rpc_server --tracker ... (the program's own arguments)
 """
@@ -14,6 +14,7 @@ path that needed torch would fail loudly.
 from __future__ import annotations
 
 import functools
+import importlib.abc
 import runpy
 import sys
 from typing import Any
@@ -25,6 +26,24 @@ def command(program: str, *args: str) -> list[str]:
     """The command line that runs TVM's ``program`` (one of ``PROGRAMS``) without torch."""
     assert program in PROGRAMS, program
     return [sys.executable, "-m", "tvmbench.tvm_exec", program, *args]
+
+
+class _NoTorch(importlib.abc.MetaPathFinder):
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> None:
+        if name == "torch" or name.startswith("torch."):
+            raise ModuleNotFoundError("torch is hidden in this process (tvmbench runs it without torch)", name=name)
+        return None
+
+
+def hide_torch() -> None:
+    """Make ``import torch`` fail in this process as if torch were not installed.
+
+    A finder that refuses it, not the usual ``sys.modules["torch"] = None``: libraries that look
+    for torch in ``sys.modules`` (scipy's array API helpers) take a None entry for the module
+    itself, and ``import scipy.stats`` failed on it ("'NoneType' object has no attribute
+    'Tensor'"), which made a package's run fail as soon as the timer needed scipy."""
+    if not any(isinstance(f, _NoTorch) for f in sys.meta_path):
+        sys.meta_path.insert(0, _NoTorch())
 
 
 @functools.cache
@@ -51,7 +70,7 @@ def light_workers() -> None:
 
 
 if __name__ == "__main__":
-    sys.modules["torch"] = None  # type: ignore[assignment]  # "import torch" raises ImportError
+    hide_torch()
     program = sys.argv[1]
     sys.argv = [program, *sys.argv[2:]]  # as if started as ``python -m program ...``
     if program != "tvm.exec.popen_worker":

@@ -105,7 +105,9 @@ def measure_framework(job: FrameworkJob, progress: Callable[[str], None]) -> Fra
     if is_package(job.model) and "torch" not in sys.modules:
         # A package needs no torch, and proves it: TVM's FFI imports torch whenever it can (for
         # DLPack), so it is made unimportable here; a code path that needed it would fail loudly.
-        sys.modules["torch"] = None  # type: ignore[assignment]
+        from tvmbench.tvm_exec import hide_torch
+
+        hide_torch()
     phases: dict[str, float] = {}
     t0 = time.perf_counter()
     progress("building the model")
