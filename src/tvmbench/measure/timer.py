@@ -109,8 +109,8 @@ def measure(fn: Callable[[], Any], config: TimerConfig | None = None,
     turns are timed between blocks."""
     cfg = config or TimerConfig()
     # The stopping rule's first interval would import scipy.stats between two timed blocks: 0.9 s
-    # of the time budget, and caches left cold for the next block. Imported now (a no-op in a
-    # worker from the preloaded fork server).
+    # of the time budget (measured), and possibly caches left cold for the next block. Imported
+    # now (a no-op in a worker from the preloaded fork server).
     import scipy.stats  # noqa: F401
     if on_progress:  # at most 4 messages a second: they cross a pipe from the process being measured
         on_progress = _at_most_every(0.25, on_progress)
