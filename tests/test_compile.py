@@ -218,7 +218,7 @@ def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_e
 
     from tvmbench.compile import pipeline
     from tvmbench.compile.rules.attention import score_tile_keys
-    from tvmbench.compile.tiles import vector_lanes
+    from tvmbench.compile.tiles import accumulator_budget, vector_lanes
     from tvmbench.compile.tir import kernel_flops
 
     rows = 8 if 48 % (2 * vector_lanes(TARGET.tvm(), 32)) else 4
@@ -235,7 +235,7 @@ def test_an_attention_is_one_kernel_computed_by_blocks_of_query_rows_and_stays_e
         tasks = 2 * 2 * 48 // rows
         assert rule == "Attention" and f"T.parallel(T.int64({tasks})" in script, script
         assert "_rf" in script  # the softmax's max and sum as vector partial sums
-        tile = score_tile_keys(48, vector_lanes(TARGET.tvm(), 32))
+        tile = score_tile_keys(48, vector_lanes(TARGET.tvm(), 32), accumulator_budget(TARGET.tvm()))
         assert [int(d) for d in func.params[1].shape] == [4, 48 // tile, 32, tile], func.params[1].shape
         # its FLOPs counted, the fast exponential's Let expressions too (uncounted: None)
         assert 2 * (2 * 2 * 48 * 48 * 32 * 2) < kernel_flops(func) < 3 * (2 * 2 * 48 * 48 * 32 * 2), kernel_flops(func)
@@ -312,17 +312,20 @@ def test_a_constant_mask_gives_its_key_limits_when_compiling():
     assert result["passed"], result
 
 
-def test_an_attention_task_keeps_its_score_tile_within_the_registers():
-    """Query rows per task: 4 where a score tile of 4 rows fits the accumulator budget, 2 on 16
-    vector registers (AVX2) where 4 rows x 4 vectors of keys would take all of them (bert-base
-    1.024x faster end to end on a Zen 3 host with 2); 4 there too over two-vector score tiles."""
+def test_an_attention_task_keeps_its_score_tile_within_the_registers(monkeypatch):
+    """Query rows per task: 4 where a score tile of 4 rows fits the accumulator budget. On 16
+    vector registers (AVX2) score tiles take 2 vectors of keys (SIXTEEN_REGISTER_SCORE_VECTORS),
+    so 4 rows; with 4 vectors, 4 rows would take all the registers, and tasks took 2 (bert-base
+    1.024x faster end to end on a Zen 3 host than with 4)."""
     from tvmbench.compile import tiles
-    from tvmbench.compile.rules.attention import _task_rows
+    from tvmbench.compile.rules import attention
 
-    assert _task_rows(128, 128, 16, tiles.MAX_ACCUMULATORS) == 4
-    assert _task_rows(128, 128, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 2
-    assert _task_rows(48, 48, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 4
-    assert _task_rows(6, 128, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 2  # (4 does not divide 6)
+    assert attention._task_rows(128, 128, 16, tiles.MAX_ACCUMULATORS) == 4
+    assert attention._task_rows(128, 128, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 4
+    assert attention._task_rows(48, 48, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 4
+    monkeypatch.setattr(attention, "SIXTEEN_REGISTER_SCORE_VECTORS", 0)
+    assert attention._task_rows(128, 128, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 2
+    assert attention._task_rows(6, 128, 8, tiles.MAX_ACCUMULATORS_16_REGS) == 2  # (4 does not divide 6)
 
 
 @pytest.mark.parametrize("builder", ["build_attention_45", "build_attention_45_heads_of_64", "build_attention_45_sdpa",

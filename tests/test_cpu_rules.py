@@ -599,6 +599,53 @@ def test_an_attention_output_tile_on_16_registers_stays_within_the_accumulator_b
     _matches_pytorch_on(AVX2, model)
 
 
+def _attention_tiles(model, target) -> tuple[list[tuple[int, int]], list[int]]:
+    """The (rows, vectors) register tiles of ``model``'s joined attention scheduled for
+    ``target`` (scores, then output), and the shape of its packed keys."""
+    import tvm
+
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, target))
+    (f,) = [f for gv, f in legal.functions.items()
+            if isinstance(f, tvm.tirx.PrimFunc) and gv.name_hint.startswith("fused_attention")]
+    rule, sch = pipeline.default_schedule(f, target)
+    assert rule == "Attention"
+    blocks = [b for b in sch.get_child_blocks(sch.get_sblock("root")) if sch.get(b).name_hint.startswith("matmul")
+              and sch.get(b).name_hint.endswith("_update")]
+    return [tuple(int(sch.get(loop).extent) for loop in sch.get_loops(b)[-3:-1]) for b in blocks], \
+        [int(d) for d in f.params[1].shape]
+
+
+@pytest.mark.skipif(not has_feature(TARGET.tvm(), "avx2"), reason="this CPU cannot run AVX2 code")
+def test_attention_score_tiles_on_16_registers_take_4_rows_of_2_vectors_and_match_pytorch(monkeypatch):
+    """128 keys (16 vectors on AVX2, 8 on AVX-512): on 16 registers a task takes 4 query rows x 2
+    vectors of keys (SIXTEEN_REGISTER_SCORE_VECTORS), where 4 vectors took 2 rows; its keys are
+    packed in panels of 16, and its output tile is 4 rows x 2 vectors. AVX-512 keeps 4 x 4. The
+    AVX2 build matches PyTorch on the first 64 query rows, whose tasks (KeyLimits) stop before the
+    NaN last token, which the causal mask hides."""
+    import numpy as np
+    import torch
+
+    from tvmbench.backends import BackendConfig
+    from tvmbench.backends.tvm import TVMBackend
+    from tvmbench.compile.rules import attention
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_causal_attention")
+    assert _attention_tiles(model, AVX2) == ([(4, 2), (4, 2)], [2, 128 // 16, 32, 16])
+    avx512 = resolve_target({"kind": "llvm", "mcpu": "skylake-avx512", "num-cores": 2}, gpu_query=lambda: None)
+    assert _attention_tiles(model, avx512)[0][0] == (4, 4)
+    monkeypatch.setattr(attention, "SIXTEEN_REGISTER_SCORE_VECTORS", 0)
+    assert _attention_tiles(model, AVX2) == ([(2, 4), (2, 4)], [2, 128 // 32, 32, 32])
+    monkeypatch.undo()
+    backend = TVMBackend(BackendConfig(target=AVX2, threads=2))
+    backend.prepare(model)
+    backend.run()
+    out = np.asarray(backend.outputs()[0])
+    x, mask = (torch.from_numpy(model.inputs[k]) for k in model.inputs)
+    with torch.no_grad():
+        expected = model.module(torch.nan_to_num(x), mask).numpy()
+    np.testing.assert_allclose(out[:, :64], expected[:, :64], rtol=1e-4, atol=1e-5)
+
+
 def _depthwise_3x3(batch: int, size: int, channels: int):
     """A TE builder of a 3x3 depthwise convolution over a ``size`` x ``size`` NHWC map (no padding)."""
     def build(te):

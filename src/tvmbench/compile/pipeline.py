@@ -37,7 +37,7 @@ from tvmbench.compile import passes, tir
 from tvmbench.compile.codegen import Built, build_in_parallel
 from tvmbench.compile.names import FLAT_TRANSFORM
 from tvmbench.compile.rules import default_rules
-from tvmbench.compile.tiles import half_vectors_full_rate, vector_lanes
+from tvmbench.compile.tiles import accumulator_budget, half_vectors_full_rate, vector_lanes
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
@@ -115,7 +115,7 @@ def legalize_passes(target: ResolvedTarget) -> list[Any]:
         # Identical kernel calls computed once: each layer of GPT-2 and BERT computed the same
         # mask from the same input (12 kernels, and 12 of KeyLimits' limits kernels after it).
         *([relax.transform.EliminateCommonSubexpr()] if cpu and DEDUPLICATE_CALLS else []),
-        *([passes.key_limits(), passes.pack_keys(lanes)] if cpu else []),
+        *([passes.key_limits(), passes.pack_keys(lanes, accumulator_budget(target.tvm()))] if cpu else []),
         passes.flat_transform_params(),  # after FastMath (TVM's FastMathTransform failed on calls of Relax functions)
         # A pure reshape becomes a view of its input, not a copy kernel. TVM runs this pass in its VM lowering,
         # after scheduling, where it no longer recognises a scheduled reshape (bert-base b8: 72 copies, 10.6 ms of 618).

@@ -80,9 +80,9 @@ def packed(func: Any, param: int, tile: int) -> Any:
 
 @mutator
 class _PackKeys(PyExprMutator):
-    def __init__(self, mod: Any, lanes: int) -> None:
+    def __init__(self, mod: Any, lanes: int, budget: int) -> None:
         super().__init__(mod)
-        self.mod, self.lanes = mod, lanes
+        self.mod, self.lanes, self.budget = mod, lanes, budget
         self.call_tir = tvm.ir.Op.get("relax.call_tir")
         self.keys: dict[Any, tuple[int, int] | None] = {}  # attention kernel -> (k's parameter, tile)
         self.producers: dict[Any, int] = {}  # binding var of a k to pack -> tile
@@ -111,7 +111,7 @@ class _PackKeys(PyExprMutator):
             param = key_operand(func)
             if param is not None and param < len(value.args[1].fields):
                 keys = as_int(buffer_shape(func.params[param])[-1])
-                tile = score_tile_keys(keys, self.lanes) if keys else 0
+                tile = score_tile_keys(keys, self.lanes, self.budget) if keys else 0
                 if tile and keys % tile == 0 and keys > tile:
                     self.keys[gv] = (param, tile)
         return self.keys[gv]
@@ -147,8 +147,9 @@ class _PackKeys(PyExprMutator):
         self.set_var_remap(var, self.builder_.emit(new, name_hint=var.name))
 
 
-def pack_keys(lanes: int) -> Any:
-    """The pass (module docstring), for vectors of ``lanes`` floats."""
-    return builder_pass(lambda mod: _PackKeys(mod, lanes), "PackKeys",
+def pack_keys(lanes: int, budget: int) -> Any:
+    """The pass (module docstring), for vectors of ``lanes`` floats and register tiles of
+    ``budget`` accumulators (``tiles.accumulator_budget``: the score tiles' keys depend on it)."""
+    return builder_pass(lambda mod: _PackKeys(mod, lanes, budget), "PackKeys",
                         before=lambda m, func: m.find(func) if ENABLED else None,
                         after=lambda m, mod: drop_uncalled(mod, [gv for gv, _ in m.made]))  # (the replaced kernels)

@@ -35,9 +35,9 @@ from tvm import relax
 from tvm.relax.expr_functor import PyExprMutator, mutator
 
 from tvmbench.compile.ir import op_name, static_shape, use_counts
-from tvmbench.compile.rules.attention import ONE_VECTOR_ROWS, SCORE_VECTORS
+from tvmbench.compile.rules.attention import ONE_VECTOR_ROWS, score_vectors
 from tvmbench.compile.rules.attention import ROWS as ATTENTION_ROWS
-from tvmbench.compile.tiles import vector_lanes
+from tvmbench.compile.tiles import MAX_ACCUMULATORS, accumulator_budget, vector_lanes
 from tvmbench.targets import ResolvedTarget
 
 LOWEST = float(np.finfo(np.float32).min)
@@ -46,7 +46,7 @@ MAX_WASTE = 1 / 8  # padded queries at most this share
 # The head dimension padded to whole vectors when that adds at most this share to the second
 # matmul (its only cost: the scores are not touched). 0: off (for A/Bs).
 HEAD_WASTE = 1 / 2
-TILE_WASTE = 1 / 16  # keys padded to whole score tiles (SCORE_VECTORS vectors) at most this share
+TILE_WASTE = 1 / 16  # keys padded to whole score tiles (``score_vectors``) at most this share
 # Keys padded to whole vectors at most this share (else no join follows). Swin's windows of 49
 # tokens (64 keys: 31 % more) kept their attentions as four kernels each, the softmax at 11 % of
 # its bound: joined, swin_t 1.035x (same-process A/B, Zen 5).
@@ -87,22 +87,23 @@ def rows_for(rows: int, keys: int, lanes: int) -> int:
     return padded(rows, ROWS)
 
 
-def padded_keys(keys: int, lanes: int) -> int:
-    """Keys rounded up to whole score tiles of the Attention rule (SCORE_VECTORS vectors) when
+def padded_keys(keys: int, lanes: int, budget: int = MAX_ACCUMULATORS) -> int:
+    """Keys rounded up to whole score tiles of the Attention rule (``score_vectors``) when
     that wastes at most TILE_WASTE, else to whole vectors (within KEY_WASTE). Whisper's 1500 keys
     in whole vectors are 94, which only tiles of 2 divide (4 rows x 2 vectors: 8 accumulators);
     padded to 1536 they take tiles of 4 (1.5 % faster end to end, 2.4 % more keys). A larger
     share does not pay: DINOv2's 257 keys padded to 320 (24 %) or to 288 for tiles of 2 (12 %)
     ran 2.5 % and 1.5 % slower than at 272, in tiles of one vector."""
-    tiles = padded(keys, lanes * SCORE_VECTORS, TILE_WASTE)
-    return tiles if tiles % (lanes * SCORE_VECTORS) == 0 else padded(keys, lanes, KEY_WASTE)
+    tile = lanes * score_vectors(budget)
+    tiles = padded(keys, tile, TILE_WASTE)
+    return tiles if tiles % tile == 0 else padded(keys, lanes, KEY_WASTE)
 
 
 @mutator
 class _PadAttention(PyExprMutator):
-    def __init__(self, mod: Any, lanes: int, func: Any) -> None:
+    def __init__(self, mod: Any, lanes: int, budget: int, func: Any) -> None:
         super().__init__(mod)
-        self.lanes, self.uses = lanes, use_counts(func)
+        self.lanes, self.budget, self.uses = lanes, budget, use_counts(func)
         self._order = [b.var for block in func.body.blocks for b in block.bindings]  # program order
 
     def visit_call_(self, call: Any) -> Any:
@@ -118,7 +119,7 @@ class _PadAttention(PyExprMutator):
         if any(s is None or len(s) < 2 for s in shapes) or any(not isinstance(x, relax.Var) for x in (q, k)):
             return call
         rows, keys, dims = shapes[0][-2], shapes[1][-1], shapes[2][-1]
-        keys2 = padded_keys(keys, self.lanes)
+        keys2 = padded_keys(keys, self.lanes, self.budget)
         rows2 = rows_for(rows, keys2, self.lanes)
         dims2 = padded(dims, self.lanes, HEAD_WASTE)
         if (rows2, keys2, dims2) == (rows, keys, dims) or keys2 % self.lanes or shapes[2][-2] != keys:
@@ -227,14 +228,14 @@ def pad_attention(target: ResolvedTarget) -> Any:
     """The pass (see the module's docstring), for the target's vector width."""
     import tvm
 
-    lanes = vector_lanes(target.tvm(), 32)
+    lanes, budget = vector_lanes(target.tvm(), 32), accumulator_budget(target.tvm())
 
     @tvm.ir.transform.module_pass(opt_level=0, name="PadAttention")
     def rewrite(mod: Any, ctx: Any) -> Any:
         for gv, func in list(mod.functions.items()):
             if ENABLED and isinstance(func, relax.Function):
                 func = relax.analysis.remove_all_unused(func)  # (dead bindings would count as uses)
-                new = _PadAttention(mod, lanes, func).visit_expr(func)
+                new = _PadAttention(mod, lanes, budget, func).visit_expr(func)
                 mod[gv] = func if new.same_as(func) else relax.analysis.remove_all_unused(new)
         return mod
 

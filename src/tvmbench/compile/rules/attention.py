@@ -67,6 +67,13 @@ WIDE_OUTPUT_ACCUMULATORS = 24
 OUTPUT_TILE_IN_BUDGET = True
 # Vectors per score tile (rows x SCORE_VECTORS accumulators over the keys).
 SCORE_VECTORS = 4
+# ... on 16 vector registers (AVX2), this many (``score_vectors``): there a task then takes 4
+# query rows x 2 vectors of keys, where 4 vectors took 2 rows (ROWS within the budget), the same 8
+# accumulators. Each vector of k loaded per step then serves 4 rows, not 2, and the output tile
+# gets 4 rows. bert-base at 512 tokens on the Zen 1 VM (session 113, same-process A/Bs,
+# `benchmarks/rule_ab.py bert-base-uncased rules.attention.SCORE_VECTORS 2 --seq-length 512`):
+# the joined attention 7-9 % faster. 0: SCORE_VECTORS (for A/Bs).
+SIXTEEN_REGISTER_SCORE_VECTORS = 2
 # An injective block feeding several others is recomputed in each (inlined) when its expression
 # has at most this many nodes (a reshape, a mask add); a costlier one (the exponential) is
 # computed once into the task's buffer.
@@ -99,18 +106,19 @@ class Attention(Rule):
             return None  # (keys in no whole number of vectors: the score tile would need a tail)
         queries, keys = as_int(reductions[-1].dom()[-3]), as_int(reductions[0].dom()[-2])
         choices = [r for r in sorted({*ROWS, ONE_VECTOR_ROWS} - {0}, reverse=True) if queries % r == 0]
-        rows = knob("rows", _task_rows(queries, keys, lanes, accumulator_budget(target)), choices)
+        budget = accumulator_budget(target)
+        rows = knob("rows", _task_rows(queries, keys, lanes, budget), choices)
         row_names = [sch.get(r.block_rv).name_hint for r in reductions[1:-1]]
         # (the block producing the probabilities stays: inlined, it would divide per FMA step)
         feeds_out = [sch.get(b).name_hint for b in sch.get_producers(sch.get_sblock(out))]
         _inline_cheap(sch, [n for n in names if n not in row_names + feeds_out + [scores, out]])
         partial = {n: _vector_partial_sums(sch, n, lanes) for n in row_names}
         dots: list[Any] | None = [] if pairs else None  # (lanes loops the bf16 dot product takes at the end)
-        task = _output_tile(sch, out, rows, lanes, accumulator_budget(target), dots)
+        task = _output_tile(sch, out, rows, lanes, budget, dots)
         order = [m for n in names[:-1] for m in ([partial[n], n] if partial.get(n) else [n])]
         for name in reversed([n for n in order if _exists(sch, n)]):
             sch.compute_at(sch.get_sblock(name), task, preserve_unit_loops=True)
-        score_vectors = _score_tile(sch, scores, lanes, dots)
+        tile_vectors = _score_tile(sch, scores, lanes, budget, dots)
         for name in partial.values():
             if name:
                 _schedule_partial(sch, name)
@@ -118,7 +126,7 @@ class Attention(Rule):
         for name in tail:
             schedule_injective_block(sch, sch.get_sblock(name), lanes)
         if KEY_LIMITS in (func.attrs or {}):
-            _mark_key_loops(sch, task, out, rows, queries, keys, lanes * score_vectors)
+            _mark_key_loops(sch, task, out, rows, queries, keys, lanes * tile_vectors)
         if dots:
             bf16.register()
             try:
@@ -137,7 +145,7 @@ def _task_rows(queries: int, keys: int, lanes: int, budget: int = tiles.MAX_ACCU
     if ONE_VECTOR_ROWS and queries % ONE_VECTOR_ROWS == 0 and keys % (2 * lanes):
         return ONE_VECTOR_ROWS
     dividing = [r for r in ROWS if queries % r == 0]
-    vectors = score_tile_keys(keys, lanes) // lanes
+    vectors = score_tile_keys(keys, lanes, budget) // lanes
     return next((r for r in dividing if r * vectors <= budget), dividing[-1])
 
 
@@ -229,10 +237,18 @@ def _wide_output_rows(rows: int, vectors: int) -> int | None:
     return max(fit) if vectors > 1 and fit else None
 
 
-def score_tile_keys(keys: int, lanes: int) -> int:
-    """The keys of a score tile by default: ``SCORE_VECTORS`` vectors, or the most of 2 and 1 that
-    divide the keys (``passes/pack_keys.py`` lays ``k`` out in panels of this many)."""
-    return lanes * max(v for v in (SCORE_VECTORS, 2, 1) if keys % (v * lanes) == 0)
+def score_vectors(budget: int = tiles.MAX_ACCUMULATORS) -> int:
+    """Vectors of keys a score tile takes where they divide the keys, on a target whose register
+    tiles hold ``budget`` accumulators (``tiles.accumulator_budget``)."""
+    small = budget <= tiles.MAX_ACCUMULATORS_16_REGS and SIXTEEN_REGISTER_SCORE_VECTORS
+    return SIXTEEN_REGISTER_SCORE_VECTORS if small else SCORE_VECTORS
+
+
+def score_tile_keys(keys: int, lanes: int, budget: int = tiles.MAX_ACCUMULATORS) -> int:
+    """The keys of a score tile by default: ``score_vectors(budget)`` vectors, or the most of 2
+    and 1 that divide the keys (``passes/pack_keys.py`` lays ``k`` out in panels of this many)."""
+    most = score_vectors(budget)
+    return lanes * max(v for v in (most, 2, 1) if v <= most and keys % (v * lanes) == 0)
 
 
 def _pair_split(sch: Any, block: Any, loop: Any, lanes: int, dots: list[Any] | None) -> tuple[Any, list[Any]]:
@@ -252,14 +268,14 @@ def _pair_split(sch: Any, block: Any, loop: Any, lanes: int, dots: list[Any] | N
     return outer, [pair]
 
 
-def _score_tile(sch: Any, name: str, lanes: int, dots: list[Any] | None = None) -> int:
-    """The first matmul, inside the task: ``rows x SCORE_VECTORS`` tiles over the keys (their
+def _score_tile(sch: Any, name: str, lanes: int, budget: int, dots: list[Any] | None = None) -> int:
+    """The first matmul, inside the task: ``rows x score_vectors(budget)`` tiles over the keys (their
     lanes loop added to ``dots`` over bf16 pairs, as ``_output_tile``); returns the tiles' vectors."""
     block = sch.get_sblock(name)
     *_, i, j, k = sch.get_loops(block)
     k, pair = _pair_split(sch, block, k, lanes, dots)
     keys = as_int(sch.get(j).extent)
-    vectors = knob("score_vectors", score_tile_keys(keys, lanes) // lanes,
+    vectors = knob("score_vectors", score_tile_keys(keys, lanes, budget) // lanes,
                    [v for v in (1, 2, 4, 8) if keys % (v * lanes) == 0])
     jo, jv, jl = sch.split(j, factors=[None, vectors, lanes])
     steps = unroll_steps(sch, k, 4)
