@@ -70,9 +70,10 @@ SCORE_VECTORS = 4
 # ... on 16 vector registers (AVX2), this many (``score_vectors``): there a task then takes 4
 # query rows x 2 vectors of keys, where 4 vectors took 2 rows (ROWS within the budget), the same 8
 # accumulators. Each vector of k loaded per step then serves 4 rows, not 2, and the output tile
-# gets 4 rows. bert-base at 512 tokens on the Zen 1 VM (session 113, same-process A/Bs,
-# `benchmarks/rule_ab.py bert-base-uncased rules.attention.SCORE_VECTORS 2 --seq-length 512`):
-# the joined attention 7-9 % faster. 0: SCORE_VECTORS (for A/Bs).
+# gets 4 rows. Same-process A/Bs on the Zen 1 VM (session 114, `benchmarks/rule_ab.py M
+# rules.attention.SIXTEEN_REGISTER_SCORE_VECTORS 0 --block 2`): bert-base at 512 tokens 1.011x
+# [1.008-1.020] (the attention 1.08x); ViT-B/16, distilbert, gpt2 and bert-base at batch 8 level.
+# 0: SCORE_VECTORS (for A/Bs).
 SIXTEEN_REGISTER_SCORE_VECTORS = 2
 # An injective block feeding several others is recomputed in each (inlined) when its expression
 # has at most this many nodes (a reshape, a mask add); a costlier one (the exponential) is
