@@ -471,6 +471,19 @@ def build_causal_attention():
     return Attention().eval(), (x, torch.full((1, 1, 128, 128), float("-inf")).triu(1))
 
 
+def assert_causal_rows_match(model, outputs) -> None:
+    """``build_causal_attention``'s first 64 query rows in ``outputs`` are finite and PyTorch's on
+    a finite last token (their keys stop before the NaN one), and the last row is NaN."""
+    import numpy as np
+
+    out = np.asarray(outputs[0])
+    x, mask = (torch.from_numpy(model.inputs[k]) for k in model.inputs)
+    with torch.no_grad():
+        expected = model.module(torch.nan_to_num(x), mask).numpy()
+    assert np.isfinite(out[:, :64]).all() and np.isnan(out[:, -1]).all()
+    np.testing.assert_allclose(out[:, :64], expected[:, :64], rtol=1e-4, atol=1e-5)
+
+
 class _PatchAttention(torch.nn.Module):
     """torchvision's ViT in small: patches embedded by a strided convolution, then
     ``nn.MultiheadAttention``, which torch.export writes with a ``squeeze(axis=-2)``."""
