@@ -224,7 +224,7 @@ def vector_width(extent: int, lanes: int) -> int:
 
 
 def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MAX_ROWS,
-             under_4: bool = True) -> tuple[int, bool]:
+             under_4: bool = True, short: bool = False) -> tuple[int, bool]:
     """Rows of a register tile at most ``limit``: the largest divisor of the row extent, else
     (no divisor from 4 up) a predicated tail tile of at most PREDICATED_MAX_ROWS rows. Says
     whether it is predicated.
@@ -235,10 +235,11 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
     (alone, 3.90 against 5.53 ms). Same-process A/Bs against always 8 rows (Xeon host):
     squeezenet1_1 1.13x at batch 1 and 8, inception_v3 1.08x at 299 px, 1.02x at 160 px.
     ``under_4``: whether four vectors may take 3 whole rows (WHOLE_ROWS_UNDER_4; a dot product's
-    tile, ``rules.contraction.WINDOW_WHOLE_ROWS_UNDER_4``)."""
+    tile, ``rules.contraction.WINDOW_WHOLE_ROWS_UNDER_4``). ``short``: a row axis of at most
+    MAX_ROWS that ``limit`` cannot cover whole takes the predicated tile too (SHORT_AXIS_VECTORS)."""
     cap = min(max(MAX_ROWS, most_rows), limit)
     rows = largest_divisor(rows_extent, cap)
-    if rows < 4 and rows_extent > MAX_ROWS and not (WHOLE_ROWS_UNDER_4 and under_4 and vectors == 4 and rows == cap == 3):
+    if rows < 4 and (rows_extent > MAX_ROWS or (short and rows_extent > cap >= 4)) and not (WHOLE_ROWS_UNDER_4 and under_4 and vectors == 4 and rows == cap == 3):
         def worth(r: int) -> float:
             return r * vectors / (r + vectors) * rows_extent / (-(-rows_extent // r) * r)
 
@@ -254,6 +255,15 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
 # and where their weight panel outgrows L1 one vector over 14 rows beats both
 # (``rules.contraction.FEW_ROWS``).
 WEIGHTS_HELD_FROM = 6
+# A tile of this many vectors or more whose registers cannot hold a whole short row axis (at most
+# MAX_ROWS) that no 4 or more divide takes a predicated tile over it, not one row: on 16
+# registers (AVX2) RegNet's grouped 3x3 convolutions over 7x7 maps (groups of 24 channels: 3
+# vectors, 4 rows at most) ran as one vector over the 7 columns (7 FMAs per 8 loads), where 3
+# vectors over a predicated 4 (12 per 7) ran 1.37x faster alone (regnet_x_1_6gf, Zen 1, session
+# 114: 356 against 487 us). Two vectors stay as they were: 2 x 4 predicated ran slower than 1 x 7
+# (session 111, mnasnet1_0's 7x7 expansion: 1250 against 1167 us). Such a tile is not held to
+# PREDICATED_ACCUMULATORS_16_REGS: 3 x 4 (12) was the one measured. 0: off (for A/Bs).
+SHORT_AXIS_VECTORS = 3
 
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
@@ -277,8 +287,9 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     for vectors in vector_choices:
         held = reserved_per_vector + (1 if vectors >= WEIGHTS_HELD_FROM else 0)
         limit = min(max((budget - held * vectors) // vectors, 1), most_rows)
-        rows, predicated = row_tile(rows_extent, limit, vectors, most_rows)
-        if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > cap:
+        short = bool(SHORT_AXIS_VECTORS) and vectors >= SHORT_AXIS_VECTORS
+        rows, predicated = row_tile(rows_extent, limit, vectors, most_rows, short=short)
+        if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > cap and not (short and rows_extent <= MAX_ROWS):
             rows, predicated = _spilling_less(rows_extent, rows, vectors, most_rows, cap)
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
