@@ -255,20 +255,24 @@ def row_tile(rows_extent: int, limit: int, vectors: int = 2, most_rows: int = MA
 # and where their weight panel outgrows L1 one vector over 14 rows beats both
 # (``rules.contraction.FEW_ROWS``).
 WEIGHTS_HELD_FROM = 6
-# A tile of this many vectors or more whose registers cannot hold a whole short row axis (at most
-# MAX_ROWS) that no 4 or more divide takes a predicated tile over it, not one row: on 16
-# registers (AVX2) RegNet's grouped 3x3 convolutions over 7x7 maps (groups of 24 channels: 3
-# vectors, 4 rows at most) ran as one vector over the 7 columns (7 FMAs per 8 loads), where 3
+# A tile of the whole vector axis, this many vectors or more, whose registers cannot hold a whole
+# short row axis (at most MAX_ROWS) that no 4 or more divide takes a predicated tile over it, not
+# one row: on 16 registers (AVX2) RegNet's grouped 3x3 convolutions over 7x7 maps (groups of 24
+# channels: 3 vectors, 4 rows at most) ran as one vector over the 7 columns (7 FMAs per 8 loads), where 3
 # vectors over a predicated 4 (12 per 7) ran 1.37x faster alone (regnet_x_1_6gf, Zen 1, session
 # 114: 356 against 487 us). Two vectors stay as they were: 2 x 4 predicated ran slower than 1 x 7
-# (session 111, mnasnet1_0's 7x7 expansion: 1250 against 1167 us). Such a tile is not held to
-# PREDICATED_ACCUMULATORS_16_REGS: 3 x 4 (12) was the one measured. 0: off (for A/Bs).
+# (session 111, mnasnet1_0's 7x7 expansion: 1250 against 1167 us), and so do tiles of part of a
+# wider axis: with them, mobilenet_v2's 1x1 convolutions packed in blocks of 3 vectors took 3 x 4
+# over 7 columns, one 0.68x as fast, the model 0.974x [0.971-0.977] (same-process A/B, session
+# 114). Such a tile is not held to PREDICATED_ACCUMULATORS_16_REGS: 3 x 4 (12) was the one
+# measured. 0: off (for A/Bs).
 SHORT_AXIS_VECTORS = 3
 
 
 def register_tile(rows_extent: int | None, vector_choices: list[int], budget: int,
                   predicated_percent: int | None = None, reserved_per_vector: int = 0,
-                  most_rows: int = MAX_ROWS, predicated_cap: int | None = None) -> tuple[int, int]:
+                  most_rows: int = MAX_ROWS, predicated_cap: int | None = None,
+                  axis_vectors: int = 0) -> tuple[int, int]:
     """(vectors, rows) of the register tile: the one with most FMAs per load within the budget.
 
     Each reduction step loads ``vectors`` weight vectors and broadcasts ``rows`` inputs to feed
@@ -279,7 +283,8 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     registers per vector of the tile are taken from the budget first (a depthwise window's
     weights, held across the tile). On 16 registers a predicated tile is capped where it would
     spill (``predicated_cap``, by default PREDICATED_ACCUMULATORS_16_REGS) and weighed against whole
-    rows of 3 (EXACT_ROWS_16_REGS)."""
+    rows of 3 (EXACT_ROWS_16_REGS). ``axis_vectors``: the vectors of the whole vector axis, whose
+    tile may take a predicated short row axis (SHORT_AXIS_VECTORS)."""
     cap = PREDICATED_ACCUMULATORS_16_REGS if predicated_cap is None else predicated_cap
     if rows_extent is None:
         return vector_choices[0], 1
@@ -287,7 +292,7 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
     for vectors in vector_choices:
         held = reserved_per_vector + (1 if vectors >= WEIGHTS_HELD_FROM else 0)
         limit = min(max((budget - held * vectors) // vectors, 1), most_rows)
-        short = bool(SHORT_AXIS_VECTORS) and vectors >= SHORT_AXIS_VECTORS
+        short = bool(SHORT_AXIS_VECTORS) and vectors == axis_vectors >= SHORT_AXIS_VECTORS
         rows, predicated = row_tile(rows_extent, limit, vectors, most_rows, short=short)
         if predicated and budget <= MAX_ACCUMULATORS_16_REGS and rows * vectors > cap and not (short and rows_extent <= MAX_ROWS):
             rows, predicated = _spilling_less(rows_extent, rows, vectors, most_rows, cap)
