@@ -886,9 +886,8 @@ def choose_tile(found: Match, target: Any) -> Tile | None:
     if m_axis is None and SINGLE_ROW_WIDEST:
         preferred = [max(preferred)]
     cap = tiles.PREDICATED_WINDOW_ACCUMULATORS_16_REGS if 1 < found.window() <= UNROLL_REDUCTION else None
-    vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred,
-                                  budget, tiles.predicated_percent(budget, dot), reserved, most_rows, cap,
-                                  n_vectors_total)
+    vectors, rows = register_tile(None if m_axis is None else extents[m_axis], preferred, budget,
+                                  tiles.predicated_percent(budget, dot), reserved, most_rows, cap, n_vectors_total)
     if reserved and rows < min(HELD_WINDOW_MIN_ROWS, extents[m_axis]):  # (the window's weights loaded per tap)
         reserved, budget = 0, accumulator_budget(target)
         vectors, rows = register_tile(extents[m_axis], preferred, budget,
