@@ -2259,8 +2259,8 @@ def test_groups_of_three_vectors_over_7_columns_take_a_predicated_tile_of_4_on_1
     """RegNet's groups of 24 channels (three 8-lane vectors) over a 7x7 map on AVX2: 3 vectors
     over a predicated 4 of the 7 columns (12 accumulators, tiles.SHORT_AXIS_VECTORS), not one
     vector over all 7 (regnet_x_1_6gf's last stage 1.37x faster alone); off, one vector x 7. Two
-    vectors keep 1 x 7 (``register_tile``). The AVX2 build matches PyTorch, the masked column
-    included."""
+    vectors, and three of a wider axis, keep 1 x 7 (``register_tile``). The AVX2 build matches
+    PyTorch, the masked column included."""
     import torch
 
     from tvmbench.compile.knobs import knob_set
@@ -2281,7 +2281,8 @@ def test_groups_of_three_vectors_over_7_columns_take_a_predicated_tile_of_4_on_1
         return knobs.values()["vectors"], knobs.values()["rows"]
 
     assert tile() == (3, 4)
-    assert tiles.register_tile(7, [2, 1], tiles.MAX_ACCUMULATORS_16_REGS) == (1, 7)
+    assert tiles.register_tile(7, [2, 1], tiles.MAX_ACCUMULATORS_16_REGS, axis_vectors=2) == (1, 7)
+    assert tiles.register_tile(7, [3, 1], tiles.MAX_ACCUMULATORS_16_REGS, axis_vectors=6) == (1, 7)  # (part of the axis)
     monkeypatch.setattr(tiles, "SHORT_AXIS_VECTORS", 0)
     assert tile() == (1, 7)
     monkeypatch.undo()
