@@ -323,6 +323,22 @@ def round_states(samples: Sequence[float], sizes: Sequence[int], turns: Sequence
     return out
 
 
+def turn_states(sizes: Sequence[int], lockstep_turns: Sequence[Sequence[float]], turns: Sequence[Sequence[Turn]],
+                host: HostStates) -> list[int | None]:
+    """The host state of each lockstep turn that took samples (``stats.turn_medians``' turns, in
+    order): the state of all its samples (``label_samples``), None when they are not all in one."""
+    labels = [label for size, round_turns in zip(sizes, turns, strict=True)
+              for label in label_samples(size, round_turns, host)]
+    out, start = [], 0
+    for turn in lockstep_turns:
+        count = int(turn[2])
+        if count:
+            mine = set(labels[start:start + count])
+            out.append(mine.pop() if len(mine) == 1 else None)
+        start += count
+    return out
+
+
 # One framework's timed samples in order, its rounds' sizes, and each round's probe turns.
 Timed = tuple[Sequence[float], Sequence[int], Sequence[Sequence[Turn]]]
 

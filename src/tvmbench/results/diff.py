@@ -25,6 +25,7 @@ absence can be read.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -82,15 +83,17 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             ra, rb = old.get(result_key(fw)) or {}, run.get(result_key(fw)) or {}
             if not (_ok(ra) and _ok(rb)):
                 continue
+            others = [o for o in bridges or [] if _point(o) == _point(run) and _ok(o.get(result_key(fw)) or {})
+                      and o[result_key(fw)].get("samples_ms") not in (ra.get("samples_ms"), rb.get("samples_ms"))]
             if relative_to:
                 refs = (old.get(result_key(relative_to)) or {}, run.get(result_key(relative_to)) or {})
                 if _ok(refs[0]) and _ok(refs[1]):
-                    changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band))
+                    linked = [s for o in others if _ok(o.get(result_key(relative_to)) or {})
+                              if (s := _relative_side(o[result_key(fw)], o[result_key(relative_to)])) is not None]
+                    changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band, linked))
             else:
-                others = [r for r in (o.get(result_key(fw)) or {} for o in bridges or []
-                                      if _point(o) == _point(run) and fw in o.get("frameworks", []))
-                          if _ok(r) and r.get("samples_ms") not in (ra.get("samples_ms"), rb.get("samples_ms"))]
-                changes.append(_change(run, fw, ra, rb, band, others))
+                linked = [s for o in others if (s := _plain_side(o[result_key(fw)])) is not None]
+                changes.append(_change(run, fw, ra, rb, band, linked))
     return changes
 
 
@@ -99,16 +102,14 @@ def _ok(result: dict[str, Any]) -> bool:
 
 
 def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any], band: float,
-            others: list[dict[str, Any]] | None = None) -> Change:
+            others: list[_Side] | None = None) -> Change:
     """One framework's change from result ``ra`` to ``rb``: state with state when both ran the
     host-state probe (through ``others`` when they share no state), else from the rounds' levels
     (``round_level``) or the samples' medians."""
     from tvmbench.measure.stats import rounds_ratio_ci, speedup_ci
 
     ratio, host = rb["median_ms"] / ra["median_ms"], None
-    by_state = _by_host_state(ra, rb)
-    if by_state is not None and others and by_state[3] == NO_SHARED_STATE:
-        by_state = _bridged(ra, rb, others) or by_state
+    by_state = _state_with_state(_plain_side(ra), _plain_side(rb), others, f"rounds' {ROUND_LEVEL}s")
     levels_a, levels_b = _round_levels(ra), _round_levels(rb)
     if by_state is not None:
         ratio, low, high, basis, host = by_state
@@ -127,7 +128,8 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
 
 
 def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[str, Any], dict[str, Any]],
-                     refs: tuple[dict[str, Any], dict[str, Any]], band: float) -> Change:
+                     refs: tuple[dict[str, Any], dict[str, Any]], band: float,
+                     others: list[_Side] | None = None) -> Change:
     """``fw``'s change from A to B over ``ref``'s, each side's rounds as units: per round, the
     median ratio of ``fw``'s lockstep turns to the ``ref`` turns next to them
     (``stats.turn_paired_rounds``), compared between the sides by Welch's t on the logs. A
@@ -136,15 +138,28 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
     frameworks of a turn pair alike; what is left is ``fw``'s change against ``ref``'s, so a
     change of ``ref`` (another version) reads as the opposite change of ``fw``. "inconclusive"
     when a side has fewer than two rounds with turn pairs (run both with ``--rounds``, in
-    lockstep)."""
+    lockstep).
+
+    When both sides ran the host-state probe, the pairs are compared state with state
+    (``_relative_side``; through ``others`` when the sides share no state): the host's states
+    do not move the two frameworks alike. On the Zen 1 VM resnet18's TVM over ONNX Runtime read
+    0.555-0.572 in runs timed in the near state and 0.578-0.597 in the far one (20 runs,
+    docs/performance.md, session 115): one run in each state read as a 4-6 % change."""
     from tvmbench.measure.stats import rounds_ratio_ci, turn_medians, turn_paired_rounds
 
+    ra, rb = sides
+    by_state = _state_with_state(_relative_side(ra, refs[0]), _relative_side(rb, refs[1]), others,
+                                 f"over {ref} in the same lockstep turns: rounds' medians of paired turns")
+    if by_state is not None:
+        ratio, low, high, basis, host = by_state
+        said = "inconclusive" if basis == NO_SHARED_STATE else verdict(low, high, band)
+        return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
+                      rb["median_ms"], ratio, None if math.isnan(low) else (low, high), basis, said, host)
     units = []
     for result, reference in zip(sides, refs, strict=True):
         turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [],
                               (r.get("rounds") or {}).get("sizes")) for r in (result, reference)]
         units.append(turn_paired_rounds(*turns) if turns[0] and turns[1] else None)
-    ra, rb = sides
     if units[0] is None or units[1] is None or min(len(units[0]), len(units[1])) < 2:
         return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                       rb["median_ms"], math.nan, None, NO_RELATIVE_ROUNDS.format(ref=ref), "inconclusive")
@@ -187,24 +202,86 @@ MIN_STATE_SAMPLES = 10  # a round's samples in one host state, for that state's 
 NO_SHARED_STATE = "no host state seen by both sides (or one round per state)"  # the basis of "inconclusive"
 
 
-def _by_host_state(ra: dict[str, Any], rb: dict[str, Any]) -> tuple[float, float, float, str, str] | None:
-    """(ratio, low, high, basis, host) of B over A compared within host states, or None unless
-    both sides carry the probe's turns for every round."""
+MIN_STATE_PAIRS = 3  # a round's pairs of lockstep turns in one host state, for that state's level of the round
+
+
+@dataclass(frozen=True)
+class _Side:
+    """What the comparisons state with state read of one side: its probe turns per round, and
+    its levels per host state once the states are known (each a list with one level per round
+    that spent long enough in the state)."""
+
+    turns: list[list[tuple[float, ...]]]
+    levels: Callable[[HostStates], dict[int, list[float]]]
+
+
+def _plain_side(result: dict[str, Any]) -> _Side | None:
+    """A framework's rounds' ``round_level`` per host state; None without the probe's turns."""
+    turns = probe_turns_of(result)
+    return None if turns is None else _Side(turns, lambda host: _state_levels(result, turns, host))
+
+
+def _relative_side(result: dict[str, Any], reference: dict[str, Any]) -> _Side | None:
+    """A framework over the reference timed in lockstep turns beside it, per host state: each
+    pair of neighbouring turns filed by the state of the turn of whichever of the two ran the
+    probe (the one on TVM's thread pool); None when neither did."""
+    for probed in (result, reference):
+        turns = probe_turns_of(probed)
+        if turns is not None:
+            return _Side(turns, lambda host, p=probed, t=turns: _paired_state_levels(result, reference, p, t, host))
+    return None
+
+
+def _paired_state_levels(result: dict[str, Any], reference: dict[str, Any], probed: dict[str, Any],
+                         turns: list[list[tuple[float, ...]]], host: HostStates) -> dict[int, list[float]]:
+    """Per host state, each round's median of ``result`` over ``reference`` in neighbouring
+    turns (``stats.pair_turns``), from rounds with ``MIN_STATE_PAIRS`` pairs in the state."""
+    from tvmbench.measure.probe import turn_states
+    from tvmbench.measure.stats import pair_turns, turn_medians
+
+    timed = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [], (r.get("rounds") or {}).get("sizes"))
+             for r in (result, reference)]
+    if not (timed[0] and timed[1]):
+        return {}
+    states, which = turn_states(probed["rounds"]["sizes"], probed["lockstep_turns"], turns, host), int(probed is reference)
+    logs: dict[tuple[int, int], list[float]] = {}
+    for pair in pair_turns(*timed):
+        (i, j), state = pair, states[pair[which]]
+        if state is not None:
+            logs.setdefault((timed[0][i][2], state), []).append(math.log(timed[0][i][1] / timed[1][j][1]))
+    out: dict[int, list[float]] = {}
+    for (_, state), mine in sorted(logs.items()):
+        if len(mine) >= MIN_STATE_PAIRS:
+            out.setdefault(state, []).append(math.exp(float(np.median(mine))))
+    return out
+
+
+def _state_with_state(a: _Side | None, b: _Side | None, others: list[_Side] | None, level: str
+                      ) -> tuple[float, float, float, str, str] | None:
+    """(ratio, low, high, basis, host) of B over A compared within host states (``level`` names
+    what is compared), through ``others`` (``_bridged``) when the sides share no state; None
+    unless both sides carry the probe's turns for every round."""
+    if a is None or b is None:
+        return None
+    by_state = _by_host_state(a, b, level)
+    if others and by_state[3] == NO_SHARED_STATE:
+        by_state = _bridged(a, b, others, level) or by_state
+    return by_state
+
+
+def _by_host_state(a: _Side, b: _Side, level: str) -> tuple[float, float, float, str, str]:
     from tvmbench.measure.probe import HostStates
     from tvmbench.measure.stats import stratified_ratio_ci
 
-    turns_a, turns_b = probe_turns_of(ra), probe_turns_of(rb)
-    if turns_a is None or turns_b is None:
-        return None
-    host = HostStates.of([t for r in turns_a + turns_b for t in r])
-    ma, mb = _state_levels(ra, turns_a, host), _state_levels(rb, turns_b, host)
+    host = HostStates.of([t for r in a.turns + b.turns for t in r])
+    ma, mb = a.levels(host), b.levels(host)
     names = [n or "?" for n in host.names]
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
     got = stratified_ratio_ci(mb, ma)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
     ratio, low, high, used = got
-    basis = (f"rounds' {ROUND_LEVEL}s within {'each host state' if len(used) > 1 else 'one host state'} "
+    basis = (f"{level} within {'each host state' if len(used) > 1 else 'one host state'} "
              f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states, t on the logs)")
     return ratio, low, high, basis, host_says
 
@@ -214,29 +291,25 @@ def _seen(levels: dict[int, list[float]], host: HostStates) -> str:
     return ", ".join(f"{len(levels.get(k, []))} in {name}" for k, name in enumerate(host.names) if name)
 
 
-def _bridged(ra: dict[str, Any], rb: dict[str, Any], others: list[dict[str, Any]]
-             ) -> tuple[float, float, float, str, str] | None:
+def _bridged(a: _Side, b: _Side, others: list[_Side], level: str) -> tuple[float, float, float, str, str] | None:
     """(ratio, low, high, basis, host) of B over A when they were timed in different host
     states, through other runs of the same point on this machine that saw several states
-    (``stats.bridged_ratio_ci``: what each state does to this model's time, from those runs);
-    None when no chain of runs and states joins the two sides."""
+    (``stats.bridged_ratio_ci``: what each state does to the level, from those runs); None
+    when no chain of runs and states joins the two sides."""
     from tvmbench.measure.probe import HostStates
     from tvmbench.measure.stats import bridged_ratio_ci
 
-    runs = [(r, t) for r in (ra, rb, *others) if (t := probe_turns_of(r)) is not None]
-    if len(runs) < 3 or runs[0][0] is not ra or runs[1][0] is not rb:
-        return None
     # The states are the sides' own (as ``_by_host_state`` found them), the other runs' turns
     # filed by their bounds: pooled with many runs, turns caught between two states could join
     # them into one.
-    host = HostStates.of([t for _, turns in runs[:2] for r in turns for t in r])
-    levels = [_state_levels(r, turns, host) for r, turns in runs]
+    host = HostStates.of([t for r in a.turns + b.turns for t in r])
+    levels = [side.levels(host) for side in (a, b, *others)]
     got = bridged_ratio_ci(levels[1], levels[0], levels[2:])
     if got is None:
         return None
     ratio, low, high, used = got
-    basis = (f"rounds' {ROUND_LEVEL}s in different host states, bridged by {used} other run(s) of this point "
-             "on this machine (each state's effect on the model estimated from them; t on the logs)")
+    basis = (f"{level} in different host states, bridged by {used} other run(s) of this point "
+             "on this machine (each state's effect estimated from them; t on the logs)")
     return ratio, low, high, basis, f"A: {_seen(levels[0], host)}; B: {_seen(levels[1], host)}"
 
 
