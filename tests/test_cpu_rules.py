@@ -507,6 +507,22 @@ def test_on_16_registers_whole_rows_of_three_beat_a_predicated_tile_where_they_l
         assert tiles.register_tile(111, [2, 1], tiles.MAX_ACCUMULATORS_16_REGS, pct) == (2, 5)
 
 
+def test_on_16_registers_a_tile_of_the_whole_vector_axis_takes_two_whole_rows_where_they_tie():
+    """RegNet's grouped 3x3 over 14x14 maps on AVX2 (a group of 24 channels: 3 vectors, 14 = 2 x 7
+    columns) takes 3 vectors x 2 whole rows, not a predicated 3 (TWO_ROWS_ACCUMULATORS_16_REGS:
+    1.06x faster alone); 3 vectors of a wider axis keep the predicated 3 (resnet50's Winograd
+    products ran 0.77x as fast as 2 rows), 2 vectors their predicated 5 (2 x 2 holds 4
+    accumulators), and 32 registers their 7."""
+    budget = tiles.MAX_ACCUMULATORS_16_REGS
+    assert tiles.register_tile(14, [3], budget, axis_vectors=3) == (3, 2)
+    assert tiles.register_tile(14, [3], budget, axis_vectors=9) == (3, 3)
+    assert tiles.register_tile(14, [2], budget, axis_vectors=2) == (2, 5)
+    assert tiles.register_tile(14, [3], tiles.MAX_ACCUMULATORS, axis_vectors=3) == (3, 7)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(tiles, "TWO_ROWS_ACCUMULATORS_16_REGS", 99)
+        assert tiles.register_tile(14, [3], budget, axis_vectors=3) == (3, 3)
+
+
 def test_a_dense_layer_over_rows_that_3_divides_takes_four_vectors_by_3_whole_rows_on_16_registers():
     """231 rows (batch 3 x 77 tokens = 3 x 7 x 11) have no divisor from 4 to 6: on AVX2 the dense
     layer takes 4 vectors x 3 whole rows (WHOLE_ROWS_UNDER_4: 1.3-2.3x faster alone than the one

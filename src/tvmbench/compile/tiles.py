@@ -86,6 +86,16 @@ EXACT_ROWS_16_REGS = True
 # densenet121's and googlenet's 1x1 convolutions over 12- and 24-pixel rows at batch 3 lost 1-2 %
 # end to end as 4 x 3.
 WHOLE_ROWS_UNDER_4 = True
+# ... and so does a whole tile of 2 rows that spans the whole vector axis where it holds at least
+# this many accumulators (3 vectors or more: 2 x 2 holds too few to cover the FMAs' latency) and
+# is worth at least the predicated tile with its discount. RegNet's grouped 3x3 convolutions over
+# 14x14 maps (groups of 24 channels: 3 vectors, 4 rows at most, 14 = 2 x 7) ran 3 vectors x a
+# predicated 3 rows (15 rows computed for 14; worth 1.5 x 0.8 = 1.2) where 3 x 2 whole (worth
+# 1.2, a tie) ran 1.06x faster alone (regnet_x_1_6gf, Zen 1, session 115: 560 against 594 us).
+# Tiles of part of a wider axis keep the predicated tile: with them resnet50's Winograd product
+# over 14x14 maps and a 1x1 convolution of mobilenet_v2 ran 0.77x and 0.76x as fast, resnet50
+# 0.978x [0.977-0.982] (same-process A/B, session 115). 99: off (for A/Bs).
+TWO_ROWS_ACCUMULATORS_16_REGS = 6
 
 
 # AMD Zen 4 executes a 512-bit FMA as two 256-bit halves, two 256-bit FMAs per cycle: 8-lane
@@ -299,13 +309,24 @@ def register_tile(rows_extent: int | None, vector_choices: list[int], budget: in
         penalty = (PREDICATED_TILE_PERCENT if predicated_percent is None else predicated_percent) / 100
         score = rows * vectors / (rows + vectors) * (penalty if predicated else 1.0)
         whole = largest_divisor(rows_extent, min(limit, MAX_ROWS))
-        if predicated and EXACT_ROWS_16_REGS and budget <= MAX_ACCUMULATORS_16_REGS and whole >= 3 \
-                and whole * vectors / (whole + vectors) > score:
+        if predicated and EXACT_ROWS_16_REGS and budget <= MAX_ACCUMULATORS_16_REGS \
+                and _whole_wins(whole, vectors, score, vectors == axis_vectors):
             rows, predicated, score = whole, False, whole * vectors / (whole + vectors)
         if best is None or score > best[0]:
             best = (score, vectors, rows)
     assert best is not None
     return best[1], best[2]
+
+
+def _whole_wins(whole: int, vectors: int, score: float, whole_axis: bool) -> bool:
+    """Whether whole rows beat a predicated tile worth ``score`` on 16 registers: 3 or more when
+    worth more (EXACT_ROWS_16_REGS), 2 under a tile of the whole vector axis when they hold
+    TWO_ROWS_ACCUMULATORS_16_REGS and are worth as much (predication costs what the score does
+    not count)."""
+    worth = whole * vectors / (whole + vectors)
+    if whole >= 3:
+        return worth > score
+    return whole == 2 and whole_axis and whole * vectors >= TWO_ROWS_ACCUMULATORS_16_REGS and worth >= score - 1e-9
 
 
 def _spilling_less(rows_extent: int, rows: int, vectors: int, most_rows: int, cap: int) -> tuple[int, bool]:
