@@ -147,7 +147,15 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
     docs/performance.md, session 115): one run in each state read as a 4-6 % change."""
     from tvmbench.measure.stats import rounds_ratio_ci, turn_medians, turn_paired_rounds
 
+    units = []
+    for result, reference in zip(sides, refs, strict=True):
+        turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [],
+                              (r.get("rounds") or {}).get("sizes")) for r in (result, reference)]
+        units.append(turn_paired_rounds(*turns) if turns[0] and turns[1] else None)
     ra, rb = sides
+    if units[0] is None or units[1] is None or min(len(units[0]), len(units[1])) < 2:
+        return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
+                      rb["median_ms"], math.nan, None, NO_RELATIVE_ROUNDS.format(ref=ref), "inconclusive")
     by_state = _state_with_state(_relative_side(ra, refs[0]), _relative_side(rb, refs[1]), others,
                                  f"over {ref} in the same lockstep turns: rounds' medians of paired turns")
     if by_state is not None:
@@ -155,14 +163,6 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
         said = "inconclusive" if basis == NO_SHARED_STATE else verdict(low, high, band)
         return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                       rb["median_ms"], ratio, None if math.isnan(low) else (low, high), basis, said, host)
-    units = []
-    for result, reference in zip(sides, refs, strict=True):
-        turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [],
-                              (r.get("rounds") or {}).get("sizes")) for r in (result, reference)]
-        units.append(turn_paired_rounds(*turns) if turns[0] and turns[1] else None)
-    if units[0] is None or units[1] is None or min(len(units[0]), len(units[1])) < 2:
-        return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
-                      rb["median_ms"], math.nan, None, NO_RELATIVE_ROUNDS.format(ref=ref), "inconclusive")
     ratio = math.exp(float(np.mean(np.log(units[1])) - np.mean(np.log(units[0]))))
     low, high = rounds_ratio_ci(units[1], units[0])
     basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale)"
@@ -270,6 +270,8 @@ def _state_with_state(a: _Side | None, b: _Side | None, others: list[_Side] | No
 
 
 def _by_host_state(a: _Side, b: _Side, level: str) -> tuple[float, float, float, str, str]:
+    """(ratio, low, high, basis, host) of B over A compared within the host states the two
+    sides' probe turns show; NO_SHARED_STATE as the basis (and NaNs) when they share none."""
     from tvmbench.measure.probe import HostStates
     from tvmbench.measure.stats import stratified_ratio_ci
 
