@@ -234,7 +234,8 @@ def lockstep_doc(tvm_ms: float, ref_ms: float, host: float, seed: int, rounds: i
         probe_turns.append([])
         for t in range(turns):
             letter = states[r][t * len(states[r]) // turns] if states else "n"
-            probe_turns[-1].append([t * per, *(HOST[letter][d] * rng.lognormal(0, 0.03) for d in (1, 2))])
+            if states:  # (no draws otherwise: the other tests' runs stay as they were)
+                probe_turns[-1].append([t * per, *(HOST[letter][d] * rng.lognormal(0, 0.03) for d in (1, 2))])
             wander = host * rng.lognormal(0, 0.03) * HOST[letter][0]
             for key, ms in (("tvm_relax", tvm_ms * (FAR_TVM if letter == "f" else 1.0)), ("onnxruntime", ref_ms)):
                 times[key][0] += list(ms * wander * rng.lognormal(0, 0.02, per))
