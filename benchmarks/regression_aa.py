@@ -96,11 +96,34 @@ def _turn_range(path: Path) -> str:
     return "/".join(ranges)
 
 
-def diff(a: Path, b: Path, history: Path, relative_to: str | None = None) -> str:
+def _relative_level(path: Path, reference: str) -> str:
+    """A run's TVM over ``reference`` (the median over its pairs of neighbouring turns) at the
+    probe's median fork-join: where the runs sit when the host's level moves between runs but
+    the probe finds one state in each (the Ice Lake VM, session 116)."""
+    from tvmbench.measure.stats import pair_turns, turn_medians
+
+    doc = json.loads(path.read_text())
+    timed = [turn_medians(r["samples_ms"], r.get("lockstep_turns") or [], (r.get("rounds") or {}).get("sizes"))
+             for r in (doc["tvm_relax"], doc[reference])]
+    probe = [t[1] for r in doc["tvm_relax"]["rounds"].get("probe_turns") or [] for t in r]
+    if not (timed[0] and timed[1] and probe):
+        return f"{path.stem} -"
+    ratios = [timed[0][i][1] / timed[1][j][1] for i, j in pair_turns(*timed)]
+    return f"{path.stem} {statistics.median(ratios):.3f} ({statistics.median(probe):.2f} us)"
+
+
+def diff(a: Path, b: Path, history: Path, relative_to: str | None = None) -> dict:
+    """`tvmbench diff --json`'s change for the model: its verdict, ratio and interval."""
     out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "diff", str(a), str(b), "--json", "--history",
                           str(history), *(["--relative-to", relative_to] if relative_to else [])],
                          capture_output=True, text=True)
-    return json.loads(out.stdout)["changes"][0]["verdict"]
+    return json.loads(out.stdout)["changes"][0]
+
+
+def _missed(changes: list[dict]) -> str:
+    """The injected pairs not flagged, with what they read."""
+    return "; ".join(f"pair {i} {c['verdict']} {c['ratio']:.3f} [{c['ci95'][0]:.3f}-{c['ci95'][1]:.3f}]"
+                     for i, c in enumerate(changes) if c["verdict"] != "slower" and c.get("ci95"))
 
 
 def measure(args: argparse.Namespace, history: Path, plain: list[Path], slowed: list[Path]) -> float:
@@ -148,19 +171,24 @@ def main() -> None:
     busy = [json.loads(f.read_text())["environment"].get("cpu_busy_percent_before") for f in [*plain, *slowed]]
     print("  other work at each run's start (% of the CPU; over 25 % the run warned): "
           + ", ".join("-" if b is None else f"{b:.0f}" for b in busy))
+    if args.reference:
+        for files in (plain, slowed):
+            print(f"  TVM over {args.reference} per run (median of its paired turns; the probe's median fork-join): "
+                  + ", ".join(_relative_level(f, args.reference) for f in files))
     pairs = list(itertools.combinations(plain, 2))
-    verdicts = [diff(a, b, history) for a, b in pairs]
-    caught = [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]
+    verdicts = [diff(a, b, history)["verdict"] for a, b in pairs]
+    caught = [diff(a, b, history)["verdict"] for a, b in zip(plain, slowed, strict=True)]
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     print(f"injected: +{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), "
           if delay else "injected: ", f"medians {ratio - 1:+.1%}", sep="")
     methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
                 verdicts, caught)]
     if args.reference:
+        relative = [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]
         methods[:0] = [(f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
                         "lockstep turns, within host states, bridged through the history)",
-                        [diff(a, b, history, args.reference) for a, b in pairs],
-                        [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]),
+                        [diff(a, b, history, args.reference)["verdict"] for a, b in pairs],
+                        [c["verdict"] for c in relative]),
                        ("the same without host states (before session 115)",
                         [verdict_of(a, b, False, None, args.reference) for a, b in pairs],
                         [verdict_of(a, b, False, None, args.reference) for a, b in zip(plain, slowed, strict=True)])]
@@ -174,6 +202,8 @@ def main() -> None:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "
               f"injected flagged slower in {injected.count('slower')} of {len(injected)}")
+    if args.reference and _missed(relative):
+        print(f"  injected pairs the relative verdict missed: {_missed(relative)}")
     print(f"total {time.monotonic() - started:.0f} s, files in {work}")
 
 
