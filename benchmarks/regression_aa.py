@@ -202,8 +202,9 @@ def main() -> None:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "
               f"injected flagged slower in {injected.count('slower')} of {len(injected)}")
-    if args.reference and _missed(relative):
-        print(f"  injected pairs the relative verdict missed: {_missed(relative)}")
+    missed = _missed(relative) if args.reference else ""
+    if missed:
+        print(f"  injected pairs the relative verdict missed: {missed}")
     print(f"total {time.monotonic() - started:.0f} s, files in {work}")
 
 
