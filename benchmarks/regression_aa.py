@@ -8,12 +8,15 @@
    ``--builds`` times, each a fresh `tvmbench run --rounds N` (N processes per run), into a
    temporary history. Every pair of runs is diffed at the default ±3 % band: any "slower" or
    "faster" verdict is a false alarm.
-2. The same number of runs with 10 % of the first run's 5th percentile added to TVM's timed call
+2. The same number of runs with TVM's timed call made 10 % slower
    (``benchmarks/aa_inject/sitecustomize.py``, on PYTHONPATH for those runs only); each is diffed
-   against the A/A run of the same index: every one should be flagged "slower". The 5th
-   percentile is the code's time where the host leaves it alone (its fastest state); a median
-   moves with the host's state (11.1-14.6 ms for resnet18 on the EPYC VM), and 10 % of a median
-   timed in the far state was 13 % of the near state's time (session 38).
+   against the A/A run of the same index: every one should be flagged "slower". Each call spins
+   for a tenth of the time its own untouched part took (``--inject share``, since session 117):
+   code 10 % slower in whatever state the host is in, as a real regression is. ``--inject fixed``
+   adds a fixed 10 % of the first run's 5th percentile to every call instead (sessions 38-116):
+   the 5th percentile is the code's time where the host leaves it alone, but a fixed delay is a
+   smaller share of a call the host slowed (+16 % in the Ice Lake VM's fast level, +5 % in its
+   slow level, session 116).
 
 The plain and slowed runs alternate (a0, b0, a1, b1, ...), so each injected pair is measured
 minutes apart, not a quarter of an hour: run one after the other, a host that sped up between the
@@ -127,14 +130,17 @@ def _missed(changes: list[dict]) -> str:
 
 
 def measure(args: argparse.Namespace, history: Path, plain: list[Path], slowed: list[Path]) -> float:
-    """The runs, plain and slowed in turn, into ``history``; the delay injected (s per call)."""
+    """The runs, plain and slowed in turn, into ``history``; the fixed delay injected (s per call,
+    0 when each call is slowed by its share)."""
     base = {**os.environ}
     delay = 0.0
     for i in range(args.builds):
         first = run(args.model, args.rounds, history, plain[i], base, args.min_time, args.reference)["tvm_relax"]
-        delay = delay or args.slowdown * float(np.percentile(first["samples_ms"], 5)) / 1e3
+        if args.inject == "fixed":
+            delay = delay or args.slowdown * float(np.percentile(first["samples_ms"], 5)) / 1e3
         slowed_env = {**base, "PYTHONPATH": os.pathsep.join([str(HERE / "aa_inject"), base.get("PYTHONPATH", "")]),
-                      "TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"}
+                      **({"TVMBENCH_AA_SLEEP_S": f"{delay:.6f}"} if delay else
+                         {"TVMBENCH_AA_SLOWDOWN": f"{args.slowdown:g}"})}
         slow = run(args.model, args.rounds, history, slowed[i], slowed_env, args.min_time, args.reference)["tvm_relax"]
         print(f"  pair {i}: {first['median_ms']:.3f} ms plain, {slow['median_ms']:.3f} ms slowed", flush=True)
     return delay
@@ -146,6 +152,9 @@ def main() -> None:
     parser.add_argument("--builds", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
     parser.add_argument("--slowdown", type=float, default=0.10)
+    parser.add_argument("--inject", choices=("share", "fixed"), default="share",
+                        help="slow each TVM call by --slowdown of its own time (share) or by a fixed "
+                             "--slowdown of the first run's 5th percentile (fixed, before session 117)")
     parser.add_argument("--min-time", type=float, default=None,
                         help="each round's minimum timed seconds (tvmbench run --min-time; default its own, 3 s): "
                              "longer rounds see more of the host's states, so fewer pairs share none")
@@ -179,8 +188,9 @@ def main() -> None:
     verdicts = [diff(a, b, history)["verdict"] for a, b in pairs]
     caught = [diff(a, b, history)["verdict"] for a, b in zip(plain, slowed, strict=True)]
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
-    print(f"injected: +{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), "
-          if delay else "injected: ", f"medians {ratio - 1:+.1%}", sep="")
+    how = (f"+{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), " if delay else
+           "" if args.rescore else f"+{args.slowdown:.0%} of each call's own time, ")
+    print(f"injected: {how}medians {ratio - 1:+.1%}")
     methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
                 verdicts, caught)]
     if args.reference:
