@@ -217,14 +217,16 @@ FAR_TVM = 1.05  # TVM over ONNX Runtime in the far state, against the near (resn
 
 
 def lockstep_doc(tvm_ms: float, ref_ms: float, host: float, seed: int, rounds: int = 4, turns: int = 12,
-                 per: int = 10, states: list[str] | None = None) -> dict:
+                 per: int = 10, states: list[str] | None = None, round_sd: float = 0.0) -> dict:
     """A run of tvm and onnxruntime in lockstep turns (tvm's turn, then onnxruntime's, a quarter
     second each) on a host whose speed is ``host`` times the usual for the whole run (a neighbour
     on the memory) and wanders 3 % from turn to turn, alike for both; 2 % noise per sample.
     ``states``: per round, the host state of its turns (one letter per share of them, as
     ``probed_doc``'s), with the probe's turns on TVM's side; in the far state both frameworks
-    are ``FAR`` times slower and TVM ``FAR_TVM`` times more."""
+    are ``FAR`` times slower and TVM ``FAR_TVM`` times more. ``round_sd``: TVM's time in each
+    round (a process) moves by this much on the log scale that ONNX Runtime's does not."""
     rng = np.random.default_rng(seed)
+    process = np.random.default_rng(seed + 1000).lognormal(0, round_sd, rounds) if round_sd else np.ones(rounds)
     doc = {"model": "m", "batch_size": 1, "seq_length": None, "image_size": None,
            "frameworks": ["tvm", "onnxruntime"], "environment": {"cpu_model": "x"}}
     times: dict[str, list] = {"tvm_relax": [[], []], "onnxruntime": [[], []]}
@@ -237,7 +239,8 @@ def lockstep_doc(tvm_ms: float, ref_ms: float, host: float, seed: int, rounds: i
             if states:  # (no draws otherwise: the other tests' runs stay as they were)
                 probe_turns[-1].append([t * per, *(HOST[letter][d] * rng.lognormal(0, 0.03) for d in (1, 2))])
             wander = host * rng.lognormal(0, 0.03) * HOST[letter][0]
-            for key, ms in (("tvm_relax", tvm_ms * (FAR_TVM if letter == "f" else 1.0)), ("onnxruntime", ref_ms)):
+            for key, ms in (("tvm_relax", tvm_ms * process[r] * (FAR_TVM if letter == "f" else 1.0)),
+                            ("onnxruntime", ref_ms)):
                 times[key][0] += list(ms * wander * rng.lognormal(0, 0.02, per))
                 times[key][1].append([clock, clock + 0.25, per])
                 clock += 0.25
@@ -285,6 +288,25 @@ def test_diff_relative_to_compares_the_turn_pairs_state_with_state(factor, expec
               for i, s in enumerate([["n", "f"], ["fn", "n"]])]
     (bridged,) = compare_runs([a], [far], bridges=others, relative_to="onnxruntime")
     assert bridged.verdict == expected and "bridged by 2 other run(s)" in bridged.basis, bridged
+
+
+def test_diff_relative_to_moderates_each_sides_spread_by_the_other_runs():
+    """With four rounds a side Welch's t has 3-6 degrees of freedom; the spread between rounds
+    of the history's other runs of the point moderates each side's own estimate (limma's
+    moderated t), so a 10 % slowdown that three deviations a side leave unresolved is flagged.
+    The plain verdict, whose runs move by more than their rounds, is not moderated."""
+    a = lockstep_doc(10.0, 14.0, 1.0, seed=1, round_sd=0.04)
+    b = lockstep_doc(11.0, 14.0, 1.0, seed=6, round_sd=0.04)
+    others = [lockstep_doc(10.0, 14.0, 1.0, seed=20 + i, round_sd=0.04) for i in range(6)]
+    (alone,) = compare_runs([a], [b], relative_to="onnxruntime")
+    (moderated,) = compare_runs([a], [b], bridges=others, relative_to="onnxruntime")
+    assert alone.verdict == "no change" and moderated.verdict == "slower", (alone.ci95, moderated.ci95)
+    assert moderated.ratio == alone.ratio and "moderated by 6 other run(s)' rounds (18 df)" in moderated.basis
+    assert np.log(moderated.ci95[1] / moderated.ci95[0]) < 0.8 * np.log(alone.ci95[1] / alone.ci95[0])
+    plain = [json.loads(json.dumps(doc)) for doc in (a, b, *others)]
+    for doc in plain:
+        doc["tvm_relax"]["rounds"]["probe_turns"] = [[[0, 1.0, 10.0]]] * 4
+    assert "moderated" not in compare_runs(plain[:1], plain[1:2], bridges=plain[2:])[0].basis
 
 
 def test_diff_relative_to_says_in_one_line_what_is_missing(tmp_path, capsys):

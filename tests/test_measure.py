@@ -292,6 +292,30 @@ def test_lockstep_speedups_pair_each_turn_with_its_neighbour_not_the_whole_run()
     assert [t[2] for t in a] == [0, 0, 1, 1] and stats.pair_turns(a, b) == [(0, 0), (1, 1), (2, 2)]
 
 
+def test_a_prior_spread_moderates_each_sides_own_and_does_not_hide_a_noisy_side():
+    """limma's moderated t: the prior's spread is pooled with each side's own by degrees of
+    freedom, so the same spread known from other runs narrows the interval (Welch's t with
+    about 6 df to t with hundreds), a prior with no degrees of freedom changes nothing, and a side 4x as spread as
+    the prior still widens the interval past what the prior alone would give."""
+    levels = {0: [10.0, 10.4, 9.7, 10.1], 1: [12.0, 12.5]}
+    logs = [np.log(v) - np.log(v).mean() for v in levels.values()]
+    assert stats.within_strata_spread([levels, {0: [5.0]}]) == pytest.approx(
+        (sum(float((x**2).sum()) for x in logs) / 4, 4))
+    a, b = {0: [1.00, 1.04, 0.97, 1.01]}, {0: [1.10, 1.14, 1.07, 1.12]}
+    own, _ = stats.within_strata_spread([a])
+
+    def width(ci):
+        return np.log(ci[2] / ci[1])
+
+    alone = stats.stratified_ratio_ci(b, a)
+    assert stats.stratified_ratio_ci(b, a, prior=(own, 0)) == alone
+    many = stats.stratified_ratio_ci(b, a, prior=(own, 200))
+    assert many[0] == alone[0] and width(many) < 0.85 * width(alone)  # t(6 df) 2.45 -> t(406) 1.97
+    noisy = {0: [1.10, 1.30, 0.95, 1.12]}
+    assert width(stats.stratified_ratio_ci(noisy, a, prior=(own, 12))) > 1.3 * width(
+        stats.stratified_ratio_ci(b, a, prior=(own, 12)))
+
+
 def test_clipped_geomean_is_the_dashboard_convention_and_differs_from_unclipped():
     assert stats.geometric_mean([0.25, 4.0]) == pytest.approx(1.0)
     assert stats.geometric_mean_clipped([0.25, 4.0]) == pytest.approx(2.0)

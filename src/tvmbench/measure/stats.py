@@ -105,8 +105,23 @@ def rounds_ratio_ci(baseline: Sequence[float], candidate: Sequence[float],
     return float(np.exp(centre - half)), float(np.exp(centre + half))
 
 
+def within_strata_spread(sides: Sequence[dict[int, Sequence[float]]]) -> tuple[float, int]:
+    """(variance, degrees of freedom) of the logs of round levels about their stratum's mean in
+    their own run, pooled over ``sides`` (each one run's levels by stratum): the spread between
+    a run's rounds, from many runs. NaN and 0 when no stratum of any run has two rounds."""
+    ss, df = 0.0, 0
+    for side in sides:
+        for levels in side.values():
+            if len(levels) < 2:
+                continue
+            logs = np.log(np.asarray(levels, dtype=float))
+            ss, df = ss + float(((logs - logs.mean()) ** 2).sum()), df + logs.size - 1
+    return (ss / df if df else math.nan), df
+
+
 def stratified_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[int, Sequence[float]],
-                        confidence: float = 0.95) -> tuple[float, float, float, list[int]] | None:
+                        confidence: float = 0.95, prior: tuple[float, int] | None = None
+                        ) -> tuple[float, float, float, list[int]] | None:
     """(ratio, low, high, strata used) of baseline / candidate from round medians grouped by
     stratum (the host state they were timed in, ``probe.py``), compared stratum with stratum so
     that the host's jumps between states stay out of the ratio.
@@ -116,12 +131,20 @@ def stratified_ratio_ci(baseline: dict[int, Sequence[float]], candidate: dict[in
     counts, and two rounds no longer carry a whole variance estimate alone. The sides keep their
     own spreads (two runs, two hours). The strata both sides have are combined with
     inverse-variance weights; Welch-Satterthwaite degrees of freedom. None when no stratum is
-    shared or a side has no stratum with two rounds."""
+    shared or a side has no stratum with two rounds.
+
+    ``prior``: (variance, degrees of freedom) of the same spread from other runs of the point
+    (``within_strata_spread``). Each side's own estimate is then moderated towards it, as
+    limma's moderated t does with few replicates (Smyth 2004): the two are pooled, weighted by
+    their degrees of freedom, and the side's degrees of freedom grow by the prior's. With four
+    rounds a side Welch's t has about 3-6 degrees of freedom (t 2.6-3.2), and one run's spread,
+    from three deviations, may be half or twice the true one by chance."""
     def pooled(side: dict[int, Sequence[float]]) -> tuple[dict[int, np.ndarray], float, int]:
         logs = {k: np.log(np.asarray(v, dtype=float)) for k, v in side.items() if len(v)}
-        df = sum(x.size - 1 for x in logs.values())
-        ss = sum(float(((x - x.mean()) ** 2).sum()) for x in logs.values())
-        return logs, ss / df if df else math.nan, df
+        var, df = within_strata_spread([side])
+        if prior is not None and prior[1] > 0 and df:
+            var, df = (df * var + prior[1] * prior[0]) / (df + prior[1]), df + prior[1]
+        return logs, var, df
 
     (a, va, dfa), (b, vb, dfb) = pooled(baseline), pooled(candidate)
     shared = sorted(set(a) & set(b))

@@ -88,9 +88,11 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
             if relative_to:
                 refs = (old.get(result_key(relative_to)) or {}, run.get(result_key(relative_to)) or {})
                 if _ok(refs[0]) and _ok(refs[1]):
-                    linked = [s for o in others if _ok(o.get(result_key(relative_to)) or {})
-                              if (s := _relative_side(o[result_key(fw)], o[result_key(relative_to)])) is not None]
-                    changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band, linked))
+                    pairs = [(o[result_key(fw)], o[result_key(relative_to)]) for o in others
+                             if _ok(o.get(result_key(relative_to)) or {})]
+                    linked = [s for p in pairs if (s := _relative_side(*p)) is not None]
+                    units = [u for p in pairs if (u := _paired_rounds(*p))]
+                    changes.append(_relative_change(run, fw, relative_to, (ra, rb), refs, band, linked, units))
             else:
                 linked = [s for o in others if (s := _plain_side(o[result_key(fw)])) is not None]
                 changes.append(_change(run, fw, ra, rb, band, linked))
@@ -129,7 +131,7 @@ def _change(run: dict[str, Any], fw: str, ra: dict[str, Any], rb: dict[str, Any]
 
 def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[str, Any], dict[str, Any]],
                      refs: tuple[dict[str, Any], dict[str, Any]], band: float,
-                     others: list[_Side] | None = None) -> Change:
+                     others: list[_Side] | None = None, other_rounds: list[list[float]] | None = None) -> Change:
     """``fw``'s change from A to B over ``ref``'s, each side's rounds as units: per round, the
     median ratio of ``fw``'s lockstep turns to the ``ref`` turns next to them
     (``stats.turn_paired_rounds``), compared between the sides by Welch's t on the logs. A
@@ -144,30 +146,43 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
     (``_relative_side``; through ``others`` when the sides share no state): the host's states
     do not move the two frameworks alike. On the Zen 1 VM resnet18's TVM over ONNX Runtime read
     0.555-0.572 in runs timed in the near state and 0.578-0.597 in the far one (20 runs,
-    docs/performance.md, session 115): one run in each state read as a 4-6 % change."""
-    from tvmbench.measure.stats import rounds_ratio_ci, turn_medians, turn_paired_rounds
+    docs/performance.md, session 115): one run in each state read as a 4-6 % change.
 
-    units = []
-    for result, reference in zip(sides, refs, strict=True):
-        turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [],
-                              (r.get("rounds") or {}).get("sizes")) for r in (result, reference)]
-        units.append(turn_paired_rounds(*turns) if turns[0] and turns[1] else None)
+    Either way each side's spread between rounds is moderated by the other runs' (``others``,
+    or ``other_rounds`` without the probe; ``stats.stratified_ratio_ci``): a run's TVM over
+    ONNX Runtime moved between runs no more than its rounds' spread says (per-run log SD 0.016
+    against 0.032 / 2 from the rounds, 10 runs on the Ice Lake VM, session 118)."""
+    from tvmbench.measure.stats import stratified_ratio_ci, within_strata_spread
+
+    units = [_paired_rounds(result, reference) for result, reference in zip(sides, refs, strict=True)]
     ra, rb = sides
     if units[0] is None or units[1] is None or min(len(units[0]), len(units[1])) < 2:
         return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                       rb["median_ms"], math.nan, None, NO_RELATIVE_ROUNDS.format(ref=ref), "inconclusive")
     by_state = _state_with_state(_relative_side(ra, refs[0]), _relative_side(rb, refs[1]), others,
-                                 f"over {ref} in the same lockstep turns: rounds' medians of paired turns")
+                                 f"over {ref} in the same lockstep turns: rounds' medians of paired turns",
+                                 moderated=True)
     if by_state is not None:
         ratio, low, high, basis, host = by_state
         said = "inconclusive" if basis == NO_SHARED_STATE else verdict(low, high, band)
         return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                       rb["median_ms"], ratio, None if math.isnan(low) else (low, high), basis, said, host)
-    ratio = math.exp(float(np.mean(np.log(units[1])) - np.mean(np.log(units[0]))))
-    low, high = rounds_ratio_ci(units[1], units[0])
-    basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale)"
+    var, df = within_strata_spread([{0: u} for u in other_rounds or []])
+    ratio, low, high, _ = stratified_ratio_ci({0: units[1]}, {0: units[0]}, prior=(var, min(df, PRIOR_DF)) if df else None)
+    moderated = f", each side's spread moderated by {len(other_rounds or [])} other run(s)' rounds ({df} df)" if df else ""
+    basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale{moderated})"
     return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                   rb["median_ms"], ratio, (low, high), basis, verdict(low, high, band))
+
+
+def _paired_rounds(result: dict[str, Any], reference: dict[str, Any]) -> list[float] | None:
+    """Per round, the median of ``result``'s lockstep turns over ``reference``'s next to them
+    (``stats.turn_paired_rounds``); None without lockstep turns on both."""
+    from tvmbench.measure.stats import turn_medians, turn_paired_rounds
+
+    turns = [turn_medians(r.get("samples_ms") or [], r.get("lockstep_turns") or [], (r.get("rounds") or {}).get("sizes"))
+             for r in (result, reference)]
+    return turn_paired_rounds(*turns) if turns[0] and turns[1] else None
 
 
 NO_RELATIVE_ROUNDS = "fewer than two rounds with lockstep turns of {ref} on a side"
@@ -203,6 +218,11 @@ NO_SHARED_STATE = "no host state seen by both sides (or one round per state)"  #
 
 
 MIN_STATE_PAIRS = 3  # a round's pairs of lockstep turns in one host state, for that state's level of the round
+# At most this many degrees of freedom from other runs' spread between rounds (``_by_host_state``):
+# four rounds a side give 3 of their own, so the others weigh at most 80 % and a side whose own
+# rounds spread more still widens its interval. On the Ice Lake VM's two A/A sets (session 118)
+# 6, 12 and 1000 caught the same injected pairs (9 of 10 each), with no false alarm in 45.
+PRIOR_DF = 12
 
 
 @dataclass(frozen=True)
@@ -256,35 +276,44 @@ def _paired_state_levels(result: dict[str, Any], reference: dict[str, Any], prob
     return out
 
 
-def _state_with_state(a: _Side | None, b: _Side | None, others: list[_Side] | None, level: str
-                      ) -> tuple[float, float, float, str, str] | None:
+def _state_with_state(a: _Side | None, b: _Side | None, others: list[_Side] | None, level: str,
+                      moderated: bool = False) -> tuple[float, float, float, str, str] | None:
     """(ratio, low, high, basis, host) of B over A compared within host states (``level`` names
     what is compared), through ``others`` (``_bridged``) when the sides share no state; None
-    unless both sides carry the probe's turns for every round."""
+    unless both sides carry the probe's turns for every round. ``moderated``: each side's spread
+    between rounds is moderated towards the ``others``' (``_by_host_state``)."""
     if a is None or b is None:
         return None
-    by_state = _by_host_state(a, b, level)
+    by_state = _by_host_state(a, b, level, others if moderated else None)
     if others and by_state[3] == NO_SHARED_STATE:
         by_state = _bridged(a, b, others, level) or by_state
     return by_state
 
 
-def _by_host_state(a: _Side, b: _Side, level: str) -> tuple[float, float, float, str, str]:
+def _by_host_state(a: _Side, b: _Side, level: str, spread_from: list[_Side] | None = None
+                   ) -> tuple[float, float, float, str, str]:
     """(ratio, low, high, basis, host) of B over A compared within the host states the two
-    sides' probe turns show; NO_SHARED_STATE as the basis (and NaNs) when they share none."""
+    sides' probe turns show; NO_SHARED_STATE as the basis (and NaNs) when they share none.
+    ``spread_from``: other runs of the point, whose spread between rounds (within their states)
+    moderates each side's own (``stats.stratified_ratio_ci``), with at most ``PRIOR_DF``
+    degrees of freedom."""
     from tvmbench.measure.probe import HostStates
-    from tvmbench.measure.stats import stratified_ratio_ci
+    from tvmbench.measure.stats import stratified_ratio_ci, within_strata_spread
 
     host = HostStates.of([t for r in a.turns + b.turns for t in r])
     ma, mb = a.levels(host), b.levels(host)
     names = [n or "?" for n in host.names]
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
-    got = stratified_ratio_ci(mb, ma)
+    var, df = within_strata_spread([side.levels(host) for side in spread_from or []])
+    prior = (var, min(df, PRIOR_DF)) if df else None
+    got = stratified_ratio_ci(mb, ma, prior=prior)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
     ratio, low, high, used = got
+    moderated = f", moderated by {len(spread_from or [])} other run(s)' rounds ({df} df)" if prior else ""
     basis = (f"{level} within {'each host state' if len(used) > 1 else 'one host state'} "
-             f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states, t on the logs)")
+             f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states{moderated}, "
+             "t on the logs)")
     return ratio, low, high, basis, host_says
 
 
