@@ -290,7 +290,7 @@ def test_diff_relative_to_compares_the_turn_pairs_state_with_state(factor, expec
     assert bridged.verdict == expected and "bridged by 2 other run(s)" in bridged.basis, bridged
 
 
-def test_diff_relative_to_moderates_each_sides_spread_by_the_other_runs():
+def test_diff_relative_to_moderates_each_sides_spread_by_the_other_runs(tmp_path, capsys):
     """With four rounds a side Welch's t has 3-6 degrees of freedom; the spread between rounds
     of the history's other runs of the point moderates each side's own estimate (limma's
     moderated t), so a 10 % slowdown that three deviations a side leave unresolved is flagged.
@@ -307,6 +307,16 @@ def test_diff_relative_to_moderates_each_sides_spread_by_the_other_runs():
     for doc in plain:
         doc["tvm_relax"]["rounds"]["probe_turns"] = [[[0, 1.0, 10.0]]] * 4
     assert "moderated" not in compare_runs(plain[:1], plain[1:2], bridges=plain[2:])[0].basis
+    path = tmp_path / "history.sqlite"
+    history = History.open(path)
+    for doc in (*others, a, b):
+        history.add("run", doc, environment=doc["environment"])
+    history.close()
+    # --bridges counts runs, not the frameworks' points in them: the newest 6 are b, a and 4 others
+    assert main(["diff", "7", "8", "--history", str(path), "--relative-to", "onnxruntime", "--bridges", "6",
+                 "--json"]) == 1
+    (change,) = json.loads(capsys.readouterr().out)["changes"]
+    assert change["verdict"] == "slower" and "moderated by 4 other run(s)' rounds (12 df)" in change["basis"]
 
 
 def test_diff_relative_to_says_in_one_line_what_is_missing(tmp_path, capsys):

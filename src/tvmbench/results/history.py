@@ -160,11 +160,13 @@ class History(SQLiteFile):
 
     def runs_on(self, machine: str, models: list[str], limit: int) -> list[dict[str, Any]]:
         """The run documents of the newest ``limit`` run and comparison entries of machine key
-        ``machine`` that hold one of ``models`` (what ``diff`` bridges host states with)."""
+        ``machine`` that hold one of ``models`` (what ``diff`` bridges host states with). Entries,
+        not points: a run of two frameworks has two points (before session 118, a limit of 20 gave
+        10 runs of ``--frameworks tvm,onnxruntime``)."""
         if not models or limit <= 0:
             return []
         rows = self.db.execute(
-            f"SELECT {_COLUMNS} FROM entries WHERE id IN (SELECT e.id FROM entries e JOIN points p ON p.entry_id = e.id "
+            f"SELECT {_COLUMNS} FROM entries WHERE id IN (SELECT DISTINCT e.id FROM entries e JOIN points p ON p.entry_id = e.id "
             f"WHERE e.machine_key = ? AND e.kind IN ('run', 'compare') AND p.model IN ({','.join('?' * len(models))}) "
             "ORDER BY e.id DESC LIMIT ?) ORDER BY id DESC", (machine, *models, limit)).fetchall()
         return [run for row in rows for run in _entry(row).runs()]
