@@ -152,7 +152,7 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
     or ``other_rounds`` without the probe; ``stats.stratified_ratio_ci``): a run's TVM over
     ONNX Runtime moved between runs no more than its rounds' spread says (per-run log SD 0.016
     against 0.032 / 2 from the rounds, 10 runs on the Ice Lake VM, session 118)."""
-    from tvmbench.measure.stats import stratified_ratio_ci, within_strata_spread
+    from tvmbench.measure.stats import stratified_ratio_ci
 
     units = [_paired_rounds(result, reference) for result, reference in zip(sides, refs, strict=True)]
     ra, rb = sides
@@ -167,12 +167,25 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
         said = "inconclusive" if basis == NO_SHARED_STATE else verdict(low, high, band)
         return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                       rb["median_ms"], ratio, None if math.isnan(low) else (low, high), basis, said, host)
-    var, df = within_strata_spread([{0: u} for u in other_rounds or []])
-    ratio, low, high, _ = stratified_ratio_ci({0: units[1]}, {0: units[0]}, prior=(var, min(df, PRIOR_DF)) if df else None)
-    moderated = f", each side's spread moderated by {len(other_rounds or [])} other run(s)' rounds ({df} df)" if df else ""
-    basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale{moderated})"
+    prior, moderated = _moderation([{0: u} for u in other_rounds or []])
+    ratio, low, high, _ = stratified_ratio_ci({0: units[1]}, {0: units[0]}, prior=prior)
+    spread = f"; each side's spread{moderated[1:]}" if moderated else ""  # (without its comma)
+    basis = f"over {ref} in the same lockstep turns: rounds' medians of paired turns (Welch's t, log scale{spread})"
     return Change(run.get("model", "?"), run.get("batch_size"), run.get("seq_length"), fw, ra["median_ms"],
                   rb["median_ms"], ratio, (low, high), basis, verdict(low, high, band))
+
+
+def _moderation(levels: list[dict[int, list[float]]]) -> tuple[tuple[float, int] | None, str]:
+    """The prior (variance, degrees of freedom) that other runs' rounds (``levels``, one dict of
+    levels by host state per run) give each side's spread, at most ``PRIOR_DF`` degrees of
+    freedom, and the words for the basis; (None, "") when no run has two rounds in a state."""
+    from tvmbench.measure.stats import within_strata_spread
+
+    var, df = within_strata_spread(levels)
+    if not df:
+        return None, ""
+    used = min(df, PRIOR_DF)
+    return (var, used), f", moderated by {len(levels)} other run(s)' rounds ({used} df)"
 
 
 def _paired_rounds(result: dict[str, Any], reference: dict[str, Any]) -> list[float] | None:
@@ -298,19 +311,17 @@ def _by_host_state(a: _Side, b: _Side, level: str, spread_from: list[_Side] | No
     moderates each side's own (``stats.stratified_ratio_ci``), with at most ``PRIOR_DF``
     degrees of freedom."""
     from tvmbench.measure.probe import HostStates
-    from tvmbench.measure.stats import stratified_ratio_ci, within_strata_spread
+    from tvmbench.measure.stats import stratified_ratio_ci
 
     host = HostStates.of([t for r in a.turns + b.turns for t in r])
     ma, mb = a.levels(host), b.levels(host)
     names = [n or "?" for n in host.names]
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
-    var, df = within_strata_spread([side.levels(host) for side in spread_from or []])
-    prior = (var, min(df, PRIOR_DF)) if df else None
+    prior, moderated = _moderation([side.levels(host) for side in spread_from or []])
     got = stratified_ratio_ci(mb, ma, prior=prior)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
     ratio, low, high, used = got
-    moderated = f", moderated by {len(spread_from or [])} other run(s)' rounds ({df} df)" if prior else ""
     basis = (f"{level} within {'each host state' if len(used) > 1 else 'one host state'} "
              f"({', '.join(names[k] for k in used)}; each side's spread pooled over its states{moderated}, "
              "t on the logs)")
