@@ -199,7 +199,7 @@ def main() -> None:
     if args.reference:
         relative = [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]
         methods[:0] = [(f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
-                        "lockstep turns, within host states, bridged through the history)",
+                        "lockstep turns, within host states, bridged and the spread moderated through the history)",
                         [diff(a, b, history, args.reference)["verdict"] for a, b in pairs],
                         [c["verdict"] for c in relative]),
                        ("the same without the history's other runs (their rounds' spread moderates each "
