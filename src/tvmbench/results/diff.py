@@ -151,7 +151,7 @@ def _relative_change(run: dict[str, Any], fw: str, ref: str, sides: tuple[dict[s
     Either way each side's spread between rounds is moderated by the other runs' (``others``,
     or ``other_rounds`` without the probe; ``stats.stratified_ratio_ci``): a run's TVM over
     ONNX Runtime moved between runs no more than its rounds' spread says (per-run log SD 0.016
-    against 0.032 / 2 from the rounds, 10 runs on the Ice Lake VM, session 118)."""
+    against 0.032 / 2 from the rounds: session 117's 10 runs on the Ice Lake VM)."""
     from tvmbench.measure.stats import stratified_ratio_ci
 
     units = [_paired_rounds(result, reference) for result, reference in zip(sides, refs, strict=True)]
