@@ -295,8 +295,8 @@ def test_lockstep_speedups_pair_each_turn_with_its_neighbour_not_the_whole_run()
 def test_a_prior_spread_moderates_each_sides_own_and_does_not_hide_a_noisy_side():
     """limma's moderated t: the prior's spread is pooled with each side's own by degrees of
     freedom, so the same spread known from other runs narrows the interval (Welch's t with
-    about 6 df to t with hundreds), a prior with no degrees of freedom changes nothing, and a side 4x as spread as
-    the prior still widens the interval past what the prior alone would give."""
+    about 6 df to t with hundreds), a prior with no degrees of freedom changes nothing, and a
+    side far more spread than the prior still widens the interval."""
     levels = {0: [10.0, 10.4, 9.7, 10.1], 1: [12.0, 12.5]}
     logs = [np.log(v) - np.log(v).mean() for v in levels.values()]
     assert stats.within_strata_spread([levels, {0: [5.0]}]) == pytest.approx(
