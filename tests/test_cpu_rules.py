@@ -98,10 +98,15 @@ def _batch_matmul(b, m, k, n):
 def test_weights_larger_than_the_targets_l2_run_channel_outer_but_batched_panels_up_to_1_mb(monkeypatch):
     # 640 KB of weights fit a 1 MB L2 (channel tiles inside the rows), not a 512 KB one (Zen 3:
     # each channel tile's panel kept while the rows are swept). Winograd's product keeps its
-    # positions' 576 KB of panels spatial-outer on both.
-    def order(func, l2):
+    # positions' 576 KB of panels spatial-outer on both. Where L3 is far (Intel's server cores),
+    # weights over SPATIAL_OUTER_FAR_L3_SHARE of L2 run channel-outer: 640 KB of a 1.25 MB L2 do,
+    # 256 KB do not.
+    near, far = (resolve_target({"kind": "llvm", "mcpu": cpu, "num-cores": 2}, gpu_query=lambda: None).tvm()
+                 for cpu in ("znver4", "icelake-server"))
+
+    def order(func, l2, target=near):
         monkeypatch.setattr(contraction, "cpu_l2_bytes", lambda target: l2)
-        with TARGET.tvm() as target:
+        with target:
             script = Contraction().schedule(func, target).mod.script()
         return re.search(r"for (\w+) in T\.parallel", script).group(1)
 
@@ -109,6 +114,9 @@ def test_weights_larger_than_the_targets_l2_run_channel_outer_but_batched_panels
     assert order(matmul, 1 << 20).startswith("ax0") and order(matmul, 512 << 10).startswith("ax1")
     assert order(product, 512 << 10) == order(product, 1 << 20)
     assert order(_matmul_relu(64, 1024, 512), 4 << 20).startswith("ax0")  # (a 4 MB L2: 2 MB fit)
+    assert order(matmul, 1280 << 10, far).startswith("ax1")
+    assert order(_matmul_relu(64, 256, 256), 1280 << 10, far).startswith("ax0")
+    assert order(product, 1280 << 10, far) == order(product, 1 << 20)
 
 
 @pytest.mark.parametrize("m, k, n", [(64, 48, 80), (1, 512, 1000), (197, 64, 96), (13, 7, 20), (20, 64, 197)])
@@ -133,9 +141,12 @@ def test_small_weights_put_the_output_channel_tiles_inside_the_parallel_loop():
     # 15 KB of weights stay in cache while the rows are swept once (rows outer); 2 MB do not, so
     # each channel tile's panel is kept while the rows are swept (channel tiles outer).
     # (1 MB, as large as one core's L2 on the Zen 4/5 hosts, counts as large: ResNet's 1024 <-> 256;
-    # the bound is this machine's L2.)
+    # the bound is this machine's L2, or its far-L3 share on Intel's server cores.)
+    from tvmbench.targets import near_l3
+
+    bound = TARGET.l2_bytes * (1 if near_l3(TARGET.tvm()) else contraction.SPATIAL_OUTER_FAR_L3_SHARE)
     for m, k, n in ((64, 48, 80), (64, 1024, 512), (64, 1024, 256)):
-        order = "ax0_0_ax1_0_fused" if k * n * 4 < TARGET.l2_bytes else "ax1_0_ax0_0_fused"
+        order = "ax0_0_ax1_0_fused" if k * n * 4 < bound else "ax1_0_ax0_0_fused"
         rng = np.random.default_rng(0)
         a, b = rng.standard_normal((m, k), dtype="float32"), rng.standard_normal((k, n), dtype="float32")
         out, script = _run(_matmul_relu(m, k, n), a, b, out_shape=(m, n))

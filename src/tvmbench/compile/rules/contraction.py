@@ -160,8 +160,8 @@ SMALL_EPILOGUE = 1
 # exactly this size, which cannot stay in a 1 MB L2 beside the input streaming through it
 # (ResNet's 1x1 convolutions 1024 <-> 256 over 14x14: in the model 8 % faster channel-outer;
 # resnet101 1.044x / 1.041x, resnet50 1.011x / 1.011x on the Zen 5 host, session 60). None: one
-# core's L2 of the target (``Match.l2``), which those hosts had (1 MB); a larger L2 (Intel's 1.25-2
-# MB) keeps larger weights spatial-outer, unmeasured. On the Zen 3 host's 512 KB L2 (session 80,
+# core's L2 of the target (``Match.l2``), which those hosts had (1 MB); where L3 is far, a share of
+# it (SPATIAL_OUTER_FAR_L3_SHARE, below). On the Zen 3 host's 512 KB L2 (session 80,
 # same-process A/Bs against 1 MB): regnet_x_1_6gf 1.058x (408 -> 408 over 14x14, 666 KB: 399
 # against 459 us alone), resnext50_32x4d 1.018x, inception_v3 1.012x, resnet50 1.006x; resnet18,
 # convnext_tiny level; mobilenet_v2 0.985x / 0.993x and mnasnet1_0 1.001x / 0.992x (7x7 maps, where
@@ -172,6 +172,16 @@ SPATIAL_OUTER_WEIGHT_BYTES: int | None = None
 # alone on the Zen 3 host 347-372 us spatial-outer against 392 channel-outer, each position's
 # panel read batch-first.
 SPATIAL_OUTER_BATCHED_BYTES = 1 << 20
+# Where L3 is far (Intel's server cores reach it over a mesh, at the memory's speed: ``near_l3``),
+# weights run channel-outer from this share of L2: spatial-outer, each core reads every weight
+# once per row tile, and what L2 does not keep beside the streaming input comes from far away;
+# channel-outer, each core reads its half of the weights once. On the 2-vCPU Ice Lake-SP VM (1.25
+# MB of L2, session 119; same-process A/Bs, ``benchmarks/rule_ab.py``), the threshold at 1 MB,
+# 768, 640, 512 and 320 KB against 1.25 MB: mobilenet_v2 1.013x, 1.010x, 1.012x, 1.022x, 1.030x;
+# efficientnet_b0 0.999x, 1.017x, 1.018x, 1.037x, 1.020x; resnet50 1.016x, 1.019x, 1.022x,
+# 1.030x, 1.044x (mobilenet_v2's 1x1 convolutions over 7x7 maps, 614 KB and 1.2 MB of weights,
+# 1.35-1.42x each in the model). Near-L3 targets keep their whole L2, as measured there.
+SPATIAL_OUTER_FAR_L3_SHARE = 0.4
 # Reductions this short (a 3x3 window, a 3x3x3 stem convolution) are unrolled whole: their loops
 # of 3 cost more in branches and index arithmetic than the tile's FMAs.
 UNROLL_REDUCTION = 27
@@ -1438,11 +1448,14 @@ def _weights_fit(found: Match) -> bool:
 
 
 def _spatial_outer_bytes(found: Match) -> int:
-    """The weight size from which tiles run channel-outer: one core's L2
-    (SPATIAL_OUTER_WEIGHT_BYTES), or SPATIAL_OUTER_BATCHED_BYTES for weights in panels per batch."""
+    """The weight size from which tiles run channel-outer: one core's L2 (SPATIAL_OUTER_WEIGHT_BYTES;
+    SPATIAL_OUTER_FAR_L3_SHARE of it where L3 is far), or SPATIAL_OUTER_BATCHED_BYTES for weights
+    in panels per batch."""
     if weight_batch_axes(found):
         return max(SPATIAL_OUTER_BATCHED_BYTES, SPATIAL_OUTER_WEIGHT_BYTES or found.l2)
-    return SPATIAL_OUTER_WEIGHT_BYTES or found.l2
+    if SPATIAL_OUTER_WEIGHT_BYTES:
+        return SPATIAL_OUTER_WEIGHT_BYTES
+    return found.l2 if found.near_l3 else int(SPATIAL_OUTER_FAR_L3_SHARE * found.l2)
 
 
 def write_back(found: Match, tile: Tile, tile_loop: Any, reduce_loops: list[Any], epilogue: Any,
