@@ -421,7 +421,7 @@ def test_dpmeta_refines_the_records_of_a_real_database(tuned, tmp_path):
     assert int(total["DPMeta trials"]) == TuningDatabase.open(db).count_records()
 
 
-def test_droplet_starts_from_the_default_schedules_knobs_and_a_killed_run_resumes(tmp_path, kill_group):
+def test_droplet_starts_from_the_default_schedules_knobs_and_a_killed_run_resumes(tmp_path, kill_group, capsys):
     """On a fresh database ``--strategy droplet`` moves the default rule's knobs (register tile,
     tile order): every record it adds was built by the rule (no sampling instruction in its
     trace), timed with several repeats. The first run is a real process killed mid-search (kill
@@ -458,6 +458,34 @@ def test_droplet_starts_from_the_default_schedules_knobs_and_a_killed_run_resume
     traces = [json.dumps(json.loads(line)[1][0], sort_keys=True) for line in lines]
     assert len(set(traces)) == len(traces)
     assert TuningDatabase.open(db).count_records() == len(lines)
+    # The knobs each record moved off the rule's defaults are noted by the record's schedule, as
+    # its line reads back (the tune report names them for a kept record): the second run's new
+    # records, and what its descent replayed of the killed run's.
+    from tvmbench.tuning.database import RULE_KNOBS, record_key, rule_knobs_of
+    from tvmbench.tuning.unmeasured import schedule_key
+
+    moved = TuningDatabase.open(db).meta()[RULE_KNOBS]
+    added_lines = {schedule_key(json.loads(line)[1][0]): line for line in lines[tasks:]}
+    new_keys = {schedule_key(json.loads(line)[1][0]) for line in lines[len(written):]}
+    assert new_keys <= set(moved) <= set(added_lines)
+    assert all(default != value for e in moved.values() for default, value in e["knobs"].values())
+    key = next(iter(new_keys))
+    assert rule_knobs_of(TuningDatabase.open(db), {"wl": record_key(added_lines[key])}) == {"wl": moved[key]["knobs"]}
+    # `db show` names them for a workload whose record an in-model check kept
+    from tvmbench.tuning.database import mark_in_model, show_database
+
+    index = json.loads(added_lines[key])[0]
+    wl = str(json.loads(workloads.read_text().splitlines()[index])[0])
+    database = TuningDatabase.open(db)
+    with database.writing():
+        mark_in_model(database, {wl: 1.1}, set(), len(lines), chosen={wl: record_key(added_lines[key])})
+    shown = {str(r["shash"]): r["rule_knobs"] for r in show_database(database)}
+    assert shown[wl] == moved[key]["knobs"] and sum(1 for v in shown.values() if v) == 1
+    capsys.readouterr()
+    assert main(["db", "show", str(db)]) == 0
+    assert all(name in capsys.readouterr().out for name in moved[key]["knobs"])
+    assert main(["db", "merge", str(db), "--into", str(tmp_path / "merged")]) == 0  # (a merge keeps them)
+    assert TuningDatabase.open(tmp_path / "merged").meta()[RULE_KNOBS] == moved
 
 
 def test_tuning_curve_is_written_as_csv_and_png(tuned):
@@ -868,6 +896,26 @@ def test_the_end_to_end_gain_per_host_state_names_the_one_core_state_and_prints(
     out = io.StringIO()
     print_tune_report(report, Console(file=out, width=300))
     assert "0.950x at 0.75 us/18.1 us (one core) (6 pairs)" in out.getvalue(), out.getvalue()
+
+
+def test_the_tune_report_names_the_default_schedule_choices_only_kept_records_changed():
+    import io
+
+    from rich.console import Console
+
+    from tvmbench.cli.tune import print_tune_report
+    from tvmbench.tuning.tuner import TaskReport, TuneReport
+
+    def task(name: str, kept: bool) -> TaskReport:
+        return TaskReport(name=name, weight=1, flops=1e6, trials=3, best_us=1.0, in_model_gain=1.2 if kept else 0.9,
+                          kept_in_model=kept, rule_knobs={"spatial_outer": [True, False], "rows": [8, 7]})
+
+    out = io.StringIO()
+    print_tune_report(TuneReport("db", [task("conv_kept", True), task("conv_lost", False)], 0, 6, 1.0, "done"),
+                      Console(file=out, width=300))
+    lines = [line.strip() for line in out.getvalue().splitlines()]
+    assert "conv_kept: rows 8 -> 7, spatial_outer True -> False" in lines, out.getvalue()
+    assert not [line for line in lines if line.startswith("conv_lost:")]
 
 
 def test_kernels_with_let_expressions_are_left_out_of_tuning_not_a_failure():

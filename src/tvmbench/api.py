@@ -330,11 +330,11 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
     "in the model", intervals excluding 1, its kernel moved by its tuned neighbours); only it is
     applied. A task without one keeps the default schedule. Verdicts go to the database
     (``mark_in_model``): no record is removed. Fills each task's ``in_model_gain``,
-    ``in_model_interval``, ``in_model_rank`` and ``kept_in_model``, and the report's
+    ``in_model_interval``, ``in_model_rank``, ``kept_in_model`` and ``rule_knobs``, and the report's
     ``end_to_end`` (the winners together against the default schedules, end to end: if measured
     slower, none is applied) and ``ceiling``. A failed check is a warning: the tuning is kept."""
     from tvmbench.profiling.kernels import select_in_model
-    from tvmbench.tuning.database import mark_in_model, ranked_candidates
+    from tvmbench.tuning.database import mark_in_model, ranked_candidates, rule_knobs_of
 
     lines = database.count_records()  # the records this check judges
     with tempfile.TemporaryDirectory(prefix="tvmbench-candidates-") as root:
@@ -377,12 +377,14 @@ def check_in_model(report: Any, database: Any, model: str, resolved: ResolvedTar
             losing, rank = set(gains), {}
             with database.writing():
                 mark_in_model(database, gains, losing, lines, intervals)
+    moved = rule_knobs_of(database, {wl: key for wl, key in chosen.items() if wl not in losing})
     for task in report.tasks:
         if task.workload in gains:
             task.in_model_gain = gains[task.workload]
             task.in_model_interval = intervals.get(task.workload)
             task.in_model_rank = rank.get(task.workload)
             task.kept_in_model = task.workload not in losing
+            task.rule_knobs = moved.get(task.workload)
     ceiling = untuned.ceiling()  # the most any tuning could buy
     report.ceiling = ceiling.speedup if ceiling else None
 

@@ -167,6 +167,11 @@ def tune_with_progress(args: argparse.Namespace, model: str, console: Any, targe
     return report, path
 
 
+def knob_changes(knobs: dict[str, list[Any]] | None) -> str:
+    """The default rule's choices a record changed, as "name default -> value, ..." ("-": none)."""
+    return ", ".join(f"{name} {old} -> {new}" for name, (old, new) in sorted((knobs or {}).items())) or "-"
+
+
 def print_tune_report(report: Any, console: Any) -> None:
     from rich.table import Table
 
@@ -196,6 +201,12 @@ def print_tune_report(report: Any, console: Any) -> None:
                       "second or third fastest won); a task none of them is surely faster there (interval above "
                       "1, gain at least 1.02x) and faster alone keeps the default schedule (its records stay in "
                       "the database, not applied)")
+    moved = [t for t in report.tasks if t.kept_in_model and t.rule_knobs]
+    if moved:
+        console.print("the default schedules' choices the kept records changed (default -> tuned; Droplet from the "
+                      "defaults): where one recurs, a rule that made it would serve every model", soft_wrap=True)
+        for t in moved:
+            console.print(f"  {t.name[:60]}: {knob_changes(t.rule_knobs)}", highlight=False)
     console.print(f"{report.trials_after - report.trials_before} new trials ({report.trials_after} in total for "
                   f"this model) in {report.wall_s / 60:.1f} min; stopped: {report.stop_reason}")
     if report.untunable:
@@ -288,11 +299,15 @@ def cmd_db(args: argparse.Namespace) -> int:
     elif args.db_command == "show":
         db = dbm.TuningDatabase.open(args.path)
         table = Table(title=f"{db.path} ({db.count_records()} records)")
-        for col in ("workload", "structural hash", "records", "best us", "targets"):
+        rows = dbm.show_database(db)
+        moved = any(r["rule_knobs"] for r in rows)
+        for col in ("workload", "structural hash", "records", "best us", "targets",
+                    *(["kept record's changes to the default schedule"] if moved else [])):
             table.add_column(col)
-        for r in dbm.show_database(db):
+        for r in rows:
             best = f"{r['best_us']:.1f}" if r["best_us"] is not None else "-"
-            table.add_row(str(r["workload"]), str(r["shash"]), str(r["records"]), best, ", ".join(r["targets"]))
+            table.add_row(str(r["workload"]), str(r["shash"]), str(r["records"]), best, ", ".join(r["targets"]),
+                          *([knob_changes(r["rule_knobs"])] if moved else []))
         console.print(table)
     elif args.db_command == "merge":
         sources = [dbm.TuningDatabase.open(p) for p in args.sources]

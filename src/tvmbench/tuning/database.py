@@ -443,10 +443,14 @@ def list_databases(root: Path | None = None) -> list[dict[str, Any]]:
 
 
 def show_database(db: TuningDatabase) -> list[dict[str, Any]]:
-    """Per workload: how many records, the best latency, and the targets they were measured for."""
+    """Per workload: how many records, the best latency, the targets they were measured for, and
+    the default rule's knobs its record kept by the in-model check changed (``rule_knobs_of``)."""
     workloads = db._lines(WORKLOADS)
+    chosen = ((db.meta().get(IN_MODEL) or {}).get("chosen")) or {}
+    moved = rule_knobs_of(db, {wl: c["record"] for wl, c in chosen.items()})
     per: dict[int, dict[str, Any]] = {i: {"workload": i, "shash": json.loads(w)[0], "records": 0, "best_us": None,
-                                          "targets": set()} for i, w in enumerate(workloads)}
+                                          "targets": set(), "rule_knobs": moved.get(str(json.loads(w)[0]))}
+                                      for i, w in enumerate(workloads)}
     for line in db._lines(RECORDS):
         index, record = json.loads(line)
         row = per[index]
@@ -558,9 +562,11 @@ def merge_databases(sources: list[TuningDatabase], dest: TuningDatabase) -> int:
     _write_lines_atomic(dest.path / WORKLOADS, dest_wl)
     _write_lines_atomic(dest.path / RECORDS, dest_rec)
     meta = dest.meta()
-    for src in sources:  # the tasks' names and weights, so that per-layer tables still name them
-        for wl, facts in src.meta().get("tasks", {}).items():
+    for src in sources:  # the tasks' names and weights, so that per-layer tables still name them,
+        for wl, facts in src.meta().get("tasks", {}).items():  # and the rule knobs records moved
             meta.setdefault("tasks", {}).setdefault(wl, facts)
+        for key, moved in (src.meta().get(RULE_KNOBS) or {}).items():
+            meta.setdefault(RULE_KNOBS, {}).setdefault(key, moved)
     dest.write_meta(meta)
     return added
 
@@ -717,6 +723,40 @@ def mark_in_model(db: TuningDatabase, gains: dict[str, float], losing: set[str],
     mark["date"] = time.strftime("%Y-%m-%dT%H:%M:%S%z")
     meta[IN_MODEL] = mark
     db.write_meta(meta)
+
+
+# The meta file's knobs of the default rules that Droplet's records moved (``KnobSpace``): per
+# schedule (``unmeasured.schedule_key``) name -> [default, value], and the pipeline that built it.
+RULE_KNOBS = "rule_knobs"
+
+
+def remember_knobs(meta: dict[str, Any], changes: dict[str, dict[str, list[Any]]]) -> dict[str, Any]:
+    """``meta`` with the knob ``changes`` of this run's records added."""
+    if changes:
+        known = meta.setdefault(RULE_KNOBS, {})
+        for key, knobs in changes.items():
+            known[key] = {"knobs": knobs, "pipeline": pipeline_version()}
+    return meta
+
+
+def rule_knobs_of(db: TuningDatabase, records: dict[str, str]) -> dict[str, dict[str, list[Any]]]:
+    """Per workload, the default rules' knobs its record ``records[workload]`` (a ``record_key``)
+    moved, where that record was built from the defaults with knobs moved: what tuning changed
+    in tvmbench's own schedule, the change a new rule could make for every model."""
+    from tvmbench.tuning.unmeasured import schedule_key
+
+    known = db.meta().get(RULE_KNOBS) or {}
+    wanted = {key: wl for wl, key in records.items()}
+    out: dict[str, dict[str, list[Any]]] = {}
+    if not known or not wanted:
+        return out
+    for line in db._lines(RECORDS):
+        wl = wanted.get(record_key(line))
+        if wl is not None and wl not in out:
+            entry = known.get(schedule_key(json.loads(line)[1][0]))
+            if entry:
+                out[wl] = entry["knobs"]
+    return out
 
 
 def losing_lines(meta: dict[str, Any], workloads: list[str], records: list[str]) -> set[int]:

@@ -264,16 +264,20 @@ class KnobSpace:
     """One task's schedules by tvmbench's own rule, as Droplet sees them: a "trace" is an
     assignment of the rule's knobs (``compile/knobs.py``: register tile, tile order, unrolling,
     band), built by the rule, timed by ``timer``; each schedule measured that the database does
-    not hold yet is handed to ``on_measured`` as its trace. The start is the default assignment:
-    the schedule an untuned build runs, and the reference every candidate's outputs are checked
+    not hold yet is handed to ``on_measured`` as its trace, and the knobs each one timed or
+    answered moves off their defaults go to ``changes`` (by ``schedule_key``: what the tune's
+    report says a kept record changed in the rule). The start is the default assignment: the
+    schedule an untuned build runs, and the reference every candidate's outputs are checked
     against (``CandidateTimer.check``)."""
 
     def __init__(self, func: Any, target: Any, timer: Any, on_measured: Callable[[Any, list[float]], None],
-                 known: dict[str, list[float] | None]) -> None:
+                 known: dict[str, list[float] | None], changes: dict[str, dict[str, list[Any]]] | None = None
+                 ) -> None:
         from tvmbench.tuning.candidates import Reference
 
         self.func, self.target, self.timer, self.on_measured = func, target, timer, on_measured
         self.known = known  # trace key -> its record's times (None: too few to test against)
+        self.changes = changes if changes is not None else {}
         self.timed = 0  # candidates measured (not answered from the database)
         self._built: dict[str, tuple[Any, list[Any]]] = {}
         default, default_knobs = self.build({})
@@ -297,6 +301,11 @@ class KnobSpace:
     def knob_count(self) -> int:
         return len(self.start)
 
+    def changed(self, assignment: dict[str, Any]) -> dict[str, list[Any]]:
+        """The knobs ``assignment`` moves off the rule's defaults: name -> [default, value]."""
+        return {k.name: [k.default, assignment[k.name]] for k in self.build(assignment)[1]
+                if assignment.get(k.name, k.default) in k.choices and assignment.get(k.name, k.default) != k.default}
+
     def neighbours(self, assignment: dict[str, Any], position: int) -> list[dict[str, Any]]:
         knobs = self.build(assignment)[1]
         if position >= len(knobs):
@@ -314,7 +323,7 @@ class KnobSpace:
         The first ``again`` are timed afresh when any other is timed, or always with ``afresh``:
         times are compared with times taken together, and a replayed path, all of it known,
         stays free."""
-        from tvmbench.tuning.unmeasured import trace_key
+        from tvmbench.tuning.unmeasured import schedule_key, trace_key
 
         out: list[list[float] | None] = [None] * len(assignments)
         built = [(i, sch, trace_key(sch.trace)) for i, a in enumerate(assignments)
@@ -338,6 +347,9 @@ class KnobSpace:
                 if key not in self.known:
                     self.on_measured(sch.trace, secs)
                 self.known[key] = secs
+        for i, sch, _ in built:  # (answered from the database too: a resumed run notes what a killed one did)
+            if out[i] is not None and (changed := self.changed(assignments[i])):
+                self.changes[schedule_key(sch.trace.as_json())] = changed
         return out
 
 
@@ -397,11 +409,12 @@ def _starts(ms_db: Any, workload: Any, task: Any, target: Any, top_k: int, sampl
     return [sch.trace for _, sch in sampled_schedules(task.dispatched[0]["main"], target, max(top_k, 4))]
 
 
-def _droplet_task(t: Any, ms_db: Any, target: Any, timer: Any, cfg: Any, trials: int, deadline: float | None
-                  ) -> Outcome | None:
+def _droplet_task(t: Any, ms_db: Any, target: Any, timer: Any, cfg: Any, trials: int, deadline: float | None,
+                  changes: dict[str, dict[str, list[Any]]] | None = None) -> Outcome | None:
     """One task's Droplet: with ``cfg.strategy`` "droplet", first from tvmbench's default schedule
-    (its rule's knobs; half the trials when the task also has MetaSchedule records to refine),
-    then from the task's best record; DPMeta from its ``top_k`` best records only. The best outcome."""
+    (its rule's knobs, the records' moves off their defaults put in ``changes``; half the trials
+    when the task also has MetaSchedule records to refine), then from the task's best record;
+    DPMeta from its ``top_k`` best records only. The best outcome."""
     from tvmbench.tuning.unmeasured import trace_key
 
     workload, space = task_space(t, ms_db, target, timer)
@@ -412,7 +425,7 @@ def _droplet_task(t: Any, ms_db: Any, target: Any, timer: Any, cfg: Any, trials:
         known: dict[str, list[float] | None] = {
             trace_key(r.trace): [float(x) for x in r.run_secs] if r.run_secs else None
             for r in ms_db.get_all_tuning_records() if r.workload.same_as(workload)}
-        defaults = KnobSpace(t.dispatched[0]["main"], target, timer, space.on_measured, known)
+        defaults = KnobSpace(t.dispatched[0]["main"], target, timer, space.on_measured, known, changes)
         half = deadline if deadline is None or not starts else (time.monotonic() + deadline) / 2
         first = from_defaults(defaults, trials // 2 if starts else trials, half, cfg.alpha,
                               seed=f"{cfg.seed}:{t.task_name}")
@@ -507,14 +520,16 @@ def task_deadline(deadline: float | None, costs: list[float]) -> float | None:
 def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remaining: int, done: int, start: float,
                    on_progress: Callable[[int, int, float | None], None] | None = None,
                    task_seconds: dict[str, float] | None = None, budget_s: float | None = None,
-                   cost: Callable[[Any], float] | None = None) -> tuple[str, list[dict[str, float]]]:
+                   cost: Callable[[Any], float] | None = None,
+                   knob_changes: dict[str, dict[str, list[Any]]] | None = None) -> tuple[str, list[dict[str, float]]]:
     """Droplet (``cfg.strategy`` "droplet": from the default schedule's knobs, then each task's
     best record) or the Droplet half of DPMeta (from its ``cfg.top_k`` best), every task in turn,
     the most time in the model first (``by_model_time``), each with an equal share of the
     ``remaining`` trials and its share by ``cost`` of the ``budget_s`` seconds left
     (``task_deadline``); every candidate measured is committed to ``ms_db`` as a tuning record.
     Returns why it stopped and the curve (trials, seconds, the task's best us); each task's search
-    time is added to ``task_seconds`` (by task name)."""
+    time is added to ``task_seconds`` (by task name), and the rule knobs each record built from the
+    defaults moved to ``knob_changes`` (``KnobSpace``)."""
     timer = candidate_timer(target, cfg)
     # the budget is search time, from here (the tune's setup and default schedules come before)
     deadline = time.monotonic() + budget_s if budget_s is not None else None
@@ -527,7 +542,7 @@ def droplet_search(tasks: list[Any], ms_db: Any, target: Any, cfg: Any, remainin
             break
         began = time.monotonic()
         outcome = _droplet_task(t, ms_db, target, timer, cfg, min(share, remaining - used),
-                                task_deadline(deadline, costs[i:]))
+                                task_deadline(deadline, costs[i:]), knob_changes)
         if task_seconds is not None:
             task_seconds[t.task_name] = task_seconds.get(t.task_name, 0.0) + time.monotonic() - began
         used += outcome.trials if outcome else 0

@@ -25,7 +25,7 @@ from tvmbench.models import LoadedModel, ModelOptions, load_model
 from tvmbench.rpc import check_tracker, parse_tracker
 from tvmbench.targets import ResolvedTarget
 from tvmbench.tuning.config import COST_MODELS, SCHEDULERS, STRATEGIES, TuneConfig
-from tvmbench.tuning.database import TuningDatabase, repeat_stats
+from tvmbench.tuning.database import TuningDatabase, remember_knobs, repeat_stats
 
 # A batch the search offers with nothing new in it is asked for again (tuning/unmeasured.py) only
 # when making it took less than this: a task whose space is exhausted gets no more of the budget.
@@ -149,6 +149,8 @@ class TaskReport:
     in_model_rank: int | None = None  # the winner's rank among the task's schedules timed alone (1: fastest)
     std_us: float | None = None  # the spread of the best record's repeats (None: it has one)
     minutes: float | None = None  # search time spent on this task, over every tuning run of the database
+    # The default rule's knobs the kept record moved (name -> [default, value]; in-model check)
+    rule_knobs: dict[str, list[Any]] | None = None
 
     @property
     def gflops(self) -> float | None:
@@ -526,10 +528,10 @@ def search_strategy(cfg: TuneConfig) -> Any:
 
 def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase, cfg: TuneConfig,
             target: ResolvedTarget, builder: Any, runner: Any, defaults: dict[str, float],
-            on_progress: Callable[[int, int, float | None], None] | None, seconds: dict[str, float]
-            ) -> tuple[str, list[dict[str, Any]]]:
+            on_progress: Callable[[int, int, float | None], None] | None, seconds: dict[str, float],
+            changes: dict[str, dict[str, list[Any]]] | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The strategy's search; returns why it stopped and the curve, adds search time per task to
-    ``seconds``."""
+    ``seconds`` and Droplet's moves of the default rules' knobs to ``changes``."""
     remaining, done, start = plan.remaining, plan.done, plan.start
     keys = {id(t): _workload_key(t) for t in tasks}
 
@@ -558,7 +560,7 @@ def _search(tasks: list[Any], plan: _SearchPlan, ms_db: Any, db: TuningDatabase,
         done = sum(t.trials for t in report_tasks(tasks, ms_db, defaults, db.records_per_workload()))
     left_s = max(0.0, cfg.time_budget_s - (time.monotonic() - searching)) if cfg.time_budget_s else None
     stop, more = droplet_search(tasks, ms_db, target, cfg, cfg.trials - done, done, start, on_progress, seconds,
-                                left_s, cost)
+                                left_s, cost, changes)
     return stop, curve + more
 
 
@@ -609,6 +611,7 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
     todo = [(t, r) for t, r in zip(tasks, before, strict=True) if r.trials < per_task]
     remaining = cfg.trials - done
     seconds: dict[str, float] = {}  # search time per task name, this run
+    changes: dict[str, dict[str, list[Any]]] = {}  # the rule knobs each record from the defaults moved
     stop = ""
     if cfg.strategy == "grid":
         todo = list(zip(tasks, before, strict=True))  # a grid is whole, not per-task budgets
@@ -621,9 +624,9 @@ def tune_model(model: LoadedModel, target: ResolvedTarget, db: TuningDatabase, c
 
     try:
         stop, curve = _search(tasks, _SearchPlan(todo, before, per_task, remaining, done, start), ms_db, db, cfg,
-                              target, builder, runner, defaults, on_progress, seconds)
-    finally:  # (an interrupted run keeps its search minutes too)
-        meta = remember_tasks(db.meta(), tasks, seconds, model.name)
+                              target, builder, runner, defaults, on_progress, seconds, changes)
+    finally:  # (an interrupted run keeps its search minutes and knob changes too)
+        meta = remember_knobs(remember_tasks(db.meta(), tasks, seconds, model.name), changes)
         db.write_meta(meta)
     after = report_tasks(tasks, db.ms_database(), defaults, db.records_per_workload(), meta[TASKS])
     report = TuneReport(str(db.path), after, before_total, sum(t.trials for t in after), time.monotonic() - start,

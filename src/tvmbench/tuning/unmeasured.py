@@ -11,6 +11,7 @@ is new ones.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -25,6 +26,13 @@ def trace_key(trace: Any) -> str:
     """A schedule as its trace's JSON, in plain numbers: equal for a candidate and its record read
     back from disk (where a decision's instruction index is an IntImm, a flag 1 or true)."""
     return json.dumps(_plain(trace.as_json()), sort_keys=True)
+
+
+def schedule_key(trace_json: Any) -> str:
+    """A short key of a schedule: its trace's JSON in plain numbers, hashed. The same for
+    ``Trace.as_json()`` of a candidate and for the trace part of its record line as read from the
+    file (``json.loads(line)[1][0]``)."""
+    return hashlib.sha256(json.dumps(_plain(trace_json), sort_keys=True).encode()).hexdigest()[:16]
 
 
 def _plain(x: Any) -> Any:
