@@ -158,11 +158,12 @@ def end_to_end_check(models: list[str], rows: dict[str, list[dict]], losers: set
         if not TuningDatabase.open(dest).count_records():
             break
         e2e = in_model_end_to_end(model, dest, target, threads, model_options(model))
-        if e2e is None or e2e.gain < 1.0:
+        if e2e is None or not e2e.surely_faster():  # (as `tune`'s check: applied only when surely faster)
             slower |= {r["workload"] for r in rows[model] if r.get("workload")} - losers
         if e2e is not None:
             end_to_end[model] = [round(e2e.gain, 4), round(e2e.low, 4), round(e2e.high, 4)]
-            print(f"{model}: {e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}] end to end with the shipped records")
+            print(f"{model}: {e2e.gain:.3f}x [{e2e.low:.3f}-{e2e.high:.3f}] end to end with the shipped records "
+                  f"({e2e.processes} processes)")
     return end_to_end, slower
 
 

@@ -99,15 +99,18 @@ def test_a_bf16_build_is_tuned_as_it_runs_and_its_records_replay_in_the_in_model
     assert judged and all(t["in_model_gain"] is not None for t in judged), report["tasks"]
 
 
-def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_not_applied(tuned, tmp_path):
+def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_not_applied(tuned, tmp_path,
+                                                                                           monkeypatch):
     """``check_in_model`` on a copy of the tuned database: every tuned task gets its gain inside
     the model (both builds timed in one worker), the verdict goes to the meta file, and the records
     of a losing task are left out of what is applied, until a newer record of it arrives."""
+    from tvmbench import api
     from tvmbench.api import check_in_model
     from tvmbench.models import ModelOptions
     from tvmbench.tuning.database import IN_MODEL, TuningDatabase, mark_in_model
     from tvmbench.tuning.tuner import TaskReport
 
+    monkeypatch.setattr(api, "END_TO_END_MAX_PROCESSES", 4)  # (more processes while unsure: a unit test below)
     db = tmp_path / "db"
     shutil.copytree(tuned[0], db)
     database = TuningDatabase.open(db)
@@ -126,12 +129,12 @@ def test_the_in_model_check_marks_records_that_lose_in_the_model_and_they_are_no
     # each kept task's winner is one of its three fastest schedules alone, and only it applies
     kept = [t for t in checked if t.kept_in_model]
     assert {t.workload for t in kept} == set(mark["chosen"]) and all(1 <= t.in_model_rank <= 3 for t in kept)
-    # the winners together were timed end to end (kept unless surely slower), and the ceiling
+    # the winners together were timed end to end (kept only if surely faster), and the ceiling
     e2e = getattr(report, "end_to_end", None)
     if mark["chosen"]:
-        assert e2e.low <= e2e.gain <= e2e.high and e2e.gain >= 1.0
-    elif e2e is not None:  # winners there were, measured slower together: none is applied
-        assert e2e.gain < 1.0 or e2e.worst_state()[1] < 1.0, e2e
+        assert 1.0 < e2e.low <= e2e.gain <= e2e.high
+    elif e2e is not None:  # winners there were, not surely faster together: none is applied
+        assert not e2e.surely_faster() and (e2e.settled() or e2e.processes == 4), e2e
     assert report.ceiling >= 1.0
     from tvmbench.api import in_model_end_to_end  # the end-to-end timing itself, whatever won
 
@@ -211,16 +214,16 @@ NEAR, FAR = "1.02 us", "1.41 us"  # host states as named by the probe (us per fo
 
 
 @pytest.mark.parametrize("end_to_end, applied", [
-    ((1.05, 1.01, 1.09), True), ((1.004, 0.99, 1.02), True), ((0.995, 0.987, 1.002), False),
+    ((1.05, 1.01, 1.09), True), ((1.004, 0.99, 1.02), False), ((0.995, 0.987, 1.002), False),
     ((0.93, 0.90, 0.96), False),
-    ((1.01, 0.99, 1.03, ((NEAR, 1.03, 18), (FAR, 0.96, 12))), False),  # slower in one of the host's states
-    ((1.02, 1.0, 1.04, ((NEAR, 1.03, 27), (FAR, 0.9, 3))), True)])  # (3 pairs: too few to judge a state by)
-def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_applied(
+    ((1.01, 1.002, 1.03, ((NEAR, 1.03, 18), (FAR, 0.96, 12))), False),  # slower in one of the host's states
+    ((1.02, 1.005, 1.04, ((NEAR, 1.03, 27), (FAR, 0.9, 3))), True)])  # (3 pairs: too few to judge a state by)
+def test_winners_in_the_model_that_together_are_not_surely_faster_end_to_end_are_not_applied(
         tuned, tmp_path, monkeypatch, end_to_end, applied):
     """``check_in_model``'s last guard, as a unit (both measurements replaced): a task whose
     second fastest schedule alone wins surely inside the model is kept with it, unless the tuned
-    build, timed end to end against the untuned one, measured slower, even within the noise:
-    then no task is."""
+    build, timed end to end against the untuned one, is not surely faster (its interval holds 1,
+    or a host state it was timed in enough reads slower): then no task is."""
     from tvmbench import api
     from tvmbench.models import ModelOptions
     from tvmbench.profiling.kernels import EndToEnd, ModelProfile, PairedGains
@@ -257,8 +260,35 @@ def test_winners_in_the_model_that_together_make_it_slower_end_to_end_are_not_ap
     if applied:
         assert task.in_model_rank == 2 and mark["chosen"][wl]["record"] == second[wl][0] and not warnings
     else:
-        assert not mark["chosen"] and wl in mark["losing"] and "slower end to end" in warnings[0]
+        said = "slower end to end" if end_to_end.gain < 1 or end_to_end.states else "not make m surely faster"
+        assert not mark["chosen"] and wl in mark["losing"] and said.replace(" m ", f" {MODEL} ") in warnings[0]
         assert ("1.41 us state" in warnings[0]) == bool(end_to_end.states), warnings
+
+
+@pytest.mark.parametrize("gains, processes, faster", [
+    ((1.05, 1.06, 1.04), 3, True),  # surely faster after the first three
+    ((0.95, 0.94, 0.96), 3, False),  # surely slower after three: no more asked
+    ((1.03, 0.99, 1.02, 1.01, 0.995, 1.0, 1.03, 0.99), 8, False),  # its interval holds 1 to the last
+    ((1.03, 0.99, 1.02, 1.02, 1.015, 1.02), 6, True)])  # more processes show a gain of 1.5 %
+def test_the_end_to_end_check_times_more_processes_while_its_interval_holds_one(monkeypatch, gains, processes,
+                                                                                 faster):
+    """``in_model_end_to_end`` as a unit (each worker's paired blocks replaced by a gain): three
+    processes, then one more at a time until the gain's interval excludes 1 or the most are
+    timed; applied only when surely faster."""
+    from tvmbench import api
+    from tvmbench.models import ModelOptions
+
+    asked = []
+
+    def worker(job, *args):
+        g = gains[len(asked)]
+        asked.append(g)
+        return [(10.0, 10.0 * g * (1 + 0.001 * (i % 2)), None) for i in range(10)]  # (tuned, untuned, probe)
+
+    monkeypatch.setattr(api, "_in_worker", worker)
+    e2e = api.in_model_end_to_end(MODEL, "db", TARGET, 2, ModelOptions())
+    assert len(asked) == e2e.processes == processes and e2e.surely_faster() is faster, e2e
+    assert processes <= api.END_TO_END_MAX_PROCESSES
 
 
 @pytest.mark.parametrize("crashing", [3, 1])

@@ -213,12 +213,10 @@ def print_tune_report(report: Any, console: Any) -> None:
         console.print(f"not tuned, default schedules kept: {', '.join(report.untunable)} (MetaSchedule cannot "
                       "read their Let expressions: the fast exponential of softmax, SiLU and joined attention)")
     if report.end_to_end is not None:
-        from tvmbench.api import END_TO_END_PROCESSES
-
         e2e = report.end_to_end
         console.print(f"end to end, the tuned build runs {e2e.gain:.3f}x as fast as the default schedules "
-                      f"[{e2e.low:.3f}-{e2e.high:.3f}] (paired blocks of plain runs in each of {END_TO_END_PROCESSES} "
-                      "processes)", soft_wrap=True)
+                      f"[{e2e.low:.3f}-{e2e.high:.3f}] (paired blocks of plain runs in each of {e2e.processes} "
+                      "processes; applied only when surely faster)", soft_wrap=True)
         if e2e.states:
             console.print("  by the state of the host's cores (the host-state probe, microseconds per fork-join, "
                           "and per paired-work call where that told states apart): "

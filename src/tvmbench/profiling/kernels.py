@@ -357,12 +357,14 @@ def paired_gains_job(job: PairedJob, progress: Any = None) -> PairedGains:
 class EndToEnd(NamedTuple):
     """The tuned build over the untuned one end to end (``end_to_end_job`` in several processes):
     the gain with its 95 % interval, and, when the host-state probe saw the cores in more than
-    one state, the gain in each as (the state's name, ``probe.HostStates``; gain; pairs of blocks)."""
+    one state, the gain in each as (the state's name, ``probe.HostStates``; gain; pairs of blocks);
+    the processes it was measured in."""
 
     gain: float
     low: float
     high: float
     states: tuple[tuple[str, float, int], ...] = ()
+    processes: int = 0
 
     @classmethod
     def of(cls, runs: list[list[tuple[float, float, tuple[float, ...] | None]]]) -> EndToEnd:
@@ -375,18 +377,31 @@ class EndToEnd(NamedTuple):
         probed = [(t, u, (0, *reading)) for r in runs for t, u, reading in r if reading is not None]
         host = HostStates.of([turn for *_, turn in probed])
         if len(host) < 2:
-            return cls(gain, low, high)
+            return cls(gain, low, high, processes=len(runs))
         by_state = []
         for k, name in enumerate(host.names):
             mine = [(t, u) for t, u, turn in probed if host.of_turn(turn) == k]
             if mine and name is not None:
                 by_state.append((name, paired_ratio_ci([u for _, u in mine], [t for t, _ in mine])[0], len(mine)))
-        return cls(gain, low, high, tuple(by_state))
+        return cls(gain, low, high, tuple(by_state), len(runs))
 
     def worst_state(self, min_pairs: int = 5) -> tuple[str, float, int] | None:
         """The state with the lowest gain among those with ``min_pairs`` pairs, if several."""
         seen = [s for s in self.states if s[2] >= min_pairs]
         return min(seen, key=lambda s: s[1]) if len(seen) > 1 else None
+
+    def surely_faster(self) -> bool:
+        """Whether the tuned build may be applied: its interval above 1, and no host state with
+        enough pairs to judge it by (``worst_state``) slower. A gain whose interval holds 1 is no
+        gain a user can count on, and may be a loss in a state the check did not see: resnet18's
+        Droplet database of session 120 read 1.006x [0.976-1.036] here, all in the host's fast
+        state, and 0.921x in a benchmark run in its slow one (docs/performance.md)."""
+        worst = self.worst_state()
+        return self.low > 1.0 and (worst is None or worst[1] >= 1.0)
+
+    def settled(self) -> bool:
+        """Whether more processes could not change the verdict: the interval excludes 1."""
+        return self.low > 1.0 or self.high < 1.0
 
 
 def end_to_end_job(job: PairedJob, progress: Any = None) -> list[tuple[float, float, tuple[float, ...] | None]]:
