@@ -445,8 +445,8 @@ def _winners(verdicts: list[Any], candidates: list[Any], default_us: dict[str, f
 # interval holds 1 (``EndToEnd.settled``), up to the most: the winners apply only when surely
 # faster end to end (``EndToEnd.surely_faster``), and a real gain of 1-2 % needs more than three
 # processes to show it (Student's t of 2 degrees of freedom is 4.3, of 7 is 2.4). (Stopping once
-# the interval excludes 1 makes a false "faster" a little likelier than 2.5 %: one that costs
-# nothing, as its gain's interval still sits on 1.)
+# the interval excludes 1 makes a false "faster" a little likelier than one test's 2.5 %; a build
+# so applied has a true gain close to 1, not far below it.)
 END_TO_END_PROCESSES = 3
 END_TO_END_MAX_PROCESSES = 8
 
