@@ -33,7 +33,8 @@ the probe). An "inconclusive" verdict (the two runs timed in no common host stat
 to bridge them) is no false alarm, and no catch either.
 
 With ``--reference FRAMEWORK`` every run also times that framework in lockstep turns with TVM, and
-the first method is ``tvmbench diff --relative-to FRAMEWORK``: TVM's time over the reference's in
+the first method is ``tvmbench diff --confirm-with FRAMEWORK`` (session 122): a verdict only where the
+plain judgement and the one over the reference agree, the second ``--relative-to FRAMEWORK``: TVM's time over the reference's in
 the turns next to it, round by round. On the Intel Xeon VM whole runs minutes apart move by 10 %
 with nothing the probe sees (a neighbour on the memory): the reference, running the same model on
 the same cores in the same seconds, moves with them (session 92). The pairs of turns are compared
@@ -118,10 +119,11 @@ def _relative_level(path: Path, reference: str) -> str:
     return f"{path.stem} {statistics.median(ratios):.3f} ({statistics.median(probe):.2f} us)"
 
 
-def diff(a: Path, b: Path, history: Path, relative_to: str | None = None) -> dict:
-    """`tvmbench diff --json`'s change for the model: its verdict, ratio and interval."""
+def diff(a: Path, b: Path, history: Path, relative_to: str | None = None, how: str = "--relative-to") -> dict:
+    """`tvmbench diff --json`'s change for the model: its verdict, ratio and interval (``how``:
+    the option that names ``relative_to``, --relative-to or --confirm-with)."""
     out = subprocess.run([sys.executable, "-m", "tvmbench.cli", "diff", str(a), str(b), "--json", "--history",
-                          str(history), *(["--relative-to", relative_to] if relative_to else [])],
+                          str(history), *([how, relative_to] if relative_to else [])],
                          capture_output=True, text=True)
     return json.loads(out.stdout)["changes"][0]
 
@@ -198,7 +200,12 @@ def main() -> None:
                 verdicts, caught)]
     if args.reference:
         relative = [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]
-        methods[:0] = [(f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
+        methods[:0] = [(f"tvmbench diff --confirm-with {args.reference} (a verdict where the plain judgement and "
+                        f"the one over {args.reference} agree, since session 122)",
+                        [diff(a, b, history, args.reference, "--confirm-with")["verdict"] for a, b in pairs],
+                        [diff(a, b, history, args.reference, "--confirm-with")["verdict"]
+                         for a, b in zip(plain, slowed, strict=True)]),
+                       (f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
                         "lockstep turns, within host states, bridged and the spread moderated through the history)",
                         [diff(a, b, history, args.reference)["verdict"] for a, b in pairs],
                         [c["verdict"] for c in relative]),

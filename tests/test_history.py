@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from tvmbench.cli import main
-from tvmbench.results.diff import compare_runs
+from tvmbench.results.diff import compare_runs, confirmed_changes
 from tvmbench.results.history import SCHEMA_VERSION, History
 
 MLP = str(Path(__file__).with_name("mlp_model.py")) + ":build"
@@ -338,6 +338,31 @@ def test_diff_relative_to_says_in_one_line_what_is_missing(tmp_path, capsys):
     (tmp_path / "b.json").write_text(json.dumps(b))
     assert main(["diff", *files, "--relative-to", "onnxruntime", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"][0]["verdict"] == "inconclusive"
+
+
+@pytest.mark.parametrize("tvm_b, ref_b, host_b, plain, over, expected", [
+    (10.0, 14.0, 1.10, "slower", "no change", "no change"),  # the machine drifted 10 % between the runs
+    (10.0, 15.4, 1.0, "no change", "faster", "no change"),  # ONNX Runtime itself got 10 % slower
+    (11.0, 14.0, 1.0, "slower", "slower", "slower"),
+    (11.0, 14.0, 0.95, "no change", "slower", "slower"),  # a drift hid half the regression
+    (9.0, 14.0, 1.0, "faster", "faster", "faster")])
+def test_diff_confirmed_with_a_reference_says_only_what_both_judgements_agree_on(tvm_b, ref_b, host_b, plain, over,
+                                                                                 expected, tmp_path, capsys):
+    a = lockstep_doc(10.0, 14.0, 1.0, seed=1)
+    b = lockstep_doc(tvm_b, ref_b, host_b, seed=2)
+    (alone,), (relative,) = compare_runs([a], [b])[:1], compare_runs([a], [b], relative_to="onnxruntime")
+    assert (alone.verdict, relative.verdict) == (plain, over), (alone.ci95, relative.ci95)
+    (change,) = confirmed_changes([a], [b], "onnxruntime")
+    assert (change.framework, change.verdict, change.ratio, change.ci95) == ("tvm", expected, alone.ratio, alone.ci95)
+    assert change.confirm["ratio"] == relative.ratio and change.confirm["verdict"] == over
+    for name, doc in (("a", a), ("b", b)):
+        (tmp_path / f"{name}.json").write_text(json.dumps(doc))
+    files = [str(tmp_path / "a.json"), str(tmp_path / "b.json")]
+    assert main(["diff", *files, "--confirm-with", "ort"]) == (expected == "slower")
+    out = capsys.readouterr().out
+    assert "over onnxruntime: B / A" in out and f"{relative.ratio:.3f}" in out and "where the two judgements" in out
+    assert main(["diff", *files, "--confirm-with", "ort", "--relative-to", "ort"]) == 2
+    assert "give one" in capsys.readouterr().err
 
 
 def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ(tmp_path, capsys):

@@ -46,6 +46,12 @@ def add_history_parsers(sub: Any) -> None:
                            "turns (both sides run with --frameworks tvm,FRAMEWORK --rounds N): a machine whose "
                            "speed drifts between runs moves both alike. A change of FRAMEWORK itself reads as the "
                            "opposite change of the others")
+    diff.add_argument("--confirm-with", default=None, metavar="FRAMEWORK",
+                      help="judge each framework both on its own times and over this one's in the same lockstep "
+                           "turns, and give a verdict only where they agree: one beyond the band and the other's "
+                           "interval on the same side of 1 (both sides run with --frameworks tvm,FRAMEWORK "
+                           "--rounds N). A machine's drift between runs and a change of FRAMEWORK itself each "
+                           "mislead only one of the two")
     diff.set_defaults(handler=cmd_diff)
     report = sub.add_parser("report", help="results as one self-contained HTML page (plots embedded), or Markdown")
     report.add_argument("results", nargs="*", default=["latest"],
@@ -117,18 +123,23 @@ def sparkline(values: list[float]) -> str:
 
 
 def cmd_diff(args: argparse.Namespace) -> int:
-    from tvmbench.results.diff import comparability, compare_runs
+    from tvmbench.results.diff import comparability, compare_runs, confirmed_changes
 
     if not 0 <= args.band < 100:
         raise UserError(f"--band is a percentage from 0 to 100, got {args.band}")
+    if args.relative_to and args.confirm_with:
+        raise UserError("--relative-to and --confirm-with are two ways to judge over a reference: give one")
+    option = "--confirm-with" if args.confirm_with else "--relative-to"
+    reference = _framework_name(args.relative_to or args.confirm_with, option)
+    args.relative_to, args.confirm_with = (None, reference) if args.confirm_with else (reference, None)
     a, b = (_side(ref, args.history) for ref in (args.a, args.b))
     notes = comparability(a["environment"], b["environment"], a["machine"], b["machine"])
-    relative_to = args.relative_to = _framework_name(args.relative_to) if args.relative_to else None
-    changes = compare_runs(a["runs"], b["runs"], args.band / 100, _bridges(a, b, args.history, args.bridges),
-                           relative_to)
-    if not changes and relative_to:
-        raise UserError(f"--relative-to {relative_to}: no point of {args.a} and {args.b} has {relative_to} and another "
-                        f"framework timed on both sides; run both with --frameworks tvm,{relative_to} --rounds N")
+    bridges = _bridges(a, b, args.history, args.bridges)
+    changes = (confirmed_changes(a["runs"], b["runs"], reference, args.band / 100, bridges) if args.confirm_with else
+               compare_runs(a["runs"], b["runs"], args.band / 100, bridges, reference))
+    if not changes and reference:
+        raise UserError(f"{option} {reference}: no point of {args.a} and {args.b} has {reference} and another "
+                        f"framework timed on both sides; run both with --frameworks tvm,{reference} --rounds N")
     if not changes:
         raise UserError(f"{args.a} and {args.b} have no model point and framework in common to compare")
     regressed = [c for c in changes if c.verdict == "slower"]
@@ -140,13 +151,19 @@ def cmd_diff(args: argparse.Namespace) -> int:
     return EXIT_FAILED if regressed else EXIT_OK
 
 
-def _framework_name(name: str) -> str:
+def _ratio_ci(ratio: float | None, ci: Any) -> str:
+    return "-" if ratio is None or ratio != ratio else f"{ratio:.3f}" + (f" [{ci[0]:.3f}-{ci[1]:.3f}]" if ci else "")
+
+
+def _framework_name(name: str | None, option: str) -> str | None:
     """A framework name as the results spell it (an alias resolved); one clear line when unknown."""
     from tvmbench.backends import ALIASES, REGISTRY
 
+    if name is None:
+        return None
     name = ALIASES.get(name, name)
     if name not in REGISTRY:
-        raise UserError(f"--relative-to: unknown framework {name!r}; choose from {', '.join(REGISTRY)}")
+        raise UserError(f"{option}: unknown framework {name!r}; choose from {', '.join(REGISTRY)}")
     return name
 
 
@@ -192,15 +209,18 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
     for note in notes or ["same machine and versions"]:
         console.print(f"[bold]{note}[/bold]" if notes else note, soft_wrap=True)
     probed = any(c.host is not None for c in changes)
+    over = [f"over {args.confirm_with}: B / A [95 %]"] if args.confirm_with else []
     table = Table(title=f"{args.a} -> {args.b} (band +-{args.band:g} %)")
-    for col in ("model", "batch", "framework", "A median ms", "B median ms", "B / A", "95 % interval", "verdict",
-                *(["host states (rounds)"] if probed else [])):
+    for col in ("model", "batch", "framework", "A median ms", "B median ms", "B / A", "95 % interval", *over,
+                "verdict", *(["host states (rounds)"] if probed else [])):
         table.add_column(col, justify="right" if col not in ("model", "framework", "verdict") else "left")
     colour = {"slower": "red", "faster": "green", "no change": "dim", "inconclusive": "yellow"}
     for c in changes:
         ci = f"{c.ci95[0]:.3f}-{c.ci95[1]:.3f}" if c.ci95 else "-"
+        second = c.confirm or {}
         table.add_row(c.model, str(c.batch_size), c.framework, f"{c.a_ms:.3f}", f"{c.b_ms:.3f}", f"{c.ratio:.3f}",
-                      ci, f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
+                      ci, *([_ratio_ci(second.get("ratio"), second.get("ci95"))] if over else []),
+                      f"[{colour[c.verdict]}]{c.verdict}[/{colour[c.verdict]}]",
                       *([c.host or "-"] if probed else []))
     console.print(table)
     if args.relative_to:
@@ -212,6 +232,11 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
         console.print(f"B / A: the ratio of the rounds' {ROUND_LEVEL}s where both sides ran --rounds (interference "
                       "on a shared machine only adds time, so a round's fastest samples are the code's own), of the "
                       "medians otherwise", soft_wrap=True)
+    if args.confirm_with:
+        console.print(f"verdict: where the two judgements agree, one beyond the band and the other's interval on the "
+                      f"same side of 1; the time over {args.confirm_with}'s in the same lockstep turns does not move "
+                      "with the machine's drift between runs, the plain time does not move with a change of "
+                      f"{args.confirm_with}", soft_wrap=True)
     if probed:
         console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins and paired work, "
                       "microseconds each) told which state the cores were in for each sample, and a host that "

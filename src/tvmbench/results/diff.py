@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -50,6 +50,7 @@ class Change:
     basis: str
     verdict: str  # "slower", "faster", "no change", "inconclusive"
     host: str | None = None  # the host states each side was timed in, when both ran the probe
+    confirm: dict[str, Any] | None = None  # the judgement over a reference (``confirmed_changes``)
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -97,6 +98,41 @@ def compare_runs(a: list[dict[str, Any]], b: list[dict[str, Any]], band: float =
                 linked = [s for o in others if (s := _plain_side(o[result_key(fw)])) is not None]
                 changes.append(_change(run, fw, ra, rb, band, linked))
     return changes
+
+
+def confirmed_changes(a: list[dict[str, Any]], b: list[dict[str, Any]], reference: str,
+                      band: float = DEFAULT_BAND, bridges: list[dict[str, Any]] | None = None) -> list[Change]:
+    """Each framework but ``reference`` judged twice, on its own times and over ``reference``'s
+    in the same lockstep turns (``compare_runs`` both ways), and given a verdict only where the
+    two agree (``_agreed``). The two judgements go wrong for different reasons. A machine whose
+    speed drifts between runs minutes apart moves a framework's own times, not its time over a
+    peer beside it (the Ice Lake VM: whole runs 10 % apart, session 92). A host state that slows
+    the two frameworks unequally, or a change of the peer itself (another version), moves the
+    time over the peer, not the framework's own; on the Zen 4 VM an A/A pair read 6.8 % faster
+    over ONNX Runtime while its own times read 0.976 [0.946-1.006], and the one injected 10 %
+    slowdown its own times missed, 1.064 [1.014-1.117], read 1.150 over ONNX Runtime
+    (session 121's files). Asking both to agree keeps one method's error from being a verdict."""
+    over = {_change_key(c): c for c in compare_runs(a, b, band, bridges, relative_to=reference)}
+    return [_agreed(plain, over[_change_key(plain)], reference) for plain in compare_runs(a, b, band, bridges)
+            if plain.framework != reference and _change_key(plain) in over]
+
+
+def _change_key(change: Change) -> tuple[Any, ...]:
+    return change.model, change.batch_size, change.seq_length, change.framework
+
+
+def _agreed(plain: Change, over: Change, reference: str) -> Change:
+    """``plain`` with the verdict both judgements support: "slower" when one lies above the band
+    and the other's interval above 1 (it agrees on the direction, if not the size), "faster"
+    likewise, "inconclusive" when either is, "no change" otherwise."""
+    said = "inconclusive" if "inconclusive" in (plain.verdict, over.verdict) else "no change"
+    for direction, beyond in (("slower", lambda c: c.ci95[0] > 1), ("faster", lambda c: c.ci95[1] < 1)):
+        for one, other in ((plain, over), (over, plain)):
+            if said == "no change" and one.verdict == direction and other.ci95 and beyond(other):
+                said = direction
+    second = {"framework": reference, "ratio": over.ratio, "ci95": over.ci95, "verdict": over.verdict,
+              "basis": over.basis}
+    return replace(plain, verdict=said, confirm=second)
 
 
 def _ok(result: dict[str, Any]) -> bool:
