@@ -353,7 +353,12 @@ def _by_host_state(a: _Side, b: _Side, level: str, spread_from: list[_Side] | No
     ma, mb = a.levels(host), b.levels(host)
     names = [n or "?" for n in host.names]
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
-    prior, moderated = _moderation([side.levels(host) for side in spread_from or []])
+    # The others' rounds are filed by the states all the runs' turns show, not only the two sides'
+    # states: a run timed in a state neither side saw would have its rounds in two states read as one,
+    # and the spread between them (TVM over ONNX Runtime 0.50 near, 0.62-0.67 far on the Zen 4 VM,
+    # session 122) taken for the spread between rounds of one state.
+    seen = HostStates.of([t for side in (a, b, *(spread_from or [])) for r in side.turns for t in r])
+    prior, moderated = _moderation([side.levels(seen) for side in spread_from or []])
     got = stratified_ratio_ci(mb, ma, prior=prior)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
