@@ -40,7 +40,8 @@ def add_history_parsers(sub: Any) -> None:
                       help="where the two sides were timed in different host states (the probe of --rounds), "
                            "judge them through the newest N other runs of the same point on this machine in the "
                            "history that saw those states (default 20; 0: never, such a pair is inconclusive); "
-                           "with --relative-to their rounds' spread also moderates each side's own")
+                           "with --relative-to or --confirm-with their rounds' spread also moderates each side's own "
+                           "over the reference")
     diff.add_argument("--relative-to", default=None, metavar="FRAMEWORK",
                       help="judge each framework by its time over this one's, timed beside it in the same lockstep "
                            "turns (both sides run with --frameworks tvm,FRAMEWORK --rounds N): a machine whose "

@@ -353,12 +353,13 @@ def _by_host_state(a: _Side, b: _Side, level: str, spread_from: list[_Side] | No
     ma, mb = a.levels(host), b.levels(host)
     names = [n or "?" for n in host.names]
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
-    # The others' rounds are filed by the states all the runs' turns show, not only the two sides'
-    # states: a run timed in a state neither side saw would have its rounds in two states read as one,
-    # and the spread between them (TVM over ONNX Runtime 0.50 near, 0.62-0.67 far on the Zen 4 VM,
-    # session 122) taken for the spread between rounds of one state.
-    seen = HostStates.of([t for side in (a, b, *(spread_from or [])) for r in side.turns for t in r])
-    prior, moderated = _moderation([side.levels(seen) for side in spread_from or []])
+    # Each other run's rounds are filed by the states its own turns show. Filed by the two sides'
+    # states, a run timed in a state neither side saw has its rounds in two states read as one,
+    # and the difference between them (TVM over ONNX Runtime 0.50-0.55 near, 0.63-0.71 far on
+    # the Zen 4 VM, session 122) is taken for spread between rounds; the states of all the runs'
+    # turns pooled blur into one (20 runs on that VM: one state from 0.7 to 2.9 us).
+    prior, moderated = _moderation([side.levels(HostStates.of([t for r in side.turns for t in r]))
+                                    for side in spread_from or []])
     got = stratified_ratio_ci(mb, ma, prior=prior)
     if got is None:
         return math.nan, math.nan, math.nan, NO_SHARED_STATE, host_says
