@@ -191,24 +191,25 @@ def main() -> None:
                   + ", ".join(_relative_level(f, args.reference) for f in files))
     pairs = list(itertools.combinations(plain, 2))
     verdicts = [diff(a, b, history)["verdict"] for a, b in pairs]
-    caught = [diff(a, b, history)["verdict"] for a, b in zip(plain, slowed, strict=True)]
+    injected = {"": [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]}
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     how = (f"+{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), " if delay else
            "" if args.rescore else f"+{args.slowdown:.0%} of each call's own time, ")
     print(f"injected: {how}medians {ratio - 1:+.1%}")
     methods = [("tvmbench diff (rounds' 5th percentiles within host states, bridged through the history)",
-                verdicts, caught)]
+                verdicts, [c["verdict"] for c in injected[""]])]
     if args.reference:
-        relative = [diff(a, b, history, args.reference) for a, b in zip(plain, slowed, strict=True)]
+        for how in ("--relative-to", "--confirm-with"):
+            injected[f"{how} {args.reference}"] = [diff(a, b, history, args.reference, how)
+                                                   for a, b in zip(plain, slowed, strict=True)]
         methods[:0] = [(f"tvmbench diff --confirm-with {args.reference} (a verdict where the plain judgement and "
                         f"the one over {args.reference} agree, since session 122)",
                         [diff(a, b, history, args.reference, "--confirm-with")["verdict"] for a, b in pairs],
-                        [diff(a, b, history, args.reference, "--confirm-with")["verdict"]
-                         for a, b in zip(plain, slowed, strict=True)]),
+                        [c["verdict"] for c in injected[f"--confirm-with {args.reference}"]]),
                        (f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
                         "lockstep turns, within host states, bridged and the spread moderated through the history)",
                         [diff(a, b, history, args.reference)["verdict"] for a, b in pairs],
-                        [c["verdict"] for c in relative]),
+                        [c["verdict"] for c in injected[f"--relative-to {args.reference}"]]),
                        ("the same without the history's other runs (their rounds' spread moderates each "
                         "side's since session 118; no bridges)",
                         [verdict_of(a, b, True, None, args.reference) for a, b in pairs],
@@ -222,13 +223,13 @@ def main() -> None:
                                   ("raw round medians", False, 50)):
         methods.append((name, [verdict_of(a, b, probe, quantile) for a, b in pairs],
                         [verdict_of(a, b, probe, quantile) for a, b in zip(plain, slowed, strict=True)]))
-    for name, aa, injected in methods:
+    for name, aa, caught in methods:
         counts = ", ".join(f"{v} {aa.count(v)}" for v in sorted(set(aa)))
         print(f"{name}: A/A {sum(v in ('slower', 'faster') for v in aa)} of {len(pairs)} pairs flagged ({counts}); "
-              f"injected flagged slower in {injected.count('slower')} of {len(injected)}")
-    missed = _missed(relative) if args.reference else ""
-    if missed:
-        print(f"  injected pairs the relative verdict missed: {missed}")
+              f"injected flagged slower in {caught.count('slower')} of {len(caught)}")
+    for how, changes in injected.items():
+        if _missed(changes):
+            print(f"  injected pairs `tvmbench diff{' ' if how else ''}{how}` missed: {_missed(changes)}")
     print(f"total {time.monotonic() - started:.0f} s, files in {work}")
 
 
