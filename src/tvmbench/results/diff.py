@@ -355,7 +355,7 @@ def _by_host_state(a: _Side, b: _Side, level: str, spread_from: list[_Side] | No
     host_says = f"A: {_seen(ma, host)}; B: {_seen(mb, host)}" if len(host) > 1 else f"one host state ({names[0]})"
     # Each other run's rounds are filed by the states its own turns show. Filed by the two sides'
     # states, a run timed in a state neither side saw has its rounds in two states read as one,
-    # and the difference between them (TVM over ONNX Runtime 0.50-0.55 near, 0.63-0.71 far on
+    # and the difference between them (TVM over ONNX Runtime 0.50-0.56 near, 0.63-0.72 far on
     # the Zen 4 VM, session 122) is taken for spread between rounds; the states of all the runs'
     # turns pooled blur into one (20 runs on that VM: one state from 0.7 to 2.9 us).
     prior, moderated = _moderation([side.levels(HostStates.of([t for r in side.turns for t in r]))
