@@ -355,6 +355,11 @@ def test_diff_relative_to_says_in_one_line_what_is_missing(tmp_path, capsys):
     (tmp_path / "b.json").write_text(json.dumps(b))
     assert main(["diff", *files, "--relative-to", "onnxruntime", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["changes"][0]["verdict"] == "inconclusive"
+    for how in ("--relative-to", "--confirm-with"):
+        assert main(["diff", *files, how, "onnxruntime"]) == 0
+        out = capsys.readouterr().out
+        assert "1 inconclusive (fewer than two rounds with lockstep turns of onnxruntime" in out, out
+        assert "--frameworks tvm,onnxruntime --rounds N)" in out and "host states" not in out.split("inconclusive")[-1]
 
 
 @pytest.mark.parametrize("tvm_b, ref_b, host_b, plain, over, expected", [

@@ -249,10 +249,20 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       "both (" + "; ".join(f"{c.model} {c.framework}: {c.basis.split('bridged by ')[1].split(' of')[0]}"
                                            for c in bridged) + ")", soft_wrap=True)
     slower = sum(c.verdict == "slower" for c in changes)
-    unknown = sum(c.verdict == "inconclusive" for c in changes)
+    unknown = [c for c in changes if c.verdict == "inconclusive"]
     console.print((f"{slower} regression(s)" if slower else "no regression")
-                  + (f"; {unknown} inconclusive (the sides were timed in different host states: run again)"
+                  + (f"; {len(unknown)} inconclusive ({'; '.join(sorted({_why_inconclusive(c) for c in unknown}))})"
                      if unknown else ""), soft_wrap=True)
+
+
+def _why_inconclusive(change: Any) -> str:
+    """What left a change without a verdict: a side without lockstep rounds beside the reference
+    (the basis says so, with what to run), or sides timed in different host states."""
+    from tvmbench.results.diff import NO_RELATIVE_ROUNDS
+
+    lacking = NO_RELATIVE_ROUNDS.split("{")[0]
+    return next((b for b in (change.basis, (change.confirm or {}).get("basis")) if b and b.startswith(lacking)),
+                "the sides were timed in different host states: run again")
 
 
 def cmd_report(args: argparse.Namespace) -> int:

@@ -234,7 +234,8 @@ def _paired_rounds(result: dict[str, Any], reference: dict[str, Any]) -> list[fl
     return turn_paired_rounds(*turns) if turns[0] and turns[1] else None
 
 
-NO_RELATIVE_ROUNDS = "fewer than two rounds with lockstep turns of {ref} on a side"
+NO_RELATIVE_ROUNDS = ("fewer than two rounds with lockstep turns of {ref} on a side: run both with "
+                      "--frameworks tvm,{ref} --rounds N")
 ROUND_QUANTILE = 5  # percent: a round's level for the verdicts (``round_level``)
 ROUND_LEVEL = f"{ROUND_QUANTILE}th percentile"
 
