@@ -32,10 +32,10 @@ on the same runs: without the bridges (before session 75), the round medians wit
 the probe). An "inconclusive" verdict (the two runs timed in no common host state, and nothing
 to bridge them) is no false alarm, and no catch either.
 
-With ``--reference FRAMEWORK`` every run also times that framework in lockstep turns with TVM, and
-the first method is ``tvmbench diff --confirm-with FRAMEWORK`` (session 122): a verdict only where the
-plain judgement and the one over the reference agree, the second ``--relative-to FRAMEWORK``: TVM's time over the reference's in
-the turns next to it, round by round. On the Intel Xeon VM whole runs minutes apart move by 10 %
+With ``--reference FRAMEWORK`` every run also times that framework in lockstep turns with TVM. The
+first method is then ``tvmbench diff --confirm-with FRAMEWORK`` (session 122): a verdict only where
+the plain judgement and the one over the reference agree. The second is ``--relative-to
+FRAMEWORK``: TVM's time over the reference's in the turns next to it, round by round. On the Intel Xeon VM whole runs minutes apart move by 10 %
 with nothing the probe sees (a neighbour on the memory): the reference, running the same model on
 the same cores in the same seconds, moves with them (session 92). The pairs of turns are compared
 within host states, as the single framework's rounds are: on the Zen 1 VM the host's far state

@@ -321,10 +321,10 @@ def test_diff_relative_to_moderates_each_sides_spread_by_the_other_runs(tmp_path
 
 def test_other_runs_in_a_state_neither_side_saw_moderate_by_their_spread_within_states():
     """Both sides timed in the far state, the history's other runs in both states by turns: the
-    others' rounds are filed by the states each one's own turns show, so the near-far difference of TVM
-    over ONNX Runtime (``FAR_TVM``) is not taken for spread between rounds (on the Zen 4 VM it
-    left nine injected 10 % slowdowns unflagged, read 1.07-1.15 with intervals as wide as 0.96-1.39,
-    session 122)."""
+    others' rounds are filed by the states each one's own turns show, so the near-far difference
+    of TVM over ONNX Runtime (``FAR_TVM``) is not taken for spread between rounds (on the Zen 4
+    VM it left nine injected 10 % slowdowns unflagged, read 1.07-1.15 with intervals as wide as
+    0.96-1.39, session 122)."""
     a = lockstep_doc(10.0, 14.0, 1.0, seed=1, states=["f"] * 4)
     b = lockstep_doc(11.0, 14.0, 1.0, seed=2, states=["f"] * 4)
     widths = []
