@@ -130,8 +130,19 @@ def diff(a: Path, b: Path, history: Path, relative_to: str | None = None, how: s
 
 def _missed(changes: list[dict]) -> str:
     """The injected pairs not flagged, with what they read."""
-    return "; ".join(f"pair {i} {c['verdict']} {c['ratio']:.3f} [{c['ci95'][0]:.3f}-{c['ci95'][1]:.3f}]"
-                     for i, c in enumerate(changes) if c["verdict"] != "slower" and c.get("ci95"))
+    return "; ".join(f"pair {i} {_reading(c)}" for i, c in enumerate(changes) if c["verdict"] != "slower" and c.get("ci95"))
+
+
+def _false_alarms(pairs: list[tuple[Path, Path]], changes: list[dict]) -> str:
+    """The A/A pairs flagged, with what they read (and, for --confirm-with, over the reference)."""
+    return "; ".join(f"{a.stem}-{b.stem} {_reading(c)}" + (f" (over the reference {_reading(c['confirm'])})"
+                                                           if c.get("confirm") and c["confirm"].get("ci95") else "")
+                     for (a, b), c in zip(pairs, changes, strict=True) if c["verdict"] in ("slower", "faster"))
+
+
+def _reading(change: dict) -> str:
+    low, high = change["ci95"]
+    return f"{change['verdict']} {change['ratio']:.3f} [{low:.3f}-{high:.3f}]"
 
 
 def measure(args: argparse.Namespace, history: Path, plain: list[Path], slowed: list[Path]) -> float:
@@ -190,7 +201,8 @@ def main() -> None:
             print(f"  TVM over {args.reference} per run (median of its paired turns; the probe's median fork-join): "
                   + ", ".join(_relative_level(f, args.reference) for f in files))
     pairs = list(itertools.combinations(plain, 2))
-    verdicts = [diff(a, b, history)["verdict"] for a, b in pairs]
+    aa_changes = {"": [diff(a, b, history) for a, b in pairs]}
+    verdicts = [c["verdict"] for c in aa_changes[""]]
     injected = {"": [diff(a, b, history) for a, b in zip(plain, slowed, strict=True)]}
     ratio = statistics.median(s / m for s, m in zip(slow_medians, medians, strict=True))
     how = (f"+{delay * 1e3:.3f} ms per call ({args.slowdown:.0%} of the first run's 5th percentile), " if delay else
@@ -202,13 +214,14 @@ def main() -> None:
         for how in ("--relative-to", "--confirm-with"):
             injected[f"{how} {args.reference}"] = [diff(a, b, history, args.reference, how)
                                                    for a, b in zip(plain, slowed, strict=True)]
+            aa_changes[f"{how} {args.reference}"] = [diff(a, b, history, args.reference, how) for a, b in pairs]
         methods[:0] = [(f"tvmbench diff --confirm-with {args.reference} (a verdict where the plain judgement and "
                         f"the one over {args.reference} agree, since session 122)",
-                        [diff(a, b, history, args.reference, "--confirm-with")["verdict"] for a, b in pairs],
+                        [c["verdict"] for c in aa_changes[f"--confirm-with {args.reference}"]],
                         [c["verdict"] for c in injected[f"--confirm-with {args.reference}"]]),
                        (f"tvmbench diff --relative-to {args.reference} (TVM over {args.reference} in the same "
                         "lockstep turns, within host states, bridged and the spread moderated through the history)",
-                        [diff(a, b, history, args.reference)["verdict"] for a, b in pairs],
+                        [c["verdict"] for c in aa_changes[f"--relative-to {args.reference}"]],
                         [c["verdict"] for c in injected[f"--relative-to {args.reference}"]]),
                        ("the same without the history's other runs (their rounds' spread moderates each "
                         "side's since session 118; no bridges)",
@@ -230,6 +243,8 @@ def main() -> None:
     for how, changes in injected.items():
         if _missed(changes):
             print(f"  injected pairs `tvmbench diff{' ' if how else ''}{how}` missed: {_missed(changes)}")
+        if _false_alarms(pairs, aa_changes[how]):
+            print(f"  A/A pairs `tvmbench diff{' ' if how else ''}{how}` flagged: {_false_alarms(pairs, aa_changes[how])}")
     print(f"total {time.monotonic() - started:.0f} s, files in {work}")
 
 

@@ -387,6 +387,24 @@ def test_diff_confirmed_with_a_reference_says_only_what_both_judgements_agree_on
     assert "give one" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("own, over, expected", [
+    ((1.010, 1.001, 1.020), (1.068, 1.033, 1.104), "no change"),  # session 122's A/A pair a1-a4
+    ((1.010, 1.001, 1.040), (1.068, 1.033, 1.104), "slower"),
+    ((1.064, 1.014, 1.117), (1.150, 1.100, 1.200), "slower"),  # session 121's injected pair 7
+    ((0.950, 0.930, 0.965), (0.990, 0.981, 0.999), "no change"),
+    ((0.950, 0.930, 0.965), (0.990, 0.960, 0.999), "faster"),
+    ((1.050, 1.040, 1.060), (1.010, 0.990, 1.050), "no change")])
+def test_a_confirmation_agrees_on_the_direction_and_does_not_rule_out_the_size(own, over, expected):
+    """Unit test of ``diff._agreed``: the second judgement's interval must lie beyond 1 and reach
+    past the band; one that ends inside the band says the change is smaller than the band."""
+    from tvmbench.results.diff import Change, _agreed, verdict
+
+    def change(ratio, low, high):
+        return Change("m", 1, None, "tvm", 10.0, 10.0 * ratio, ratio, (low, high), "b", verdict(low, high, 0.03))
+
+    assert _agreed(change(*own), change(*over), "onnxruntime", 0.03).verdict == expected
+
+
 def test_diff_of_two_files_exits_1_on_a_regression_and_says_when_machines_differ(tmp_path, capsys):
     a, b = run_doc(10.0, seed=1), run_doc(11.5, seed=2)
     b["environment"] = {"cpu_model": "another CPU"}

@@ -50,9 +50,9 @@ def add_history_parsers(sub: Any) -> None:
     diff.add_argument("--confirm-with", default=None, metavar="FRAMEWORK",
                       help="judge each framework both on its own times and over this one's in the same lockstep "
                            "turns, and give a verdict only where they agree: one beyond the band and the other's "
-                           "interval on the same side of 1 (both sides run with --frameworks tvm,FRAMEWORK "
-                           "--rounds N). A machine's drift between runs and a change of FRAMEWORK itself each "
-                           "mislead only one of the two")
+                           "interval on the same side of 1 and reaching past the band (both sides run with "
+                           "--frameworks tvm,FRAMEWORK --rounds N). A machine's drift between runs and a change "
+                           "of FRAMEWORK itself each mislead only one of the two")
     diff.set_defaults(handler=cmd_diff)
     report = sub.add_parser("report", help="results as one self-contained HTML page (plots embedded), or Markdown")
     report.add_argument("results", nargs="*", default=["latest"],
@@ -235,7 +235,7 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       "medians otherwise", soft_wrap=True)
     if args.confirm_with:
         console.print(f"verdict: where the two judgements agree, one beyond the band and the other's interval on the "
-                      f"same side of 1; the time over {args.confirm_with}'s in the same lockstep turns does not move "
+                      f"same side of 1 and reaching past the band; the time over {args.confirm_with}'s in the same lockstep turns does not move "
                       "with the machine's drift between runs, the plain time does not move with a change of "
                       f"{args.confirm_with}", soft_wrap=True)
     if probed:
