@@ -526,3 +526,9 @@ def test_run_json_prints_the_document_on_stdout_and_the_table_has_tail_percentil
 
     print_run(doc)
     assert "p90 ms" in capsys.readouterr().out
+    doc["tuning_database"] = {"sources": [{"source": "default", "path": "/db", "applied_records": 0}]}
+    print_run(doc)  # (a database with nothing for this target counted no kernels: it said "0 of ?")
+    assert "TVM tuning records: none; default /db (nothing for this target)" in capsys.readouterr().out
+    doc["tuning_database"].update(tasks=26, tasks_with_records=3)
+    print_run(doc)
+    assert "TVM tuning records: 3 of 26 kernels" in capsys.readouterr().out

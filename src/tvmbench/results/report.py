@@ -89,8 +89,8 @@ def print_run(result: dict[str, Any], console: Console | None = None, errors: Co
         parts = [f"{src['source']} {src['path']} ({src.get('tasks_covered', 0)} kernels)"
                  if src.get("applied_records") else f"{src['source']} {src['path']} (nothing for this target)"
                  for src in db["sources"]]
-        console.print(f"TVM tuning records: {db.get('tasks_with_records', 0)} of {db.get('tasks', '?')} kernels; "
-                      + "; ".join(parts), soft_wrap=True)
+        count = f"{db.get('tasks_with_records', 0)} of {db['tasks']} kernels" if "tasks" in db else "none"
+        console.print(f"TVM tuning records: {count}; " + "; ".join(parts), soft_wrap=True)
     for fw in result["frameworks"]:
         rounds = result[result_key(fw)].get("rounds")
         if rounds:
