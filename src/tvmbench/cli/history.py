@@ -235,9 +235,9 @@ def _print_diff(args: argparse.Namespace, notes: list[str], changes: list[Any], 
                       "medians otherwise", soft_wrap=True)
     if args.confirm_with:
         console.print(f"verdict: where the two judgements agree, one beyond the band and the other's interval on the "
-                      f"same side of 1 and reaching past the band; the time over {args.confirm_with}'s in the same lockstep turns does not move "
-                      "with the machine's drift between runs, the plain time does not move with a change of "
-                      f"{args.confirm_with}", soft_wrap=True)
+                      f"same side of 1 and reaching past the band; the time over {args.confirm_with}'s in the same "
+                      "lockstep turns does not move with the machine's drift between runs, the plain time does not "
+                      f"move with a change of {args.confirm_with}", soft_wrap=True)
     if probed:
         console.print("B / A compares the rounds state with state: the host-state probe (TVM fork-joins and paired work, "
                       "microseconds each) told which state the cores were in for each sample, and a host that "
