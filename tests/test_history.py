@@ -532,3 +532,24 @@ def test_run_json_prints_the_document_on_stdout_and_the_table_has_tail_percentil
     doc["tuning_database"].update(tasks=26, tasks_with_records=3)
     print_run(doc)
     assert "TVM tuning records: 3 of 26 kernels" in capsys.readouterr().out
+
+
+def test_tables_in_a_log_keep_their_width_when_force_color_is_set(monkeypatch, capsys):
+    """CI systems set FORCE_COLOR, which rich takes for a terminal and then squeezes tables to 80
+    columns: a structural hash was cut to "910544635172776…" in a CI log. The width follows the
+    stream itself (a pipe or capture: 160 columns), and ``db show``'s columns wrap, never cut."""
+    from rich.table import Table
+
+    from tvmbench.results.report import make_console
+
+    monkeypatch.setenv("FORCE_COLOR", "1")
+    monkeypatch.delenv("COLUMNS", raising=False)
+    table = Table()
+    for col in ("workload", "structural hash", "records", "best us", "targets", "kept record's changes to the "
+                "default schedule"):
+        table.add_column(col)
+    table.add_row("1", "6920316013653996685", "2", "44.6", "znver4", "amx_channel_outer False -> True")
+    assert make_console().width == 160 and make_console(stderr=True).width == 160
+    make_console().print(table)
+    out = capsys.readouterr().out
+    assert "6920316013653996685" in out and "amx_channel_outer" in out

@@ -301,7 +301,7 @@ def cmd_db(args: argparse.Namespace) -> int:
         moved = any(r["rule_knobs"] for r in rows)
         for col in ("workload", "structural hash", "records", "best us", "targets",
                     *(["kept record's changes to the default schedule"] if moved else [])):
-            table.add_column(col)
+            table.add_column(col, overflow="fold")  # a hash or knob name is wrapped, never cut short
         for r in rows:
             best = f"{r['best_us']:.1f}" if r["best_us"] is not None else "-"
             table.add_row(str(r["workload"]), str(r["shash"]), str(r["records"]), best, ", ".join(r["targets"]),

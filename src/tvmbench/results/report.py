@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 from rich.console import Console
@@ -12,9 +13,14 @@ from tvmbench.measure.accuracy import second_opinion
 
 
 def make_console(stderr: bool = False, quiet: bool = False) -> Console:
-    """A console that does not squeeze tables to 80 columns when output goes to a file or pipe."""
-    probe = Console(stderr=stderr)
-    return Console(stderr=stderr, quiet=quiet, width=None if probe.is_terminal else 160)
+    """A console that does not squeeze tables to 80 columns when output goes to a file or pipe.
+
+    Whether the stream is a terminal is asked of the stream itself, not of rich: rich counts
+    ``FORCE_COLOR`` (set by many CI systems) as a terminal and then falls back to 80 columns,
+    which cut structural hashes and knob names short in a CI log."""
+    stream = sys.stderr if stderr else sys.stdout
+    tty = bool(getattr(stream, "isatty", lambda: False)())
+    return Console(stderr=stderr, quiet=quiet, width=None if tty else 160)
 
 
 def _ms(v: Any) -> str:
