@@ -9,7 +9,10 @@ group norm, a bidirectional GRU), an LSTM language model and a CRNN text recogni
 layers: ``compile/recurrent.py``), a diffusion U-Net's residual blocks (group norms:
 ``passes/group_norm.py``), and transformers architectures at published sizes (a Llama-type
 language model at SmolLM-135M's, Whisper-tiny's encoder, wav2vec 2.0 base, SegFormer-B0,
-MobileViT-S, DINOv2 ViT-S/14). docs/performance.md ("Models the zoo does not have") records
+MobileViT-S, DINOv2 ViT-S/14), and from session 124 EDSR super-resolution (a pixel shuffle),
+PointNet (1-d 1x1 convolutions, a max over points), DLRM (embeddings, pairwise dots), YOLOv8n
+(SiLU, SPPF's max pools, nearest upsampling) and MLP-Mixer (token mixing across the transposed
+patches). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
@@ -263,3 +266,182 @@ def dinov2_small():
     """DINOv2 ViT-S/14 (12 layers of 384, 6 heads) at 224 x 224: 257 tokens."""
     return _hf("dinov2", "Dinov2Model", {"pixel_values": torch.randn(1, 3, 224, 224)}, "last_hidden_state",
                hidden_size=384, num_attention_heads=6, image_size=518, patch_size=14)
+
+
+class EDSR(nn.Module):
+    """EDSR-baseline super-resolution: 16 residual blocks of 64 channels (3x3, no norm, the
+    residual scaled), then a 3x3 convolution to 4 x 64 channels and a pixel shuffle (x2)."""
+
+    def __init__(self, channels: int = 64, blocks: int = 16, scale: int = 2):
+        super().__init__()
+        self.head = nn.Conv2d(3, channels, 3, padding=1)
+        self.body = nn.ModuleList([nn.Sequential(nn.Conv2d(channels, channels, 3, padding=1), nn.ReLU(),
+                                                 nn.Conv2d(channels, channels, 3, padding=1))
+                                   for _ in range(blocks)])
+        self.up = nn.Sequential(nn.Conv2d(channels, channels * scale * scale, 3, padding=1), nn.PixelShuffle(scale),
+                                nn.Conv2d(channels, 3, 3, padding=1))
+
+    def forward(self, x):
+        x = self.head(x)
+        y = x
+        for block in self.body:
+            y = y + 0.1 * block(y)
+        return self.up(x + y)
+
+
+def edsr():
+    """EDSR-baseline (x2) on a 96 x 96 image: 1.6 GFLOP, a pixel shuffle to 192 x 192."""
+    torch.manual_seed(0)
+    return EDSR().eval(), (torch.randn(1, 3, 96, 96),)
+
+
+class PointNet(nn.Module):
+    """PointNet's classifier: a learned 3x3 input transform (its own small PointNet), shared
+    per-point MLPs as 1-d 1x1 convolutions with batch norm, a max over the points, three dense layers."""
+
+    def __init__(self, classes: int = 40):
+        super().__init__()
+        def mlp(*widths):
+            layers = []
+            for i, o in zip(widths, widths[1:], strict=False):
+                layers += [nn.Conv1d(i, o, 1), nn.BatchNorm1d(o), nn.ReLU()]
+            return nn.Sequential(*layers)
+        self.tnet = mlp(3, 64, 128, 1024)
+        self.tnet_fc = nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 9))
+        self.features = mlp(3, 64, 128, 1024)
+        self.head = nn.Sequential(nn.Linear(1024, 512), nn.BatchNorm1d(512), nn.ReLU(), nn.Linear(512, 256),
+                                  nn.BatchNorm1d(256), nn.ReLU(), nn.Linear(256, classes))
+
+    def forward(self, points):  # (batch, 3, points)
+        t = self.tnet_fc(self.tnet(points).amax(2)).reshape(-1, 3, 3) + torch.eye(3)
+        x = torch.bmm(t, points)
+        return self.head(self.features(x).amax(2))
+
+
+def pointnet():
+    """PointNet on 8 clouds of 1024 points."""
+    torch.manual_seed(0)
+    return PointNet().eval(), (torch.randn(8, 3, 1024),)
+
+
+class DLRM(nn.Module):
+    """DLRM: a bottom MLP over 13 dense features, 26 embedding tables (one lookup each), the
+    pairwise dot products of the 27 vectors (upper triangle), a top MLP to one logit."""
+
+    def __init__(self, tables: int = 26, rows: int = 10000, dim: int = 64):
+        super().__init__()
+        self.bottom = nn.Sequential(nn.Linear(13, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                                    nn.Linear(256, dim), nn.ReLU())
+        self.tables = nn.ModuleList([nn.Embedding(rows, dim) for _ in range(tables)])
+        pairs = tables + 1
+        i, j = torch.triu_indices(pairs, pairs, 1)
+        self.register_buffer("upper", i * pairs + j)
+        self.top = nn.Sequential(nn.Linear(dim + len(i), 1024), nn.ReLU(), nn.Linear(1024, 1024), nn.ReLU(),
+                                 nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 1))
+
+    def forward(self, dense, sparse):  # (batch, 13) float, (batch, tables) int
+        x = self.bottom(dense)
+        v = torch.stack([x] + [t(sparse[:, k]) for k, t in enumerate(self.tables)], 1)
+        dots = torch.bmm(v, v.transpose(1, 2)).flatten(1)[:, self.upper]
+        return torch.sigmoid(self.top(torch.cat([x, dots], 1)))
+
+
+def dlrm():
+    """DLRM at batch 128 (MLPerf's layer sizes, 10 000 rows per table)."""
+    torch.manual_seed(0)
+    return DLRM().eval(), (torch.randn(128, 13), torch.randint(0, 10000, (128, 26)))
+
+
+def _cbs(i: int, o: int, k: int = 1, s: int = 1) -> nn.Module:
+    return nn.Sequential(nn.Conv2d(i, o, k, s, k // 2, bias=False), nn.BatchNorm2d(o), nn.SiLU())
+
+
+class C2f(nn.Module):
+    """YOLOv8's C2f: a 1x1 convolution split in two, n bottlenecks on the second half, every
+    intermediate concatenated, a 1x1 convolution."""
+
+    def __init__(self, i: int, o: int, n: int, shortcut: bool):
+        super().__init__()
+        self.half = o // 2
+        self.cv1, self.cv2 = _cbs(i, o), _cbs((2 + n) * self.half, o)
+        self.blocks = nn.ModuleList([nn.Sequential(_cbs(self.half, self.half, 3), _cbs(self.half, self.half, 3))
+                                     for _ in range(n)])
+        self.shortcut = shortcut
+
+    def forward(self, x):
+        y = list(self.cv1(x).chunk(2, 1))
+        for block in self.blocks:
+            y.append(y[-1] + block(y[-1]) if self.shortcut else block(y[-1]))
+        return self.cv2(torch.cat(y, 1))
+
+
+class YOLOv8n(nn.Module):
+    """YOLOv8n's backbone (C2f stages, SPPF's three 5x5 max pools) and its PAN neck (nearest
+    upsampling, concatenations), with the three scales' box and class convolutions."""
+
+    def __init__(self, classes: int = 80):
+        super().__init__()
+        w = (16, 32, 64, 128, 256)
+        self.stem = nn.Sequential(_cbs(3, w[0], 3, 2), _cbs(w[0], w[1], 3, 2), C2f(w[1], w[1], 1, True))
+        self.p3 = nn.Sequential(_cbs(w[1], w[2], 3, 2), C2f(w[2], w[2], 2, True))
+        self.p4 = nn.Sequential(_cbs(w[2], w[3], 3, 2), C2f(w[3], w[3], 2, True))
+        self.p5 = nn.Sequential(_cbs(w[3], w[4], 3, 2), C2f(w[4], w[4], 1, True))
+        self.sppf_in, self.sppf_out = _cbs(w[4], w[4] // 2), _cbs(w[4] * 2, w[4])
+        self.up4, self.up3 = C2f(w[4] + w[3], w[3], 1, False), C2f(w[3] + w[2], w[2], 1, False)
+        self.down3, self.down4 = _cbs(w[2], w[2], 3, 2), _cbs(w[3], w[3], 3, 2)
+        self.n4, self.n5 = C2f(w[2] + w[3], w[3], 1, False), C2f(w[3] + w[4], w[4], 1, False)
+        self.heads = nn.ModuleList([nn.Sequential(_cbs(c, 64, 3), _cbs(64, 64, 3), nn.Conv2d(64, 64 + classes, 1))
+                                    for c in (w[2], w[3], w[4])])
+
+    def forward(self, x):
+        p3 = self.p3(self.stem(x))
+        p4 = self.p4(p3)
+        y = self.sppf_in(self.p5(p4))
+        a = F.max_pool2d(y, 5, 1, 2)
+        b = F.max_pool2d(a, 5, 1, 2)
+        p5 = self.sppf_out(torch.cat([y, a, b, F.max_pool2d(b, 5, 1, 2)], 1))
+        t4 = self.up4(torch.cat([F.interpolate(p5, scale_factor=2.0, mode="nearest"), p4], 1))
+        t3 = self.up3(torch.cat([F.interpolate(t4, scale_factor=2.0, mode="nearest"), p3], 1))
+        n4 = self.n4(torch.cat([self.down3(t3), t4], 1))
+        n5 = self.n5(torch.cat([self.down4(n4), p5], 1))
+        return torch.cat([h(f).flatten(2) for h, f in zip(self.heads, (t3, n4, n5), strict=True)], 2)
+
+
+def yolov8n():
+    """YOLOv8n at 640 x 640 (8400 anchors' box and class outputs, 8.7 GFLOP)."""
+    torch.manual_seed(0)
+    return YOLOv8n().eval(), (torch.randn(1, 3, 640, 640),)
+
+
+class MixerLayer(nn.Module):
+    """An MLP-Mixer layer: a token-mixing MLP over the patches (across the transposed tokens),
+    then a channel-mixing MLP, each after a layer norm with the skip."""
+
+    def __init__(self, tokens: int, width: int, token_mlp: int, channel_mlp: int):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.tokens = nn.Sequential(nn.Linear(tokens, token_mlp), nn.GELU(), nn.Linear(token_mlp, tokens))
+        self.channels = nn.Sequential(nn.Linear(width, channel_mlp), nn.GELU(), nn.Linear(channel_mlp, width))
+
+    def forward(self, x):
+        x = x + self.tokens(self.norm1(x).transpose(1, 2)).transpose(1, 2)
+        return x + self.channels(self.norm2(x))
+
+
+class Mixer(nn.Module):
+    def __init__(self, layers: int = 8, width: int = 512, patch: int = 16, size: int = 224, classes: int = 1000):
+        super().__init__()
+        tokens = (size // patch) ** 2
+        self.patches = nn.Conv2d(3, width, patch, patch)
+        self.layers = nn.Sequential(*[MixerLayer(tokens, width, 256, 2048) for _ in range(layers)])
+        self.norm, self.head = nn.LayerNorm(width), nn.Linear(width, classes)
+
+    def forward(self, x):
+        x = self.layers(self.patches(x).flatten(2).transpose(1, 2))
+        return self.head(self.norm(x).mean(1))
+
+
+def mlp_mixer():
+    """MLP-Mixer S/16 at 224 x 224 (8 layers of 512, 196 tokens mixed by a 256-wide MLP)."""
+    torch.manual_seed(0)
+    return Mixer().eval(), (torch.randn(1, 3, 224, 224),)
