@@ -9,7 +9,7 @@ from tvmbench.compile.passes.arithmetic import cpu_friendly_arithmetic
 from tvmbench.compile.passes.bf16_dense import bf16_dense
 from tvmbench.compile.passes.bounded_take import bounded_take
 from tvmbench.compile.passes.channels_last import keep_channels_last
-from tvmbench.compile.passes.conv1d import conv1d_as_conv2d
+from tvmbench.compile.passes.conv1d import conv1d_as_conv2d, on_row_maps
 from tvmbench.compile.passes.conv3d import conv3d_as_conv2d
 from tvmbench.compile.passes.dilated_bands import dilated_bands
 from tvmbench.compile.passes.fast_math import fast_math
@@ -34,7 +34,7 @@ from tvmbench.compile.passes.slices import slices_through_layout
 from tvmbench.compile.passes.sub_pixel import sub_pixel_conv_transpose
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
-__all__ = ["bf16_dense", "bounded_take", "conv1d_as_conv2d", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
+__all__ = ["bf16_dense", "bounded_take", "conv1d_as_conv2d", "on_row_maps", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
            "elementwise_before_reshape", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
            "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",

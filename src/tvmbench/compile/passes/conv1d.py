@@ -13,11 +13,17 @@ from __future__ import annotations
 from typing import Any
 
 from tvm import relax
+from tvm.relax.expr_functor import PyExprMutator, mutator
 
-from tvmbench.compile.ir import op_rewrite_pass, static_shape
+from tvmbench.compile.ir import function_pass, op_name, op_rewrite_pass, static_shape
+from tvmbench.compile.passes.reshape_last import BINARY, UNARY
 
 # Off: 1-d convolutions stay as TVM lowers them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
+# 0: a 1-d convolution's batch norm, activation and pooling stay on its [N, C, W] output
+# (``benchmarks/rule_ab.py M passes.conv1d.ON_ROW_MAPS 0``).
+ON_ROW_MAPS = 1
+REDUCTIONS = {"relax.max", "relax.min", "relax.sum", "relax.mean"}
 
 
 def as_conv2d(call: Any) -> Any | None:
@@ -40,3 +46,70 @@ def as_conv2d(call: Any) -> Any | None:
 def conv1d_as_conv2d() -> Any:
     """The pass (see the module's docstring); before ConvertLayout."""
     return op_rewrite_pass("relax.nn.conv1d", as_conv2d, "Conv1dAsConv2d", lambda: ENABLED)
+
+
+@mutator
+class _OnRowMaps(PyExprMutator):
+    """Elementwise ops, reductions and reshapes of an ``[N, C, W]`` view of an ``[N, C, 1, W]``
+    map computed on the map (see ``on_row_maps``)."""
+
+    def _map(self, expr: Any) -> Any | None:
+        """The ``[N, C, 1, W]`` map whose view ``expr`` is (a reshape dropping axis 2), or None."""
+        value = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        if op_name(value) != "relax.reshape":
+            return None
+        inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
+        if inner is None or outer is None or len(outer) != 3 or inner != outer[:2] + [1] + outer[2:]:
+            return None
+        return value.args[0]
+
+    def _operand(self, arg: Any) -> Any | None:
+        """``arg`` as the map broadcasts it: its map, itself (a scalar), or a reshape of it with the
+        map's row axis inserted (a per-channel vector, a residual of the view's shape)."""
+        found, dims = self._map(arg), static_shape(arg.ty)
+        if found is not None or dims is None or len(dims) > 3:
+            return found
+        if not dims:
+            return arg
+        dims = [1] * (3 - len(dims)) + dims
+        return self.builder_.emit(relax.op.reshape(arg, dims[:2] + [1] + dims[2:]))
+
+    def visit_call_(self, call: Any) -> Any:
+        call = super().visit_call_(call)
+        name, out = op_name(call), static_shape(call.ty)
+        if not ON_ROW_MAPS or out is None or not call.args or self._map(call.args[0]) is None and not (
+                name in BINARY and self._map(call.args[1]) is not None):
+            return call
+        if name == "relax.reshape":
+            source = self._map(call.args[0])
+            return source if static_shape(source.ty) == out else relax.op.reshape(source, out)
+        if name in UNARY:
+            moved = relax.Call(call.op, [self._map(call.args[0]), *call.args[1:]], call.attrs, call.ty_args)
+        elif name in BINARY:
+            args = [self._operand(a) for a in call.args]
+            if any(a is None for a in args):
+                return call
+            moved = relax.Call(call.op, args, call.attrs, call.ty_args)
+        elif name in REDUCTIONS and call.attrs.axis is not None:
+            axes = [int(a) % 3 for a in call.attrs.axis]
+            axes = [a if a < 2 else a + 1 for a in axes] + ([] if call.attrs.keepdims else [2])
+            moved = getattr(relax.op, name.split(".")[1])(self._map(call.args[0]), sorted(set(axes)),
+                                                         bool(call.attrs.keepdims))
+        else:
+            return call
+        moved = self.builder_.emit(moved)
+        return moved if static_shape(moved.ty) == out else relax.op.reshape(moved, out)
+
+
+def on_row_maps() -> Any:
+    """OnRowMaps (after Conv1dAsConv2d, before ConvertLayout): a 1-d convolution's output is a
+    reshape of its 2-d form's ``[N, C, 1, W]`` map to ``[N, C, W]``, and its batch norm, ReLU
+    and pooling ran on that view. ConvertLayout cannot carry a reshape into NHWC, so it wrapped
+    each in transposes: PointNet's layers were conv (NHWC), a transpose to NCHW, the batch norm
+    apart from the convolution, a transpose back for the next; its 1024-channel layers spent
+    7.6 ms transposing and 6.4 ms in the batch norm and max over points, against 22.5 ms of
+    convolution (8 clouds of 1024 points). Computed on the map (per-channel vectors and residuals
+    reshaped to it, reductions over the map's axes), the chain from one convolution to the next
+    is 4-D: ConvertLayout keeps it in NHWC, the batch norm folds into the weights, the ReLU joins
+    the kernel's epilogue, and the next convolution's reshape back to a map is the map itself."""
+    return function_pass(_OnRowMaps, "OnRowMaps", prune=True)

@@ -11,6 +11,7 @@ rule that applies schedules the function:
 ``WindowProject`` a depthwise convolution (and its expansion) computed band by band inside the 1x1 projection;
 ``Attention``     a joined ``softmax(q @ k + mask) @ v``, a block of query rows per task;
 ``Amx``           bf16 contractions on AMX tiles (Intel CPUs with AMX, ``--precision bf16``);
+``StreamingReduction`` a max, sum or mean over the outer axes of a tensor larger than L2, read in order;
 ``Contraction``   register-tiled reductions: matmul, batch matmul, convolution, pooling, means;
 ``Injective``     elementwise, broadcast, layout and padding loops, parallel and vectorised;
 ``RowReduction``  layer norm and softmax as per-row vector partial sums;
@@ -37,10 +38,11 @@ from tvmbench.compile.rules.expand_window import ExpandWindow
 from tvmbench.compile.rules.fallback import Fallback
 from tvmbench.compile.rules.injective import Injective
 from tvmbench.compile.rules.row_reduction import RowReduction
+from tvmbench.compile.rules.streaming_reduction import StreamingReduction
 from tvmbench.compile.rules.window_project import WindowProject
 from tvmbench.compile.rules.winograd import Winograd
 
-__all__ = ["Amx", "Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "WindowProject",
+__all__ = ["Amx", "Attention", "Contraction", "ExpandWindow", "Fallback", "Injective", "RowReduction", "Rule", "StreamingReduction", "WindowProject",
            "Winograd",
            "default_rules", "guarded"]
 
@@ -50,6 +52,6 @@ def default_rules(kind: str) -> list[Any]:
     if kind == "cuda":
         rules = [dl.gpu.Matmul(), dl.gpu.GEMV(), dl.gpu.Reduction(), dl.gpu.GeneralReduction(), dl.gpu.Fallback()]
     else:
-        rules = [Winograd(), ExpandWindow(), WindowProject(), Attention(), Amx(), Contraction(), Injective(), RowReduction(),
+        rules = [Winograd(), ExpandWindow(), WindowProject(), Attention(), Amx(), StreamingReduction(), Contraction(), Injective(), RowReduction(),
                  dl.cpu.GEMV(), dl.cpu.Reduction(), Fallback()]
     return [guarded(r) for r in rules]
