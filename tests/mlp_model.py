@@ -693,6 +693,30 @@ def build_temporal_convolutions():
     return _TemporalConvolutions().eval(), (torch.randn(2, 1, 203),)
 
 
+class _PointFeatures(torch.nn.Module):
+    """PointNet's per-point layers: 1-d 1x1 convolutions with batch norm and ReLU, a residual of
+    the same view, and a max and a mean over the points."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Sequential(torch.nn.Conv1d(3, 16, 1), torch.nn.BatchNorm1d(16), torch.nn.ReLU())
+        self.b = torch.nn.Sequential(torch.nn.Conv1d(16, 16, 1), torch.nn.BatchNorm1d(16))
+        self.c = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 1), torch.nn.BatchNorm1d(32), torch.nn.ReLU())
+        for norm in (self.a[1], self.b[1], self.c[1]):
+            norm.running_mean.uniform_(-0.5, 0.5)
+            norm.running_var.uniform_(0.5, 2.0)
+
+    def forward(self, x):
+        y = self.a(x)
+        y = self.c(torch.relu(y + self.b(y)))
+        return torch.cat([y.amax(2), y.mean(2)], 1)
+
+
+def build_point_features():
+    torch.manual_seed(0)
+    return _PointFeatures().eval(), (torch.randn(2, 3, 64),)
+
+
 def build_code_to_map():
     """A GAN generator's first layer: a code, a 1x1 map, to a 4x4 map (then a 2x upsampling)."""
     torch.manual_seed(0)

@@ -1,5 +1,6 @@
 """Import + compile + run through TVM for each model family, compared with PyTorch."""
 
+import re
 import sys
 
 import numpy as np
@@ -1395,6 +1396,27 @@ def test_1d_convolutions_take_the_2d_convolution_path_and_stay_exact():
     names = [gv.name_hint for gv in legal.get_global_vars()]
     assert not [n for n in names if "conv1d" in n], names
     assert len([n for n in names if "conv2d" in n]) == 4, names
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+
+
+def test_a_1d_convolutions_batch_norm_and_pooling_stay_on_its_map_in_nhwc():
+    """PointNet's layers: a conv1d's [N, C, W] output is a view of its 2-d form's [N, C, 1, W] map,
+    and ConvertLayout wrapped every view in transposes, the batch norm a kernel of its own between
+    them. With the batch norm, ReLU, residual and the max and mean over points computed on the map
+    (``passes/conv1d.py``, OnRowMaps) no transpose is left: each batch norm folds into its
+    convolution, whose epilogue has the ReLU and the residual."""
+    from pathlib import Path
+
+    from tvmbench.compile import pipeline
+
+    model = load_model(str(Path(__file__).with_name("mlp_model.py")) + ":build_point_features")
+    legal = pipeline.per_inference(pipeline.legalized(import_model(model).mod, TARGET))
+    script = legal["main"].script()
+    kernels = re.findall(r"R\.call_tir\((\w+),", script)
+    assert [k.startswith("fused_conv2d") for k in kernels] == [True] * 3 + [False] * 3, kernels
+    assert kernels[1].endswith("_add_add1_relu") and kernels[3:] == ["max", "mean", "concatenate"], kernels
+    assert "permute_dims" not in script and script.count("R.reshape") == 1  # (the input's, a view)
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

@@ -44,15 +44,16 @@ def _te_func(build):
     return te.create_prim_func(build(te)).with_attr("global_symbol", "main")
 
 
-def _run(func, *arrays, out_shape, target=TARGET):
-    """(output, scheduled script) of ``func`` scheduled by Contraction for ``target`` and run on
-    ``arrays``; the output is None where ``target``'s code cannot run on this CPU (WIDE on AVX2):
-    it is built, not run."""
+def _run(func, *arrays, out_shape, target=TARGET, rule=None):
+    """(output, scheduled script) of ``func`` scheduled by ``rule`` (Contraction) for ``target``
+    and run on ``arrays``; the output is None where ``target``'s code cannot run on this CPU (WIDE
+    on AVX2): it is built, not run."""
     import tvm
 
+    rule = rule or Contraction()
     with target.tvm():
-        sch = Contraction().schedule(func, target.tvm())
-    assert sch is not None, "the Contraction rule declined"
+        sch = rule.schedule(func, target.tvm())
+    assert sch is not None, f"the {type(rule).__name__} rule declined"
     lib = tvm.compile(sch.mod, target.tvm())
     if target is not TARGET:  # (WIDE on a CPU without 16-lane vectors)
         return None, sch.mod.script()
@@ -197,6 +198,35 @@ def test_max_pool_reads_its_padding_inline_and_matches_torch():
     ref = torch.nn.functional.max_pool2d(torch.from_numpy(x).permute(0, 3, 1, 2), 3, 2, 1).permute(0, 2, 3, 1).numpy()
     np.testing.assert_array_equal(out, ref)
     assert "T.vectorized" in script and 'T.sblock("pad' not in script
+
+
+@pytest.mark.parametrize("op,shape,tasks", [("max", (4, 1, 512, 512), 8), ("mean", (1, 64, 64, 512), 2)])
+def test_a_reduction_over_a_tensor_larger_than_l2_streams_its_rows_in_order_and_stays_exact(op, shape, tasks):
+    """PointNet's max over points (channels innermost, 32 MB) ran as Contraction's register tiles:
+    each task read 128 bytes of every point's row, a new page each step (14 GB/s). StreamingReduction
+    gives a task whole rows, or runs of at least 1 KB of them for enough tasks (a mean's division
+    done per task), and declines a window, an input that fits L2 and one task's worth of channels."""
+    from tvm import te as te_
+    from tvm import topi
+
+    from tvmbench.compile.rules import StreamingReduction
+
+    def build(te):
+        x = te.placeholder(shape, name="x")
+        reduced = topi.max(x, axis=[1, 2]) if op == "max" else topi.sum(x, axis=[1, 2]) / (shape[1] * shape[2])
+        return [x, reduced]
+
+    x = np.random.default_rng(3).standard_normal(shape, dtype="float32")
+    out, script = _run(_te_func(build), x, out_shape=(shape[0], shape[3]), rule=StreamingReduction())
+    np.testing.assert_allclose(out, getattr(np, op)(x, axis=(1, 2)), rtol=1e-5, atol=1e-6)
+    assert f"T.parallel({tasks})" in script and "T.vectorized" in script
+    pool = te_.create_prim_func(
+        (lambda x: [x, topi.nn.pool2d(x, (3, 3), (1, 1), (1, 1), (1, 1, 1, 1), "max", layout="NHWC")])(
+            te_.placeholder((1, 128, 128, 64), name="x")))
+    small = _te_func(lambda te: (lambda x: [x, topi.max(x, axis=[1, 2])])(te.placeholder((2, 16, 16, 64), name="x")))
+    narrow = _te_func(lambda te: (lambda x: [x, topi.max(x, axis=[1, 2])])(te.placeholder((1, 64, 64, 256), name="x")))
+    with TARGET.tvm():
+        assert [StreamingReduction().schedule(f, TARGET.tvm()) for f in (pool, small, narrow)] == [None] * 3
 
 
 def test_layer_norm_and_softmax_keep_vector_partial_sums_per_row():

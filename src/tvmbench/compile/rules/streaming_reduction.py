@@ -7,7 +7,7 @@ tile. Each task then read 128 bytes of every point's 4 KB row, one row after ano
 at every step, where no prefetcher follows: 2.3 ms a call, 14 GB/s. Nothing in such a reduction
 is read twice, so there is nothing to tile for; what it needs is the input streamed once in
 order. Here each task takes whole rows of channels (or a long run of them, at least
-``MIN_RUN_BYTES``), walks the reduced axes outside and the channels inside, and keeps its running
+``MIN_RUN_BYTES``, two tasks at least, else it declines), walks the reduced axes outside and the channels inside, and keeps its running
 values in a row of the output, which stays in L1.
 
 It takes a kernel with one reduction of one input (no product: a matmul is ``Contraction``'s),
@@ -69,6 +69,8 @@ class StreamingReduction(Rule):
             return None
         outer = int(np.prod([as_int(i.dom) for i in info.iters if i.kind == "S"])) // channels
         run = _run(channels, outer, lanes, bits // 8)
+        if run is None:
+            return None
         _schedule(sch, info, infos[1:], channels // run, lanes)
         return sch
 
@@ -104,14 +106,15 @@ def _channel(info: Any, index: Any) -> Any | None:
     return next((i for i in info.iters if i.kind == "S" and i.var.same_as(index)), None)
 
 
-def _run(channels: int, outer: int, lanes: int, item_bytes: int) -> int:
-    """The channels one task takes: all of them (a whole row) unless the outer axes give fewer than
-    TASKS tasks or the row outgrows ROW_BYTES; then the longest run (a divisor, whole vectors, at
-    least MIN_RUN_BYTES) that gives TASKS tasks and fits."""
+def _run(channels: int, outer: int, lanes: int, item_bytes: int) -> int | None:
+    """The channels one task takes: the longest run (a divisor, whole vectors, at most ROW_BYTES)
+    that still gives TASKS tasks; where none does, the shortest of at least MIN_RUN_BYTES (the
+    most tasks); None where that leaves fewer than two tasks (Contraction's tiles then)."""
     runs = [d for d in range(channels, 0, -1) if channels % d == 0 and d % lanes == 0]
     fits = [d for d in runs if d * item_bytes <= ROW_BYTES] or runs[-1:]
-    enough = [d for d in fits if outer * (channels // d) >= TASKS and d * item_bytes >= MIN_RUN_BYTES]
-    return enough[0] if enough else next((d for d in fits if d * item_bytes >= MIN_RUN_BYTES), fits[-1])
+    long = [d for d in fits if d * item_bytes >= MIN_RUN_BYTES and outer * (channels // d) >= 2]
+    enough = [d for d in long if outer * (channels // d) >= TASKS]
+    return enough[0] if enough else long[-1] if long else None
 
 
 def _schedule(sch: Any, info: Any, epilogue: list[Any], runs: int, lanes: int) -> None:
