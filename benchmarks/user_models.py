@@ -11,8 +11,9 @@ layers: ``compile/recurrent.py``), a diffusion U-Net's residual blocks (group no
 language model at SmolLM-135M's, Whisper-tiny's encoder, wav2vec 2.0 base, SegFormer-B0,
 MobileViT-S, DINOv2 ViT-S/14), and from session 124 EDSR super-resolution (a pixel shuffle),
 PointNet (1-d 1x1 convolutions, a max over points), DLRM (embeddings, pairwise dots), YOLOv8n
-(SiLU, SPPF's max pools, nearest upsampling) and MLP-Mixer (token mixing across the transposed
-patches). docs/performance.md ("Models the zoo does not have") records
+(SiLU, SPPF's max pools, nearest upsampling), MLP-Mixer (token mixing across the transposed
+patches), Conformer blocks and ECAPA-TDNN (1-d convolutions with batch norms, squeeze-excitation
+over time, attentive pooling). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
@@ -445,3 +446,89 @@ def mlp_mixer():
     """MLP-Mixer S/16 at 224 x 224 (8 layers of 512, 196 tokens mixed by a 256-wide MLP)."""
     torch.manual_seed(0)
     return Mixer().eval(), (torch.randn(1, 3, 224, 224),)
+
+
+class ConformerBlock(nn.Module):
+    """A Conformer block: half-step feed-forward, self-attention, the convolution module (pointwise
+    1-d convolution, GLU, depthwise 1-d convolution of 31 taps, batch norm, SiLU, pointwise), half-step
+    feed-forward, layer norm."""
+
+    def __init__(self, width: int = 256, heads: int = 4, kernel: int = 31):
+        super().__init__()
+        def ff():
+            return nn.Sequential(nn.LayerNorm(width), nn.Linear(width, 4 * width), nn.SiLU(), nn.Linear(4 * width, width))
+        self.ff1, self.ff2 = ff(), ff()
+        self.attn_norm, self.attn = nn.LayerNorm(width), nn.MultiheadAttention(width, heads, batch_first=True)
+        self.conv_norm = nn.LayerNorm(width)
+        self.conv = nn.Sequential(nn.Conv1d(width, 2 * width, 1), nn.GLU(1),
+                                  nn.Conv1d(width, width, kernel, padding=kernel // 2, groups=width),
+                                  nn.BatchNorm1d(width), nn.SiLU(), nn.Conv1d(width, width, 1))
+        self.out_norm = nn.LayerNorm(width)
+
+    def forward(self, x):  # (batch, frames, width)
+        x = x + 0.5 * self.ff1(x)
+        a = self.attn_norm(x)
+        x = x + self.attn(a, a, a, need_weights=False)[0]
+        x = x + self.conv(self.conv_norm(x).transpose(1, 2)).transpose(1, 2)
+        return self.out_norm(x + 0.5 * self.ff2(x))
+
+
+def conformer():
+    """Four Conformer blocks of 256 (Conformer-S's width) over 250 frames (10 s after 4x subsampling)."""
+    torch.manual_seed(0)
+    return nn.Sequential(*[ConformerBlock() for _ in range(4)]).eval(), (torch.randn(1, 250, 256),)
+
+
+def _tdnn(i: int, o: int, k: int = 1, d: int = 1) -> nn.Module:
+    return nn.Sequential(nn.Conv1d(i, o, k, dilation=d, padding=d * (k - 1) // 2), nn.ReLU(), nn.BatchNorm1d(o))
+
+
+class SERes2Block(nn.Module):
+    """ECAPA-TDNN's block: a 1x1 layer, Res2Net's 8 chained dilated 3-tap layers over channel
+    slices, a 1x1 layer, squeeze-excitation over time, the skip."""
+
+    def __init__(self, channels: int, dilation: int, scale: int = 8):
+        super().__init__()
+        self.scale = scale
+        self.inp, self.out = _tdnn(channels, channels), _tdnn(channels, channels)
+        self.res2 = nn.ModuleList([_tdnn(channels // scale, channels // scale, 3, dilation) for _ in range(scale - 1)])
+        self.se = nn.Sequential(nn.Linear(channels, 128), nn.ReLU(), nn.Linear(128, channels), nn.Sigmoid())
+
+    def forward(self, x):
+        parts = self.inp(x).chunk(self.scale, 1)
+        y = [parts[0]]
+        for i, layer in enumerate(self.res2):
+            y.append(layer(parts[i + 1] if i == 0 else parts[i + 1] + y[-1]))
+        y = self.out(torch.cat(y, 1))
+        return x + y * self.se(y.mean(2)).unsqueeze(2)
+
+
+class ECAPA(nn.Module):
+    """ECAPA-TDNN (512 channels) over 80 filterbank channels: three SE-Res2 blocks, their outputs
+    joined by a 1x1 layer, attentive statistics pooling over time, a 192-d embedding."""
+
+    def __init__(self, channels: int = 512):
+        super().__init__()
+        self.stem = _tdnn(80, channels, 5)
+        self.blocks = nn.ModuleList([SERes2Block(channels, d) for d in (2, 3, 4)])
+        self.join = nn.Sequential(nn.Conv1d(3 * channels, 1536, 1), nn.ReLU())
+        self.attention = nn.Sequential(nn.Conv1d(1536, 128, 1), nn.Tanh(), nn.Conv1d(128, 1536, 1))
+        self.norm, self.embed = nn.BatchNorm1d(3072), nn.Linear(3072, 192)
+
+    def forward(self, x):
+        x = self.stem(x)
+        outs = []
+        for block in self.blocks:
+            x = block(x)
+            outs.append(x)
+        h = self.join(torch.cat(outs, 1))
+        w = torch.softmax(self.attention(h), dim=2)
+        mean = (h * w).sum(2)
+        std = ((h * h * w).sum(2) - mean * mean).clamp(min=1e-5).sqrt()
+        return self.embed(self.norm(torch.cat([mean, std], 1)))
+
+
+def ecapa_tdnn():
+    """ECAPA-TDNN-512 on 3 s of speech (300 frames of 80 filterbank channels)."""
+    torch.manual_seed(0)
+    return ECAPA().eval(), (torch.randn(1, 80, 300),)
