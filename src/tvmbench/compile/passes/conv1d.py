@@ -56,6 +56,10 @@ class _OnRowMaps(PyExprMutator):
     def _map(self, expr: Any) -> Any | None:
         """The ``[N, C, 1, W]`` map whose view ``expr`` is (a reshape dropping axis 2), or None."""
         value = self.lookup_binding(expr) if isinstance(expr, relax.Var) else None
+        if isinstance(value, relax.TupleGetItem):  # (a part of a split moved to the map)
+            parts = value.tuple_value
+            parts = self.lookup_binding(parts) if isinstance(parts, relax.Var) else parts
+            return self._map(parts.fields[int(value.index)]) if isinstance(parts, relax.Tuple) else None
         if op_name(value) != "relax.reshape":
             return None
         inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
@@ -76,29 +80,64 @@ class _OnRowMaps(PyExprMutator):
 
     def visit_call_(self, call: Any) -> Any:
         call = super().visit_call_(call)
-        name, out = op_name(call), static_shape(call.ty)
-        if not ON_ROW_MAPS or out is None or not call.args or self._map(call.args[0]) is None and not (
-                name in BINARY and self._map(call.args[1]) is not None):
+        out = static_shape(call.ty)
+        if ON_ROW_MAPS and op_name(call) == "relax.split":
+            return self._split(call)
+        if not ON_ROW_MAPS or out is None or not call.args:
             return call
-        if name == "relax.reshape":
-            source = self._map(call.args[0])
-            return source if static_shape(source.ty) == out else relax.op.reshape(source, out)
-        if name in UNARY:
-            moved = relax.Call(call.op, [self._map(call.args[0]), *call.args[1:]], call.attrs, call.ty_args)
-        elif name in BINARY:
-            args = [self._operand(a) for a in call.args]
-            if any(a is None for a in args):
-                return call
-            moved = relax.Call(call.op, args, call.attrs, call.ty_args)
-        elif name in REDUCTIONS and call.attrs.axis is not None:
-            axes = [int(a) % 3 for a in call.attrs.axis]
-            axes = [a if a < 2 else a + 1 for a in axes] + ([] if call.attrs.keepdims else [2])
-            moved = getattr(relax.op, name.split(".")[1])(self._map(call.args[0]), sorted(set(axes)),
-                                                         bool(call.attrs.keepdims))
-        else:
+        moved = self._moved(call, op_name(call))
+        if moved is None:
             return call
+        if isinstance(moved, relax.Var) and op_name(call) == "relax.reshape":
+            return moved  # (a reshape back to the map: the map itself)
         moved = self.builder_.emit(moved)
         return moved if static_shape(moved.ty) == out else relax.op.reshape(moved, out)
+
+    def _moved(self, call: Any, name: str | None) -> Any | None:
+        """``call`` computed on the map(s) its view operands are of, or None."""
+        if name == "relax.concat":
+            return self._concat(call)
+        source = self._map(call.args[0])
+        if source is None and not (name in BINARY and self._map(call.args[1]) is not None):
+            return None
+        if name == "relax.reshape":
+            out = static_shape(call.ty)
+            return source if static_shape(source.ty) == out else relax.op.reshape(source, out)
+        if name in UNARY:
+            return relax.Call(call.op, [source, *call.args[1:]], call.attrs, call.ty_args)
+        if name in BINARY:
+            args = [self._operand(a) for a in call.args]
+            return None if any(a is None for a in args) else relax.Call(call.op, args, call.attrs, call.ty_args)
+        if name in REDUCTIONS and call.attrs.axis is not None:
+            axes = [int(a) % 3 for a in call.attrs.axis]
+            axes = [a if a < 2 else a + 1 for a in axes] + ([] if call.attrs.keepdims else [2])
+            return getattr(relax.op, name.split(".")[1])(source, sorted(set(axes)), bool(call.attrs.keepdims))
+        if name == "relax.strided_slice" and all(int(a.value) % 3 < 2 for a in call.args[1].fields):
+            return relax.Call(call.op, [source, *call.args[1:]], call.attrs, call.ty_args)  # (channels, batch)
+        return None
+
+    def _split(self, call: Any) -> Any:
+        """A split of a view along the channels (or batch): the map's split, its parts as views."""
+        source = self._map(call.args[0])
+        if source is None or int(call.attrs.axis) % 3 > 1:
+            return call
+        parts = self.builder_.emit(relax.op.split(source, call.attrs.indices_or_sections, int(call.attrs.axis) % 3))
+        return relax.Tuple([self.builder_.emit(relax.op.reshape(relax.TupleGetItem(parts, i), static_shape(f)))
+                            for i, f in enumerate(call.ty.fields)])
+
+    def _concat(self, call: Any) -> Any | None:
+        """A concat along the channels (or batch) of views, at least one of them of a map: the
+        concat of the maps (the other fields reshaped to maps, views too)."""
+        fields = call.args[0]
+        if isinstance(fields, relax.Var):
+            fields = self.lookup_binding(fields)
+        if not isinstance(fields, relax.Tuple) or call.attrs.axis is None or int(call.attrs.axis) % 3 > 1 \
+                or all(self._map(f) is None for f in fields.fields):
+            return None
+        maps = [self._operand(f) for f in fields.fields]
+        if any(m is None or len(static_shape(m.ty) or []) != 4 for m in maps):
+            return None
+        return relax.op.concat(maps, axis=int(call.attrs.axis) % 3)
 
 
 def on_row_maps() -> Any:
