@@ -695,20 +695,21 @@ def build_temporal_convolutions():
 
 class _PointFeatures(torch.nn.Module):
     """PointNet's per-point layers: 1-d 1x1 convolutions with batch norm and ReLU, a residual of
-    the same view, and a max and a mean over the points."""
+    the same view, channels split and joined again (Res2Net's slices in ECAPA-TDNN), and a max and
+    a mean over the points."""
 
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Sequential(torch.nn.Conv1d(3, 16, 1), torch.nn.BatchNorm1d(16), torch.nn.ReLU())
-        self.b = torch.nn.Sequential(torch.nn.Conv1d(16, 16, 1), torch.nn.BatchNorm1d(16))
+        self.b = torch.nn.Sequential(torch.nn.Conv1d(8, 8, 1), torch.nn.BatchNorm1d(8))
         self.c = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 1), torch.nn.BatchNorm1d(32), torch.nn.ReLU())
         for norm in (self.a[1], self.b[1], self.c[1]):
             norm.running_mean.uniform_(-0.5, 0.5)
             norm.running_var.uniform_(0.5, 2.0)
 
     def forward(self, x):
-        y = self.a(x)
-        y = self.c(torch.relu(y + self.b(y)))
+        p, q = self.a(x).chunk(2, 1)
+        y = self.c(torch.cat([torch.relu(p + self.b(p)), q], 1))
         return torch.cat([y.amax(2), y.mean(2)], 1)
 
 
