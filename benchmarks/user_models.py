@@ -12,8 +12,8 @@ language model at SmolLM-135M's, Whisper-tiny's encoder, wav2vec 2.0 base, SegFo
 MobileViT-S, DINOv2 ViT-S/14), and from session 124 EDSR super-resolution (a pixel shuffle),
 PointNet (1-d 1x1 convolutions, a max over points), DLRM (embeddings, pairwise dots), YOLOv8n
 (SiLU, SPPF's max pools, nearest upsampling), MLP-Mixer (token mixing across the transposed
-patches), Conformer blocks and ECAPA-TDNN (1-d convolutions with batch norms, squeeze-excitation
-over time, attentive pooling). docs/performance.md ("Models the zoo does not have") records
+patches), Conformer blocks, ECAPA-TDNN and QuartzNet (1-d convolutions with batch norms, squeeze-excitation
+over time, attentive pooling, depthwise 1-d convolutions of 33-87 taps). docs/performance.md ("Models the zoo does not have") records
 their times against the peers.
 """
 
@@ -532,3 +532,37 @@ def ecapa_tdnn():
     """ECAPA-TDNN-512 on 3 s of speech (300 frames of 80 filterbank channels)."""
     torch.manual_seed(0)
     return ECAPA().eval(), (torch.randn(1, 80, 300),)
+
+
+def _separable(i: int, o: int, k: int, stride: int = 1, dilation: int = 1) -> list[nn.Module]:
+    pad = dilation * (k - 1) // 2
+    return [nn.Conv1d(i, i, k, stride, pad, dilation, groups=i, bias=False), nn.Conv1d(i, o, 1, bias=False),
+            nn.BatchNorm1d(o)]
+
+
+class QuartzBlock(nn.Module):
+    """QuartzNet's block: R time-channel separable layers (a depthwise 1-d convolution of k taps, a
+    pointwise one, batch norm, ReLU), a pointwise residual with batch norm added before the last ReLU."""
+
+    def __init__(self, i: int, o: int, k: int, repeats: int = 5):
+        super().__init__()
+        layers = []
+        for r in range(repeats):
+            layers += _separable(i if r == 0 else o, o, k) + ([nn.ReLU()] if r < repeats - 1 else [])
+        self.body = nn.Sequential(*layers)
+        self.skip = nn.Sequential(nn.Conv1d(i, o, 1, bias=False), nn.BatchNorm1d(o))
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.skip(x))
+
+
+def quartznet():
+    """QuartzNet 5x5 (6.7 M parameters) on 10 s of 64 mel bins (1000 frames, 500 after its strided
+    first layer), the 29 characters' logits per frame."""
+    torch.manual_seed(0)
+    blocks = [QuartzBlock(256, 256, 33), QuartzBlock(256, 256, 39), QuartzBlock(256, 512, 51),
+              QuartzBlock(512, 512, 63), QuartzBlock(512, 512, 75)]
+    model = nn.Sequential(*_separable(64, 256, 33, stride=2), nn.ReLU(), *blocks,
+                          *_separable(512, 512, 87, dilation=2), nn.ReLU(),
+                          nn.Conv1d(512, 1024, 1), nn.BatchNorm1d(1024), nn.ReLU(), nn.Conv1d(1024, 29, 1))
+    return model.eval(), (torch.randn(1, 64, 1000),)
