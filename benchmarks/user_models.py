@@ -566,3 +566,28 @@ def quartznet():
                           *_separable(512, 512, 87, dilation=2), nn.ReLU(),
                           nn.Conv1d(512, 1024, 1), nn.BatchNorm1d(1024), nn.ReLU(), nn.Conv1d(1024, 29, 1))
     return model.eval(), (torch.randn(1, 64, 1000),)
+
+
+class BasicBlock1d(nn.Module):
+    def __init__(self, i: int, o: int, stride: int):
+        super().__init__()
+        self.body = nn.Sequential(nn.Conv1d(i, o, 7, stride, 3, bias=False), nn.BatchNorm1d(o), nn.ReLU(),
+                                  nn.Conv1d(o, o, 7, 1, 3, bias=False), nn.BatchNorm1d(o))
+        self.skip = nn.Sequential(nn.Conv1d(i, o, 1, stride, bias=False), nn.BatchNorm1d(o)) \
+            if stride != 1 or i != o else nn.Identity()
+
+    def forward(self, x):
+        return torch.relu(self.body(x) + self.skip(x))
+
+
+def resnet1d():
+    """A ResNet-18-shaped 1-d CNN for 12-lead ECGs (10 s at 500 Hz): 7-tap layers with batch norm,
+    a max pool and an adaptive average pool over time, 5 classes."""
+    torch.manual_seed(0)
+    widths = (64, 128, 256, 512)
+    layers = [nn.Conv1d(12, 64, 15, 2, 7, bias=False), nn.BatchNorm1d(64), nn.ReLU(), nn.MaxPool1d(3, 2, 1)]
+    for k, w in enumerate(widths):
+        i = widths[max(k - 1, 0)]
+        layers += [BasicBlock1d(i, w, 1 if k == 0 else 2), BasicBlock1d(w, w, 1)]
+    model = nn.Sequential(*layers, nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(512, 5))
+    return model.eval(), (torch.randn(1, 12, 5000),)

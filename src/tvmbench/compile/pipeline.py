@@ -41,7 +41,7 @@ from tvmbench.compile.tiles import accumulator_budget, half_vectors_full_rate, v
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "216"
+PIPELINE_VERSION = "217"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -69,7 +69,9 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
-                   passes.conv1d_as_conv2d(), passes.on_row_maps(), passes.sub_pixel_conv_transpose(),
+                   passes.conv1d_as_conv2d(), passes.on_row_maps(),
+                   relax.transform.CanonicalizeBindings(),  # (OnRowMaps' aliases: ConvertLayout reads them as NCHW)
+                   passes.sub_pixel_conv_transpose(),
                    relax.transform.ConvertLayout(target.layouts), passes.conv3d_as_conv2d(), passes.dilated_bands(),
                    passes.keep_channels_last(),
                    passes.group_norm_by_channel(),

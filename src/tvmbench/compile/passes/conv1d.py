@@ -60,7 +60,7 @@ class _OnRowMaps(PyExprMutator):
             parts = value.tuple_value
             parts = self.lookup_binding(parts) if isinstance(parts, relax.Var) else parts
             return self._map(parts.fields[int(value.index)]) if isinstance(parts, relax.Tuple) else None
-        if op_name(value) != "relax.reshape":
+        if op_name(value) not in ("relax.reshape", "relax.squeeze"):  # (max_pool1d's import squeezes its 2-d pool)
             return None
         inner, outer = static_shape(value.args[0].ty), static_shape(value.ty)
         if inner is None or outer is None or len(outer) != 3 or inner != outer[:2] + [1] + outer[2:]:
@@ -88,7 +88,7 @@ class _OnRowMaps(PyExprMutator):
         moved = self._moved(call, op_name(call))
         if moved is None:
             return call
-        if isinstance(moved, relax.Var) and op_name(call) == "relax.reshape":
+        if isinstance(moved, relax.Var) and op_name(call) in ("relax.reshape", "relax.expand_dims"):
             return moved  # (a reshape back to the map: the map itself)
         moved = self.builder_.emit(moved)
         return moved if static_shape(moved.ty) == out else relax.op.reshape(moved, out)
@@ -100,7 +100,7 @@ class _OnRowMaps(PyExprMutator):
         source = self._map(call.args[0])
         if source is None and not (name in BINARY and self._map(call.args[1]) is not None):
             return None
-        if name == "relax.reshape":
+        if name in ("relax.reshape", "relax.expand_dims"):  # (expand_dims: max_pool1d's import, to a 2-d pool)
             out = static_shape(call.ty)
             return source if static_shape(source.ty) == out else relax.op.reshape(source, out)
         if name in UNARY:
