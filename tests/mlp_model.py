@@ -695,8 +695,8 @@ def build_temporal_convolutions():
 
 class _PointFeatures(torch.nn.Module):
     """PointNet's per-point layers: 1-d 1x1 convolutions with batch norm and ReLU, a residual of
-    the same view, channels split and joined again (Res2Net's slices in ECAPA-TDNN), and a max and
-    a mean over the points."""
+    the same view, channels split and joined again (Res2Net's slices in ECAPA-TDNN), a max pool
+    (a 1-d ResNet's), and a max and a mean over the points."""
 
     def __init__(self):
         super().__init__()
@@ -709,7 +709,7 @@ class _PointFeatures(torch.nn.Module):
 
     def forward(self, x):
         p, q = self.a(x).chunk(2, 1)
-        y = self.c(torch.cat([torch.relu(p + self.b(p)), q], 1))
+        y = torch.nn.functional.max_pool1d(self.c(torch.cat([torch.relu(p + self.b(p)), q], 1)), 3, 2, 1)
         return torch.cat([y.amax(2), y.mean(2)], 1)
 
 

@@ -623,3 +623,24 @@ def test_layers_computed_over_padded_channels_pair_with_the_nearest_in_weights_t
     assert pairs == {"fused_conv2d_nhwc_packed3_strided_slice1_add": "b3/expand", "fused_conv2d3_add": "b3/dw",
                      "fused_conv2d_nhwc_packed7_strided_slice1_add": "b4/project"}
     assert result["unmatched"]["conv"].startswith("1 of TVM's 4 conv kernels and 2 of onnxruntime's 5")
+
+
+def test_a_1d_convolutions_kernel_is_named_by_its_window_not_taken_for_a_depthwise_one():
+    """A 1-d convolution runs as a 2-d one over a map one row high: its 1 x 7 window leaves one
+    window extent above 1 with the channels, which the kind read as a depthwise window, and a
+    depthwise 1 x 33 window (QuartzNet) as a 1x1 convolution. The input's channel count tells
+    them apart, and the output's single row or column the window's orientation."""
+    from tvm import te, topi
+
+    from tvmbench.profiling.collect import op_kind
+
+    def conv(c, kh, kw, hw, depthwise=False):
+        x = te.placeholder((1, *hw, c), name="x")
+        w = te.placeholder((kh, kw, c, 1 if depthwise else 32), name="w")
+        y = topi.nn.depthwise_conv2d_nhwc(x, w, 1, 0, 1) if depthwise else topi.nn.conv2d_nhwc(x, w, 1, 0, 1)
+        return op_kind("fused_conv2d_nhwc_add", te.create_prim_func([x, w, y]))
+
+    assert [conv(64, 1, 7, (1, 40)), conv(64, 1, 33, (1, 40), True), conv(64, 1, 1, (1, 40)),
+            conv(16, 7, 1, (20, 1)), conv(16, 7, 1, (8, 8)), conv(16, 3, 3, (8, 8), True), conv(16, 3, 3, (8, 8))] == [
+        "conv2d 1x7", "conv2d depthwise", "conv2d 1x1", "conv2d 7x1", "conv2d 1x7 or 7x1", "conv2d depthwise",
+        "conv2d 3x3"]

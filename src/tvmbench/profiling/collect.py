@@ -70,10 +70,7 @@ def op_kind(name: str, func: Any) -> str:
     except Exception:
         pass
     if "conv2d" in n:
-        reduce = found[0] if found else []
-        if len(reduce) == 3:
-            return f"conv2d {reduce[0]}x{reduce[1]}"
-        return {1: "conv2d 1x1", 2: "conv2d depthwise"}.get(len(reduce), "conv2d")
+        return _conv_kind(found[0] if found else [], found[1] if found else [], func)
     if "attention" in n:
         return "batch matmul"  # (both matmuls of an attention and the softmax between, joined)
     if "_scan" in n:
@@ -86,6 +83,27 @@ def op_kind(name: str, func: Any) -> str:
         if any(w in n for w in words):
             return kind
     return "elementwise"
+
+
+def _conv_kind(reduce: list[int], out: list[int | None], func: Any) -> str:
+    """A convolution's kind from its reduction's extents above 1: a window's then the input
+    channels (1x1: the channels alone; depthwise: the window alone). A 1-d convolution's 1 x K
+    window leaves one window extent, so whether the last extent is the input's channel count
+    (its first argument's last or second axis) tells K channels-wide taps from a depthwise window:
+    a 1 x 7 layer of a 1-d ResNet was labelled depthwise, QuartzNet's depthwise 1 x 33 layers 1x1.
+    Such a window's orientation is the output's single row or column (``out``, NHWC), where it has one."""
+    shape = [int(d) for d in func.params[0].shape] if func.params and len(func.params[0].shape) == 4 else []
+    channels = bool(reduce) and reduce[-1] in shape[1::2]  # (NHWC's last axis, NCHW's second)
+    if len(reduce) == 3:
+        return f"conv2d {reduce[0]}x{reduce[1]}"
+    if len(reduce) == 2 and channels:
+        k = reduce[0]
+        rows, cols = (out[1], out[2]) if len(out) == 4 else (None, None)
+        window = f"1x{k}" if rows == 1 else f"{k}x1" if cols == 1 else f"1x{k} or {k}x1"
+        return f"conv2d {window}"
+    if len(reduce) == 1 and channels:
+        return "conv2d 1x1"
+    return "conv2d depthwise" if reduce else "conv2d"
 
 
 def features(name: str, func: Any) -> dict[str, Any]:
