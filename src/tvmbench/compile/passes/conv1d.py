@@ -24,6 +24,10 @@ ENABLED = True
 # (``benchmarks/rule_ab.py M passes.conv1d.ON_ROW_MAPS 0``).
 ON_ROW_MAPS = 1
 REDUCTIONS = {"relax.max", "relax.min", "relax.sum", "relax.mean"}
+# (CPUFriendlyArithmetic has written GELU as erf and products by then: wav2vec 2.0's front end)
+ELEMENTWISE = UNARY | {"relax.erf", "relax.sqrt", "relax.rsqrt", "relax.abs", "relax.log", "relax.square",
+                       "relax.astype", "relax.floor", "relax.ceil", "relax.round", "relax.sign"}
+ELEMENTWISE_BINARY = BINARY | {"relax.power"}
 
 
 def as_conv2d(call: Any) -> Any | None:
@@ -98,20 +102,25 @@ class _OnRowMaps(PyExprMutator):
         if name == "relax.concat":
             return self._concat(call)
         source = self._map(call.args[0])
-        if source is None and not (name in BINARY and self._map(call.args[1]) is not None):
+        if source is None and not (name in ELEMENTWISE_BINARY and self._map(call.args[1]) is not None):
             return None
         if name in ("relax.reshape", "relax.expand_dims"):  # (expand_dims: max_pool1d's import, to a 2-d pool)
             out = static_shape(call.ty)
             return source if static_shape(source.ty) == out else relax.op.reshape(source, out)
-        if name in UNARY:
+        if name in ELEMENTWISE:
             return relax.Call(call.op, [source, *call.args[1:]], call.attrs, call.ty_args)
-        if name in BINARY:
+        if name in ELEMENTWISE_BINARY:
             args = [self._operand(a) for a in call.args]
             return None if any(a is None for a in args) else relax.Call(call.op, args, call.attrs, call.ty_args)
         if name in REDUCTIONS and call.attrs.axis is not None:
             axes = [int(a) % 3 for a in call.attrs.axis]
             axes = [a if a < 2 else a + 1 for a in axes] + ([] if call.attrs.keepdims else [2])
             return getattr(relax.op, name.split(".")[1])(source, sorted(set(axes)), bool(call.attrs.keepdims))
+        if name == "relax.nn.group_norm" and int(call.attrs.channel_axis) % 3 == 1 \
+                and [int(a) % 3 for a in call.attrs.axes] == [2]:  # (wav2vec 2.0's first layer)
+            a = call.attrs
+            return relax.op.nn.group_norm(source, call.args[1], call.args[2], int(a.num_groups), 1, [2, 3],
+                                          float(a.epsilon), bool(a.center), bool(a.scale))
         if name == "relax.strided_slice" and all(int(a.value) % 3 < 2 for a in call.args[1].fields):
             return relax.Call(call.op, [source, *call.args[1:]], call.attrs, call.ty_args)  # (channels, batch)
         return None
