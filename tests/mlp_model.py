@@ -695,14 +695,15 @@ def build_temporal_convolutions():
 
 class _PointFeatures(torch.nn.Module):
     """PointNet's per-point layers: 1-d 1x1 convolutions with batch norm and ReLU, a residual of
-    the same view, channels split and joined again (Res2Net's slices in ECAPA-TDNN), a max pool
-    (a 1-d ResNet's), and a max and a mean over the points."""
+    the same view, channels split and joined again (Res2Net's slices in ECAPA-TDNN), a group norm
+    and GELU (wav2vec 2.0's), a max pool (a 1-d ResNet's), and a max and a mean over the points."""
 
     def __init__(self):
         super().__init__()
         self.a = torch.nn.Sequential(torch.nn.Conv1d(3, 16, 1), torch.nn.BatchNorm1d(16), torch.nn.ReLU())
         self.b = torch.nn.Sequential(torch.nn.Conv1d(8, 8, 1), torch.nn.BatchNorm1d(8))
-        self.c = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 1), torch.nn.BatchNorm1d(32), torch.nn.ReLU())
+        self.c = torch.nn.Sequential(torch.nn.Conv1d(16, 32, 1), torch.nn.BatchNorm1d(32), torch.nn.ReLU(),
+                                     torch.nn.GroupNorm(8, 32), torch.nn.GELU())
         for norm in (self.a[1], self.b[1], self.c[1]):
             norm.running_mean.uniform_(-0.5, 0.5)
             norm.running_var.uniform_(0.5, 2.0)

@@ -1403,8 +1403,8 @@ def test_1d_convolutions_take_the_2d_convolution_path_and_stay_exact():
 def test_a_1d_convolutions_batch_norm_and_pooling_stay_on_its_map_in_nhwc():
     """PointNet's layers: a conv1d's [N, C, W] output is a view of its 2-d form's [N, C, 1, W] map,
     and ConvertLayout wrapped every view in transposes, the batch norm a kernel of its own between
-    them. With the batch norm, ReLU, residual, the split and join of its channels, a max pool and the
-    max and mean over points computed on the map (``passes/conv1d.py``, OnRowMaps) no transpose is left:
+    them. With the batch norm, ReLU, residual, the split and join of its channels, a group norm and
+    GELU, a max pool and the max and mean over points computed on the map (``passes/conv1d.py``, OnRowMaps) no transpose is left:
     each batch norm folds into its convolution, whose epilogue has the ReLU and the residual."""
     from pathlib import Path
 
@@ -1417,7 +1417,9 @@ def test_a_1d_convolutions_batch_norm_and_pooling_stay_on_its_map_in_nhwc():
     convs = [k for k in kernels if "conv2d" in k]
     assert len(convs) == 3 and all("_add" in k for k in convs), kernels  # (the batch norms folded)
     assert kernels[-4:-1] == ["max_pool2d", "max", "mean"] and not [k for k in kernels if "transpose" in k], kernels
-    assert "permute_dims" not in script and script.count("R.reshape") == 1  # (the input's, a view)
+    reshapes = [line for line in script.splitlines() if "R.reshape(" in line]  # (all views)
+    assert "permute_dims" not in script and "R.reshape(x," in reshapes[0], script
+    assert all("R.Tensor((2, 8, 4)" in line for line in reshapes[1:]), reshapes  # (the group norm's sums per group)
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 
