@@ -69,9 +69,8 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         # NHWC activations with HWIO weights put output channels innermost and contiguous in the
         # weights, which is what the CPU contraction rule vectorises over.
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
-                   passes.conv1d_as_conv2d(), passes.on_row_maps(),
-                   relax.transform.CanonicalizeBindings(),  # (OnRowMaps' aliases: ConvertLayout reads them as NCHW)
-                   passes.sub_pixel_conv_transpose(),
+                   passes.conv1d_as_conv2d(), passes.on_row_maps(), relax.transform.CanonicalizeBindings(),
+                   passes.sub_pixel_conv_transpose(),  # (ConvertLayout read OnRowMaps' aliases as NCHW)
                    relax.transform.ConvertLayout(target.layouts), passes.conv3d_as_conv2d(), passes.dilated_bands(),
                    passes.keep_channels_last(),
                    passes.group_norm_by_channel(),

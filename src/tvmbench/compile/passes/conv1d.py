@@ -121,14 +121,15 @@ class _OnRowMaps(PyExprMutator):
             a = call.attrs
             return relax.op.nn.group_norm(source, call.args[1], call.args[2], int(a.num_groups), 1, [2, 3],
                                           float(a.epsilon), bool(a.center), bool(a.scale))
-        if name == "relax.strided_slice" and all(int(a.value) % 3 < 2 for a in call.args[1].fields):
+        if name == "relax.strided_slice" and isinstance(call.args[1], relax.Tuple) \
+                and all(int(a.value) % 3 < 2 for a in call.args[1].fields):
             return relax.Call(call.op, [source, *call.args[1:]], call.attrs, call.ty_args)  # (channels, batch)
         return None
 
     def _split(self, call: Any) -> Any:
         """A split of a view along the channels (or batch): the map's split, its parts as views."""
         source = self._map(call.args[0])
-        if source is None or int(call.attrs.axis) % 3 > 1:
+        if source is None or int(call.attrs.axis) % 3 > 1 or any(static_shape(f) is None for f in call.ty.fields):
             return call
         parts = self.builder_.emit(relax.op.split(source, call.attrs.indices_or_sections, int(call.attrs.axis) % 3))
         return relax.Tuple([self.builder_.emit(relax.op.reshape(relax.TupleGetItem(parts, i), static_shape(f)))
