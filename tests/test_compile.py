@@ -1404,8 +1404,9 @@ def test_a_1d_convolutions_batch_norm_and_pooling_stay_on_its_map_in_nhwc():
     """PointNet's layers: a conv1d's [N, C, W] output is a view of its 2-d form's [N, C, 1, W] map,
     and ConvertLayout wrapped every view in transposes, the batch norm a kernel of its own between
     them. With the batch norm, ReLU, residual, the split and join of its channels, a group norm and
-    GELU, a max pool and the max and mean over points computed on the map (``passes/conv1d.py``, OnRowMaps) no transpose is left:
-    each batch norm folds into its convolution, whose epilogue has the ReLU and the residual."""
+    GELU, a max pool and the max and mean over points computed on the map (``passes/conv1d.py``,
+    OnRowMaps) no transpose is left: each batch norm folds into its convolution, whose epilogue
+    has the ReLU and the residual."""
     from pathlib import Path
 
     from tvmbench.compile import pipeline
