@@ -634,13 +634,14 @@ def test_a_1d_convolutions_kernel_is_named_by_its_window_not_taken_for_a_depthwi
 
     from tvmbench.profiling.collect import op_kind
 
-    def conv(c, kh, kw, hw, depthwise=False):
+    def conv(c, kh, kw, hw, depthwise=False, pad=0):
         x = te.placeholder((1, *hw, c), name="x")
         w = te.placeholder((kh, kw, c, 1 if depthwise else 32), name="w")
-        y = topi.nn.depthwise_conv2d_nhwc(x, w, 1, 0, 1) if depthwise else topi.nn.conv2d_nhwc(x, w, 1, 0, 1)
+        y = topi.nn.depthwise_conv2d_nhwc(x, w, 1, pad, 1) if depthwise else topi.nn.conv2d_nhwc(x, w, 1, 0, 1)
         return op_kind("fused_conv2d_nhwc_add", te.create_prim_func([x, w, y]))
 
     assert [conv(64, 1, 7, (1, 40)), conv(64, 1, 33, (1, 40), True), conv(64, 1, 1, (1, 40)),
-            conv(16, 7, 1, (20, 1)), conv(16, 7, 1, (8, 8)), conv(16, 3, 3, (8, 8), True), conv(16, 3, 3, (8, 8))] == [
+            conv(16, 7, 1, (20, 1)), conv(16, 7, 1, (8, 8)), conv(16, 3, 3, (8, 8), True), conv(16, 3, 3, (8, 8)),
+            conv(768, 7, 7, (7, 7), True, pad=3)] == [
         "conv2d 1x7", "conv2d depthwise", "conv2d 1x1", "conv2d 7x1", "conv2d 1x7 or 7x1", "conv2d depthwise",
-        "conv2d 3x3"]
+        "conv2d 3x3", "conv2d depthwise"]  # (the last: ConvNeXt's 7x7 over its 7-pixel-high maps)

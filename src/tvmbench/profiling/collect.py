@@ -93,7 +93,8 @@ def _conv_kind(reduce: list[int], out: list[int | None], func: Any) -> str:
     a 1 x 7 layer of a 1-d ResNet was labelled depthwise, QuartzNet's depthwise 1 x 33 layers 1x1.
     Such a window's orientation is the output's single row or column (``out``, NHWC), where it has one."""
     shape = [int(d) for d in func.params[0].shape] if func.params and len(func.params[0].shape) == 4 else []
-    channels = bool(reduce) and reduce[-1] in shape[1::2]  # (NHWC's last axis, NCHW's second)
+    # (NHWC's channels; or NCHW's of a map one row high: not a 7x7 depthwise over a 7-pixel-high NHWC map)
+    channels = bool(reduce) and bool(shape) and (reduce[-1] == shape[3] or (reduce[-1] == shape[1] and shape[2] == 1))
     if len(reduce) == 3:
         return f"conv2d {reduce[0]}x{reduce[1]}"
     if len(reduce) == 2 and channels:
