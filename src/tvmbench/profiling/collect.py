@@ -89,7 +89,8 @@ def _conv_kind(reduce: list[int], out: list[int | None], func: Any) -> str:
     """A convolution's kind from its reduction's extents above 1: a window's then the input
     channels (1x1: the channels alone; depthwise: the window alone). A 1-d convolution's 1 x K
     window leaves one window extent, so whether the last extent is the input's channel count
-    (its first argument's last or second axis) tells K channels-wide taps from a depthwise window:
+    (its first argument's last axis; the second where that is an NCHW map one row high) tells
+    K channels-wide taps from a depthwise window:
     a 1 x 7 layer of a 1-d ResNet was labelled depthwise, QuartzNet's depthwise 1 x 33 layers 1x1.
     Such a window's orientation is the output's single row or column (``out``, NHWC), where it has one."""
     shape = [int(d) for d in func.params[0].shape] if func.params and len(func.params[0].shape) == 4 else []
