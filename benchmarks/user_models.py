@@ -591,3 +591,221 @@ def resnet1d():
         layers += [BasicBlock1d(i, w, 1 if k == 0 else 2), BasicBlock1d(w, w, 1)]
     model = nn.Sequential(*layers, nn.AdaptiveAvgPool1d(1), nn.Flatten(), nn.Linear(512, 5))
     return model.eval(), (torch.randn(1, 12, 5000),)
+
+
+class ConvMixerLayer(nn.Module):
+    """ConvMixer's layer: a depthwise k x k convolution with GELU and batch norm around a skip, then
+    a pointwise convolution with GELU and batch norm."""
+
+    def __init__(self, width: int, kernel: int):
+        super().__init__()
+        self.depthwise = nn.Sequential(nn.Conv2d(width, width, kernel, groups=width, padding=kernel // 2), nn.GELU(),
+                                       nn.BatchNorm2d(width))
+        self.pointwise = nn.Sequential(nn.Conv2d(width, width, 1), nn.GELU(), nn.BatchNorm2d(width))
+
+    def forward(self, x):
+        return self.pointwise(x + self.depthwise(x))
+
+
+def convmixer():
+    """ConvMixer-768/32 cut to 12 layers of 512 (patch 7, 9 x 9 depthwise windows) at 224 x 224:
+    32 x 32 maps throughout."""
+    torch.manual_seed(0)
+    width = 512
+    model = nn.Sequential(nn.Conv2d(3, width, 7, 7), nn.GELU(), nn.BatchNorm2d(width),
+                          *[ConvMixerLayer(width, 9) for _ in range(12)],
+                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(width, 1000))
+    return model.eval(), (torch.randn(1, 3, 224, 224),)
+
+
+class LargeKernelBlock(nn.Module):
+    """RepLKNet's block after re-parameterisation: batch norm, a 1x1 convolution with ReLU, one
+    large depthwise window (the small parallel window merged into it), a 1x1 convolution, the skip;
+    then its ConvFFN (batch norm, 1x1 to 4x with GELU, 1x1 back, the skip)."""
+
+    def __init__(self, width: int, kernel: int):
+        super().__init__()
+        self.lk = nn.Sequential(nn.BatchNorm2d(width), nn.Conv2d(width, width, 1), nn.BatchNorm2d(width), nn.ReLU(),
+                                nn.Conv2d(width, width, kernel, padding=kernel // 2, groups=width),
+                                nn.BatchNorm2d(width), nn.Conv2d(width, width, 1))
+        self.ffn = nn.Sequential(nn.BatchNorm2d(width), nn.Conv2d(width, 4 * width, 1), nn.GELU(),
+                                 nn.Conv2d(4 * width, width, 1))
+
+    def forward(self, x):
+        x = x + self.lk(x)
+        return x + self.ffn(x)
+
+
+def replknet():
+    """RepLKNet-31B's first two stages (2 blocks of 128 channels with 31 x 31 windows at 56 x 56, a
+    strided transition, 2 blocks of 256 with 29 x 29 at 28 x 28), from a 224 x 224 image."""
+    torch.manual_seed(0)
+    stem = nn.Sequential(nn.Conv2d(3, 128, 3, 2, 1), nn.BatchNorm2d(128), nn.ReLU(),
+                         nn.Conv2d(128, 128, 3, 2, 1, groups=128), nn.BatchNorm2d(128), nn.ReLU())
+    transition = nn.Sequential(nn.Conv2d(128, 256, 1), nn.BatchNorm2d(256), nn.ReLU(),
+                               nn.Conv2d(256, 256, 3, 2, 1, groups=256), nn.BatchNorm2d(256), nn.ReLU())
+    model = nn.Sequential(stem, LargeKernelBlock(128, 31), LargeKernelBlock(128, 31), transition,
+                          LargeKernelBlock(256, 29), LargeKernelBlock(256, 29))
+    return model.eval(), (torch.randn(1, 3, 224, 224),)
+
+
+class PoolFormerBlock(nn.Module):
+    """PoolFormer's block: a group norm of one group (over channels and pixels), pooling minus
+    identity as the token mixer (3 x 3 average, padding not counted), an MLP of 1x1 convolutions
+    with GELU, both branches layer-scaled."""
+
+    def __init__(self, width: int):
+        super().__init__()
+        self.norm1, self.norm2 = nn.GroupNorm(1, width), nn.GroupNorm(1, width)
+        self.pool = nn.AvgPool2d(3, 1, 1, count_include_pad=False)
+        self.mlp = nn.Sequential(nn.Conv2d(width, 4 * width, 1), nn.GELU(), nn.Conv2d(4 * width, width, 1))
+        self.scale1 = nn.Parameter(torch.full((width, 1, 1), 0.1))
+        self.scale2 = nn.Parameter(torch.full((width, 1, 1), 0.1))
+
+    def forward(self, x):
+        y = self.norm1(x)
+        x = x + self.scale1 * (self.pool(y) - y)
+        return x + self.scale2 * self.mlp(self.norm2(x))
+
+
+def poolformer():
+    """PoolFormer-S12 (stages of 2, 2, 6, 2 blocks at 64-512 channels) at 224 x 224."""
+    torch.manual_seed(0)
+    widths, depths = (64, 128, 320, 512), (2, 2, 6, 2)
+    layers = [nn.Conv2d(3, widths[0], 7, 4, 2)]
+    for k, (w, d) in enumerate(zip(widths, depths, strict=True)):
+        if k:
+            layers.append(nn.Conv2d(widths[k - 1], w, 3, 2, 1))
+        layers += [PoolFormerBlock(w) for _ in range(d)]
+    model = nn.Sequential(*layers, nn.GroupNorm(1, widths[-1]), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                          nn.Linear(widths[-1], 1000))
+    return model.eval(), (torch.randn(1, 3, 224, 224),)
+
+
+class NeRF(nn.Module):
+    """NeRF's MLP: sine and cosine encodings of the position (10 octaves) and the view direction
+    (4), eight dense layers of 256 with the encoded position joined again after the fifth, density,
+    and a 128-wide colour branch."""
+
+    def __init__(self, width: int = 256):
+        super().__init__()
+        self.register_buffer("pos_freqs", 2.0 ** torch.arange(10))
+        self.register_buffer("dir_freqs", 2.0 ** torch.arange(4))
+        pos, view = 3 + 3 * 2 * 10, 3 + 3 * 2 * 4
+        self.front = nn.Sequential(nn.Linear(pos, width), nn.ReLU(),
+                                   *[m for _ in range(4) for m in (nn.Linear(width, width), nn.ReLU())])
+        self.back = nn.Sequential(nn.Linear(width + pos, width), nn.ReLU(),
+                                  *[m for _ in range(2) for m in (nn.Linear(width, width), nn.ReLU())])
+        self.density, self.feature = nn.Linear(width, 1), nn.Linear(width, width)
+        self.colour = nn.Sequential(nn.Linear(width + view, width // 2), nn.ReLU(), nn.Linear(width // 2, 3),
+                                    nn.Sigmoid())
+
+    @staticmethod
+    def encode(x, freqs):
+        angles = (x[..., None] * freqs).flatten(-2)
+        return torch.cat([x, torch.sin(angles), torch.cos(angles)], -1)
+
+    def forward(self, points, directions):  # (n, 3) each
+        p = self.encode(points, self.pos_freqs)
+        h = self.back(torch.cat([self.front(p), p], -1))
+        rgb = self.colour(torch.cat([self.feature(h), self.encode(directions, self.dir_freqs)], -1))
+        return torch.cat([rgb, torch.relu(self.density(h))], -1)
+
+
+def nerf():
+    """NeRF's MLP over 8192 sample points (64 samples on each of 128 rays)."""
+    torch.manual_seed(0)
+    return NeRF().eval(), (torch.rand(8192, 3) * 2 - 1, F.normalize(torch.randn(8192, 3), dim=-1))
+
+
+class GraphSAGE(nn.Module):
+    """Two GraphSAGE layers with mean aggregation: every edge's source features gathered, summed
+    into its destination with ``index_add``, divided by the in-degree; the node's own features and
+    the mean through two dense layers."""
+
+    def __init__(self, features: int, hidden: int, classes: int):
+        super().__init__()
+        self.self1, self.neigh1 = nn.Linear(features, hidden), nn.Linear(features, hidden, bias=False)
+        self.self2, self.neigh2 = nn.Linear(hidden, classes), nn.Linear(hidden, classes, bias=False)
+
+    @staticmethod
+    def mean(x, src, dst, degree):
+        return torch.zeros_like(x).index_add(0, dst, x[src]) / degree
+
+    def forward(self, x, src, dst, degree):
+        h = torch.relu(self.self1(x) + self.neigh1(self.mean(x, src, dst, degree)))
+        return self.self2(h) + self.neigh2(self.mean(h, src, dst, degree))
+
+
+def graphsage():
+    """GraphSAGE on a random graph of Cora's size: 2708 nodes of 1433 features, 10556 edges, 7 classes."""
+    torch.manual_seed(0)
+    nodes, edges = 2708, 10556
+    src, dst = torch.randint(0, nodes, (edges,)), torch.randint(0, nodes, (edges,))
+    degree = torch.bincount(dst, minlength=nodes).clamp(min=1).float()[:, None]
+    x = (torch.rand(nodes, 1433) < 0.013).float()
+    return GraphSAGE(1433, 256, 7).eval(), (x, src, dst, degree)
+
+
+class ModulatedConv(nn.Module):
+    """StyleGAN2's modulated 3x3 convolution: the weights scaled per input channel by a style
+    computed from the latent, demodulated per output channel (the weights are activations), then
+    noise, bias and a leaky ReLU."""
+
+    def __init__(self, i: int, o: int, latent: int = 512):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(o, i, 3, 3))
+        self.style = nn.Linear(latent, i)
+        self.bias = nn.Parameter(torch.zeros(o, 1, 1))
+        self.noise_strength = nn.Parameter(torch.tensor(0.1))
+
+    def forward(self, x, w, noise):
+        weight = self.weight * (self.style(w) + 1.0)[:, None, :, None, None]
+        weight = weight * torch.rsqrt(weight.pow(2).sum((2, 3, 4), keepdim=True) + 1e-8)
+        y = F.conv2d(x, weight[0], padding=1)  # batch 1
+        return F.leaky_relu(y + self.noise_strength * noise + self.bias, 0.2) * 2 ** 0.5
+
+
+class StyleSynthesis(nn.Module):
+    """StyleGAN2's synthesis from 8 x 8 to 64 x 64: two modulated convolutions per resolution
+    (512, 512, 256, 128 channels), bilinear upsampling between, a 1x1 modulated RGB output."""
+
+    def __init__(self, widths: tuple[int, ...] = (512, 512, 256, 128)):
+        super().__init__()
+        self.const = nn.Parameter(torch.randn(1, widths[0], 8, 8))
+        self.convs = nn.ModuleList()
+        for k, w in enumerate(widths):
+            i = widths[max(k - 1, 0)]
+            self.convs.extend([ModulatedConv(i, w), ModulatedConv(w, w)])
+        self.rgb_style, self.rgb = nn.Linear(512, widths[-1]), nn.Parameter(torch.randn(3, widths[-1], 1, 1))
+
+    def forward(self, w):  # (1, 512) latent
+        x = self.const
+        for k, conv in enumerate(self.convs):
+            if k and k % 2 == 0:
+                x = F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=False)
+            noise = torch.sin(torch.arange(x.shape[-1], dtype=x.dtype) * (k + 1.0))[None, None, None, :]
+            x = conv(x, w, noise)
+        return F.conv2d(x, self.rgb * (self.rgb_style(w) + 1.0)[0, None, :, None, None])
+
+
+def stylegan2_synthesis():
+    """StyleGAN2's synthesis network cut to 64 x 64 (eight modulated convolutions) for one latent."""
+    torch.manual_seed(0)
+    return StyleSynthesis().eval(), (torch.randn(1, 512),)
+
+
+def clip_text():
+    """CLIP ViT-B/32's text tower (12 layers of 512, 8 heads, a causal mask, quick GELU) over 77 tokens."""
+    return _hf("clip_text_model", "CLIPTextModel", {"input_ids": torch.randint(0, 49408, (1, 77))},
+               "last_hidden_state")
+
+
+def deberta_v3_base():
+    """DeBERTa-v3 base (12 layers of 768, disentangled attention over 256 relative-position buckets)
+    on 128 tokens."""
+    return _hf("deberta-v2", "DebertaV2Model", {"input_ids": torch.randint(0, 128100, (1, 128))},
+               "last_hidden_state", vocab_size=128100, hidden_size=768, num_hidden_layers=12,
+               num_attention_heads=12, intermediate_size=3072, relative_attention=True, position_buckets=256,
+               norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1,
+               position_biased_input=False)

@@ -1218,3 +1218,22 @@ def build_bf16_narrow_fire():
     net = torch.nn.Sequential(torch.nn.Conv2d(32, 16, 3, padding=1), torch.nn.ReLU(),
                               torch.nn.Conv2d(16, 64, 1), torch.nn.ReLU())
     return net.eval(), (torch.randn(4, 32, 13, 13),)
+
+
+class _ScatterAdds(torch.nn.Module):
+    """Accumulating scatters with repeated targets (``compile/scatter.py``): a graph's mean over
+    neighbours (``index_add`` of gathered rows), an ``index_add`` along columns of computed values,
+    ``index_put(..., accumulate=True)`` by two index tensors with negative entries."""
+
+    def forward(self, x, src, dst):
+        messages = torch.zeros_like(x).index_add(0, dst, x[src])
+        columns = torch.zeros(x.shape[0], 5).index_add(1, torch.tensor([0, 4, 4, 1]), x[:, :4] * 2)
+        pairs = x.index_put((dst[:64] - x.shape[0], src[:64] % x.shape[1]), torch.arange(64, dtype=x.dtype), accumulate=True)
+        return messages, columns, pairs
+
+
+def build_scatter_adds():
+    torch.manual_seed(0)
+    nodes, edges = 64, 400000  # enough adds that TVM's racing threads overlapped in 3 of 3 runs
+    return _ScatterAdds().eval(), (torch.randn(nodes, 16), torch.randint(0, nodes, (edges,)),
+                                   torch.randint(0, 4, (edges,)))

@@ -474,6 +474,8 @@ def index_put(node: Any, importer: Any) -> Any:
         return importer._index_put(node)
     joint = list(np.broadcast_shapes(*index_shapes.values()))
     region = [*shape[:used[0]], *joint, *shape[used[-1] + 1:]]
+    if accumulate and len(used) == 1 and len(index_shapes[used[0]]) == 1:
+        return _add_rows(node, importer, data, used[0], indices[used[0]], values, region)
     grids = []
     for k, index in enumerate(indices):
         if index is not None:
@@ -483,7 +485,86 @@ def index_put(node: Any, importer: Any) -> Any:
             at = k if k < used[0] else used[0] + len(joint) + k - used[-1] - 1
             grids.append(_grid(relax.op.arange(0, shape[k], 1, "int64"), [shape[k]], at, region))
     values = relax.op.broadcast_to(values, region)
+    if accumulate:  # TVM's index_put adds in parallel, racing on repeated coordinates
+        return _add_flat(importer.block_builder, data, grids, values, shape)
     return importer.block_builder.emit(relax.op.index_put(data, relax.Tuple(grids), values, accumulate))
+
+
+def _rows_of(node: Any, importer: Any, axis: int, shape: list[int]) -> tuple[Any, Any] | None:
+    """(x, src) when the FX node ``node`` is ``x[..., src, ...]``: a gather of rows along ``axis``
+    by one 1-d index, x of ``shape`` apart from that axis; else None."""
+    import torch
+
+    if getattr(node, "target", None) is not torch.ops.aten.index.Tensor or len(node.args) < 2:
+        return None
+    picks = list(node.args[1])
+    x = importer.env[node.args[0]]
+    x_shape = static_shape(x.ty)
+    if (len(picks) != axis + 1 or any(p is not None for p in picks[:axis]) or picks[axis] is None
+            or x_shape is None or len(x_shape) != len(shape)
+            or x_shape[:axis] + x_shape[axis + 1:] != shape[:axis] + shape[axis + 1:]):
+        return None
+    src = importer.env[picks[axis]]
+    src_shape = static_shape(src.ty)
+    if src_shape is None or len(src_shape) != 1 or not str(src.ty.dtype).startswith("int"):
+        return None
+    return x, src
+
+
+def _zeros(node: Any) -> bool:
+    """Whether the FX node ``node`` is a tensor of zeros made to be added into (``zeros_like``,
+    ``full_like(x, 0)``, ``new_zeros``): the scatter kernel then writes the zeros itself."""
+    import torch
+
+    aten = torch.ops.aten
+    target = getattr(node, "target", None)
+    if target in (aten.zeros_like.default, aten.zeros.default, aten.new_zeros.default):
+        return True
+    fill = {aten.full_like.default: 1, aten.full.default: 1, aten.new_full.default: 2}.get(target)
+    return fill is not None and len(node.args) > fill and node.args[fill] == 0
+
+
+def _add_rows(node: Any, importer: Any, data: Any, axis: int, index: Any, values: Any, region: list[int]) -> Any:
+    """``data[..., index, ...] += values`` along one axis by a 1-d index (``index_add``), with
+    ``compile/scatter.py``'s kernel: rows added in order, columns shared out; a gather of rows as
+    the values (``x[src]``) read in place."""
+    from tvm import relax
+
+    from tvmbench.compile.scatter import scatter_add_rows
+
+    bb = importer.block_builder
+    shape = static_shape(data.ty)
+    outer, inner = int(np.prod(shape[:axis])), int(np.prod(shape[axis + 1:]))
+    rows = _rows_of(node.args[2], importer, axis, shape)
+    if rows is not None:
+        x, gather = rows
+        values = relax.op.reshape(x, [outer, static_shape(x.ty)[axis], inner])
+    else:
+        gather = None
+        values = relax.op.reshape(relax.op.broadcast_to(values, region), [outer, region[axis], inner])
+    data3 = None if _zeros(node.args[0]) else bb.emit(relax.op.reshape(data, [outer, shape[axis], inner]))
+    out = bb.emit_te(scatter_add_rows, index, bb.emit(values), gather, data3, shape[axis],
+                     primfunc_name_hint="scatter_add_rows")
+    return bb.emit(relax.op.reshape(out, shape))
+
+
+def _add_flat(bb: Any, data: Any, grids: list[Any], values: Any, shape: list[int]) -> Any:
+    """``data[grids] += values`` by several index tensors: their flat offsets into ``data`` added one
+    after another (one task; the rows kernel over a single column)."""
+    from tvm import relax
+
+    from tvmbench.compile.scatter import scatter_add_rows
+
+    flat = None
+    for k, grid in enumerate(grids):
+        stride = int(np.prod(shape[k + 1:]))
+        term = relax.op.multiply(relax.op.astype(grid, "int64"), relax.const(stride, "int64"))
+        flat = term if flat is None else relax.op.add(flat, term)
+    count = int(np.prod(static_shape(bb.normalize(values).ty)))
+    out = bb.emit_te(scatter_add_rows, bb.emit(relax.op.reshape(flat, [count])),
+                     bb.emit(relax.op.reshape(values, [1, count, 1])), None,
+                     bb.emit(relax.op.reshape(data, [1, int(np.prod(shape)), 1])), primfunc_name_hint="scatter_add_rows")
+    return bb.emit(relax.op.reshape(out, shape))
 
 def rrelu_eval(node: Any, importer: Any) -> Any:
     """``rrelu`` in eval mode (``rrelu_with_noise_functional``, a tuple with the noise): a leaky

@@ -156,6 +156,10 @@ NARROW_OUTPUTS = True
 # Batched products over computed columns that no 4-lane vector divides take zero columns
 # (``_Pack.whole_columns``).
 NARROW_COLUMNS = True
+# So do dense layers of fewer outputs than a two-vector block that no 4-lane vector divides (a
+# graph network's 7 classes over 2708 nodes, NeRF's 3 colours over 8192 points): unpacked, they
+# ran one multiply-add at a time.
+NARROW_DENSE = True
 # A convolution with fewer output channels than this (the contraction rule's vector axis needs
 # 4: ``rules.contraction.match``) is packed in one vector's block of zero-padded channels, sliced
 # off the output. In HWIO no rule took it and it ran on the fallback schedule, one multiply-add at
@@ -581,14 +585,17 @@ class _Pack(PyExprMutator):
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
         if shape is not None and len(shape) > 2 and numel(x.ty) is not None and NARROW_COLUMNS:
             return self.whole_columns(call, shape)
+        if shape is not None and len(shape) == 2 and shape[1] < 2 * block and numel(x.ty) is not None and NARROW_DENSE:
+            return self.whole_columns(call, shape)
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
                 or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
             return call
         return self.dense(x, w, shape[1], out_dtype(call, x))
 
     def whole_columns(self, call: Any, shape: list[int]) -> Any:
-        """A batched product whose columns no vector of 4 lanes or more divides (MViT's
-        relative-position products, ``[56, 448, 96] x [56, 96, 7]`` and ``x 14``): the second
+        """A product whose columns no vector of 4 lanes or more divides (MViT's batched
+        relative-position products, ``[56, 448, 96] x [56, 96, 7]`` and ``x 14``; NARROW_DENSE's
+        layers): the second
         operand padded with zero columns to a multiple of 4, the extra columns sliced off. With 7
         or 14 columns the contraction rule found no vector width, and they ran on the fallback
         schedule one multiply-add at a time."""
