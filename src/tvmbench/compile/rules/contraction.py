@@ -195,6 +195,13 @@ UNROLL_REDUCTION = 27
 # (``codegen.stack_spills``). Not on fewer stores alone: mnasnet1_0's 5x5 depthwise windows over
 # 13x13 maps stored 46 unrolled and 9 as a loop, and ran 174 against 211 us.
 SPILLS_DECIDE_UNROLL = True
+# A depthwise window too long to unroll whole (RepLKNet's 31x31, ConvMixer's 9x9, 1-d windows of
+# 31-87 taps) has its innermost taps (along the tile's rows) unrolled, up to this many: a tile's
+# neighbouring pixels then read the same input vectors at neighbouring taps, and LLVM loads each
+# once for all of them (one input and one weight load per tile row of FMAs, not one input load
+# per FMA). As a loop, every tap loaded the whole tile's inputs again: RepLKNet's 31x31 over 56x56x128
+# ran load-bound at 64 % of the FMA peak, 4.67 ms alone; unrolled, 3.72 ms (session 125).
+WINDOW_ROW_TAPS = 64
 # ... and over whole tiles too where the window reads several input channels as well as taps (a
 # stem's 3x3x3). On every AVX2 target LLVM stores 53-54 ymm registers to the stack for the 2 x 4
 # tile of mobilenet_v2's, mnasnet1_0's and regnet_y_400mf's stems over 112-pixel rows with the
@@ -1007,6 +1014,23 @@ def _whole_depthwise_rows(found: Match, budget: int) -> bool:
             and found.m_axis is not None and _depthwise(found))
 
 
+def _tap_row_unrolled(found: Match, tile: Tile, taps: Any) -> bool:
+    """Whether a depthwise window's innermost tap loop ``taps`` is unrolled whole (WINDOW_ROW_TAPS):
+    it runs along the tile's rows, which are several."""
+    extent = as_int(found.sch.get(taps).extent) or 0
+    return (1 < extent <= WINDOW_ROW_TAPS and tile.rows > 1 and found.m_axis is not None
+            and _depthwise(found) and _slides_along_rows(found))
+
+
+def _slides_along_rows(found: Match) -> bool:
+    """Whether the innermost reduction variable and the row variable index one axis of an input
+    together (``x[.., w + kw, ..]``): the window slides along the tile's rows."""
+    reduce_vars = [v.var for v, k in zip(found.block.iter_vars, found.kinds, strict=True) if k == "R"]
+    m_var = found.block.iter_vars[found.m_axis].var
+    return any(uses(x.min, reduce_vars[-1]) and uses(x.min, m_var)
+               for r in found.block.reads if not r.source.same_as(found.out) for x in r.region)
+
+
 def _depthwise(found: Match) -> bool:
     """Every operand reads along the vector axis (no broadcast input) and one of them (the
     weights) does not depend on the row axis. Pooling has no such operand."""
@@ -1214,7 +1238,9 @@ def tile_loops(found: Match, tile: Tile, sliced: str | None = None) -> tuple[Any
                                 or SPILLS_DECIDE_CHANNEL_WINDOWS and found.kinds.count("R") >= 3))
     for loop in inner + [n_vec_i] + (reduce_loops if unroll_window else []):
         sch.unroll(loop)
-    if not unroll_window and reduce_loops:
+    if not unroll_window and reduce_loops and _tap_row_unrolled(found, tile, reduce_loops[-1]):
+        sch.unroll(reduce_loops[-1])
+    elif not unroll_window and reduce_loops:
         steps = unroll_steps(sch, reduce_loops[-1], UNROLL_DEPTH)
         reduce_loops = reduce_loops[:-1] + steps
         if prefetch is not None:
