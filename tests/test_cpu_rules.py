@@ -185,6 +185,27 @@ def test_nhwc_convolution_matches_torch(stride, groups, ci):
     assert (window <= contraction.UNROLL_REDUCTION) == ("T.grid(3, 3" not in script)
 
 
+@pytest.mark.parametrize("taps", [0, contraction.WINDOW_ROW_TAPS])
+def test_a_long_depthwise_window_unrolls_its_taps_along_the_rows_and_matches_torch(monkeypatch, taps):
+    """A 9x9 depthwise window (81 taps: too long to unroll whole) has its 9 taps along the tile's
+    rows unrolled (WINDOW_ROW_TAPS), so neighbouring pixels share their input loads; 0 keeps
+    them a loop."""
+    from tvm import topi
+
+    monkeypatch.setattr(contraction, "WINDOW_ROW_TAPS", taps)
+
+    def build(te):
+        x = te.placeholder((1, 16, 16, 32), name="x")
+        wt = te.placeholder((9, 9, 1, 32), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 1, 4, 1, 32, "NHWC", "HWIO", "float32")]
+
+    rng = np.random.default_rng(3)
+    x, wt = rng.standard_normal((1, 16, 16, 32), dtype="float32"), rng.standard_normal((9, 9, 1, 32), dtype="float32")
+    script = _matches_torch_conv(_te_func(build), x, wt, (1, 16, 16, 32), padding=4, groups=32)
+    assert ("T.grid(9, 9)" not in script) == bool(taps)
+    assert ("in T.unroll(9):" in script) == bool(taps)
+
+
 def test_max_pool_reads_its_padding_inline_and_matches_torch():
     import torch
     from tvm import topi
