@@ -206,6 +206,31 @@ def test_a_long_depthwise_window_unrolls_its_taps_along_the_rows_and_matches_tor
     assert ("in T.unroll(9):" in script) == bool(taps)
 
 
+def test_taps_unrolled_over_inline_padding_are_kept_only_where_they_compile_without_spills(monkeypatch):
+    """ConvNeXt's 7x7 depthwise window over 28x28 maps reads its padding inline; with its taps
+    unrolled the bounds checks spill vectors to the stack (1.5x slower alone), so it keeps them a
+    loop (``taps_decide``) and stays exact."""
+    from tvm import topi
+
+    from tvmbench.compile import codegen
+
+    def build(te):
+        x = te.placeholder((1, 28, 28, 192), name="x")
+        wt = te.placeholder((7, 7, 1, 192), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 1, 3, 1, 192, "NHWC", "HWIO", "float32")]
+
+    rng = np.random.default_rng(4)
+    x, wt = rng.standard_normal((1, 28, 28, 192), dtype="float32"), rng.standard_normal((7, 7, 1, 192), dtype="float32")
+    script = _matches_torch_conv(_te_func(build), x, wt, (1, 28, 28, 192), padding=3, groups=192)
+    assert "if_then_else" in script
+    with TARGET.tvm():
+        kept = Contraction().schedule(_te_func(build), TARGET.tvm())
+        monkeypatch.setattr(contraction, "stack_spills", lambda *a: 0)  # no check: the taps unrolled
+        unrolled = Contraction().schedule(_te_func(build), TARGET.tvm())
+    assert codegen.stack_spills(kept.mod["main"], TARGET.tvm()) == 0
+    assert codegen.stack_spills(unrolled.mod["main"], TARGET.tvm()) > 0
+
+
 def test_max_pool_reads_its_padding_inline_and_matches_torch():
     import torch
     from tvm import topi

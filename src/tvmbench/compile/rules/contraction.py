@@ -461,6 +461,8 @@ class Match:
     dot_loop: Any = None  # (pairs) the lanes loop, with the pair inside it, that the dot product replaces
     unroll_default: bool | None = None  # the window's unrolling decided by the caller (SPILLS_DECIDE_UNROLL)
     spills_decide: bool = False  # (set by ``tile_loops``) an unrolled window over a predicated tile or over channels
+    row_taps: bool = True  # WINDOW_ROW_TAPS allowed
+    taps_decide: bool = False  # (set by ``tile_loops``) taps unrolled along the rows over inline padding
     rows_fused: bool = False  # (set by ``_block_rows``) blocks of rows over several fused axes
     after: Any = None  # (set by ``fold_epilogue``) the epilogue's steps from a broadcast on, a pass of their own
     groups_inside: int = 0  # (set by ``_tile_order``) GROUPS_INSIDE_ROWS: the group loops and the channel tile's, innermost
@@ -485,11 +487,11 @@ class Contraction(Rule):
     reductions = (1, 1)
 
     def schedule(self, func: Any, target: Any, block_rows: bool = True, unroll: bool | None = None,
-                 serial: bool = True) -> Any:
+                 serial: bool = True, taps: bool = True) -> Any:
         found = match(func, target)
         if found is None:
             return None
-        found.block_rows, found.unroll_default, found.serial_groups = block_rows, unroll, serial
+        found.block_rows, found.unroll_default, found.serial_groups, found.row_taps = block_rows, unroll, serial, taps
         found, einsum_padded = pad_vector_axis(found, func, target)
         if found is None:
             return None
@@ -506,12 +508,12 @@ class Contraction(Rule):
         if found.copy_loop is not None and not found.pairs:  # (SERIAL_FP32)
             windowed = _pad_under_tile(found, tile, tile_loop, SERIAL_FP32)
             if windowed is None:
-                return self.schedule(func, target, block_rows, unroll, serial=False)
+                return self.schedule(func, target, block_rows, unroll, serial=False, taps=taps)
             found.sch.set_scope(windowed, 0, "local")
         if found.pairs:
             windowed = _pad_under_tile(found, tile, tile_loop)
             if found.copy_loop is not None and windowed is None:  # (GROUPS_SERIAL: no copy, no gain)
-                return self.schedule(func, target, block_rows, unroll, serial=False)
+                return self.schedule(func, target, block_rows, unroll, serial=False, taps=taps)
             bf16.register()
             try:  # (under whole row tiles, passes/pack_weights.whole_tiles: no predicate in the dot product)
                 found.sch.tensorize(found.dot_loop, bf16.DOT_16x2_BOTH if _both_vectors(found)
@@ -526,6 +528,8 @@ class Contraction(Rule):
             found.sch.annotate(tile_loop, "pragma_import_llvm", bf16.LLVM_IR)
             if windowed is not None:
                 found.sch.set_scope(windowed, 0, "local")
+        if found.taps_decide and stack_spills(found.sch.mod["main"], target):
+            return self.schedule(func, target, block_rows, unroll, serial, taps=False)
         if found.spills_decide and accumulator_budget(target) <= tiles.MAX_ACCUMULATORS_16_REGS:
             return self._looped_if_unrolled_spills(func, target, block_rows, found.sch)
         return found.sch
@@ -1016,13 +1020,16 @@ def _whole_depthwise_rows(found: Match, budget: int) -> bool:
 
 def _tap_row_unrolled(found: Match, tile: Tile, taps: Any) -> bool:
     """Whether a depthwise window's innermost tap loop ``taps`` is unrolled whole (WINDOW_ROW_TAPS):
-    it runs along the tile's rows, which are several, over a padded copy. (A window that reads its
-    padding inline checks the bounds of each tap's load apart, and LLVM shares none of them:
-    ConvNeXt's 7x7 windows over 28x28 maps ran 1.65x slower alone so.)"""
+    it runs along the tile's rows, which are several. Over a window that reads its padding inline,
+    each tap's load has its bounds check, and the unrolled taps can spill the registers (ConvNeXt's
+    7x7 windows over 28x28 maps, 6 vectors to the stack: 1.5x slower alone) or not (ConvMixer's
+    9x9 over 32x32: 1.26x faster): there ``schedule`` keeps them only where they compile without
+    spills (``taps_decide``)."""
     extent = as_int(found.sch.get(taps).extent) or 0
-    return (1 < extent <= WINDOW_ROW_TAPS and tile.rows > 1 and found.m_axis is not None
-            and _depthwise(found) and _slides_along_rows(found)
-            and "if_then_else" not in str(found.sch.get(found.main.block_rv).body))
+    unrolled = (found.row_taps and 1 < extent <= WINDOW_ROW_TAPS and tile.rows > 1 and found.m_axis is not None
+                and _depthwise(found) and _slides_along_rows(found))
+    found.taps_decide = unrolled and "if_then_else" in str(found.sch.get(found.main.block_rv).body)
+    return unrolled
 
 
 def _slides_along_rows(found: Match) -> bool:
