@@ -13,8 +13,12 @@ MobileViT-S, DINOv2 ViT-S/14), and from session 124 EDSR super-resolution (a pix
 PointNet (1-d 1x1 convolutions, a max over points), DLRM (embeddings, pairwise dots), YOLOv8n
 (SiLU, SPPF's max pools, nearest upsampling), MLP-Mixer (token mixing across the transposed
 patches), Conformer blocks, ECAPA-TDNN and QuartzNet (1-d convolutions with batch norms, squeeze-excitation
-over time, attentive pooling, depthwise 1-d convolutions of 33-87 taps). docs/performance.md ("Models the zoo does not have") records
-their times against the peers.
+over time, attentive pooling, depthwise 1-d convolutions of 33-87 taps), and from session 125
+ConvMixer and RepLKNet (depthwise windows of 9x9 and 31x31), PoolFormer (pooling as the token
+mixer, one-group group norms), NeRF's MLP (sine encodings, 3 outputs), GraphSAGE (message sums by
+``index_add``: ``compile/scatter.py``), StyleGAN2's synthesis (convolution weights computed from
+the latent), CLIP's text tower and DeBERTa-v3 base. docs/performance.md ("Models the zoo does not
+have") records their times against the peers.
 """
 
 from __future__ import annotations
