@@ -231,6 +231,42 @@ def test_taps_unrolled_over_inline_padding_are_kept_only_where_they_compile_with
     assert codegen.stack_spills(unrolled.mod["main"], TARGET.tvm()) > 0
 
 
+def test_a_window_as_large_as_its_map_skips_its_rows_of_taps_in_the_padding_and_matches_torch():
+    """A 15x15 depthwise window over a 12x12 map (RepLKNet's 29x29 over 28x28, smaller) reads a
+    padded copy; the rule marks the loop over the window's rows and ``passes/window_rows.py``
+    runs its body only for rows inside the input. Built as a model's kernels are
+    (``codegen.PIPELINE``), the output is PyTorch's."""
+    import torch
+    import tvm
+    import tvm_ffi
+    from tvm import topi
+
+    from tvmbench.compile.codegen import PIPELINE, lowering_context
+    from tvmbench.compile.passes import window_rows
+
+    def build(te):
+        x = te.placeholder((1, 12, 12, 32), name="x")
+        wt = te.placeholder((15, 15, 1, 32), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 1, 7, 1, 32, "NHWC", "HWIO", "float32")]
+
+    with TARGET.tvm():
+        sch = Contraction().schedule(_te_func(build), TARGET.tvm())
+    func = sch.mod["main"]
+    assert window_rows.KEY in func.script()
+    guards = []
+    tvm_ffi.structural_walk(window_rows.skip_padding_rows(func).body, [(tvm.tirx.IfThenElse, guards.append)])
+    assert len(guards) == 1
+    with TARGET.tvm() as t, lowering_context():
+        lib = tvm.tirx.build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=t, pipeline=PIPELINE)
+    rng = np.random.default_rng(5)
+    x, wt = rng.standard_normal((1, 12, 12, 32), dtype="float32"), rng.standard_normal((15, 15, 1, 32), dtype="float32")
+    args = [tvm.runtime.tensor(a) for a in (x, wt, np.zeros((1, 12, 12, 32), "float32"))]
+    lib["main"](*args)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(wt).permute(3, 2, 0, 1),
+                                     padding=7, groups=32).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(args[-1].numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
 def test_max_pool_reads_its_padding_inline_and_matches_torch():
     import torch
     from tvm import topi

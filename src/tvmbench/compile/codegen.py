@@ -70,7 +70,8 @@ def opaque_and_simplified() -> Any:
 def _pipeline() -> tuple[Any, Any, Any]:
     """TVM's S-TIR pipeline, after ``opaque_and_simplified`` when ``SIMPLIFY_OPAQUE_BLOCKS``, the
     attention's key loops bounded by their masks (``passes/key_limits.py``), the next weight panel
-    prefetched where the contraction rule marked it (``passes/prefetch.py``), small buffers
+    prefetched where the contraction rule marked it (``passes/prefetch.py``), a window's rows in
+    its padding skipped (``passes/window_rows.py``), small buffers
     kept on the stack (``passes/stack_buffers.py``), vectors of bf16 constants stored one by one
     (``passes/bf16_casts.py``: TVM's legalisation leaves them bf16), roundings to bf16 by the CPU's instruction
     (``passes/bf16_round.py``) and AMX tiles' sums started at zero (``passes/tile_sums.py``)."""
@@ -80,10 +81,11 @@ def _pipeline() -> tuple[Any, Any, Any]:
     from tvmbench.compile.passes.prefetch import prefetch_pass
     from tvmbench.compile.passes.stack_buffers import stack_buffers_pass
     from tvmbench.compile.passes.tile_sums import tile_sums_from_zero_pass
+    from tvmbench.compile.passes.window_rows import window_rows_pass
 
     lower, host, device = tvm.tirx.get_tir_pipeline("s_tir")
     first = [opaque_and_simplified(), scalar_constant_stores_pass] if SIMPLIFY_OPAQUE_BLOCKS else []
-    return tvm.transform.Sequential([prefetch_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
+    return tvm.transform.Sequential([prefetch_pass, window_rows_pass, bind_cast_operands_pass, *first, truncate_key_loops_pass, lower,
                                      bound_key_loops_pass,
                                      stack_buffers_pass, round_to_bf16_pass, tile_sums_from_zero_pass]), host, device
 

@@ -26,6 +26,7 @@ from tvmbench.compile.codegen import stack_spills
 from tvmbench.compile.knobs import knob, overridden, unrecorded
 from tvmbench.compile.names import WINOGRAD_PRODUCT
 from tvmbench.compile.passes.prefetch import mark as mark_prefetch
+from tvmbench.compile.passes.window_rows import mark as mark_window_rows
 from tvmbench.compile.rules.base import Rule, normalized, schedule_injective_block, unroll_steps
 from tvmbench.compile.tiles import (
     accumulator_budget,
@@ -505,6 +506,8 @@ class Contraction(Rule):
         sliced = _slice_form(found, epilogue, tile.width)
         tile_loop, reduce_loops = tile_loops(found, tile, sliced)
         write_back(found, tile, tile_loop, reduce_loops, epilogue, sliced)
+        if len(reduce_loops) > 1 and _depthwise_tile(found):  # (the window's rows in the padding skipped)
+            mark_window_rows(found.sch, found.main.block_rv, reduce_loops[0])
         if found.copy_loop is not None and not found.pairs:  # (SERIAL_FP32)
             windowed = _pad_under_tile(found, tile, tile_loop, SERIAL_FP32)
             if windowed is None:
@@ -1039,6 +1042,10 @@ def _slides_along_rows(found: Match) -> bool:
     m_var = found.block.iter_vars[found.m_axis].var
     return any(uses(x.min, reduce_vars[-1]) and uses(x.min, m_var)
                for r in found.block.reads if not r.source.same_as(found.out) for x in r.region)
+
+
+def _depthwise_tile(found: Match) -> bool:
+    return found.m_axis is not None and not found.pairs and _depthwise(found)
 
 
 def _depthwise(found: Match) -> bool:
