@@ -185,23 +185,29 @@ def test_nhwc_convolution_matches_torch(stride, groups, ci):
     assert (window <= contraction.UNROLL_REDUCTION) == ("T.grid(3, 3" not in script)
 
 
+def _depthwise(size: int, window: int, channels: int, seed: int):
+    """(function, input, weights) of a depthwise ``window`` x ``window`` convolution with same
+    padding over a ``size`` x ``size`` x ``channels`` NHWC map, random inputs."""
+    from tvm import topi
+
+    def build(te):
+        x = te.placeholder((1, size, size, channels), name="x")
+        wt = te.placeholder((window, window, 1, channels), name="w")
+        return [x, wt, topi.nn.conv(x, wt, 1, window // 2, 1, channels, "NHWC", "HWIO", "float32")]
+
+    rng = np.random.default_rng(seed)
+    return (_te_func(build), rng.standard_normal((1, size, size, channels), dtype="float32"),
+            rng.standard_normal((window, window, 1, channels), dtype="float32"))
+
+
 @pytest.mark.parametrize("taps", [0, contraction.WINDOW_ROW_TAPS])
 def test_a_long_depthwise_window_unrolls_its_taps_along_the_rows_and_matches_torch(monkeypatch, taps):
     """A 9x9 depthwise window (81 taps: too long to unroll whole) has its 9 taps along the tile's
     rows unrolled (WINDOW_ROW_TAPS), so neighbouring pixels share their input loads; 0 keeps
     them a loop."""
-    from tvm import topi
-
     monkeypatch.setattr(contraction, "WINDOW_ROW_TAPS", taps)
-
-    def build(te):
-        x = te.placeholder((1, 16, 16, 32), name="x")
-        wt = te.placeholder((9, 9, 1, 32), name="w")
-        return [x, wt, topi.nn.conv(x, wt, 1, 4, 1, 32, "NHWC", "HWIO", "float32")]
-
-    rng = np.random.default_rng(3)
-    x, wt = rng.standard_normal((1, 16, 16, 32), dtype="float32"), rng.standard_normal((9, 9, 1, 32), dtype="float32")
-    script = _matches_torch_conv(_te_func(build), x, wt, (1, 16, 16, 32), padding=4, groups=32)
+    func, x, wt = _depthwise(16, 9, 32, 3)
+    script = _matches_torch_conv(func, x, wt, (1, 16, 16, 32), padding=4, groups=32)
     assert ("T.grid(9, 9)" not in script) == bool(taps)
     assert ("in T.unroll(9):" in script) == bool(taps)
 
@@ -210,23 +216,15 @@ def test_taps_unrolled_over_inline_padding_are_kept_only_where_they_compile_with
     """ConvNeXt's 7x7 depthwise window over 28x28 maps reads its padding inline; with its taps
     unrolled the bounds checks spill vectors to the stack (1.5x slower alone), so it keeps them a
     loop (``taps_decide``) and stays exact."""
-    from tvm import topi
-
     from tvmbench.compile import codegen
 
-    def build(te):
-        x = te.placeholder((1, 28, 28, 192), name="x")
-        wt = te.placeholder((7, 7, 1, 192), name="w")
-        return [x, wt, topi.nn.conv(x, wt, 1, 3, 1, 192, "NHWC", "HWIO", "float32")]
-
-    rng = np.random.default_rng(4)
-    x, wt = rng.standard_normal((1, 28, 28, 192), dtype="float32"), rng.standard_normal((7, 7, 1, 192), dtype="float32")
-    script = _matches_torch_conv(_te_func(build), x, wt, (1, 28, 28, 192), padding=3, groups=192)
+    func, x, wt = _depthwise(28, 7, 192, 4)
+    script = _matches_torch_conv(func, x, wt, (1, 28, 28, 192), padding=3, groups=192)
     assert "if_then_else" in script
     with TARGET.tvm():
-        kept = Contraction().schedule(_te_func(build), TARGET.tvm())
+        kept = Contraction().schedule(func, TARGET.tvm())
         monkeypatch.setattr(contraction, "stack_spills", lambda *a: 0)  # no check: the taps unrolled
-        unrolled = Contraction().schedule(_te_func(build), TARGET.tvm())
+        unrolled = Contraction().schedule(func, TARGET.tvm())
     assert codegen.stack_spills(kept.mod["main"], TARGET.tvm()) == 0
     assert codegen.stack_spills(unrolled.mod["main"], TARGET.tvm()) > 0
 
@@ -239,18 +237,13 @@ def test_a_window_as_large_as_its_map_skips_its_rows_of_taps_in_the_padding_and_
     import torch
     import tvm
     import tvm_ffi
-    from tvm import topi
 
     from tvmbench.compile.codegen import PIPELINE, lowering_context
     from tvmbench.compile.passes import window_rows
 
-    def build(te):
-        x = te.placeholder((1, 12, 12, 32), name="x")
-        wt = te.placeholder((15, 15, 1, 32), name="w")
-        return [x, wt, topi.nn.conv(x, wt, 1, 7, 1, 32, "NHWC", "HWIO", "float32")]
-
+    conv, x, wt = _depthwise(12, 15, 32, 5)
     with TARGET.tvm():
-        sch = Contraction().schedule(_te_func(build), TARGET.tvm())
+        sch = Contraction().schedule(conv, TARGET.tvm())
     func = sch.mod["main"]
     assert window_rows.KEY in func.script()
     guards = []
@@ -258,8 +251,6 @@ def test_a_window_as_large_as_its_map_skips_its_rows_of_taps_in_the_padding_and_
     assert len(guards) == 1
     with TARGET.tvm() as t, lowering_context():
         lib = tvm.tirx.build(tvm.IRModule({"main": func.with_attr("global_symbol", "main")}), target=t, pipeline=PIPELINE)
-    rng = np.random.default_rng(5)
-    x, wt = rng.standard_normal((1, 12, 12, 32), dtype="float32"), rng.standard_normal((15, 15, 1, 32), dtype="float32")
     args = [tvm.runtime.tensor(a) for a in (x, wt, np.zeros((1, 12, 12, 32), "float32"))]
     lib["main"](*args)
     ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(wt).permute(3, 2, 0, 1),
