@@ -191,7 +191,7 @@ def test_ops_tvm_imported_wrongly_match_pytorch():
 
 def test_accumulating_scatters_add_in_pytorchs_order_on_every_run():
     """``index_add`` and ``index_put(accumulate=True)`` with repeated targets: TVM 0.27's
-    index_put added them from parallel threads, losing updates (GraphSAGE's neighbour means 10 %
+    index_put added them from parallel threads, losing updates (GraphSAGE's neighbour means up to 4 %
     off; this model's sums off by up to 2e3 in each of 3 processes). ``compile/scatter.py`` adds
     rows in PyTorch's order, so the sums are bit for bit PyTorch's, run after run."""
     from pathlib import Path

@@ -513,7 +513,8 @@ def test_droplet_starts_from_the_default_schedules_knobs_and_a_killed_run_resume
     assert shown[wl] == moved[key]["knobs"] and sum(1 for v in shown.values() if v) == 1
     capsys.readouterr()
     assert main(["db", "show", str(db)]) == 0
-    assert all(name in capsys.readouterr().out for name in moved[key]["knobs"])
+    out = capsys.readouterr().out
+    assert all(name in out for name in moved[key]["knobs"]), out
     assert main(["db", "merge", str(db), "--into", str(tmp_path / "merged")]) == 0  # (a merge keeps them)
     assert TuningDatabase.open(tmp_path / "merged").meta()[RULE_KNOBS] == moved
 

@@ -566,6 +566,7 @@ def _add_flat(bb: Any, data: Any, grids: list[Any], values: Any, shape: list[int
                      bb.emit(relax.op.reshape(data, [1, int(np.prod(shape)), 1])), primfunc_name_hint="scatter_add_rows")
     return bb.emit(relax.op.reshape(out, shape))
 
+
 def rrelu_eval(node: Any, importer: Any) -> Any:
     """``rrelu`` in eval mode (``rrelu_with_noise_functional``, a tuple with the noise): a leaky
     ReLU with the mean slope ``(lower + upper) / 2``; training mode's random slopes refused."""

@@ -1029,8 +1029,8 @@ def _tap_row_unrolled(found: Match, tile: Tile, taps: Any) -> bool:
     9x9 over 32x32: 1.26x faster): there ``schedule`` keeps them only where they compile without
     spills (``taps_decide``)."""
     extent = as_int(found.sch.get(taps).extent) or 0
-    unrolled = (found.row_taps and 1 < extent <= WINDOW_ROW_TAPS and tile.rows > 1 and found.m_axis is not None
-                and _depthwise(found) and _slides_along_rows(found))
+    unrolled = (found.row_taps and 1 < extent <= WINDOW_ROW_TAPS and tile.rows > 1 and _depthwise_tile(found)
+                and _slides_along_rows(found))
     found.taps_decide = unrolled and "if_then_else" in str(found.sch.get(found.main.block_rv).body)
     return unrolled
 
