@@ -141,6 +141,8 @@ def _row_read(loop: Any, name: str, axis: int) -> Any | None:
         mapping = {iv.var: value for iv, value in zip(realize.block.iter_vars, realize.iter_values, strict=True)}
         for read in realize.block.reads:
             if read.source.name == name:
+                if not (isinstance(read.region[axis].extent, tirx.IntImm) and int(read.region[axis].extent) == 1):
+                    return None  # (a block reading several rows: one row's bounds would not cover them)
                 rows.append(tvm_ffi.structural_map(read.region[axis].min,
                                                    (tvm.ir.Var, lambda v, m=mapping: m.get(v, v)), order="post"))
     if len(rows) != 1:
