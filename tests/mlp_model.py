@@ -1237,3 +1237,26 @@ def build_scatter_adds():
     nodes, edges = 64, 400000  # enough adds that TVM's racing threads overlapped in 3 of 3 runs
     return _ScatterAdds().eval(), (torch.randn(nodes, 16), torch.randint(0, nodes, (edges,)),
                                    torch.randint(0, 4, (edges,)))
+
+
+class _Bags(torch.nn.Module):
+    """``EmbeddingBag`` in sum and mean mode, repeated indices, an empty bag (two equal offsets),
+    and in max mode (``mode``: refused)."""
+
+    def __init__(self, mode: str = "sum"):
+        super().__init__()
+        self.sums = torch.nn.EmbeddingBag(300, 24, mode=mode)
+        self.means = torch.nn.EmbeddingBag(300, 24, mode="mean")
+
+    def forward(self, ids, offsets):
+        return self.sums(ids, offsets) * 2 + self.means(ids, offsets)
+
+
+def build_embedding_bags(mode: str = "sum"):
+    torch.manual_seed(0)
+    offsets = torch.tensor([0, 7, 7, 40, 41, 400, 1000, 1500])
+    return _Bags(mode).eval(), (torch.randint(0, 300, (2000,)), offsets)
+
+
+def build_embedding_bags_max():
+    return build_embedding_bags("max")

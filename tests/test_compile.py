@@ -204,6 +204,21 @@ def test_accumulating_scatters_add_in_pytorchs_order_on_every_run():
         assert all(np.array_equal(a, np.array(b)) for a, b in zip(first, backend.outputs(), strict=True))
 
 
+def test_embedding_bags_add_their_rows_in_pytorchs_order_and_max_mode_is_one_clear_error():
+    """``EmbeddingBag`` (refused by TVM 0.27's importer): sum and mean bags, one of them empty,
+    through ``compile/scatter.py``'s kernel, match PyTorch; max mode is the importer's one-line
+    unsupported-op error."""
+    from pathlib import Path
+
+    from tvmbench.errors import UnsupportedOperatorError
+
+    model_file = str(Path(__file__).with_name("mlp_model.py"))
+    result, _ = tvm_vs_torch(load_model(model_file + ":build_embedding_bags"))
+    assert result["passed"] and result["max_abs_err"] < 1e-5, result
+    with pytest.raises(UnsupportedOperatorError, match=r"_embedding_bag.default \(max mode"):
+        import_model(load_model(model_file + ":build_embedding_bags_max"))
+
+
 def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_error():
     """adaptive max pooling, var_mean / std_mean, scatter_add and scatter_reduce, exp2, hypot,
     prod, integer shifts and cdist were refused by TVM 0.27's importer (session 45), and eval-mode

@@ -567,6 +567,45 @@ def _add_flat(bb: Any, data: Any, grids: list[Any], values: Any, shape: list[int
     return bb.emit(relax.op.reshape(out, shape))
 
 
+def embedding_bag(node: Any, importer: Any) -> Any:
+    """``EmbeddingBag`` (``_embedding_bag``, no TVM converter) in sum or mean mode over 1-d
+    indices and offsets: each index's bag numbered by a running count of the offsets at or
+    before it, the table's rows added into their bags by ``compile/scatter.py``'s kernel (in
+    PyTorch's order), a mean divided by the bag's size (an empty bag's is 0). Indices before the
+    first offset go to a bag of their own that is dropped. Max mode, per-sample weights, a
+    padding index and the other three outputs are refused."""
+    from tvm import relax
+
+    from tvmbench.compile.scatter import scatter_add_rows
+
+    weight, indices, offsets = (importer.env[a] for a in node.args[:3])
+    mode = int(_arg(node, 4, "mode", 0))
+    extra = [_arg(node, 6, "per_sample_weights", None), _arg(node, 7, "include_last_offset", False)]
+    padding = _arg(node, 8, "padding_idx", -1)
+    shapes = [static_shape(t.ty) for t in (weight, indices, offsets)]
+    if mode not in (0, 1) or any(extra) or padding not in (None, -1):
+        _refuse(node, "max mode, per-sample weights, include_last_offset or a padding index")
+    if None in shapes or len(shapes[1]) != 1 or len(shapes[2]) != 1 or len(shapes[0]) != 2:
+        _refuse(node, "indices and offsets that are not 1-d of known size")
+    if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
+        _refuse(node, "its offset2bag, bag_size or max_indices outputs used")
+    bb, count, bags = importer.block_builder, shapes[1][0], shapes[2][0]
+    marks = relax.op.scatter_elements(relax.op.zeros([count], "int64"), relax.op.astype(offsets, "int64"),
+                                      relax.op.ones([bags], "int64"), 0, "add")
+    seg = relax.op.subtract(relax.op.cumsum(marks, 0, "int64"), relax.const(1, "int64"))
+    seg = bb.emit(relax.op.where(relax.op.less(seg, relax.const(0, "int64")), relax.const(bags, "int64"), seg))
+    table = bb.emit(relax.op.reshape(weight, [1, *shapes[0]]))
+    sums = bb.emit_te(scatter_add_rows, seg, table, indices, None, bags + 1, primfunc_name_hint="scatter_add_rows")
+    out = relax.op.strided_slice(relax.op.reshape(sums, [bags + 1, shapes[0][1]]), axes=[0], begin=[0], end=[bags])
+    if mode == 1:
+        ends = relax.op.concat([relax.op.strided_slice(offsets, axes=[0], begin=[1], end=[bags]),
+                                relax.const(np.array([count]), str(offsets.ty.dtype))], 0)
+        size = relax.op.astype(relax.op.maximum(relax.op.subtract(ends, offsets), relax.const(1, str(offsets.ty.dtype))),
+                               str(weight.ty.dtype))
+        out = relax.op.divide(out, relax.op.expand_dims(size, 1))
+    return bb.emit(relax.Tuple([bb.emit(out), seg, seg, seg]))
+
+
 def rrelu_eval(node: Any, importer: Any) -> Any:
     """``rrelu`` in eval mode (``rrelu_with_noise_functional``, a tuple with the noise): a leaky
     ReLU with the mean slope ``(lower + upper) / 2``; training mode's random slopes refused."""
@@ -744,6 +783,7 @@ CUSTOM_CONVERTERS = {
     "grid_sampler_2d.default": grid_sampler_2d,
     "index.Tensor": index_tensor,
     "index_put.default": index_put,
+    "_embedding_bag.default": embedding_bag,
     "adaptive_max_pool2d.default": adaptive_max_pool,
     "adaptive_max_pool1d.default": adaptive_max_pool,
     "var_mean.correction": var_std_mean(root=False),
