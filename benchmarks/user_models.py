@@ -17,7 +17,7 @@ over time, attentive pooling, depthwise 1-d convolutions of 33-87 taps), and fro
 ConvMixer and RepLKNet (depthwise windows of 9x9 and 31x31), PoolFormer (pooling as the token
 mixer, one-group group norms), NeRF's MLP (sine encodings, 3 outputs), GraphSAGE (message sums by
 ``index_add``: ``compile/scatter.py``), StyleGAN2's synthesis (convolution weights computed from
-the latent), CLIP's text tower and DeBERTa-v3 base. docs/performance.md ("Models the zoo does not
+the latent), CLIP's text tower, DeBERTa-v3 base and DLRM over multi-hot ``EmbeddingBag`` tables. docs/performance.md ("Models the zoo does not
 have") records their times against the peers.
 """
 
@@ -355,6 +355,30 @@ def dlrm():
     """DLRM at batch 128 (MLPerf's layer sizes, 10 000 rows per table)."""
     torch.manual_seed(0)
     return DLRM().eval(), (torch.randn(128, 13), torch.randint(0, 10000, (128, 26)))
+
+
+class DLRMBags(DLRM):
+    """DLRM with multi-hot features: each table an ``EmbeddingBag`` summing a bag of ids per
+    sample (``compile/scatter.py``), the bags given as flat ids and offsets, as TorchRec's
+    ``EmbeddingBagCollection`` takes them."""
+
+    def __init__(self, tables: int = 26, rows: int = 10000, dim: int = 64):
+        super().__init__(tables, rows, dim)
+        self.tables = nn.ModuleList([nn.EmbeddingBag(rows, dim, mode="sum") for _ in range(tables)])
+
+    def forward(self, dense, ids, offsets):  # (batch, 13) float, (tables, ids) int, (tables, batch) int
+        x = self.bottom(dense)
+        v = torch.stack([x] + [t(ids[k], offsets[k]) for k, t in enumerate(self.tables)], 1)
+        dots = torch.bmm(v, v.transpose(1, 2)).flatten(1)[:, self.upper]
+        return torch.sigmoid(self.top(torch.cat([x, dots], 1)))
+
+
+def dlrm_bags():
+    """DLRM at batch 128 with bags of 20 ids per sample and table (2560 lookups per table)."""
+    torch.manual_seed(0)
+    batch, hot = 128, 20
+    offsets = torch.arange(0, batch * hot, hot).repeat(26, 1)
+    return DLRMBags().eval(), (torch.randn(batch, 13), torch.randint(0, 10000, (26, batch * hot)), offsets)
 
 
 def _cbs(i: int, o: int, k: int = 1, s: int = 1) -> nn.Module:
