@@ -1240,8 +1240,8 @@ def build_scatter_adds():
 
 
 class _Bags(torch.nn.Module):
-    """``EmbeddingBag`` in sum and mean mode, repeated indices, an empty bag (two equal offsets),
-    and in max mode (``mode``: refused)."""
+    """``EmbeddingBag`` in sum and mean mode, repeated indices, empty bags (two equal offsets, and
+    a last offset at the end of the ids), and in max mode (``mode``: refused)."""
 
     def __init__(self, mode: str = "sum"):
         super().__init__()
@@ -1254,7 +1254,7 @@ class _Bags(torch.nn.Module):
 
 def build_embedding_bags(mode: str = "sum"):
     torch.manual_seed(0)
-    offsets = torch.tensor([0, 7, 7, 40, 41, 400, 1000, 1500])
+    offsets = torch.tensor([0, 7, 7, 40, 41, 400, 1000, 1500, 2000])
     return _Bags(mode).eval(), (torch.randint(0, 300, (2000,)), offsets)
 
 

@@ -590,9 +590,11 @@ def embedding_bag(node: Any, importer: Any) -> Any:
     if any(user.target is not operator.getitem or user.args[1] != 0 for user in node.users):
         _refuse(node, "its offset2bag, bag_size or max_indices outputs used")
     bb, count, bags = importer.block_builder, shapes[1][0], shapes[2][0]
-    marks = relax.op.scatter_elements(relax.op.zeros([count], "int64"), relax.op.astype(offsets, "int64"),
+    # (one mark past the ids: an empty last bag's offset is the number of ids)
+    marks = relax.op.scatter_elements(relax.op.zeros([count + 1], "int64"), relax.op.astype(offsets, "int64"),
                                       relax.op.ones([bags], "int64"), 0, "add")
-    seg = relax.op.subtract(relax.op.cumsum(marks, 0, "int64"), relax.const(1, "int64"))
+    running = relax.op.strided_slice(relax.op.cumsum(marks, 0, "int64"), axes=[0], begin=[0], end=[count])
+    seg = relax.op.subtract(running, relax.const(1, "int64"))
     seg = bb.emit(relax.op.where(relax.op.less(seg, relax.const(0, "int64")), relax.const(bags, "int64"), seg))
     table = bb.emit(relax.op.reshape(weight, [1, *shapes[0]]))
     sums = bb.emit_te(scatter_add_rows, seg, table, indices, None, bags + 1, primfunc_name_hint="scatter_add_rows")
