@@ -214,8 +214,11 @@ def test_a_long_depthwise_window_unrolls_its_taps_along_the_rows_and_matches_tor
 
 def test_taps_unrolled_over_inline_padding_are_kept_only_where_they_compile_without_spills(monkeypatch):
     """ConvNeXt's 7x7 depthwise window over 28x28 maps reads its padding inline; with its taps
-    unrolled the bounds checks spill vectors to the stack (1.5x slower alone), so it keeps them a
-    loop (``taps_decide``) and stays exact."""
+    unrolled the bounds checks spill vectors to the stack (6 on the Zen 4 host, 1.5x slower
+    alone), so it keeps them a loop (``taps_decide``) and stays exact. Where the unrolled taps
+    compile without spills (another CPU's registers), they are kept."""
+    import tvm_ffi
+
     from tvmbench.compile import codegen
 
     func, x, wt = _depthwise(28, 7, 192, 4)
@@ -225,8 +228,8 @@ def test_taps_unrolled_over_inline_padding_are_kept_only_where_they_compile_with
         kept = Contraction().schedule(func, TARGET.tvm())
         monkeypatch.setattr(contraction, "stack_spills", lambda *a: 0)  # no check: the taps unrolled
         unrolled = Contraction().schedule(func, TARGET.tvm())
-    assert codegen.stack_spills(kept.mod["main"], TARGET.tvm()) == 0
-    assert codegen.stack_spills(unrolled.mod["main"], TARGET.tvm()) > 0
+    same = tvm_ffi.structural_equal(kept.mod, unrolled.mod)
+    assert same != bool(codegen.stack_spills(unrolled.mod["main"], TARGET.tvm()))
 
 
 def test_a_window_as_large_as_its_map_skips_its_rows_of_taps_in_the_padding_and_matches_torch():
