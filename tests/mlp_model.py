@@ -1260,3 +1260,78 @@ def build_embedding_bags(mode: str = "sum"):
 
 def build_embedding_bags_max():
     return build_embedding_bags("max")
+
+
+class _TopK(torch.nn.Module):
+    """``topk`` along the last axis and along another, largest and smallest, and ``max`` over an
+    axis with its positions unused (a reduction) and used."""
+
+    def forward(self, x):
+        values, indices = x.topk(5, dim=-1)
+        smallest, where = x.topk(3, dim=1, largest=False)
+        best, at = x.max(dim=1)
+        return values, indices, smallest, where, x.max(dim=-1)[0], best, at
+
+
+def build_top_k():
+    torch.manual_seed(0)
+    return _TopK().eval(), (torch.randn(2, 37, 50),)
+
+
+class _RoutedExperts(torch.nn.Module):
+    """A mixture of experts' routing as GShard writes it: top-2 experts a token, ``one_hot`` (whose
+    export adds run-time range checks), the experts' weights contracted by ``einsum``."""
+
+    def __init__(self, d: int = 16, hidden: int = 24, experts: int = 4):
+        super().__init__()
+        self.experts = experts
+        self.router = torch.nn.Linear(d, experts, bias=False)
+        self.w1 = torch.nn.Parameter(torch.randn(experts, d, hidden) * d ** -0.5)
+        self.w2 = torch.nn.Parameter(torch.randn(experts, hidden, d) * hidden ** -0.5)
+
+    def forward(self, x):
+        weight, expert = self.router(x).softmax(-1).topk(2, dim=-1)
+        gates = (torch.nn.functional.one_hot(expert, self.experts).float() * weight[..., None]).sum(1)
+        h = torch.relu(torch.einsum("td,edh->teh", x, self.w1))
+        return torch.einsum("te,teh,ehd->td", gates, h, self.w2)
+
+
+def build_routed_experts():
+    torch.manual_seed(0)
+    return _RoutedExperts().eval(), (torch.randn(12, 16),)
+
+
+class _ConvLeakyMax(torch.nn.Module):
+    """DGCNN's EdgeConv tail: a 1x1 convolution, a leaky ReLU, the max over neighbours (the last
+    axis) and a mean over points."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = torch.nn.Conv2d(6, 32, 1)
+
+    def forward(self, x):
+        y = torch.nn.functional.leaky_relu(self.conv(x), 0.2)
+        return y.max(dim=-1)[0], y.mean(2)
+
+
+def build_conv_leaky_max():
+    torch.manual_seed(0)
+    return _ConvLeakyMax().eval(), (torch.randn(1, 6, 40, 9),)
+
+
+class _TransposedConv3d(torch.nn.Module):
+    """Transposed 3-d convolutions (refused by TVM 0.27's importer): a 3-d U-Net's 2x2x2
+    upsampling, and an overlapping one with padding, output padding and dilation."""
+
+    def __init__(self):
+        super().__init__()
+        self.up = torch.nn.ConvTranspose3d(8, 4, 2, stride=2)
+        self.overlap = torch.nn.ConvTranspose3d(4, 3, 3, stride=2, padding=1, output_padding=1, dilation=(1, 2, 1))
+
+    def forward(self, x):
+        return self.overlap(self.up(x))
+
+
+def build_transposed_conv3d():
+    torch.manual_seed(0)
+    return _TransposedConv3d().eval(), (torch.randn(1, 8, 3, 4, 5),)

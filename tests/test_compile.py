@@ -219,6 +219,89 @@ def test_embedding_bags_add_their_rows_in_pytorchs_order_and_max_mode_is_one_cle
         import_model(load_model(model_file + ":build_embedding_bags_max"))
 
 
+def _mlp_model(name):
+    from pathlib import Path
+
+    return load_model(str(Path(__file__).with_name("mlp_model.py")) + ":" + name)
+
+
+def _kernel_names(model):
+    from tvmbench.compile import pipeline
+
+    legal = pipeline.legalized(import_model(model).mod, resolve_target("llvm"))
+    return legal, [gv.name_hint for gv in pipeline.per_inference(legal).functions]
+
+
+def test_top_k_selects_by_rows_in_parallel_and_a_max_without_its_positions_is_a_reduction():
+    """``compile/topk.py``'s selection (TVM's sort took 29 ms a call in DGCNN) matches PyTorch along
+    the last axis and another, largest and smallest; ``max(dim)[0]``, which exports as a topk of
+    1, is a plain reduction, and a max whose positions are used is a selection of one."""
+    model = _mlp_model("build_top_k")
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"] and result["max_abs_err"] == 0.0, result
+    _, names = _kernel_names(model)
+    assert sum(n.startswith("top_k_rows") for n in names) == 3, names
+    assert not any(n.startswith("topk") for n in names), names
+
+
+def test_top_k_rows_keeps_ties_in_order_and_puts_nan_first():
+    """Equal values keep their order along the row (as ONNX's TopK and a stable sort give) and NaN
+    counts as the largest value, as in PyTorch; checked against NumPy's stable sort."""
+    import tvm
+    from tvm import te
+
+    from tvmbench.compile.topk import top_k_rows
+
+    x = np.random.default_rng(0).integers(0, 4, (6, 33)).astype("float32")
+    x[2, [3, 30]] = np.nan
+    for largest in (True, False):
+        data = te.placeholder(x.shape, "float32")
+        func = te.create_prim_func([data, *top_k_rows(data, 7, largest)])
+        kernel = tvm.compile(tvm.IRModule({"main": func}), target="llvm")["main"]
+        values, indices = tvm.runtime.tensor(np.zeros((6, 7), "float32")), tvm.runtime.tensor(np.zeros((6, 7), "int64"))
+        kernel(tvm.runtime.tensor(x), values, indices)
+        key = np.where(np.isnan(x), np.inf, x)  # NaN above everything, in both directions' order
+        order = np.argsort(-key if largest else np.where(np.isnan(x), np.inf, key), axis=1, kind="stable")[:, :7]
+        np.testing.assert_array_equal(indices.numpy(), order)
+        np.testing.assert_array_equal(values.numpy(), np.take_along_axis(x, order, 1))
+
+
+def test_a_function_with_run_time_checks_is_still_fused_and_its_weight_transforms_lifted():
+    """``one_hot``'s export adds range asserts, which are impure, so TVM's importer gave the whole
+    function one plain block: nothing was fused, and the experts' weights were transposed on every
+    call (a mixture of experts at 120 ms, 41 with them lifted). Dataflow blocks around the checks
+    restore both; the outputs match PyTorch."""
+    from tvm import relax
+
+    model = _mlp_model("build_routed_experts")
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    legal, _ = _kernel_names(model)
+    assert any(isinstance(b, relax.DataflowBlock) for b in legal["main"].body.blocks)
+    params = [p.name for p in legal["main"].params]
+    assert not any(name.startswith("p_w") for name in params), params  # consumed at load time only
+
+
+def test_a_reduction_after_a_layout_free_activation_runs_on_the_convolutions_nhwc_output():
+    """A leaky ReLU (no layout rule in ConvertLayout) and a max or mean over spatial axes after a
+    convolution: done on the NHWC output, the activation fused into the convolution, instead of a
+    transpose of the whole output first (DGCNN: 5.4 ms a layer)."""
+    model = _mlp_model("build_conv_leaky_max")
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    _, names = _kernel_names(model)
+    assert any("conv" in n and "leaky_relu" in n for n in names), names
+    assert not any("transpose" in n and "leaky_relu" in n for n in names), names
+
+
+def test_transposed_3d_convolutions_are_converted_and_match_pytorch():
+    """``ConvTranspose3d`` (TVM 0.27's importer refused it: nnU-Net's upsampling): the 2x2x2 one
+    as a matmul per voxel, an overlapping one with padding, output padding and dilation as a
+    convolution of the spread-out input."""
+    result, _ = tvm_vs_torch(_mlp_model("build_transposed_conv3d"))
+    assert result["passed"] and result["max_abs_err"] < 1e-5, result
+
+
 def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_error():
     """adaptive max pooling, var_mean / std_mean, scatter_add and scatter_reduce, exp2, hypot,
     prod, integer shifts and cdist were refused by TVM 0.27's importer (session 45), and eval-mode

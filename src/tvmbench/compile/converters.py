@@ -726,6 +726,75 @@ def sort_stable(node: Any, importer: Any) -> Any:
     return importer.block_builder.emit(relax.Tuple([values, indices]))
 
 
+def convolution(node: Any, importer: Any) -> Any:
+    """``convolution`` as TVM converts it, except the transposed 3-d one it refuses (3-d U-Nets'
+    upsampling: nnU-Net, V-Net): ``_conv_transpose3d``."""
+    x, transposed = importer.env[node.args[0]], bool(_arg(node, 6, "transposed", False))
+    if not transposed or len(x.ty.shape) != 5:
+        return importer._convolution(node)
+    return _conv_transpose3d(node, importer)
+
+
+def _conv_transpose3d(node: Any, importer: Any) -> Any:
+    """A transposed 3-d convolution. Where the kernel equals the stride (no overlap, no padding:
+    the common 2x2x2 upsampling), each input voxel's channels times the weights are its output
+    block: one matmul and a depth-to-space rearrangement. Otherwise the textbook form: the input
+    spread out by the stride (zeros between), padded by ``dilation * (k - 1) - padding`` (and the
+    output padding after), convolved with the weights flipped in space and their channel axes
+    swapped (a load-time transform)."""
+    from tvm import relax
+
+    bb = importer.block_builder
+    x, w = importer.env[node.args[0]], importer.env[node.args[1]]
+    bias = importer.env[node.args[2]] if node.args[2] is not None else None
+    stride, padding, dilation, _, out_pad, groups = (node.args[i] for i in range(3, 9))
+    n, c, *space = static_shape(x.ty)
+    _, per, *kernel = static_shape(w.ty)  # [C_in, C_out / groups, kd, kh, kw]
+    if list(kernel) == list(stride) and not any(padding) and not any(out_pad) and set(dilation) == {1} \
+            and groups == 1:
+        return bb.emit(_blocks_per_voxel(x, w, bias, space, kernel))
+    if groups != 1:
+        _refuse(node, "groups")
+    spread = _spread(x, n, c, space, stride)
+    pads = [[dilation[a] * (kernel[a] - 1) - padding[a]] * 2 for a in range(3)]
+    for a in range(3):
+        pads[a][1] += out_pad[a]
+    if min(min(p) for p in pads) < 0:
+        _refuse(node, "padding wider than the kernel")
+    spread = relax.op.nn.pad(spread, [0, 0, 0, 0] + [v for p in pads for v in p])
+    flipped = relax.op.permute_dims(relax.op.flip(relax.op.flip(relax.op.flip(w, 2), 3), 4), [1, 0, 2, 3, 4])
+    out = relax.op.nn.conv3d(spread, flipped, dilation=list(dilation))
+    return bb.emit(out if bias is None else relax.op.add(out, relax.op.reshape(bias, [1, per, 1, 1, 1])))
+
+
+def _blocks_per_voxel(x: Any, w: Any, bias: Any, space: list[int], kernel: list[int]) -> Any:
+    """``conv_transpose3d`` with kernel = stride: [N, D, H, W, C_in] @ [C_in, C_out * k^3], each
+    voxel's [C_out, kd, kh, kw] block put in place."""
+    from tvm import relax
+
+    n, c = static_shape(x.ty)[:2]
+    o = static_shape(w.ty)[1]
+    (d, h, wd), (kd, kh, kw) = space, kernel
+    rows = relax.op.reshape(relax.op.permute_dims(x, [0, 2, 3, 4, 1]), [n * d * h * wd, c])
+    y = relax.op.matmul(rows, relax.op.reshape(w, [c, o * kd * kh * kw]))
+    y = relax.op.reshape(y, [n, d, h, wd, o, kd, kh, kw])
+    y = relax.op.reshape(relax.op.permute_dims(y, [0, 4, 1, 5, 2, 6, 3, 7]), [n, o, d * kd, h * kh, wd * kw])
+    return y if bias is None else relax.op.add(y, relax.op.reshape(bias, [1, o, 1, 1, 1]))
+
+
+def _spread(x: Any, n: int, c: int, space: list[int], stride: list[int]) -> Any:
+    """[N, C, D, H, W] with ``stride - 1`` zeros between neighbours along each axis."""
+    from tvm import relax
+
+    if set(stride) == {1}:
+        return x
+    (d, h, w), (sd, sh, sw) = space, stride
+    y = relax.op.reshape(x, [n, c, d, 1, h, 1, w, 1])
+    y = relax.op.nn.pad(y, [0, 0, 0, 0, 0, 0, 0, sd - 1, 0, 0, 0, sh - 1, 0, 0, 0, sw - 1])
+    y = relax.op.reshape(y, [n, c, d * sd, h * sh, w * sw])
+    return relax.op.strided_slice(y, [2, 3, 4], [0, 0, 0], [(d - 1) * sd + 1, (h - 1) * sh + 1, (w - 1) * sw + 1])
+
+
 # Giles, "Approximating the erfinv function" (GPU Computing Gems, 2011), single precision: central
 # and tail polynomials in w = -log(1 - x^2), relative error about 4e-7 (torch's CPU kernel is a
 # rational approximation with a Newton step; they agree to float32 rounding).
@@ -805,4 +874,5 @@ CUSTOM_CONVERTERS = {
     "erfinv.default": erfinv,
     "copysign.Tensor": copysign,
     "copysign.Scalar": copysign,
+    "convolution.default": convolution,
 }

@@ -41,7 +41,7 @@ from tvmbench.compile.tiles import accumulator_budget, half_vectors_full_rate, v
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "223"
+PIPELINE_VERSION = "224"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
@@ -58,7 +58,13 @@ def _backend(target: ResolvedTarget) -> Any:
 
 def simplify_passes(target: ResolvedTarget) -> list[Any]:
     """Stage 1."""
-    result = _backend(target).library_dispatch_passes(target.tvm()) + [
+    # Dataflow blocks around a run-time check (one_hot's range asserts in torch.export), which breaks
+    # the function's single block: without them nothing is fused or lifted (a mixture of experts
+    # transposed its expert weights on every call, 120 ms against 41).
+    result = [relax.transform.ConvertToDataflow()]
+    # (TopKBySelection before the library dispatch, which makes every topk a call of TVM's sort)
+    result += [passes.top_k_by_selection()] if target.kind == "llvm" else []
+    result += _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         passes.bounded_take(),
         passes.convert_layout_guards(),  # before ConvertLayout, which some forms crash

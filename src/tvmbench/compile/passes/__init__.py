@@ -32,11 +32,12 @@ from tvmbench.compile.passes.pad_window_channels import pad_window_channels
 from tvmbench.compile.passes.reshape_last import elementwise_before_reshape
 from tvmbench.compile.passes.slices import slices_through_layout
 from tvmbench.compile.passes.sub_pixel import sub_pixel_conv_transpose
+from tvmbench.compile.passes.top_k import top_k_by_selection
 from tvmbench.compile.passes.winograd import winograd_conv3x3
 
 __all__ = ["bf16_dense", "bounded_take", "conv1d_as_conv2d", "on_row_maps", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
            "elementwise_before_reshape", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
-           "fuse_expansion_into_window", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
+           "fuse_expansion_into_window", "top_k_by_selection", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
            "pad_attention", "pad_softmax_rows", "pad_window_channels", "slices_through_layout", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]

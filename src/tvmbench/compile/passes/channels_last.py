@@ -35,6 +35,16 @@ TO_NCHW = [0, 3, 1, 2]
 TO_NHWC = [0, 2, 3, 1]
 
 
+FOLLOW_UNARY_AND_REDUCTIONS = True
+# elementwise operators of one tensor that ConvertLayout leaves in NCHW: followed through the transpose
+UNARY = {"relax.nn.leakyrelu", "relax.nn.gelu", "relax.nn.gelu_tanh", "relax.nn.silu", "relax.sigmoid",
+         "relax.tanh", "relax.nn.relu", "relax.clip", "relax.exp", "relax.erf", "relax.abs", "relax.negative"}
+# reductions done on the NHWC form instead (DGCNN's max over neighbours came after a transpose of
+# its convolution's whole output)
+REDUCTIONS = {"relax.max": relax.op.max, "relax.min": relax.op.min, "relax.sum": relax.op.sum,
+              "relax.mean": relax.op.mean}
+
+
 def _axes(call: Any) -> list[int] | None:
     axes = call.attrs.axes
     return None if axes is None else [int(a) for a in axes]
@@ -63,7 +73,25 @@ class _ChannelsLast(PyExprMutator):
             shuffled = self._shuffle(call)
             if shuffled is not None:
                 return shuffled
+        if FOLLOW_UNARY_AND_REDUCTIONS and (name in UNARY or name in REDUCTIONS):
+            source = self._nhwc(call.args[0])
+            if source is not None:
+                return self._unary(call, source) if name in UNARY else self._reduced(call, source)
         return call
+
+    def _unary(self, call: Any, source: Any) -> Any:
+        """An elementwise operator ConvertLayout left in NCHW (it has no layout rule), on the NHWC form."""
+        return self._as_nchw(relax.Call(call.op, [source, *call.args[1:]], call.attrs))
+
+    def _reduced(self, call: Any, source: Any) -> Any | None:
+        """A reduction of the NCHW view as one of the NHWC form (its axes moved), keeping its axes
+        there; the small result is transposed back (and reshaped where the axes were dropped)."""
+        if call.attrs.axis is None:
+            return None
+        axes = sorted(TO_NHWC.index(int(a) % 4) for a in call.attrs.axis)
+        reduced = self.builder_.emit(REDUCTIONS[op_name(call)](source, axes, keepdims=True))
+        out = relax.op.permute_dims(reduced, TO_NCHW)
+        return out if call.attrs.keepdims else relax.op.reshape(self.builder_.emit(out), call.ty.shape)
 
     def _as_nchw(self, nhwc: Any) -> Any:
         """``nhwc`` bound to a variable, seen in NCHW: its transpose (removed when unused)."""
