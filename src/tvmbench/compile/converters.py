@@ -768,18 +768,20 @@ def _conv_transpose3d(node: Any, importer: Any) -> Any:
 
 
 def _blocks_per_voxel(x: Any, w: Any, bias: Any, space: list[int], kernel: list[int]) -> Any:
-    """``conv_transpose3d`` with kernel = stride: [N, D, H, W, C_in] @ [C_in, C_out * k^3], each
-    voxel's [C_out, kd, kh, kw] block put in place."""
+    """``conv_transpose3d`` with kernel = stride: [N, D, H, W, C_in] @ [C_in, k^3 * C_out], each
+    voxel's [kd, kh, kw, C_out] block put in place."""
     from tvm import relax
 
     n, c = static_shape(x.ty)[:2]
     o = static_shape(w.ty)[1]
     (d, h, wd), (kd, kh, kw) = space, kernel
     rows = relax.op.reshape(relax.op.permute_dims(x, [0, 2, 3, 4, 1]), [n * d * h * wd, c])
-    y = relax.op.matmul(rows, relax.op.reshape(w, [c, o * kd * kh * kw]))
-    y = relax.op.reshape(y, [n, d, h, wd, o, kd, kh, kw])
-    y = relax.op.reshape(relax.op.permute_dims(y, [0, 4, 1, 5, 2, 6, 3, 7]), [n, o, d * kd, h * kh, wd * kw])
-    return y if bias is None else relax.op.add(y, relax.op.reshape(bias, [1, o, 1, 1, 1]))
+    columns = relax.op.reshape(relax.op.permute_dims(w, [0, 2, 3, 4, 1]), [c, kd * kh * kw * o])
+    y = relax.op.reshape(relax.op.matmul(rows, columns), [n, d, h, wd, kd, kh, kw, o])
+    # (the output channels stay innermost until the end: the convolutions around run channels last)
+    y = relax.op.reshape(relax.op.permute_dims(y, [0, 1, 4, 2, 5, 3, 6, 7]), [n, d * kd, h * kh, wd * kw, o])
+    y = y if bias is None else relax.op.add(y, bias)
+    return relax.op.permute_dims(y, [0, 4, 1, 2, 3])
 
 
 def _spread(x: Any, n: int, c: int, space: list[int], stride: list[int]) -> Any:

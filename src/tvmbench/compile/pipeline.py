@@ -77,6 +77,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
                    passes.conv1d_as_conv2d(), passes.on_row_maps(), relax.transform.CanonicalizeBindings(),
                    passes.sub_pixel_conv_transpose(),  # (ConvertLayout read OnRowMaps' aliases as NCHW)
+                   passes.instance_norms_as_group_norms(),
                    relax.transform.ConvertLayout(target.layouts), passes.conv3d_as_conv2d(), passes.dilated_bands(),
                    passes.keep_channels_last(),
                    passes.group_norm_by_channel(),

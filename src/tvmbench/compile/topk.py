@@ -39,30 +39,32 @@ def top_k_rows(data: Any, k: int, largest: bool = True, index_dtype: str = "int6
     rows, n = (int(v) for v in data.shape)
     better = _better(largest, str(data.dtype))
 
-    def insert(src: Any, values: Any, indices: Any, row: Any, e: Any, end: Any) -> None:
+    def insert(bufs: Any, slot: Any, row: Any, e: Any, end: Any) -> None:
         """Entry e of the row into the sorted slots [0, end], moving worse ones one slot down
-        until it meets a better one."""
+        until it meets a better one (``slot``: a local counter; the read above slot 0 is clamped,
+        as the condition's two sides are both evaluated)."""
+        src, values, indices = bufs
         v, base = src[row * n + e], row * k
-        slot = T.buffer_proxy(T.alloc_buffer([1], "int32", scope="local"))
-        if True:
-            slot[0] = end
-            with T.While(tirx.all(slot[0] > 0, better(v, values[base + slot[0] - 1]))):
-                values[base + slot[0]] = values[base + slot[0] - 1]
-                indices[base + slot[0]] = indices[base + slot[0] - 1]
-                slot[0] = slot[0] - 1
-            values[base + slot[0]] = v
-            indices[base + slot[0]] = tirx.Cast(index_dtype, e)
+        slot[0] = end
+        with T.While(tirx.all(slot[0] > 0, better(v, values[base + tirx.max(slot[0] - 1, 0)]))):
+            values[base + slot[0]] = values[base + slot[0] - 1]
+            indices[base + slot[0]] = indices[base + slot[0] - 1]
+            slot[0] = slot[0] - 1
+        values[base + slot[0]] = v
+        indices[base + slot[0]] = tirx.Cast(index_dtype, e)
 
     def build(ins: Any, outs: Any) -> Any:
-        src, values, indices = (T.buffer_proxy(b) for b in (ins[0], *outs))
+        bufs = [T.buffer_proxy(b) for b in (ins[0], *outs)]
+        src, values = bufs[:2]
         with IRBuilder() as ib:
             with T.parallel(0, rows) as row:
+                slot = T.buffer_proxy(T.alloc_buffer([1], "int32", scope="local"))
                 with T.serial(0, k) as e:  # the first k fill the slots
-                    insert(src, values, indices, row, e, e)
+                    insert(bufs, slot, row, e, e)
                 with T.serial(k, n) as e:  # the rest only when they beat the k-th
                     with T.If(better(src[row * n + e], values[row * k + k - 1])):
                         with T.Then():
-                            insert(src, values, indices, row, e, tirx.const(k - 1, "int32"))
+                            insert(bufs, slot, row, e, tirx.const(k - 1, "int32"))
             return ib.get()
 
     shape = [rows, k]

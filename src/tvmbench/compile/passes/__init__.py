@@ -18,7 +18,7 @@ from tvmbench.compile.passes.fold_constants import fold_constants_numpy
 from tvmbench.compile.passes.fold_scale import fold_scale_into_conv
 from tvmbench.compile.passes.fuse_attention import fuse_attention
 from tvmbench.compile.passes.fuse_expansion import fuse_expansion_into_window
-from tvmbench.compile.passes.group_norm import group_norm_by_channel
+from tvmbench.compile.passes.group_norm import group_norm_by_channel, instance_norms_as_group_norms
 from tvmbench.compile.passes.grouped_conv import grouped_conv_nhwc
 from tvmbench.compile.passes.key_limits import key_limits
 from tvmbench.compile.passes.layout_guards import convert_layout_guards
@@ -38,6 +38,6 @@ from tvmbench.compile.passes.winograd import winograd_conv3x3
 __all__ = ["bf16_dense", "bounded_take", "conv1d_as_conv2d", "on_row_maps", "conv3d_as_conv2d", "convert_layout_guards", "cpu_friendly_arithmetic", "dilated_bands",
            "elementwise_before_reshape", "fast_math",
            "flat_transform_params", "fold_constants_numpy", "fold_scale_into_conv", "fuse_attention",
-           "fuse_expansion_into_window", "top_k_by_selection", "group_norm_by_channel", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
+           "fuse_expansion_into_window", "top_k_by_selection", "group_norm_by_channel", "instance_norms_as_group_norms", "grouped_conv_nhwc", "keep_channels_last", "key_limits", "lazy_select", "pack_keys", "pack_weights",
            "pad_attention", "pad_softmax_rows", "pad_window_channels", "slices_through_layout", "sub_pixel_conv_transpose", "unbroadcast_matmul",
            "winograd_conv3x3"]

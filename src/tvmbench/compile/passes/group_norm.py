@@ -35,6 +35,8 @@ from tvmbench.compile.ir import op_rewrite_pass, static_shape
 
 # Off: group norms stay as TVM legalizes them (for A/Bs: ``benchmarks/rule_ab.py``).
 ENABLED = True
+# Off: instance norms stay as TVM legalizes them.
+INSTANCE_AS_GROUP = True
 
 
 def by_channel(call: Any) -> Any | None:
@@ -66,6 +68,31 @@ def by_channel(call: Any) -> Any | None:
         relax.op.reshape(relax.op.broadcast_to(mean, [n, groups, c // groups]), [n, c]), scale))
     per_channel = [n if a == 0 else c if a == channel else 1 for a in range(rank)]
     return relax.op.add(relax.op.multiply(x, relax.op.reshape(scale, per_channel)), relax.op.reshape(shift, per_channel))
+
+
+def instance_as_group_norm(call: Any) -> Any | None:
+    """An ``instance_norm`` as the ``group_norm`` of one channel a group (over the same axes, less
+    a batch axis of 1: torch.export folds the batch into the channels and normalises [1, N * C, ...]
+    over axes 0, 2, 3, ...). TVM's own legalization of an instance norm is a reduction no rule
+    schedules: a 3-d U-Net's first one (16 channels of 64^3) took 330 ms, against a few ms as a
+    group norm, which ConvertLayout also moves to channels last with the convolutions around it."""
+    attrs = call.attrs
+    x, gamma, beta = call.args
+    shape = static_shape(x.ty)
+    if shape is None:
+        return None
+    channel = int(attrs.channel_axis) % len(shape)
+    axes = [a for a in (int(v) % len(shape) for v in attrs.axes) if not (a == 0 and shape[0] == 1)]
+    if 0 in axes or channel != 1:
+        return None
+    return relax.op.nn.group_norm(x, gamma, beta, shape[channel], channel, axes, float(attrs.epsilon),
+                                  bool(attrs.center), bool(attrs.scale))
+
+
+def instance_norms_as_group_norms() -> Any:
+    """The rewrite of ``instance_as_group_norm``, before ConvertLayout."""
+    return op_rewrite_pass("relax.nn.instance_norm", instance_as_group_norm, "InstanceAsGroupNorm",
+                           lambda: INSTANCE_AS_GROUP)
 
 
 def group_norm_by_channel() -> Any:
