@@ -1335,3 +1335,24 @@ class _TransposedConv3d(torch.nn.Module):
 def build_transposed_conv3d():
     torch.manual_seed(0)
     return _TransposedConv3d().eval(), (torch.randn(1, 8, 3, 4, 5),)
+
+
+class _InstanceNorms(torch.nn.Module):
+    """Instance norms after 3-d and 2-d convolutions, at batch 2 (torch.export folds the batch into
+    the channels), one without affine parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv3 = torch.nn.Conv3d(3, 8, 3, padding=1)
+        self.norm3 = torch.nn.InstanceNorm3d(8, affine=True)
+        self.conv2 = torch.nn.Conv2d(8 * 4, 8, 3, padding=1)
+        self.norm2 = torch.nn.InstanceNorm2d(8)
+
+    def forward(self, x):
+        y = torch.nn.functional.leaky_relu(self.norm3(self.conv3(x)), 0.01)
+        return self.norm2(self.conv2(y.flatten(1, 2)))
+
+
+def build_instance_norms():
+    torch.manual_seed(0)
+    return _InstanceNorms().eval(), (torch.randn(2, 3, 4, 10, 12),)
