@@ -17,7 +17,10 @@ over time, attentive pooling, depthwise 1-d convolutions of 33-87 taps), and fro
 ConvMixer and RepLKNet (depthwise windows of 9x9 and 31x31), PoolFormer (pooling as the token
 mixer, one-group group norms), NeRF's MLP (sine encodings, 3 outputs), GraphSAGE (message sums by
 ``index_add``: ``compile/scatter.py``), StyleGAN2's synthesis (convolution weights computed from
-the latent), CLIP's text tower, DeBERTa-v3 base and DLRM over multi-hot ``EmbeddingBag`` tables. docs/performance.md ("Models the zoo does not
+the latent), CLIP's text tower, DeBERTa-v3 base and DLRM over multi-hot ``EmbeddingBag`` tables, and from session 126 a
+3-d U-Net (transposed 3-d convolutions, instance norms), DGCNN (``topk`` over pairwise distances, a
+max over neighbours) and a GShard-style mixture of experts (``one_hot`` routing, expert weights by
+``einsum``). docs/performance.md ("Models the zoo does not
 have") records their times against the peers.
 """
 
@@ -837,3 +840,139 @@ def deberta_v3_base():
                num_attention_heads=12, intermediate_size=3072, relative_attention=True, position_buckets=256,
                norm_rel_ebd="layer_norm", share_att_key=True, pos_att_type=["p2c", "c2p"], max_relative_positions=-1,
                position_biased_input=False)
+
+
+class Block3d(nn.Sequential):
+    """Two 3x3x3 convolutions, each with an instance norm and a leaky ReLU (nnU-Net's stage)."""
+
+    def __init__(self, i: int, o: int):
+        super().__init__(nn.Conv3d(i, o, 3, padding=1), nn.InstanceNorm3d(o, affine=True), nn.LeakyReLU(0.01),
+                         nn.Conv3d(o, o, 3, padding=1), nn.InstanceNorm3d(o, affine=True), nn.LeakyReLU(0.01))
+
+
+class UNet3d(nn.Module):
+    """A 3-d U-Net as nnU-Net builds one: max pooling down, transposed 2x2x2 convolutions up, skip
+    concatenations, instance norms."""
+
+    def __init__(self, widths: tuple[int, ...] = (16, 32, 64, 128), classes: int = 3):
+        super().__init__()
+        self.down = nn.ModuleList()
+        c = 1
+        for w in widths:
+            self.down.append(Block3d(c, w))
+            c = w
+        self.ups = nn.ModuleList(nn.ConvTranspose3d(widths[k + 1], widths[k], 2, stride=2) for k in range(len(widths) - 1))
+        self.up_blocks = nn.ModuleList(Block3d(2 * widths[k], widths[k]) for k in range(len(widths) - 1))
+        self.head = nn.Conv3d(widths[0], classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for k, block in enumerate(self.down):
+            x = block(x)
+            if k < len(self.down) - 1:
+                skips.append(x)
+                x = F.max_pool3d(x, 2)
+        for k in reversed(range(len(self.ups))):
+            x = self.up_blocks[k](torch.cat([self.ups[k](x), skips[k]], 1))
+        return self.head(x)
+
+
+def unet3d():
+    """A 3-d U-Net over a 64^3 volume of one channel (16-128 channels, 3 classes)."""
+    torch.manual_seed(0)
+    return UNet3d().eval(), (torch.randn(1, 1, 64, 64, 64),)
+
+
+def knn(x: torch.Tensor, k: int) -> torch.Tensor:
+    """The k nearest points of each point in feature space (DGCNN's form: topk of minus the squared distances)."""
+    inner = -2 * torch.matmul(x.transpose(2, 1), x)
+    xx = torch.sum(x ** 2, dim=1, keepdim=True)
+    dist = -xx - inner - xx.transpose(2, 1)
+    return dist.topk(k=k, dim=-1)[1]
+
+
+def edge_features(x: torch.Tensor, k: int) -> torch.Tensor:
+    """Each point's neighbours' features minus its own, beside its own: [B, 2C, N, k]."""
+    b, c, n = x.shape
+    idx = knn(x, k) + torch.arange(b)[:, None, None] * n
+    x = x.transpose(2, 1).contiguous()
+    neighbours = x.reshape(b * n, c)[idx.reshape(-1)].reshape(b, n, k, c)
+    x = x.reshape(b, n, 1, c).expand(-1, -1, k, -1)
+    return torch.cat([neighbours - x, x], 3).permute(0, 3, 1, 2)
+
+
+class DGCNN(nn.Module):
+    """DGCNN's classifier: four EdgeConvs over k nearest neighbours in feature space (topk over
+    pairwise distances, gathered rows, a max over neighbours), a 1-d 1x1 convolution, pooling."""
+
+    def __init__(self, k: int = 20, classes: int = 40):
+        super().__init__()
+        self.k = k
+        def conv(i, o):
+            return nn.Sequential(nn.Conv2d(i, o, 1, bias=False), nn.BatchNorm2d(o), nn.LeakyReLU(0.2))
+        self.convs = nn.ModuleList([conv(6, 64), conv(128, 64), conv(128, 128), conv(256, 256)])
+        self.conv5 = nn.Sequential(nn.Conv1d(512, 1024, 1, bias=False), nn.BatchNorm1d(1024), nn.LeakyReLU(0.2))
+        self.head = nn.Sequential(nn.Linear(2048, 512, bias=False), nn.BatchNorm1d(512), nn.LeakyReLU(0.2),
+                                  nn.Linear(512, 256), nn.BatchNorm1d(256), nn.LeakyReLU(0.2), nn.Linear(256, classes))
+
+    def forward(self, x):
+        outs = []
+        for conv in self.convs:
+            x = conv(edge_features(x, self.k)).max(dim=-1)[0]
+            outs.append(x)
+        x = self.conv5(torch.cat(outs, 1))
+        return self.head(torch.cat([x.amax(-1), x.mean(-1)], 1))
+
+
+def dgcnn():
+    """DGCNN classifying a cloud of 1024 points (k = 20 neighbours, 40 classes)."""
+    torch.manual_seed(0)
+    return DGCNN().eval(), (torch.randn(1, 3, 1024),)
+
+
+class MoE(nn.Module):
+    """A GShard / Switch-style mixture-of-experts layer with top-2 routing and a fixed capacity:
+    dispatch and combine as one-hot tensors (cumsum for each token's slot), experts by einsum."""
+
+    def __init__(self, d: int = 512, hidden: int = 1024, experts: int = 8, capacity: int = 64):
+        super().__init__()
+        self.experts, self.capacity = experts, capacity
+        self.router = nn.Linear(d, experts, bias=False)
+        self.w1 = nn.Parameter(torch.randn(experts, d, hidden) * d ** -0.5)
+        self.w2 = nn.Parameter(torch.randn(experts, hidden, d) * hidden ** -0.5)
+        self.norm = nn.LayerNorm(d)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        t = self.norm(x).reshape(b * s, d)
+        gates = self.router(t).softmax(-1)
+        weight, expert = gates.topk(2, dim=-1)
+        mask = F.one_hot(expert, self.experts).float()  # tokens, 2, experts
+        slot = (torch.cumsum(mask.reshape(-1, self.experts), 0).reshape(b * s, 2, self.experts) - 1) * mask
+        keep = mask * (slot < self.capacity).float()
+        slots = F.one_hot(slot.long().clamp(0, self.capacity - 1), self.capacity).float() * keep[..., None]
+        combine = (weight[..., None, None] * slots).sum(1)  # tokens, experts, capacity
+        dispatch = (combine > 0).float()
+        inputs = torch.einsum("tec,td->ecd", dispatch, t)
+        h = F.gelu(torch.einsum("ecd,edh->ech", inputs, self.w1))
+        out = torch.einsum("ech,ehd->ecd", h, self.w2)
+        return x + torch.einsum("tec,ecd->td", combine, out).reshape(b, s, d)
+
+
+class MoEModel(nn.Module):
+    """Mixture-of-experts layers one after another (residual: each adds to its input)."""
+
+    def __init__(self, layers: int = 4, d: int = 512):
+        super().__init__()
+        self.layers = nn.ModuleList(MoE(d) for _ in range(layers))
+
+    def forward(self, x):
+        for layer in self.layers:
+            x = layer(x)
+        return x
+
+
+def moe():
+    """Four mixture-of-experts layers (8 experts of 512 -> 1024 -> 512, top 2, capacity 64) over 256 tokens."""
+    torch.manual_seed(0)
+    return MoEModel().eval(), (torch.randn(1, 256, 512),)
