@@ -190,8 +190,8 @@ class _WinogradBlocks(torch.nn.Module):
     """3x3 stride-1 convolutions for the Winograd rewrite: 4x4 tiles on an 18x18 map (the last
     tile row and column overhang it by 2), 2x2 tiles on a 9x9 map (by 1), a residual add and
     ReLU for the output transform's epilogue, a batch norm with non-identity statistics; and the
-    convolutions it must leave direct: two stride-2 ones, one with 16 input channels, and one
-    on a 5x5 map."""
+    convolutions it must leave direct: two stride-2 ones, one with 16 input channels and 24
+    outputs (not whole vectors), and one on a 5x5 map."""
 
     def __init__(self):
         super().__init__()
@@ -199,7 +199,7 @@ class _WinogradBlocks(torch.nn.Module):
         self.b = torch.nn.Conv2d(48, 48, 3, padding=1)
         self.down = torch.nn.Conv2d(48, 64, 3, stride=2, padding=1)
         self.c = torch.nn.Conv2d(64, 64, 3, padding=1)
-        self.narrow = torch.nn.Conv2d(16, 32, 3, padding=1)
+        self.narrow = torch.nn.Conv2d(16, 24, 3, padding=1)
         self.small = torch.nn.Conv2d(64, 64, 3, stride=2, padding=1)
         self.tiny = torch.nn.Conv2d(64, 64, 3, padding=1)
 

@@ -1772,6 +1772,11 @@ def test_3x3_convolutions_run_as_winograd_where_it_pays_and_stay_exact():
     assert passes_winograd.plan([1, 7, 7, 512], [3, 3, 512, 512], [1, 7, 7, 512], [1, 1], [1, 1], 1) == (2, 4, 4)
     assert passes_winograd.plan([1, 56, 56, 64], [3, 3, 64, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1) == (4, 14, 14)
     assert passes_winograd.plan([1, 14, 14, 256], [3, 3, 256, 256], [1, 14, 14, 256], [1, 1], [1, 1], 1) == (2, 7, 7)
+    # 16 to 31 channels: only where the outputs are whole vectors of the target's
+    narrow = ([1, 56, 56, 16], [3, 3, 16, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1)
+    assert passes_winograd.plan(*narrow, lanes=16) == (4, 14, 14) and passes_winograd.plan(*narrow) is None
+    assert passes_winograd.plan([1, 56, 56, 24], [3, 3, 24, 24], [1, 56, 56, 24], [1, 1], [1, 1], 1, lanes=16) is None
+    assert passes_winograd.plan([1, 56, 56, 8], [3, 3, 8, 64], [1, 56, 56, 64], [1, 1], [1, 1], 1, lanes=16) is None
     result, _ = tvm_vs_torch(model)
     assert result["passed"], result
 

@@ -55,6 +55,13 @@ _TILE = 4
 # about (m+2)^2 (Ci + Co) operations per tile against (m+2)^2 Ci Co multiply-adds for the
 # product, so with few channels they are not paid back.
 _MIN_CHANNELS = 32
+# ... and where the output channels are whole vectors, from this many (the product's register tile
+# then has no partial vector). Same-process A/Bs against 32 (session 126, Zen 4): a 3-d U-Net's
+# full-size convolutions (16 outputs over 48 and 96 frame-channels) 1.275x, squeezenet1_1's
+# 16 -> 64 expands 1.125x, ssd300_vgg16 level; with any channels from 16 (before the vectors were
+# asked for) yolov8n 1.013x, googlenet 1.015x, raft_small level, and efficientnet_v2_s, whose
+# 24 -> 24 convolutions are not whole vectors of 16, lost 2 %.
+_MIN_WHOLE_VECTOR_CHANNELS = 16
 # Output maps smaller than this (edge) keep the direct kernel: the tiles overhang the map (7x7
 # in 2x2 tiles computes 8x8) and the transformed weights, (m+2)^2 / 9 times the size of the
 # originals, must be streamed from memory for a handful of tiles. 8 on the first (Intel) host,
@@ -326,9 +333,9 @@ def time_frames(lookup: Any, x: Any) -> tuple[Any, int] | None:
 
 
 def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: list[int],
-         dilation: list[int], groups: int, tile: int | None = None) -> tuple[int, int, int] | None:
+         dilation: list[int], groups: int, tile: int | None = None, lanes: int = 0) -> tuple[int, int, int] | None:
     """(m, tile rows, tile columns) when an NHWC/HWIO convolution of these shapes is worth a
-    Winograd rewrite, else None."""
+    Winograd rewrite, else None. ``lanes``: the target's fp32 vector width (0: unknown)."""
     m = _TILE if tile is None else tile
     dh, dw = (int(d) for d in dilation)
     if list(strides) != [1, 1] or (dh, dw) != (1, 1) and (not DILATED or groups != 1):
@@ -343,6 +350,8 @@ def plan(x_shape: list[int], w_shape: list[int], out_shape: list[int], strides: 
         m = _SMALL_MAP_TILE
     channels = w_shape[2]  # (a group's input channels, grouped)
     least = _MIN_CHANNELS if groups == 1 else max(_MIN_CHANNELS, GROUP_MIN_CHANNELS)
+    if groups == 1 and lanes and outs % lanes == 0:
+        least = min(least, _MIN_WHOLE_VECTOR_CHANNELS)
     if m not in (2, 4) or min(channels, outs // groups) < least or min(sh, sw) < _MIN_OUTPUT_EDGE:
         return None
     return m, dh * -(-sh // m), dw * -(-sw // m)
@@ -419,7 +428,7 @@ def winograd_conv3x3(target: ResolvedTarget) -> Any:
                     or (self.bf16 and _direct_in_bf16(x_shape, w_shape, out_shape, target.l2_bytes, amx_tiles))):
                 return call
             found = plan(x_shape, w_shape, out_shape, [int(v) for v in a.strides],
-                         [int(v) for v in a.dilation], int(a.groups))
+                         [int(v) for v in a.dilation], int(a.groups), lanes=lanes)
             if found is None:
                 return call
             m, th, tw = found
