@@ -1356,3 +1356,24 @@ class _InstanceNorms(torch.nn.Module):
 def build_instance_norms():
     torch.manual_seed(0)
     return _InstanceNorms().eval(), (torch.randn(2, 3, 4, 10, 12),)
+
+
+class _FeatureTokens(torch.nn.Module):
+    """FT-Transformer's numerical feature tokens: each feature times its own vector
+    (``einsum("bf,fd->bfd")``, a broadcast product of a reshaped input), a CLS token, a layer."""
+
+    def __init__(self, features: int = 5, d: int = 8):
+        super().__init__()
+        self.weight = torch.nn.Parameter(torch.randn(features, d))
+        self.bias = torch.nn.Parameter(torch.randn(features, d))
+        self.cls = torch.nn.Parameter(torch.randn(1, 1, d))
+        self.out = torch.nn.Linear(d, 3)
+
+    def forward(self, x):
+        tokens = torch.einsum("bf,fd->bfd", x, self.weight) + self.bias
+        return self.out(torch.cat([self.cls.expand(x.shape[0], -1, -1), tokens], 1))
+
+
+def build_feature_tokens():
+    torch.manual_seed(0)
+    return _FeatureTokens().eval(), (torch.randn(4, 5),)

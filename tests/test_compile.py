@@ -313,6 +313,14 @@ def test_instance_norms_are_group_norms_of_one_channel_and_match_pytorch():
     assert not any("instance_norm" in n for n in names), names
 
 
+def test_a_broadcast_product_of_a_reshaped_input_compiles_and_matches_pytorch():
+    """FT-Transformer's feature tokens, ``einsum("bf,fd->bfd")``: a product of a reshaped
+    ``[B, F, 1]`` and ``[1, F, D]``. CPUFriendlyArithmetic moved it in front of the reshape and
+    reshaped the ``[B, F, D]`` result to ``[B, F, 1]``, which failed the build."""
+    result, _ = tvm_vs_torch(_mlp_model("build_feature_tokens"))
+    assert result["passed"], result
+
+
 def test_ops_tvm_refused_are_converted_and_a_form_left_refused_is_one_clear_error():
     """adaptive max pooling, var_mean / std_mean, scatter_add and scatter_reduce, exp2, hypot,
     prod, integer shifts and cdist were refused by TVM 0.27's importer (session 45), and eval-mode

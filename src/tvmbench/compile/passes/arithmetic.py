@@ -126,8 +126,11 @@ class _Rewrite(PyExprMutator):
             # (``[C] -> [1, C, 1, 1]``) added to a convolution's output, which at 1x1 pixels
             # (a squeeze-and-excitation block) has its shape too; rewritten, the add left
             # ConvertLayout's reach and the SE scale transposed the whole feature map twice.
+            # (and only where the reshaped operand is as large as the result: one broadcast along
+            # the other's axes, FT-Transformer's ``einsum("bf,fd->bfd")``, cannot be undone by a
+            # reshape to its shape)
             if (shape is None or y_shape is None or not isinstance(y, relax.Var)
-                    or self.lookup_binding(y) is None):
+                    or self.lookup_binding(y) is None or static_shape(call.ty) != shape):
                 continue
             other_shape = _reshaped_operand(static_shape(other.ty), shape, y_shape)
             if other_shape is None:
