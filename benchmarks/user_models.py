@@ -19,8 +19,10 @@ mixer, one-group group norms), NeRF's MLP (sine encodings, 3 outputs), GraphSAGE
 ``index_add``: ``compile/scatter.py``), StyleGAN2's synthesis (convolution weights computed from
 the latent), CLIP's text tower, DeBERTa-v3 base and DLRM over multi-hot ``EmbeddingBag`` tables, and from session 126 a
 3-d U-Net (transposed 3-d convolutions, instance norms), DGCNN (``topk`` over pairwise distances, a
-max over neighbours) and a GShard-style mixture of experts (``one_hot`` routing, expert weights by
-``einsum``). docs/performance.md ("Models the zoo does not
+max over neighbours), a GShard-style mixture of experts (``one_hot`` routing, expert weights by
+``einsum``), a TCN (causal dilated 1-d convolutions with weight norm), EfficientDet's BiFPN
+(weighted fusion across five levels), FT-Transformer (tabular feature tokens) and a Perceiver
+encoder (latents cross-attending to 4096 inputs). docs/performance.md ("Models the zoo does not
 have") records their times against the peers.
 """
 
@@ -32,6 +34,7 @@ from pathlib import Path
 import torch
 import torch.nn.functional as F  # noqa: N812
 from torch import nn
+from torch.nn.utils.parametrizations import weight_norm
 
 sys.path.insert(0, str(Path(__file__).parent))
 from hf_battery import Output  # noqa: E402  (a transformers model called with keyword tensors)
@@ -976,3 +979,154 @@ def moe():
     """Four mixture-of-experts layers (8 experts of 512 -> 1024 -> 512, top 2, capacity 64) over 256 tokens."""
     torch.manual_seed(0)
     return MoEModel().eval(), (torch.randn(1, 256, 512),)
+
+
+class TemporalBlock(nn.Module):
+    """Two causal dilated 1-d convolutions (left padding) with weight norm, ReLUs, a residual."""
+
+    def __init__(self, i: int, o: int, k: int, d: int):
+        super().__init__()
+        self.pad = (k - 1) * d
+        self.conv1 = weight_norm(nn.Conv1d(i, o, k, dilation=d))
+        self.conv2 = weight_norm(nn.Conv1d(o, o, k, dilation=d))
+        self.down = nn.Conv1d(i, o, 1) if i != o else None
+
+    def forward(self, x):
+        y = F.relu(self.conv1(F.pad(x, (self.pad, 0))))
+        y = F.relu(self.conv2(F.pad(y, (self.pad, 0))))
+        return F.relu(y + (x if self.down is None else self.down(x)))
+
+
+class TCN(nn.Module):
+    """A temporal convolutional network (Bai et al.): causal dilated 1-d convolutions with weight
+    norm (the weights computed from g and v in the graph), dilations 1 to 128, the last step's
+    features classified."""
+
+    def __init__(self, i: int = 64, widths: tuple[int, ...] = (128,) * 8, k: int = 3):
+        super().__init__()
+        layers, c = [], i
+        for n, w in enumerate(widths):
+            layers.append(TemporalBlock(c, w, k, 2 ** n))
+            c = w
+        self.net = nn.Sequential(*layers)
+        self.head = nn.Linear(c, 10)
+
+    def forward(self, x):
+        return self.head(self.net(x)[:, :, -1])
+
+
+def tcn():
+    """A TCN over 1024 steps of 64 features."""
+    torch.manual_seed(0)
+    return TCN().eval(), (torch.randn(1, 64, 1024),)
+
+
+class SeparableConv(nn.Sequential):
+    """A depthwise 3x3, a pointwise convolution and a batch norm."""
+
+    def __init__(self, c: int):
+        super().__init__(nn.Conv2d(c, c, 3, padding=1, groups=c, bias=False), nn.Conv2d(c, c, 1), nn.BatchNorm2d(c))
+
+
+class BiFPNLayer(nn.Module):
+    """EfficientDet's BiFPN layer over five levels: fast normalised weighted fusion, top-down then
+    bottom-up, each fusion a SiLU and a depthwise separable convolution."""
+
+    def __init__(self, c: int = 64, levels: int = 5):
+        super().__init__()
+        self.levels = levels
+        self.td_w = nn.Parameter(torch.ones(levels - 1, 2))
+        self.bu_w = nn.Parameter(torch.ones(levels - 1, 3))
+        self.td = nn.ModuleList(SeparableConv(c) for _ in range(levels - 1))
+        self.bu = nn.ModuleList(SeparableConv(c) for _ in range(levels - 1))
+
+    @staticmethod
+    def fuse(weights, inputs):
+        w = F.relu(weights)
+        w = w / (w.sum() + 1e-4)
+        return sum(w[i] * x for i, x in enumerate(inputs))
+
+    def forward(self, feats):
+        td = [feats[-1]]
+        for i in range(self.levels - 2, -1, -1):
+            up = F.interpolate(td[-1], scale_factor=2.0, mode="nearest")
+            td.append(self.td[i](F.silu(self.fuse(self.td_w[i], [feats[i], up]))))
+        td = td[::-1]
+        out = [td[0]]
+        for i in range(1, self.levels):
+            down = F.max_pool2d(out[-1], 3, 2, 1)
+            out.append(self.bu[i - 1](F.silu(self.fuse(self.bu_w[i - 1], [feats[i], td[i], down]))))
+        return out
+
+
+class BiFPN(nn.Module):
+    """EfficientDet-D0's feature network: three BiFPN layers of 64 channels."""
+
+    def __init__(self, c: int = 64, repeats: int = 3):
+        super().__init__()
+        self.layers = nn.ModuleList(BiFPNLayer(c) for _ in range(repeats))
+
+    def forward(self, p3, p4, p5, p6, p7):
+        feats = [p3, p4, p5, p6, p7]
+        for layer in self.layers:
+            feats = layer(feats)
+        return tuple(feats)
+
+
+def bifpn():
+    """The BiFPN over a 512-pixel image's five levels (64 x 64 down to 4 x 4)."""
+    torch.manual_seed(0)
+    sizes = [64, 32, 16, 8, 4]
+    return BiFPN().eval(), tuple(torch.randn(1, 64, s, s) for s in sizes)
+
+
+class FTTransformer(nn.Module):
+    """FT-Transformer for tabular data: numerical features embedded per feature (einsum),
+    categorical ones by embeddings, a CLS token, a pre-norm transformer."""
+
+    def __init__(self, numeric: int = 50, cats: tuple[int, ...] = (10, 20, 30, 40, 50, 60, 70, 80), d: int = 192,
+                 layers: int = 3):
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(numeric, d) * 0.1)
+        self.bias = nn.Parameter(torch.randn(numeric, d) * 0.1)
+        self.offsets = nn.Parameter(torch.tensor([0] + list(torch.tensor(cats).cumsum(0)[:-1])), requires_grad=False)
+        self.embed = nn.Embedding(sum(cats), d)
+        self.cls = nn.Parameter(torch.randn(1, 1, d))
+        layer = nn.TransformerEncoderLayer(d, 8, 4 * d // 3 * 2, dropout=0.0, batch_first=True, norm_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.head = nn.Sequential(nn.LayerNorm(d), nn.ReLU(), nn.Linear(d, 1))
+
+    def forward(self, numeric, categorical):
+        tokens = torch.einsum("bf,fd->bfd", numeric, self.weight) + self.bias
+        tokens = torch.cat([self.cls.expand(numeric.shape[0], -1, -1), tokens, self.embed(categorical + self.offsets)], 1)
+        return self.head(self.encoder(tokens)[:, 0])
+
+
+def ft_transformer():
+    """FT-Transformer over a batch of 256 rows of 50 numerical and 8 categorical features."""
+    torch.manual_seed(0)
+    return FTTransformer().eval(), (torch.randn(256, 50), torch.randint(0, 10, (256, 8)))
+
+
+class Perceiver(nn.Module):
+    """A Perceiver encoder: 256 latents cross-attend to 4096 inputs, then self-attend."""
+
+    def __init__(self, d_in: int = 64, d: int = 512, latents: int = 256, layers: int = 4):
+        super().__init__()
+        self.latents = nn.Parameter(torch.randn(latents, d))
+        self.cross = nn.MultiheadAttention(d, 1, kdim=d_in, vdim=d_in, batch_first=True)
+        self.norm_q, self.norm_kv = nn.LayerNorm(d), nn.LayerNorm(d_in)
+        layer = nn.TransformerEncoderLayer(d, 8, 4 * d, dropout=0.0, batch_first=True, norm_first=True, activation="gelu")
+        self.self_attn = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+
+    def forward(self, x):
+        q = self.norm_q(self.latents.expand(x.shape[0], -1, -1))
+        kv = self.norm_kv(x)
+        z = q + self.cross(q, kv, kv, need_weights=False)[0]
+        return self.self_attn(z).mean(1)
+
+
+def perceiver():
+    """A Perceiver over 4096 inputs of 64 features."""
+    torch.manual_seed(0)
+    return Perceiver().eval(), (torch.randn(1, 4096, 64),)
