@@ -22,7 +22,10 @@ the latent), CLIP's text tower, DeBERTa-v3 base and DLRM over multi-hot ``Embedd
 max over neighbours), a GShard-style mixture of experts (``one_hot`` routing, expert weights by
 ``einsum``), a TCN (causal dilated 1-d convolutions with weight norm), EfficientDet's BiFPN
 (weighted fusion across five levels), FT-Transformer (tabular feature tokens) and a Perceiver
-encoder (latents cross-attending to 4096 inputs). docs/performance.md ("Models the zoo does not
+encoder (latents cross-attending to 4096 inputs), and from session 127 Johnson's style transfer
+network (reflection padding, 2-d instance norms), Real-ESRGAN's RRDBNet (dense blocks of
+concatenations, leaky ReLUs, nearest upsampling), TSM (a temporal shift of channels between
+frames) and SNGAN's discriminator (spectral norm computed in the graph). docs/performance.md ("Models the zoo does not
 have") records their times against the peers.
 """
 
@@ -1130,3 +1133,166 @@ def perceiver():
     """A Perceiver over 4096 inputs of 64 features."""
     torch.manual_seed(0)
     return Perceiver().eval(), (torch.randn(1, 4096, 64),)
+
+
+class ResidualIN(nn.Module):
+    """Two reflection-padded 3x3 convolutions with instance norms, added to the input."""
+
+    def __init__(self, c: int):
+        super().__init__()
+        self.body = nn.Sequential(nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c, affine=True),
+                                  nn.ReLU(), nn.ReflectionPad2d(1), nn.Conv2d(c, c, 3), nn.InstanceNorm2d(c, affine=True))
+
+    def forward(self, x):
+        return x + self.body(x)
+
+
+def _conv_in(i: int, o: int, k: int, stride: int = 1) -> list[nn.Module]:
+    return [nn.ReflectionPad2d(k // 2), nn.Conv2d(i, o, k, stride), nn.InstanceNorm2d(o, affine=True), nn.ReLU()]
+
+
+class StyleTransfer(nn.Module):
+    """Johnson et al.'s fast style transfer network: reflection padding, instance norms, five
+    residual blocks of 128 channels, nearest upsampling then convolution on the way up."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Sequential(*_conv_in(3, 32, 9), *_conv_in(32, 64, 3, 2), *_conv_in(64, 128, 3, 2))
+        self.res = nn.Sequential(*(ResidualIN(128) for _ in range(5)))
+        self.up = nn.Sequential(nn.Upsample(scale_factor=2, mode="nearest"), *_conv_in(128, 64, 3),
+                                nn.Upsample(scale_factor=2, mode="nearest"), *_conv_in(64, 32, 3),
+                                nn.ReflectionPad2d(4), nn.Conv2d(32, 3, 9))
+
+    def forward(self, x):
+        return self.up(self.res(self.down(x)))
+
+
+def style_transfer():
+    """The style transfer network over a 256 x 256 image."""
+    torch.manual_seed(0)
+    return StyleTransfer().eval(), (torch.randn(1, 3, 256, 256),)
+
+
+class DenseBlock5(nn.Module):
+    """ESRGAN's residual dense block: five 3x3 convolutions, each over the concatenation of all
+    before it, leaky ReLUs, the result scaled by 0.2 and added."""
+
+    def __init__(self, c: int = 64, g: int = 32):
+        super().__init__()
+        self.convs = nn.ModuleList(nn.Conv2d(c + i * g, g if i < 4 else c, 3, padding=1) for i in range(5))
+
+    def forward(self, x):
+        feats = [x]
+        for i, conv in enumerate(self.convs):
+            y = conv(torch.cat(feats, 1))
+            if i < 4:
+                feats.append(F.leaky_relu(y, 0.2))
+        return x + 0.2 * y
+
+
+class RRDB(nn.Module):
+    def __init__(self, c: int = 64):
+        super().__init__()
+        self.blocks = nn.Sequential(DenseBlock5(c), DenseBlock5(c), DenseBlock5(c))
+
+    def forward(self, x):
+        return x + 0.2 * self.blocks(x)
+
+
+class RRDBNet(nn.Module):
+    """Real-ESRGAN's generator at its anime size (6 RRDBs), 4x: two nearest upsamplings, each
+    followed by a convolution and a leaky ReLU."""
+
+    def __init__(self, c: int = 64, blocks: int = 6):
+        super().__init__()
+        self.first = nn.Conv2d(3, c, 3, padding=1)
+        self.body = nn.Sequential(*(RRDB(c) for _ in range(blocks)))
+        self.trunk = nn.Conv2d(c, c, 3, padding=1)
+        self.up1, self.up2 = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, c, 3, padding=1)
+        self.hr, self.last = nn.Conv2d(c, c, 3, padding=1), nn.Conv2d(c, 3, 3, padding=1)
+
+    def forward(self, x):
+        f = self.first(x)
+        f = f + self.trunk(self.body(f))
+        f = F.leaky_relu(self.up1(F.interpolate(f, scale_factor=2.0, mode="nearest")), 0.2)
+        f = F.leaky_relu(self.up2(F.interpolate(f, scale_factor=2.0, mode="nearest")), 0.2)
+        return self.last(F.leaky_relu(self.hr(f), 0.2))
+
+
+def rrdbnet():
+    """Real-ESRGAN x4 (6 blocks) over a 64 x 64 image."""
+    torch.manual_seed(0)
+    return RRDBNet().eval(), (torch.randn(1, 3, 64, 64),)
+
+
+class TemporalShift(nn.Module):
+    """TSM's shift: an eighth of the channels from the previous frame, an eighth from the next,
+    the rest in place, then the block's first convolution."""
+
+    def __init__(self, block: nn.Module, frames: int):
+        super().__init__()
+        self.block, self.frames = block, frames
+
+    def forward(self, x):
+        nt, c, h, w = x.shape
+        x5 = x.view(nt // self.frames, self.frames, c, h, w)
+        f = c // 8
+        shifted = torch.cat([torch.cat([x5[:, 1:, :f], torch.zeros_like(x5[:, :1, :f])], 1),
+                             torch.cat([torch.zeros_like(x5[:, :1, f:2 * f]), x5[:, :-1, f:2 * f]], 1),
+                             x5[:, :, 2 * f:]], 2)
+        return self.block(shifted.view(nt, c, h, w))
+
+
+class TSM(nn.Module):
+    """A temporal shift module network: resnet18 over 8 frames, each residual block's first
+    convolution fed shifted channels, the frames' logits averaged."""
+
+    def __init__(self, frames: int = 8):
+        super().__init__()
+        import torchvision
+
+        self.frames = frames
+        self.net = torchvision.models.resnet18(num_classes=174)
+        for layer in (self.net.layer1, self.net.layer2, self.net.layer3, self.net.layer4):
+            for block in layer:
+                block.conv1 = TemporalShift(block.conv1, frames)
+
+    def forward(self, x):
+        b, t = x.shape[:2]
+        return self.net(x.flatten(0, 1)).view(b, t, -1).mean(1)
+
+
+def tsm():
+    """TSM-resnet18 over one clip of 8 frames of 224 x 224."""
+    torch.manual_seed(0)
+    return TSM().eval(), (torch.randn(1, 8, 3, 224, 224),)
+
+
+class SNDiscriminator(nn.Module):
+    """SNGAN's CIFAR discriminator: convolutions under spectral norm (each weight divided by its
+    largest singular value, estimated in the graph from the stored vectors), leaky ReLUs, a sum
+    over positions and a linear output."""
+
+    def __init__(self, c: int = 128):
+        super().__init__()
+        sn = nn.utils.parametrizations.spectral_norm
+        widths = [(3, c // 2, 3, 1), (c // 2, c, 4, 2), (c, c, 3, 1), (c, 2 * c, 4, 2), (2 * c, 2 * c, 3, 1),
+                  (2 * c, 4 * c, 4, 2), (4 * c, 4 * c, 3, 1)]
+        self.convs = nn.ModuleList(sn(nn.Conv2d(i, o, k, s, 1)) for i, o, k, s in widths)
+        self.linear = sn(nn.Linear(4 * c * 4 * 4, 1))
+
+    def forward(self, x):
+        for conv in self.convs:
+            x = F.leaky_relu(conv(x), 0.1)
+        return self.linear(x.flatten(1))
+
+
+def sn_discriminator():
+    """SNGAN's discriminator over a batch of 16 CIFAR images."""
+    torch.manual_seed(0)
+    model = SNDiscriminator()
+    with torch.no_grad():  # a few power iterations in training mode, as a trained model's u and v would be
+        model.train()
+        for _ in range(3):
+            model(torch.randn(2, 3, 32, 32))
+    return model.eval(), (torch.randn(16, 3, 32, 32),)
