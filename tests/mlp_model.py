@@ -1377,3 +1377,22 @@ class _FeatureTokens(torch.nn.Module):
 def build_feature_tokens():
     torch.manual_seed(0)
     return _FeatureTokens().eval(), (torch.randn(4, 5),)
+
+
+class _ExpertProducts(torch.nn.Module):
+    """A mixture of experts' expert layers as GShard writes them: the tokens dispatched to each
+    expert, ``[E, C, D]``, times that expert's weights by ``einsum``, a GELU between."""
+
+    def __init__(self, d: int = 32, hidden: int = 64, experts: int = 3):
+        super().__init__()
+        self.w1 = torch.nn.Parameter(torch.randn(experts, d, hidden) * d ** -0.5)
+        self.w2 = torch.nn.Parameter(torch.randn(experts, hidden, d) * hidden ** -0.5)
+
+    def forward(self, x):
+        h = torch.nn.functional.gelu(torch.einsum("ecd,edh->ech", x, self.w1))
+        return torch.einsum("ech,ehd->ecd", h, self.w2)
+
+
+def build_expert_products():
+    torch.manual_seed(0)
+    return _ExpertProducts().eval(), (torch.randn(3, 10, 32),)
