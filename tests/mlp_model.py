@@ -1396,3 +1396,20 @@ class _ExpertProducts(torch.nn.Module):
 def build_expert_products():
     torch.manual_seed(0)
     return _ExpertProducts().eval(), (torch.randn(3, 10, 32),)
+
+
+class _TransposedProduct(torch.nn.Module):
+    """A cross-attention's scores without the softmax: queries from one input times the keys of
+    another, transposed (``q @ k.T``), scaled."""
+
+    def __init__(self):
+        super().__init__()
+        self.q, self.k = torch.nn.Linear(24, 32), torch.nn.Linear(16, 32)
+
+    def forward(self, x, z):
+        return self.q(x) @ self.k(z).transpose(-1, -2) * 0.125
+
+
+def build_transposed_product():
+    torch.manual_seed(0)
+    return _TransposedProduct().eval(), (torch.randn(1, 80, 24), torch.randn(1, 64, 16))

@@ -294,6 +294,18 @@ def test_experts_weights_are_packed_at_load_time_and_their_products_match_torch(
     assert not any("layout_transform" in n for n in names), names  # (lifted: not run per inference)
 
 
+def test_an_activation_transposed_for_a_product_is_written_packed():
+    """``q @ k.T`` over 80 rows: the transposed keys are written in the packed layout a dense
+    layer's weight has (``TRANSPOSED_ACTIVATIONS``; a Perceiver's cross-attention 1.15x), so no
+    product reads them unpacked; the outputs match PyTorch."""
+    model = _mlp_model("build_transposed_product")
+    result, _ = tvm_vs_torch(model)
+    assert result["passed"], result
+    _, names = _kernel_names(model)
+    products = [n for n in names if "matmul" in n]
+    assert products and all("matmul_packed" in n for n in products), names
+
+
 def test_a_reduction_after_a_layout_free_activation_runs_on_the_convolutions_nhwc_output():
     """A leaky ReLU (no layout rule in ConvertLayout) and a max or mean over spatial axes after a
     convolution: done on the NHWC output, the activation fused into the convolution, instead of a

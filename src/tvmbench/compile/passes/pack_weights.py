@@ -153,6 +153,14 @@ THREE_VECTOR_BLOCKS = True
 # 1.012x / 1.000x, b3 at 193 px 1.027x / 1.021x, b8 1.034x; efficientnet_b0 1.004x,
 # mobilenet_v3_large 1.001x.
 NARROW_OUTPUTS = True
+# An activation transposed for a product over at least this many rows is packed as the transpose
+# writes it (``_Pack.transposed_activation``; 0: never). A Perceiver's cross-attention scores,
+# 256 latents x 4096 keys of 512, ran at 33 % of the peak on the Zen 3 host, the transposed keys'
+# rows 16 KB apart.
+TRANSPOSED_ACTIVATIONS = 64
+# (elementwise steps and views between the transpose and the product: the attention's scale)
+_ON_THE_WAY = ("relax.reshape", "relax.expand_dims", "relax.broadcast_to", "relax.multiply", "relax.divide",
+               "relax.astype")
 # A product with a weight per batch (a mixture of experts' ``[E, K, N]``, a parameter or a
 # transpose of one) reads each expert's weight packed as a dense layer's: unpacked, its rows are
 # ``N * 4`` bytes apart, and on the Zen 3 host the experts' products ran at 35-45 % of the FMA
@@ -604,14 +612,30 @@ class _Pack(PyExprMutator):
                 and static_shape(x.ty)[:1] == shape[:1] and str(w.ty.dtype) == "float32" \
                 and from_weights(self, w, self.weights, WEIGHT_VIEWS):
             return self.batched(x, w, shape, out_dtype(call, x))
-        if shape is not None and len(shape) > 2 and numel(x.ty) is not None and NARROW_COLUMNS:
+        if shape is not None and len(shape) == 3 and shape[0] == 1 and self.transposed_activation(x, w, shape[1:]):
+            w, shape = self.builder_.emit(relax.op.reshape(w, shape[1:])), shape[1:]  # (one batch of one)
+        elif shape is not None and len(shape) > 2 and numel(x.ty) is not None and NARROW_COLUMNS:
             return self.whole_columns(call, shape)
         if shape is not None and len(shape) == 2 and shape[1] < 2 * block and numel(x.ty) is not None and NARROW_DENSE:
             return self.whole_columns(call, shape)
         if (shape is None or len(shape) != 2 or numel(x.ty) is None or len(x.ty.shape) < 2
-                or shape[1] < 2 * block or not from_weights(self, w, self.weights)):
+                or shape[1] < 2 * block):
+            return call
+        if not from_weights(self, w, self.weights) and not self.transposed_activation(x, w, shape):
             return call
         return self.dense(x, w, shape[1], out_dtype(call, x))
+
+    def transposed_activation(self, x: Any, w: Any, shape: list[int]) -> bool:
+        """Whether ``w`` is an activation written transposed for this product (a cross-attention's
+        keys, ``k.T``, where the attention is not joined), over enough rows to reuse it
+        (TRANSPOSED_ACTIVATIONS): the transpose writes it packed instead, at the same cost."""
+        bound = self.lookup_binding(w) if isinstance(w, relax.Var) else None
+        while op_name(bound) in _ON_THE_WAY and isinstance(bound.args[0], relax.Var):
+            bound = self.lookup_binding(bound.args[0])
+        rows = static_shape(x.ty)
+        return (bool(TRANSPOSED_ACTIVATIONS) and op_name(bound) == "relax.permute_dims" and rows is not None
+                and rows[-2] >= TRANSPOSED_ACTIVATIONS and str(w.ty.dtype) == "float32"
+                and shape[1] % self.block == 0)
 
     def batched(self, x: Any, w: Any, shape: list[int], dtype: str) -> Any:
         """``x @ w`` over a weight per batch (a mixture of experts' ``[E, K, N]``), each packed in
