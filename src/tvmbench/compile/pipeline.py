@@ -41,7 +41,7 @@ from tvmbench.compile.tiles import accumulator_budget, half_vectors_full_rate, v
 from tvmbench.targets import ResolvedTarget
 
 # Bumped whenever the pipeline changes what it produces, so cached libraries are rebuilt.
-PIPELINE_VERSION = "226"
+PIPELINE_VERSION = "227"
 # 0: identical kernel calls are not merged (``benchmarks/rule_ab.py M pipeline.DEDUPLICATE_CALLS 0``).
 DEDUPLICATE_CALLS = 1
 # 0: a grouped convolution's shift and activation stay after its reshape to NHWC (``passes/reshape_last.py``).
