@@ -253,7 +253,7 @@ def test_top_k_rows_keeps_ties_in_order_and_puts_nan_first():
     from tvmbench.compile.topk import top_k_rows
 
     x = np.random.default_rng(0).integers(0, 4, (6, 33)).astype("float32")
-    x[2, [3, 15, 30]] = np.nan  # among the first k, in a chunk read whole, in the row's tail
+    x[2, [3, 15, 30]] = np.nan  # among the first k, mid-row, in the row's tail
     for largest in (True, False):
         data = te.placeholder(x.shape, "float32")
         func = te.create_prim_func([data, *top_k_rows(data, 7, largest)])

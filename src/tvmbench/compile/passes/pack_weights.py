@@ -609,7 +609,7 @@ class _Pack(PyExprMutator):
         block = self.block
         shape = [int(v) for v in w.ty.shape] if numel(w.ty) is not None else None
         if shape is not None and len(shape) == 3 and shape[-1] % block == 0 and BATCHED_WEIGHTS \
-                and static_shape(x.ty)[:1] == shape[:1] and str(w.ty.dtype) == "float32" \
+                and len(static_shape(x.ty) or []) == 3 and int(x.ty.shape[0]) == shape[0] and str(w.ty.dtype) == "float32" \
                 and from_weights(self, w, self.weights, WEIGHT_VIEWS):
             return self.batched(x, w, shape, out_dtype(call, x))
         if shape is not None and len(shape) == 3 and shape[0] == 1 and self.transposed_activation(x, w, shape[1:]):
