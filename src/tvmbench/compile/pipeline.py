@@ -5,13 +5,11 @@ pipeline does not decompose batch-norm for inference. We use one pipeline shape 
 stages, so that the functions the tuner extracts are exactly the functions this pipeline compiles
 (tuning records match by structural hash):
 
-1. simplify: library dispatch (sampling, sort/scan), DecomposeOpsForInference (batch-norm to scale/shift), BoundedTake,
-   ConvertLayoutGuards, UnbroadcastMatmul, CanonicalizeBindings; on CPU then CPUFriendlyArithmetic, PadAttention,
-   PadSoftmaxRows, Conv1dAsConv2d, SubPixelConvTranspose, ConvertLayout (convolutions to NHWC/HWIO), KeepChannelsLast (concats,
-   splits and channel shuffles too), GroupNormByChannel, FoldScaleIntoConv, WinogradConv3x3 (grouped ones too), GroupedConvNHWC,
-   PadWindowChannels, Bf16Dense (``--precision bf16``), PackWeights (conv/dense weights packed per output-channel tile),
-   RemoveRedundantReshape; SlicesThroughLayout; last LiftTransformParams, which moves weight-only work (layout transforms,
-   packing, transposes, batch-norm folding) into ``main_transform_params``, run once at load;
+1. simplify (``simplify_passes``, in order there): dataflow blocks, top-k by selection, library dispatch,
+   batch-norm to scale/shift, and on CPU tvmbench's passes (``passes/``: layouts to NHWC/HWIO kept through
+   what follows, Winograd, grouped and padded windows, bf16, weights packed per output-channel tile); last
+   LiftTransformParams, which moves weight-only work (layout transforms, packing, transposes, batch-norm
+   folding) into ``main_transform_params``, run once at load;
 2. legalize and fuse: (on CPU, FastMath: TVM's FastMathTransform, softmax by reciprocal), LegalizeOps, AnnotateTIROpPattern,
    FoldConstant, FuseOps, (on CPU, FuseExpansionIntoWindow, FuseAttention), FuseTIR, (on CPU, EliminateCommonSubexpr,
    KeyLimits), FlatTransformParams, RewriteDataflowReshape;
@@ -20,8 +18,7 @@ stages, so that the functions the tuner extracts are exactly the functions this 
    memory its condition excludes (a tuned schedule's kernel read megabytes past its input without it);
 4. VM lowering: TVM's own dataflow-lowering and finalisation passes for the target.
 
-tvmbench's passes live in ``passes/`` (one module each), its rules in ``rules/``.
-"""
+tvmbench's passes live in ``passes/`` (one module each), its rules in ``rules/``."""
 
 from __future__ import annotations
 
@@ -58,12 +55,9 @@ def _backend(target: ResolvedTarget) -> Any:
 
 def simplify_passes(target: ResolvedTarget) -> list[Any]:
     """Stage 1."""
-    # Dataflow blocks around a run-time check (one_hot's range asserts in torch.export), which breaks
-    # the function's single block: without them nothing is fused or lifted (a mixture of experts
-    # transposed its expert weights on every call, 120 ms against 41).
-    result = [relax.transform.ConvertToDataflow()]
-    # (TopKBySelection before the library dispatch, which makes every topk a call of TVM's sort)
-    result += [passes.top_k_by_selection()] if target.kind == "llvm" else []
+    # (dataflow blocks around run-time checks, one_hot's asserts: without them nothing is fused or
+    # lifted, a mixture of experts 120 ms against 41; top-k before the library dispatch's sort)
+    result = [relax.transform.ConvertToDataflow(), *([passes.top_k_by_selection()] if target.kind == "llvm" else [])]
     result += _backend(target).library_dispatch_passes(target.tvm()) + [
         relax.transform.DecomposeOpsForInference(),
         passes.bounded_take(),
@@ -72,8 +66,7 @@ def simplify_passes(target: ResolvedTarget) -> list[Any]:
         relax.transform.CanonicalizeBindings(),
     ]
     if target.kind == "llvm":
-        # NHWC activations with HWIO weights put output channels innermost and contiguous in the
-        # weights, which is what the CPU contraction rule vectorises over.
+        # (NHWC activations with HWIO weights: output channels innermost, what the CPU rules vectorise)
         result += [passes.cpu_friendly_arithmetic(), passes.pad_attention(target), passes.pad_softmax_rows(target),
                    passes.conv1d_as_conv2d(), passes.on_row_maps(), relax.transform.CanonicalizeBindings(),
                    passes.sub_pixel_conv_transpose(),  # (ConvertLayout read OnRowMaps' aliases as NCHW)
