@@ -127,8 +127,9 @@ def _conv_layouts(target):
     return layouts
 
 
-def test_layout_nhwc_converts_cuda_convolutions_and_auto_keeps_nchw():
+def test_layout_nhwc_converts_cuda_convolutions_and_auto_keeps_nchw(monkeypatch):
     import dataclasses
+    import importlib
 
     from tvmbench.targets import resolve_target
 
@@ -136,7 +137,10 @@ def test_layout_nhwc_converts_cuda_convolutions_and_auto_keeps_nchw():
     assert _conv_layouts(cuda) == ["NCHW", "NCHW"]
     assert _conv_layouts(dataclasses.replace(cuda, conv_layout="NHWC")) == ["NHWC", "NHWC"]
     # the CPU rules need NHWC; the first convolution, over the 3-channel image, is a packed kernel
-    # that reads the NCHW image itself (test_compile's stem test), no relax conv2d any more
+    # that reads the NCHW image itself (test_compile's stem test), no relax conv2d any more; the
+    # second stays a convolution where Winograd takes 3x3 ones from 32 channels only (from 16
+    # where the outputs are whole vectors, as 16 are on AVX2)
+    monkeypatch.setattr(importlib.import_module("tvmbench.compile.passes.winograd"), "_MIN_WHOLE_VECTOR_CHANNELS", 32)
     assert _conv_layouts(resolve_target("llvm")) == ["NHWC"]
 
 
