@@ -49,7 +49,11 @@ def test_operators_are_stored_with_features_and_both_contexts(store):
     x, (blocks, depth, block), bias = (i["shape"] for i in json.loads(inputs))
     assert x == [32, 256] and bias == [512] and depth == 256 and blocks * block == 512 and block % 8 == 0
     kinds = {k for (k,) in rows(store, "SELECT DISTINCT kind FROM operators")}
-    assert {"dense", "conv2d 3x3", "layout"} <= kinds
+    assert {"dense", "conv2d 3x3"} <= kinds, kinds
+    # the CNN's transpose back to NCHW is its own layout kernel, except where its 16-channel 3x3
+    # convolution runs as Winograd (16 outputs are whole vectors on AVX2), whose output transform
+    # writes it
+    assert "layout" in kinds or any("winograd" in k or "transform" in k for k in kinds), kinds
     contexts = rows(store, "SELECT context, COUNT(*), MIN(median_us) FROM measurements GROUP BY context")
     assert {c for c, _, _ in contexts} == {"in_model", "alone_warm", "alone_cold"}
     assert all(t > 0 for _, _, t in contexts)
