@@ -60,7 +60,8 @@ _MIN_CHANNELS = 32
 # full-size convolutions (16 outputs over 48 and 96 frame-channels) 1.275x, squeezenet1_1's
 # 16 -> 64 expands 1.125x, ssd300_vgg16 level; with any channels from 16 (before the vectors were
 # asked for) yolov8n 1.013x, googlenet 1.015x, raft_small level, and efficientnet_v2_s, whose
-# 24 -> 24 convolutions are not whole vectors of 16, lost 2 %.
+# 24 -> 24 convolutions are not whole vectors of 16, lost 2 %. On AVX2 they are whole 8-lane
+# vectors and taken: efficientnet_v2_s level there (session 127, Zen 3: 1.018x [0.994-1.033]).
 _MIN_WHOLE_VECTOR_CHANNELS = 16
 # Output maps smaller than this (edge) keep the direct kernel: the tiles overhang the map (7x7
 # in 2x2 tiles computes 8x8) and the transformed weights, (m+2)^2 / 9 times the size of the
